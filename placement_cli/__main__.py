@@ -1,0 +1,5 @@
+"""Entry point for ``python -m placement_cli``."""
+
+from placement_cli.cli import main
+
+main()

@@ -1,0 +1,186 @@
+"""Thin typer commands, and the one place errors become exit codes."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from enum import Enum, IntEnum
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from placement_cli import __version__
+
+app = typer.Typer(
+    name="placement",
+    help="See where TensorFlow places every op, and why.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    PLACEMENT_FAILED = 1  # TensorFlow could not place the graph (InvalidArgumentError)
+    USAGE = 2  # bad usage or unreadable input
+    INTERNAL = 3  # a bug in placement itself; --traceback shows it
+
+
+class Mode(str, Enum):
+    graph = "graph"
+    eager = "eager"
+
+
+_state = {"traceback": False}
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout instead of tables.")]
+SoftOpt = Annotated[bool, typer.Option("--soft/--no-soft", help="allow_soft_placement: fall back to an existing device.")]
+ModeOpt = Annotated[Mode, typer.Option("--mode", help="graph: tf.compat.v1.Session as in the guide; eager: TF2 APIs.")]
+LogOpt = Annotated[bool, typer.Option("--log", help="Also print the raw log TensorFlow wrote.")]
+CpusOpt = Annotated[int | None, typer.Option("--cpus", min=1, max=64, help="Split the CPU into N logical devices (/cpu:0../cpu:N-1).")]
+VGpusOpt = Annotated[int | None, typer.Option("--virtual-gpus", min=1, max=16, help="Split one physical GPU into N logical GPUs.")]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _console(stderr: bool = False) -> Any:
+    from rich.console import Console  # noqa: PLC0415 - keeps --help fast
+
+    return Console(stderr=stderr, highlight=False)
+
+
+def _fail(code: ExitCode, message: str) -> typer.Exit:
+    from placement_cli.render.table import clean  # noqa: PLC0415
+
+    _console(stderr=True).print(f"placement: {clean(message)}", markup=False, highlight=False, soft_wrap=True)
+    return typer.Exit(int(code))
+
+
+def guarded(fn: F) -> F:
+    """Translate domain errors into exit codes; tracebacks only with --traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from placement_cli.devices import DeviceSpecError  # noqa: PLC0415
+        from placement_cli.logparse import InputError  # noqa: PLC0415
+        from placement_cli.scenarios.runtime import UsageProblem  # noqa: PLC0415
+
+        try:
+            return fn(*args, **kwargs)
+        except (typer.Exit, typer.Abort, typer.BadParameter):
+            raise
+        except (InputError, UsageProblem, DeviceSpecError) as exc:
+            raise _fail(ExitCode.USAGE, str(exc)) from None
+        except KeyboardInterrupt:
+            raise _fail(ExitCode.USAGE, "interrupted") from None
+        except Exception as exc:
+            if _state["traceback"]:
+                raise
+            raise _fail(ExitCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc} (rerun with --traceback)") from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _device_option(value: str | None) -> str | None:
+    if value is None:
+        return None
+    from placement_cli.devices import DeviceSpecError, parse_device  # noqa: PLC0415
+
+    try:
+        parse_device(value)
+    except DeviceSpecError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    return value
+
+
+def _print_report(report: Any, *, as_json: bool, run: bool, show_log: bool = False, summary: bool = False) -> None:
+    if as_json:
+        from placement_cli.render.json import render_json  # noqa: PLC0415
+
+        sys.stdout.write(render_json(report, run=run) + "\n")
+        return
+    from placement_cli.render.table import literal, report_group  # noqa: PLC0415
+
+    console = _console()
+    if show_log and report.log:
+        console.rule("TensorFlow's log")
+        console.print(literal(report.log.rstrip()))
+        console.rule()
+    console.print(report_group(report, run=run, summary=summary))
+
+
+def _finish_run(report: Any, as_json: bool, show_log: bool) -> None:
+    _print_report(report, as_json=as_json, run=True, show_log=show_log)
+    if report.failed:
+        raise typer.Exit(int(ExitCode.PLACEMENT_FAILED))
+
+
+def _options(soft: bool, mode: Mode, cpus: int | None, virtual_gpus: int | None) -> Any:
+    from placement_cli.scenarios.runtime import RunOptions  # noqa: PLC0415
+
+    return RunOptions(soft=soft, mode=mode.value, cpus=cpus, virtual_gpus=virtual_gpus)
+
+
+@app.callback(invoke_without_command=False)
+def _root(
+    traceback: Annotated[bool, typer.Option("--traceback", help="Show Python tracebacks of unexpected errors.")] = False,
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
+) -> None:
+    """See where TensorFlow places every op, and why.
+
+    Examples: [bold]placement show[/], [bold]placement tower --gpus 2,3 --soft[/], [bold]placement parse run.log[/]
+    """
+    _state["traceback"] = traceback
+    if version:
+        typer.echo(f"placement {__version__}")
+        raise typer.Exit()
+
+
+@app.command()
+@guarded
+def show(
+    device: Annotated[str | None, typer.Option("--device", callback=_device_option, help="Pin a, b and MatMul to DEV (the guide's /gpu:2 case).")] = None,
+    inputs_on: Annotated[str | None, typer.Option("--inputs-on", callback=_device_option, help="Pin only a and b to DEV (the guide's /cpu:0 case).")] = None,
+    soft: SoftOpt = False,
+    mode: ModeOpt = Mode.graph,
+    cpus: CpusOpt = None,
+    virtual_gpus: VGpusOpt = None,
+    log: LogOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run the guide's matmul (a 2x3 times b 3x2) with placement logging and show where each op went.
+
+    Example: [bold]placement show --device /gpu:2 --soft[/]
+    """
+    from placement_cli.scenarios.guide import matmul  # noqa: PLC0415
+
+    report = matmul(device, inputs_on, _options(soft, mode, cpus, virtual_gpus))
+    _finish_run(report, as_json, log)
+
+
+@app.command()
+@guarded
+def parse(
+    files: Annotated[list[str], typer.Argument(help="Log files; - reads standard input.", show_default=False)],
+    summary: Annotated[bool, typer.Option("--summary", help="Only the counts per device.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Parse placement logs of any TensorFlow version (0.x to 2.x), mixed with any other output.
+
+    Several files are read as one stream, so a program's stdout and stderr logs pair up.
+    Example: [bold]placement parse train.log --summary[/]
+    """
+    from placement_cli.logparse import parse_paths  # noqa: PLC0415
+
+    report = parse_paths(files, keep=not summary)
+    _print_report(report, as_json=as_json, run=False, summary=summary)
+    if not report.placement_count:
+        names = ", ".join("standard input" if f == "-" else f for f in files)
+        _console(stderr=True).print(f"placement: no placements found in {names}", markup=False)
+
+
+def main() -> None:
+    app(prog_name="placement")

@@ -1,0 +1,135 @@
+"""Device-name parsing and normalising (``/gpu:0`` <-> ``/job:.../device:GPU:0``)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_PART = re.compile(r"(job|replica|task|device|cpu|gpu):([^/]*)", re.IGNORECASE)
+_TYPE_INDEX = re.compile(r"([A-Za-z][A-Za-z0-9_]*):(\d+|\*)")
+
+
+class DeviceSpecError(ValueError):
+    """A device string TensorFlow would not accept."""
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """A (possibly partial) TensorFlow device specification."""
+
+    job: str | None = None
+    replica: int | None = None
+    task: int | None = None
+    device_type: str | None = None
+    device_index: int | None = None
+
+    @property
+    def canonical(self) -> str:
+        """Full name, defaults filled in: ``/job:J/replica:R/task:T/device:TYPE:N``."""
+        job = self.job or "localhost"
+        replica = 0 if self.replica is None else self.replica
+        task = 0 if self.task is None else self.task
+        tail = ""
+        if self.device_type is not None:
+            index = "*" if self.device_index is None else self.device_index
+            tail = f"/device:{self.device_type}:{index}"
+        return f"/job:{job}/replica:{replica}/task:{task}{tail}"
+
+    @property
+    def spec(self) -> str:
+        """Only the fields that were given, in TensorFlow's modern spelling."""
+        parts = []
+        if self.job is not None:
+            parts.append(f"/job:{self.job}")
+        if self.replica is not None:
+            parts.append(f"/replica:{self.replica}")
+        if self.task is not None:
+            parts.append(f"/task:{self.task}")
+        if self.device_type is not None:
+            index = "*" if self.device_index is None else self.device_index
+            parts.append(f"/device:{self.device_type}:{index}")
+        return "".join(parts)
+
+    @property
+    def short(self) -> str:
+        """Short display name: ``CPU:0``, ``GPU:1``, ``ps/0 CPU:0``."""
+        kind = ""
+        if self.device_type is not None:
+            kind = self.device_type if self.device_index is None else f"{self.device_type}:{self.device_index}"
+        if self.job in (None, "localhost"):
+            return kind or self.spec or "?"
+        where = self.job if self.task is None else f"{self.job}/{self.task}"
+        return f"{where} {kind}".strip()
+
+    def satisfied_by(self, other: DeviceSpec) -> bool:
+        """True when every field this spec sets has the same value in ``other``."""
+        pairs = (
+            (self.job, other.job or "localhost"),
+            (self.replica, other.replica or 0),
+            (self.task, other.task or 0),
+            (self.device_index, other.device_index),
+        )
+        if any(mine is not None and mine != theirs for mine, theirs in pairs):
+            return False
+        if self.device_type is None:
+            return True
+        return (other.device_type or "").upper() == self.device_type.upper()
+
+
+def parse_device(text: str) -> DeviceSpec:
+    """Parse any spelling TensorFlow has used for a device; raise DeviceSpecError if malformed."""
+    raw = text.strip()
+    if not raw:
+        raise DeviceSpecError("empty device string")
+    body = raw if raw.startswith("/") else "/" + raw
+    fields: dict[str, object] = {}
+    for chunk in body.split("/")[1:]:
+        if not chunk:
+            raise DeviceSpecError(f"empty component in device string {raw!r}")
+        match = _PART.fullmatch(chunk)
+        if match is None:
+            type_index = _TYPE_INDEX.fullmatch(chunk)
+            if type_index is None or "device_type" in fields:
+                raise DeviceSpecError(f"unknown component {chunk!r} in device string {raw!r}")
+            _set_type_index(fields, type_index.group(1), type_index.group(2), raw)
+            continue
+        key, value = match.group(1).lower(), match.group(2)
+        if key in ("cpu", "gpu"):
+            _set_type_index(fields, key, value, raw)
+        elif key == "device":
+            type_index = _TYPE_INDEX.fullmatch(value)
+            if type_index is None:
+                raise DeviceSpecError(f"bad device component {chunk!r} in {raw!r}")
+            _set_type_index(fields, type_index.group(1), type_index.group(2), raw)
+        elif key == "job":
+            if not value:
+                raise DeviceSpecError(f"empty job name in {raw!r}")
+            fields["job"] = value
+        else:
+            if not value.isdigit():
+                raise DeviceSpecError(f"{key} must be a number in {raw!r}, not {value!r}")
+            fields[key] = int(value)
+    return DeviceSpec(**fields)  # type: ignore[arg-type]
+
+
+def _set_type_index(fields: dict[str, object], kind: str, index: str, raw: str) -> None:
+    if not (index.isdigit() or index == "*"):
+        raise DeviceSpecError(f"device index must be a number in {raw!r}, not {index!r}")
+    fields["device_type"] = kind.upper()
+    fields["device_index"] = None if index == "*" else int(index)
+
+
+def try_parse(text: str | None) -> DeviceSpec | None:
+    """Like parse_device, but None for None or unparseable text."""
+    if not text:
+        return None
+    try:
+        return parse_device(text)
+    except DeviceSpecError:
+        return None
+
+
+def short_name(text: str) -> str:
+    """Short display name of a device string, or the string itself if unparseable."""
+    spec = try_parse(text)
+    return spec.short if spec else text

@@ -1,0 +1,48 @@
+"""Placement-log parsing for every TensorFlow version; never imports tensorflow."""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import ExitStack
+from typing import BinaryIO
+
+from placement_cli.logparse.engine import InputError, parse_streams
+from placement_cli.model import Report
+
+__all__ = ["InputError", "parse_paths", "parse_text"]
+
+
+def parse_text(text: str) -> Report:
+    """Parse a captured log held in memory."""
+    if not text:
+        return Report()
+    return parse_streams([("<text>", io.BytesIO(text.encode("utf-8", "replace")))])
+
+
+def _open(path: str, stack: ExitStack) -> tuple[str, BinaryIO]:
+    if path == "-":
+        return "<stdin>", sys.stdin.buffer
+    if os.path.isdir(path):
+        raise InputError(f"{path}: is a directory, not a log file")
+    try:
+        return path, stack.enter_context(open(path, "rb"))
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def parse_paths(paths: list[str], *, keep: bool = True) -> Report:
+    """Parse files (``-`` is standard input) as one stream; InputError if unreadable."""
+    with ExitStack() as stack:
+        def sources() -> Iterator[tuple[str, BinaryIO]]:
+            for path in paths:
+                yield _open(path, stack)
+
+        try:
+            return parse_streams(sources(), keep=keep)
+        except UnicodeDecodeError as exc:  # only possible in a UTF-16 log
+            raise InputError(f"cannot decode input: {exc}") from None

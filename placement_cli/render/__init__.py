@@ -1,0 +1,1 @@
+"""Renderers: Report -> rich renderables or JSON text."""

@@ -1,0 +1,167 @@
+"""Rich renderables for a Report; they return, the commands print."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from rich.console import Group, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from placement_cli.devices import short_name
+from placement_cli.model import AS_REQUESTED, FREE, SOFT_FALLBACK, Placement, PlacementFailure, Report
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_PALETTE = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_cyan", "bright_magenta")
+_STATUS_STYLE = {AS_REQUESTED: "green", FREE: "dim", SOFT_FALLBACK: "bold yellow"}
+
+
+def clean(text: str | None) -> str:
+    """Log text made safe to show: no escape sequences or other control characters."""
+    return _CONTROL.sub("\N{REPLACEMENT CHARACTER}", text) if text else ""
+
+
+def literal(text: str | None, style: str = "") -> Text:
+    """Text shown exactly as written (``[red]`` stays ``[red]``)."""
+    return Text(clean(text) or "-", style=style)
+
+
+def _device_styles(devices: Iterable[str]) -> dict[str, str]:
+    return {d: _PALETTE[i % len(_PALETTE)] for i, d in enumerate(sorted(set(devices)))}
+
+
+def _ordered(report: Report) -> list[Placement]:
+    groups: dict[str | None, int] = {}
+    for p in report.placements:
+        groups.setdefault(p.group, len(groups))
+    if any(g is not None for g in groups):
+        return sorted(report.placements, key=lambda p: (groups[p.group], p.line))
+    return sorted(report.placements, key=lambda p: (p.canonical, p.line))
+
+
+def placement_table(report: Report, run: bool = False) -> Table:
+    """Node, op, requested, assigned, status (and why), one section per device or group."""
+    styles = _device_styles(p.canonical for p in report.placements)
+    grouped = any(p.group for p in report.placements)
+    table = Table(title="Placements", title_justify="left", expand=False)
+    if grouped:
+        table.add_column("group")
+    for name in ("node", "op", "requested", "assigned", "status"):
+        table.add_column(name)
+    show_reason = any(p.reason for p in report.placements)
+    if show_reason:
+        table.add_column("why")
+    previous: str | None = None
+    for p in _ordered(report):
+        section = (p.group or "") if grouped else p.canonical
+        if table.row_count and section != previous:
+            table.add_section()
+        previous = section
+        requested = short_name(p.requested) if p.requested else ("?" if not run else "-")
+        row = [
+            literal(p.node),
+            literal(p.op),
+            literal(requested),
+            literal(p.short, styles[p.canonical]),
+            literal(p.status, _STATUS_STYLE.get(p.status, "")),
+        ]
+        if grouped:
+            row.insert(0, literal(p.group))
+        if show_reason:
+            row.append(literal(p.reason) if p.reason else Text(""))
+        table.add_row(*row)
+    return table
+
+
+def counts_table(report: Report) -> Table:
+    """Placements per device, with the full device name."""
+    by_device = report.by_device
+    styles = _device_styles(by_device)
+    total = sum(by_device.values()) or 1
+    table = Table(title="Per device", title_justify="left")
+    table.add_column("device")
+    table.add_column("full name")
+    table.add_column("ops", justify="right")
+    table.add_column("share", justify="right")
+    for device, n in sorted(by_device.items()):
+        table.add_row(literal(short_name(device), styles[device]), literal(device), str(n), f"{100 * n / total:.0f}%")
+    return table
+
+
+def mapping_renderable(report: Report) -> RenderableType | None:
+    if report.device_mapping:
+        table = Table(title="Device mapping", title_justify="left")
+        table.add_column("device")
+        table.add_column("description")
+        for m in report.device_mapping:
+            table.add_row(literal(short_name(m.device)), literal(m.description))
+        return table
+    if report.mapping_seen:
+        return Text("Device mapping: no known devices (a CPU has no description).")
+    return None
+
+
+def _hint(failure: PlacementFailure) -> str:
+    if failure.kind == "no_kernel":
+        return ("This op has no kernel for the requested device type. Rerun with --soft to let "
+                "TensorFlow run it on a device that has one, or pin it elsewhere.")
+    if failure.kind == "colocation":
+        return "Ops that must share a device were pinned apart. Pin them together, or rerun with --soft."
+    return ("Rerun with --soft to let TensorFlow fall back to a device that exists, pin to a device "
+            "listed by `placement devices`, or use --cpus N with /cpu:K devices to try the same lesson "
+            "across several (logical) devices on this machine.")
+
+
+def failure_panel(failure: PlacementFailure, error_class: str = "InvalidArgumentError") -> Panel:
+    """One placement error, explained: node, request, what exists, how to proceed."""
+    available = ", ".join(short_name(d) for d in failure.available_devices) or "(not listed)"
+    body = Text()
+    for label, value in (
+        ("node", failure.node or "-"),
+        ("requested", short_name(failure.requested_device) if failure.requested_device else "-"),
+        ("available", available),
+        ("TensorFlow says", failure.message.splitlines()[0] if failure.message else "-"),
+    ):
+        body.append(f"{label:>16}: ", style="bold")
+        body.append(clean(value) + "\n")
+    body.append("\n" + _hint(failure), style="italic")
+    return Panel(body, title=f"Placement failed: {error_class} ({failure.kind})", border_style="red",
+                 title_align="left")
+
+
+def result_renderable(result: object) -> Text:
+    return Text(f"result: {format_result(result)}", style="bold")
+
+
+def format_result(result: object) -> str:
+    if isinstance(result, list):
+        return "[" + ", ".join(format_result(x) for x in result) + "]"
+    if isinstance(result, float) and result.is_integer():
+        return str(int(result))
+    return str(result)
+
+
+def report_renderables(report: Report, *, run: bool, summary: bool = False) -> list[RenderableType]:
+    """Everything a command shows for a report, in reading order."""
+    parts: list[RenderableType] = []
+    if report.title:
+        parts.append(Text(report.title, style="bold underline"))
+    if not summary:
+        mapping = mapping_renderable(report)
+        if mapping is not None:
+            parts.append(mapping)
+        if report.placements:
+            parts.append(placement_table(report, run=run))
+    if report.placement_count:
+        parts.append(counts_table(report))
+    parts.extend(failure_panel(f) for f in report.errors)
+    if run and report.result is not None:
+        parts.append(result_renderable(report.result))
+    parts.extend(Text(clean(note), style="italic") for note in report.notes)
+    return parts
+
+
+def report_group(report: Report, *, run: bool, summary: bool = False) -> Group:
+    return Group(*report_renderables(report, run=run, summary=summary))

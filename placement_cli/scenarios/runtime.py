@@ -1,0 +1,149 @@
+"""Starting TensorFlow for a run: logical devices, sessions, and judging each placement."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from placement_cli.capture import capture_fds
+from placement_cli.devices import DeviceSpec, try_parse
+from placement_cli.logparse import parse_text
+from placement_cli.model import AS_REQUESTED, FREE, SOFT_FALLBACK, Placement, Report
+
+
+class UsageProblem(Exception):
+    """A run option that cannot work on this machine (exit 2)."""
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Options every TensorFlow-running command shares."""
+
+    soft: bool = False
+    mode: str = "graph"  # graph | eager
+    cpus: int | None = None
+    virtual_gpus: int | None = None
+
+
+@dataclass
+class Trial:
+    """What one run produced before parsing: requests, result, error text."""
+
+    requested: dict[str, str | None] = field(default_factory=dict)  # node (or eager op) -> device
+    groups: dict[str, str] = field(default_factory=dict)  # node -> group label (tower)
+    eager: list[tuple[str, str | None, str | None]] = field(default_factory=list)  # (op, device, group) in run order
+    result: Any = None
+    error: str | None = None
+    available: tuple[str, ...] = ()
+
+
+_TF: Any = None
+
+
+def tensorflow(options: RunOptions) -> Any:
+    """Import TensorFlow once, logging on and logical devices set before it initialises.
+
+    ``set_log_device_placement`` must come before anything initialises the context
+    (TF 2.21 silently logs nothing otherwise), so it is the first call made here.
+    """
+    global _TF
+    if _TF is not None:
+        return _TF
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0")
+    import tensorflow as tf  # noqa: PLC0415 - only run commands import TensorFlow
+
+    tf.debugging.set_log_device_placement(True)
+    if options.cpus:
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * options.cpus)
+    if options.virtual_gpus:
+        gpus = tf.config.list_physical_devices("GPU")
+        if not gpus:
+            raise UsageProblem("--virtual-gpus needs one physical GPU, and TensorFlow sees none here; "
+                               "use --cpus N to split the CPU instead")
+        tf.config.set_logical_device_configuration(
+            gpus[0], [tf.config.LogicalDeviceConfiguration(memory_limit=512)] * options.virtual_gpus
+        )
+    _TF = tf
+    return tf
+
+
+def available_devices(tf: Any) -> tuple[str, ...]:
+    specs = (try_parse(d.name) for d in tf.config.list_logical_devices())
+    return tuple(s.canonical for s in specs if s)
+
+
+def session_config(tf: Any, soft: bool) -> Any:
+    return tf.compat.v1.ConfigProto(log_device_placement=True, allow_soft_placement=soft)
+
+
+def run_captured(build: Any, options: RunOptions, title: str) -> Report:
+    """Run ``build(tf, options) -> Trial`` with fds 1/2 captured, then parse and judge."""
+    with capture_fds() as cap:
+        tf = tensorflow(options)
+        trial = build(tf, options)
+        trial.available = available_devices(tf)
+        kernels = _kernel_lookup()
+    log = cap.text
+    report = parse_text(log + ("\n" + trial.error if trial.error else ""))
+    placements = tuple(_judge_all(report.placements, trial, kernels))
+    return replace(report, placements=placements, title=title, result=trial.result, log=log)
+
+
+def _kernel_lookup() -> Any:
+    from tensorflow.python.framework import kernels  # noqa: PLC0415
+
+    cache: dict[str, set[str]] = {}
+
+    def device_types(op: str) -> set[str]:
+        if op not in cache:
+            try:
+                cache[op] = {k.device_type for k in kernels.get_registered_kernels_for_op(op).kernel}
+            except Exception:  # noqa: BLE001 - an unknown op has no kernels we can name
+                cache[op] = set()
+        return cache[op]
+
+    return device_types
+
+
+def _judge_all(placements: tuple[Placement, ...], trial: Trial, kernels: Any) -> Iterator[Placement]:
+    """Graph nodes are matched by name; eager ops, which have none, in the order they ran."""
+    queue = list(trial.eager)
+    for p in placements:
+        requested, group = trial.requested.get(p.node or ""), trial.groups.get(p.node or "")
+        if p.kind == "eager":
+            requested, group = None, None
+            if queue and _same_op(queue[0][0], p.op or ""):
+                _, requested, group = queue.pop(0)
+        yield judge(p, requested, group, trial.available, kernels)
+
+
+def _same_op(wanted: str, logged: str) -> bool:
+    return logged in (wanted, f"_Mkl{wanted}")  # oneDNN renames MatMul to _MklMatMul on CPUs
+
+
+def judge(p: Placement, requested: str | None, group: str | None, available: tuple[str, ...],
+          kernel_types: Any) -> Placement:
+    """Status and reason of one placement against what was asked for."""
+    if not requested:
+        return replace(p, requested=None, status=FREE, group=group)
+    want = try_parse(requested)
+    if want is None or want.satisfied_by(p.spec):
+        return replace(p, requested=requested, status=AS_REQUESTED, group=group)
+    return replace(p, requested=requested, status=SOFT_FALLBACK, group=group,
+                   reason=fallback_reason(want, p, available, kernel_types))
+
+
+def fallback_reason(want: DeviceSpec, p: Placement, available: tuple[str, ...], kernel_types: Any) -> str:
+    """Why the placer did not honour a request; "unknown" rather than a guess."""
+    specs = [s for s in map(try_parse, available) if s]
+    if not any(want.satisfied_by(s) for s in specs):
+        names = ", ".join(s.short for s in specs) or "none"
+        return f"{want.short} does not exist (have: {names})"
+    op = p.op or ""
+    types = kernel_types(op) if op else set()
+    if want.device_type and types and want.device_type not in types:
+        return f"no {want.device_type} kernel registered for {op}"
+    return "unknown (the requested device exists; colocation or soft placement moved it)"
