@@ -46,16 +46,22 @@ VGpusOpt = Annotated[int | None, typer.Option("--virtual-gpus", min=1, max=16, h
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _console(stderr: bool = False) -> Any:
+def _console() -> Any:
     from rich.console import Console  # noqa: PLC0415 - keeps --help fast
 
-    return Console(stderr=stderr, highlight=False)
+    return Console(highlight=False)
+
+
+def _say(message: str) -> None:
+    """One diagnostic line on stderr, never wrapped, control characters removed."""
+    from placement_cli.render.table import clean  # noqa: PLC0415
+
+    sys.stderr.write(f"placement: {clean(message)}\n")
+    sys.stderr.flush()
 
 
 def _fail(code: ExitCode, message: str) -> typer.Exit:
-    from placement_cli.render.table import clean  # noqa: PLC0415
-
-    _console(stderr=True).print(f"placement: {clean(message)}", markup=False, highlight=False, soft_wrap=True)
+    _say(message)
     return typer.Exit(int(code))
 
 
@@ -124,19 +130,22 @@ def _options(soft: bool, mode: Mode, cpus: int | None, virtual_gpus: int | None)
     return RunOptions(soft=soft, mode=mode.value, cpus=cpus, virtual_gpus=virtual_gpus)
 
 
-@app.callback(invoke_without_command=False)
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"placement {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
 def _root(
     traceback: Annotated[bool, typer.Option("--traceback", help="Show Python tracebacks of unexpected errors.")] = False,
-    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
+    version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_version, help="Print the version and exit.")] = False,
 ) -> None:
     """See where TensorFlow places every op, and why.
 
     Examples: [bold]placement show[/], [bold]placement tower --gpus 2,3 --soft[/], [bold]placement parse run.log[/]
     """
     _state["traceback"] = traceback
-    if version:
-        typer.echo(f"placement {__version__}")
-        raise typer.Exit()
 
 
 @app.command()
@@ -179,7 +188,7 @@ def parse(
     _print_report(report, as_json=as_json, run=False, summary=summary)
     if not report.placement_count:
         names = ", ".join("standard input" if f == "-" else f for f in files)
-        _console(stderr=True).print(f"placement: no placements found in {names}", markup=False)
+        _say(f"no placements found in {names}")
 
 
 def main() -> None:

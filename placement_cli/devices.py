@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 _PART = re.compile(r"(job|replica|task|device|cpu|gpu):([^/]*)", re.IGNORECASE)
 _TYPE_INDEX = re.compile(r"([A-Za-z][A-Za-z0-9_]*):(\d+|\*)")
+_BARE_TYPES = frozenset({"CPU", "GPU", "TPU", "CUSTOM", "EPU"})  # TF accepts these without "device:"
 
 
 class DeviceSpecError(ValueError):
@@ -89,7 +90,7 @@ def parse_device(text: str) -> DeviceSpec:
         match = _PART.fullmatch(chunk)
         if match is None:
             type_index = _TYPE_INDEX.fullmatch(chunk)
-            if type_index is None or "device_type" in fields:
+            if type_index is None or "device_type" in fields or type_index.group(1).upper() not in _BARE_TYPES:
                 raise DeviceSpecError(f"unknown component {chunk!r} in device string {raw!r}")
             _set_type_index(fields, type_index.group(1), type_index.group(2), raw)
             continue

@@ -103,7 +103,13 @@ def mapping_renderable(report: Report) -> RenderableType | None:
     return None
 
 
-def _hint(failure: PlacementFailure) -> str:
+_PROGRAM_HINT = ("Fix in the program: pin to a device that exists, or allow soft placement "
+                 "(ConfigProto(allow_soft_placement=True) in TF1, tf.config.set_soft_device_placement(True) in TF2).")
+
+
+def _hint(failure: PlacementFailure, run: bool) -> str:
+    if not run:
+        return _PROGRAM_HINT
     if failure.kind == "no_kernel":
         return ("This op has no kernel for the requested device type. Rerun with --soft to let "
                 "TensorFlow run it on a device that has one, or pin it elsewhere.")
@@ -114,7 +120,7 @@ def _hint(failure: PlacementFailure) -> str:
             "across several (logical) devices on this machine.")
 
 
-def failure_panel(failure: PlacementFailure, error_class: str = "InvalidArgumentError") -> Panel:
+def failure_panel(failure: PlacementFailure, run: bool = True) -> Panel:
     """One placement error, explained: node, request, what exists, how to proceed."""
     available = ", ".join(short_name(d) for d in failure.available_devices) or "(not listed)"
     body = Text()
@@ -126,9 +132,9 @@ def failure_panel(failure: PlacementFailure, error_class: str = "InvalidArgument
     ):
         body.append(f"{label:>16}: ", style="bold")
         body.append(clean(value) + "\n")
-    body.append("\n" + _hint(failure), style="italic")
-    return Panel(body, title=f"Placement failed: {error_class} ({failure.kind})", border_style="red",
-                 title_align="left")
+    body.append("\n" + _hint(failure, run), style="italic")
+    title = "Placement failed: InvalidArgumentError" if run else "Placement error in the log"
+    return Panel(body, title=f"{title} ({failure.kind})", border_style="red", title_align="left")
 
 
 def result_renderable(result: object) -> Text:
@@ -156,7 +162,7 @@ def report_renderables(report: Report, *, run: bool, summary: bool = False) -> l
             parts.append(placement_table(report, run=run))
     if report.placement_count:
         parts.append(counts_table(report))
-    parts.extend(failure_panel(f) for f in report.errors)
+    parts.extend(failure_panel(f, run) for f in report.errors)
     if run and report.result is not None:
         parts.append(result_renderable(report.result))
     parts.extend(Text(clean(note), style="italic") for note in report.notes)

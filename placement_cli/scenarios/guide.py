@@ -73,8 +73,10 @@ def matmul(device: str | None, inputs_on: str | None, options: RunOptions) -> Re
                 c = tf.matmul(a, b)
         return _run_graph(tf, graph, c, trial, options)
 
-    pin = device or inputs_on
-    title = f"Guide matmul ({options.mode} mode" + (f", pinned to {pin}" if pin else "") + ")"
+    pins = [f"all on {device}"] if device else []
+    if inputs_on:
+        pins.append(f"a and b on {inputs_on}")
+    title = f"Guide matmul ({', '.join([options.mode + ' mode', *pins])})"
     return run_captured(build, options, title)
 
 

@@ -1,0 +1,47 @@
+"""Shared helpers: running the real entry point, and skipping GPU-only paths."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+LOGS = FIXTURES / "logs"
+EXPECTED = FIXTURES / "expected"
+
+
+def run_cli(*args: str, stdin: bytes | None = None, env: dict[str, str] | None = None,
+            timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m placement_cli`` for real: TensorFlow's C++ output is only
+    capturable at file-descriptor level, which CliRunner cannot see."""
+    full_env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "120", **(env or {})}
+    proc = subprocess.run(
+        [sys.executable, "-m", "placement_cli", *args],
+        input=stdin, capture_output=True, timeout=timeout, env=full_env,
+    )
+    return subprocess.CompletedProcess(proc.args, proc.returncode,
+                                       proc.stdout.decode("utf-8", "replace"),
+                                       proc.stderr.decode("utf-8", "replace"))
+
+
+def run_json(*args: str, expect: int = 0) -> dict[str, Any]:
+    proc = run_cli(*args, "--json")
+    assert proc.returncode == expect, proc.stderr[-3000:]
+    return json.loads(proc.stdout)
+
+
+def has_gpu() -> bool:
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0 and b"GPU" in out.stdout
+
+
+needs_gpu = pytest.mark.skipif(not has_gpu(), reason="needs a physical GPU (this machine has none)")
