@@ -9,7 +9,8 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import BinaryIO
 
-from placement_cli.logparse.engine import InputError, parse_streams
+from placement_cli.errors import InputError
+from placement_cli.logparse.engine import parse_streams
 from placement_cli.model import Report
 
 __all__ = ["InputError", "parse_paths", "parse_text"]

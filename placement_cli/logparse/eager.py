@@ -2,5 +2,4 @@
 
 from placement_cli.logparse.placer import DEVICE
 
-PATTERN = rb"Executing op (\S+) (?:in device|on task) (" + DEVICE + rb")[ \t\r]*$"
-GROUPS = 2  # op, device
+PATTERN = rb"Executing op (\S++) (?:in device|on task) (" + DEVICE + rb")[ \t\r]*+$"

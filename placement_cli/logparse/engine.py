@@ -4,56 +4,33 @@ from __future__ import annotations
 
 import codecs
 import re
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterable, Iterator
-from typing import BinaryIO
+from operator import attrgetter, itemgetter
+from dataclasses import replace
+from typing import Any, BinaryIO
 
 from placement_cli.devices import DeviceSpec, parse_device
-from placement_cli.logparse import eager, glog, mapping, placer
+from placement_cli.errors import InputError
+from placement_cli.logparse import eager, mapping, placer
 from placement_cli.logparse.failures import TRIGGER, failure_from_text, needs_continuation
 from placement_cli.model import DeviceMapping, Placement, PlacementFailure, Report
 
-CHUNK = 1 << 20
-_PAIRING_WINDOW = 200_000  # unpaired copies remembered; beyond that the oldest is forgotten
+CHUNK = 4 << 20
+# A bare stdout copy and its glog twin pair up when they are at most one chunk apart
+# (stdout is block-buffered, so its copies lag the glog copies by a few KiB).
+_GLOG = re.compile(placer.glog_pattern(detailed=True), re.M)
+_BARE = re.compile(placer.bare_pattern(detailed=True), re.M)
+_GLOG_COUNT = re.compile(placer.glog_pattern(detailed=False), re.M)
+_BARE_COUNT = re.compile(placer.bare_pattern(detailed=False), re.M)
+_EAGER = re.compile(eager.PATTERN, re.M)
+_MAPPING = re.compile(mapping.PATTERN, re.M)
 
-# Dispatch table: the dialects in the order their groups appear after the prefix marker.
-DIALECTS = (placer, eager, mapping)
-_FULL = re.compile(
-    rb"(?m)^" + glog.PREFIX + rb"(?:" + rb"|".join(d.PATTERN for d in DIALECTS) + rb")"
-)
-# --summary needs no device mapping: a smaller pattern, and findall + Counter in C.
-_COUNT = re.compile(rb"(?m)^" + glog.PREFIX + rb"(?:" + placer.PATTERN + rb"|" + eager.PATTERN + rb")")
-
-
-class InputError(Exception):
-    """Input that is not a readable text log."""
+Key = bytes  # "node: (Op)/job:..." as printed, once normalised
 
 
 def _decode(raw: bytes) -> str:
     return raw.decode("utf-8", "replace")
-
-
-class _Pairing:
-    """Counts a placement once when both its stdout copy and its glog copy appear.
-
-    Per (node, op, device) it keeps ``glog copies - bare copies`` seen so far; the
-    number of placements is max(bare, glog), so a second run of the same node
-    (two more copies) counts again.
-    """
-
-    def __init__(self) -> None:
-        self.surplus: dict[tuple[bytes, bytes, bytes], int] = {}
-
-    def add(self, key: tuple[bytes, bytes, bytes], prefixed: bool, count: int = 1) -> int:
-        """Record ``count`` copies of one form; return how many new placements that makes."""
-        before = self.surplus.pop(key, 0)
-        after = before + count if prefixed else before - count
-        if after:
-            self.surplus[key] = after
-            if len(self.surplus) > _PAIRING_WINDOW:
-                del self.surplus[next(iter(self.surplus))]
-        gained = max(after, 0) - max(before, 0)
-        return gained if prefixed else count + gained
 
 
 def _chunks(stream: BinaryIO, name: str) -> Iterator[bytes]:
@@ -116,69 +93,124 @@ def _line_count(total_newlines: int, last: bytes) -> int:
     return total_newlines + (1 if last and not last.endswith(b"\n") else 0)
 
 
-def parse_streams(sources: Iterable[tuple[str, BinaryIO]], *, keep: bool = True) -> Report:
-    """Parse one or more logs as one stream (line numbers run on across them)."""
-    pairing = _Pairing()
-    failures = _Failures()
-    placements: list[Placement] = []
-    mappings: dict[str, str] = {}
-    mapping_seen = False
-    specs: dict[bytes, DeviceSpec] = {}
-    counts: Counter[bytes] = Counter()
-    newlines = 0
-    last = b""
+def _numbered(data: bytes, base: int, matches: Iterable[re.Match[bytes]]) -> Iterator[tuple[int, re.Match[bytes]]]:
+    """Line numbers for matches in increasing order (``data`` starts with an extra newline)."""
+    pos, line = 0, base
+    for m in matches:
+        line += data.count(b"\n", pos, m.start() + 1)
+        pos = m.start() + 1
+        yield line, m
 
-    def spec_of(device: bytes) -> DeviceSpec:
-        spec = specs.get(device)
+
+class _Parser:
+    """Consumes chunks; glog and eager lines count at once, bare copies one chunk later,
+    when it is known whether their glog twin was printed (before or after them)."""
+
+    def __init__(self, keep: bool) -> None:
+        self.keep = keep
+        self.failures = _Failures()
+        self.window: deque[Any] = deque(maxlen=2)  # glog keys of recent chunks (dicts when keeping)
+        self.pending: list = []
+        self._bare: list = []
+        self.placements: list[Placement] = []
+        self.counts: Counter[bytes] = Counter()
+        self.mappings: dict[str, str] = {}
+        self.mapping_seen = False
+        self.newlines = 0
+        self.last = b""
+        self.specs: dict[bytes, DeviceSpec] = {}
+
+    def spec_of(self, device: bytes) -> DeviceSpec:
+        spec = self.specs.get(device)
         if spec is None:
-            spec = specs[device] = parse_device(_decode(device))
+            spec = self.specs[device] = parse_device(_decode(device))
         return spec
 
+    def feed(self, chunk: bytes) -> None:
+        if TRIGGER.search(chunk):
+            self.failures.scan(chunk)
+        data = b"\n" + chunk.replace(*placer.NORMALISE)
+        if self.keep:
+            glog_keys = self._feed_full(data)
+        else:
+            glog = _GLOG_COUNT.findall(data)
+            self.counts.update(map(itemgetter(1), glog))
+            self.counts.update(map(itemgetter(1), _EAGER.findall(data)))
+            bare = _BARE_COUNT.findall(data)
+            glog_keys = set(map(itemgetter(0), glog)) if (bare or self.pending) else set()
+        self._resolve(glog_keys)
+        self.window.append(glog_keys)
+        self.pending = self._bare if self.keep else bare
+        self.newlines += chunk.count(b"\n")
+        self.last = chunk
+
+    def _feed_full(self, data: bytes) -> dict[Key, int]:
+        base = self.newlines
+        glog_keys: dict[Key, list[int]] = {}  # key -> indexes of its placements, in order
+        for line, m in _numbered(data, base, _GLOG.finditer(data)):
+            glog_keys.setdefault(m.group(1), []).append(len(self.placements))
+            self.placements.append(self._placement(m, line))
+        for line, m in _numbered(data, base, _EAGER.finditer(data)):
+            op, dev = m.group(1, 2)
+            self.placements.append(Placement(None, _decode(op), _decode(dev), self.spec_of(dev), "eager", line))
+        self._bare = [(m, line) for line, m in _numbered(data, base, _BARE.finditer(data))]
+        for m in _MAPPING.finditer(data):
+            header, device, desc, cont = m.groups()
+            self.mapping_seen = True
+            if device:
+                text = _decode(desc).strip()
+                if cont:
+                    text = f"{text} {_decode(cont).strip()}"
+                self.mappings.setdefault(_decode(device), text)
+        return glog_keys
+
+    def _placement(self, m: re.Match[bytes], line: int) -> Placement:
+        node, op, dev = m.group(2, 3, 4)
+        return Placement(_decode(node), _decode(op) if op else None, _decode(dev), self.spec_of(dev),
+                         "placer" if op else "legacy", line)
+
+    def _resolve(self, newest: Any) -> None:
+        """Bare copies of the previous chunk count unless a glog twin is within one chunk."""
+        if self.keep:
+            twins: dict[Key, list[int]] = {}
+            for chunk_keys in (*self.window, newest):
+                for key, indexes in chunk_keys.items():
+                    twins.setdefault(key, []).extend(indexes)
+            for m, line in self.pending:
+                indexes = twins.get(m.group(1))
+                if indexes is None:
+                    self.placements.append(self._placement(m, line))
+                    continue
+                index = indexes.pop(0) if len(indexes) > 1 else indexes[0]  # copies pair in order
+                if line < self.placements[index].line:  # the bare copy was printed first
+                    self.placements[index] = replace(self.placements[index], line=line)
+        elif self.pending:
+            twins = newest.union(*self.window)
+            self.counts.update([dev for key, dev in self.pending if key not in twins])
+        self.pending = []
+
+    def finish(self) -> Report:
+        self._resolve({} if self.keep else set())
+        counted = None
+        if not self.keep:
+            merged: Counter[str] = Counter()
+            for dev, n in self.counts.items():
+                merged[self.spec_of(dev).canonical] += n
+            counted = tuple(merged.items())
+        return Report(
+            placements=tuple(sorted(self.placements, key=attrgetter("line"))),
+            device_mapping=tuple(DeviceMapping(d, desc) for d, desc in self.mappings.items()),
+            errors=self.failures.result(),
+            lines=_line_count(self.newlines, self.last),
+            mapping_seen=self.mapping_seen,
+            counted=counted,
+        )
+
+
+def parse_streams(sources: Iterable[tuple[str, BinaryIO]], *, keep: bool = True) -> Report:
+    """Parse one or more logs as one stream (line numbers run on across them)."""
+    parser = _Parser(keep)
     for name, stream in sources:
         for chunk in _chunks(stream, name):
-            if TRIGGER.search(chunk):
-                failures.scan(chunk)
-            if not keep:
-                for (marker, node, op, dev, eop, edev), n in Counter(_COUNT.findall(chunk)).items():
-                    if eop:
-                        counts[edev] += n
-                    else:
-                        counts[dev] += pairing.add((node, op, dev), bool(marker), n)
-            else:
-                pos, line = 0, newlines + 1
-                for m in _FULL.finditer(chunk):
-                    line += chunk.count(b"\n", pos, m.start())
-                    pos = m.start()
-                    marker, node, op, dev, eop, edev, header, mdev, mdesc, mcont = m.groups()
-                    if dev:
-                        if pairing.add((node, op, dev), bool(marker)):
-                            kind = "placer" if op else "legacy"
-                            placements.append(Placement(_decode(node), _decode(op) if op else None,
-                                                        _decode(dev), spec_of(dev), kind, line))
-                    elif edev:
-                        placements.append(Placement(None, _decode(eop), _decode(edev), spec_of(edev), "eager", line))
-                    elif header:
-                        mapping_seen = True
-                    elif mdev:
-                        mapping_seen = True
-                        desc = _decode(mdesc).strip()
-                        if mcont:
-                            desc = f"{desc} {_decode(mcont).strip()}"
-                        mappings.setdefault(_decode(mdev), desc)
-            newlines += chunk.count(b"\n")
-            last = chunk
-    counted = None
-    if not keep:
-        counted = tuple((spec_of(dev).canonical, n) for dev, n in counts.items() if n)
-        merged: Counter[str] = Counter()
-        for canonical, n in counted:
-            merged[canonical] += n
-        counted = tuple(merged.items())
-    return Report(
-        placements=tuple(placements),
-        device_mapping=tuple(DeviceMapping(d, desc) for d, desc in mappings.items()),
-        errors=failures.result(),
-        lines=_line_count(newlines, last),
-        mapping_seen=mapping_seen,
-        counted=counted,
-    )
+            parser.feed(chunk)
+    return parser.finish()

@@ -9,12 +9,9 @@ from typing import Any
 
 from placement_cli.capture import capture_fds
 from placement_cli.devices import DeviceSpec, try_parse
+from placement_cli.errors import UsageProblem
 from placement_cli.logparse import parse_text
 from placement_cli.model import AS_REQUESTED, FREE, SOFT_FALLBACK, Placement, Report
-
-
-class UsageProblem(Exception):
-    """A run option that cannot work on this machine (exit 2)."""
 
 
 @dataclass(frozen=True)
