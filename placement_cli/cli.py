@@ -169,6 +169,98 @@ def show(
     _finish_run(report, as_json, log)
 
 
+def _gpus_option(value: str) -> str:
+    from placement_cli.devices import DeviceSpecError, parse_indices  # noqa: PLC0415
+
+    try:
+        parse_indices(value)
+    except DeviceSpecError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    return value
+
+
+def _devices_option(value: str | None) -> str | None:
+    if value is None:
+        return None
+    devices = [d.strip() for d in value.split(",")]
+    for device in devices:
+        _device_option(device)
+    if len(set(devices)) != len(devices):
+        raise typer.BadParameter(f"duplicate device in {value!r}")
+    return ",".join(devices)
+
+
+@app.command()
+@guarded
+def tower(
+    gpus: Annotated[str, typer.Option("--gpus", callback=_gpus_option, help="GPU indices for the towers: 2,3 or 0-3.")] = "2,3",
+    devices: Annotated[str | None, typer.Option("--devices", callback=_devices_option, help="Tower devices instead of --gpus, e.g. /cpu:1,/cpu:2.")] = None,
+    reduce_on: Annotated[str, typer.Option("--reduce-on", callback=_device_option, help="Where tf.add_n sums the towers.")] = "/cpu:0",
+    soft: SoftOpt = False,
+    mode: ModeOpt = Mode.graph,
+    cpus: CpusOpt = None,
+    virtual_gpus: VGpusOpt = None,
+    log: LogOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run the guide's multi-tower graph: one matmul per device, summed with tf.add_n.
+
+    Without GPUs, use --soft to see the fallbacks, or run the towers on logical CPUs.
+    Example: placement tower --devices /cpu:1,/cpu:2 --cpus 3
+    """
+    from placement_cli.scenarios.guide import tower as run_tower  # noqa: PLC0415
+
+    from placement_cli.devices import parse_indices  # noqa: PLC0415
+
+    towers = devices.split(",") if devices else [f"/gpu:{i}" for i in parse_indices(gpus)]
+    report = run_tower(towers, reduce_on, _options(soft, mode, cpus, virtual_gpus))
+    _finish_run(report, as_json, log)
+
+
+@app.command()
+@guarded
+def errors(as_json: JsonOpt = False) -> None:
+    """Run a catalogue of placement failures for real and show each error, and what --soft does instead.
+
+    All cases share one TensorFlow start-up; GPU-only cases are reported as not run on machines without one.
+    Example: placement errors --json
+    """
+    from placement_cli.scenarios.failures import catalogue  # noqa: PLC0415
+
+    found = catalogue()
+    if as_json:
+        from placement_cli.render.json import dumps  # noqa: PLC0415
+
+        sys.stdout.write(dumps(found) + "\n")
+        return
+    from placement_cli.render.errors import render_catalogue  # noqa: PLC0415
+
+    _console().print(render_catalogue(found))
+
+
+@app.command()
+@guarded
+def devices(
+    cpus: CpusOpt = None,
+    virtual_gpus: VGpusOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List the physical and logical devices TensorFlow sees, and the Device mapping a Session logs.
+
+    Example: placement devices --cpus 4
+    """
+    from placement_cli.scenarios.inventory import inventory  # noqa: PLC0415
+    from placement_cli.render.inventory import render_inventory  # noqa: PLC0415
+
+    found = inventory(_options(False, Mode.graph, cpus, virtual_gpus))
+    if as_json:
+        from placement_cli.render.json import dumps  # noqa: PLC0415
+
+        sys.stdout.write(dumps(found) + "\n")
+    else:
+        _console().print(render_inventory(found))
+
+
 @app.command()
 @guarded
 def parse(

@@ -134,3 +134,20 @@ def short_name(text: str) -> str:
     """Short display name of a device string, or the string itself if unparseable."""
     spec = try_parse(text)
     return spec.short if spec else text
+
+
+def parse_indices(text: str) -> list[int]:
+    """``2,3`` or ``0-3`` (or a mix) into GPU indices; DeviceSpecError on bad input."""
+    indices: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        lo, sep, hi = part.partition("-")
+        if not lo.isdigit() or (sep and not hi.isdigit()):
+            raise DeviceSpecError(f"bad device index {part!r} in {text!r}: use numbers like 2,3 or 0-3")
+        span = range(int(lo), int(hi) + 1) if sep else [int(lo)]
+        if not span:
+            raise DeviceSpecError(f"empty range {part!r} in {text!r}")
+        indices.extend(span)
+    if len(set(indices)) != len(indices):
+        raise DeviceSpecError(f"duplicate device index in {text!r}")
+    return indices

@@ -15,6 +15,8 @@ from placement_cli.model import AS_REQUESTED, FREE, SOFT_FALLBACK, Placement, Pl
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _PALETTE = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_cyan", "bright_magenta")
+# Plumbing of TensorFlow's eager wrappers and functions: hidden from run tables (kept in JSON).
+_INTERNAL_OPS = frozenset({"_Arg", "_Retval", "_DeviceArg", "_DeviceRetval"})
 _STATUS_STYLE = {AS_REQUESTED: "green", FREE: "dim", SOFT_FALLBACK: "bold yellow"}
 
 
@@ -32,29 +34,38 @@ def _device_styles(devices: Iterable[str]) -> dict[str, str]:
     return {d: _PALETTE[i % len(_PALETTE)] for i, d in enumerate(sorted(set(devices)))}
 
 
-def _ordered(report: Report) -> list[Placement]:
+def _shown(report: Report, run: bool) -> list[Placement]:
+    if not run:
+        return list(report.placements)
+    return [p for p in report.placements if p.op not in _INTERNAL_OPS]
+
+
+def _ordered(placements: list[Placement]) -> list[Placement]:
     groups: dict[str | None, int] = {}
-    for p in report.placements:
+    for p in placements:
         groups.setdefault(p.group, len(groups))
     if any(g is not None for g in groups):
-        return sorted(report.placements, key=lambda p: (groups[p.group], p.line))
-    return sorted(report.placements, key=lambda p: (p.canonical, p.line))
+        return sorted(placements, key=lambda p: (groups[p.group], p.line))
+    return sorted(placements, key=lambda p: (p.canonical, p.line))
 
 
 def placement_table(report: Report, run: bool = False) -> Table:
     """Node, op, requested, assigned, status (and why), one section per device or group."""
-    styles = _device_styles(p.canonical for p in report.placements)
-    grouped = any(p.group for p in report.placements)
-    table = Table(title="Placements", title_justify="left", expand=False)
+    shown = _shown(report, run)
+    styles = _device_styles(p.canonical for p in shown)
+    grouped = any(p.group for p in shown)
+    hidden = len(report.placements) - len(shown)
+    caption = f"{hidden} _Arg/_Retval placements of TensorFlow's wrappers not shown (--json has all)" if hidden else None
+    table = Table(title="Placements", title_justify="left", expand=False, caption=caption, caption_justify="left")
     if grouped:
         table.add_column("group")
     for name in ("node", "op", "requested", "assigned", "status"):
         table.add_column(name)
-    show_reason = any(p.reason for p in report.placements)
+    show_reason = any(p.reason for p in shown)
     if show_reason:
         table.add_column("why")
     previous: str | None = None
-    for p in _ordered(report):
+    for p in _ordered(shown):
         section = (p.group or "") if grouped else p.canonical
         if table.row_count and section != previous:
             table.add_section()

@@ -25,7 +25,7 @@ def _run_graph(tf: Any, graph: Any, fetch: Any, trial: Trial, options: RunOption
     """The guide's way: a v1 Session with log_device_placement (and soft placement if asked)."""
     trial.requested = {op.name: op.device or None for op in graph.get_operations()}
     try:
-        with tf.compat.v1.Session(graph=graph, config=session_config(tf, options.soft)) as sess:
+        with tf.compat.v1.Session(graph=graph, config=session_config(tf, options)) as sess:
             trial.result = sess.run(fetch).tolist()
     except tf.errors.InvalidArgumentError as exc:
         trial.error = exc.message

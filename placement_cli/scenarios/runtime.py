@@ -72,8 +72,12 @@ def available_devices(tf: Any) -> tuple[str, ...]:
     return tuple(s.canonical for s in specs if s)
 
 
-def session_config(tf: Any, soft: bool) -> Any:
-    return tf.compat.v1.ConfigProto(log_device_placement=True, allow_soft_placement=soft)
+def session_config(tf: Any, options: RunOptions) -> Any:
+    """A v1 Session makes its own devices: logical CPUs must be asked for again here."""
+    config = tf.compat.v1.ConfigProto(log_device_placement=True, allow_soft_placement=options.soft)
+    if options.cpus:
+        config.device_count["CPU"] = options.cpus
+    return config
 
 
 def run_captured(build: Any, options: RunOptions, title: str) -> Report:

@@ -1,0 +1,52 @@
+"""Rich rendering of `placement errors`: one panel per case."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group
+from rich.panel import Panel
+from rich.text import Text
+
+from placement_cli.devices import short_name
+from placement_cli.render.table import clean, format_result
+
+
+def _soft_summary(soft: dict[str, Any] | None) -> str:
+    if soft is None:
+        return "-"
+    if soft.get("error_class"):
+        return f"still fails: {soft['error_class']}: {soft.get('message', '')}"
+    devices = sorted({short_name(p["canonical"]) for p in soft["placements"] if p["op"] not in ("_Arg", "_Retval")})
+    return f"runs on {', '.join(devices) or '?'}, result {format_result(soft['result'])}"
+
+
+def _case_panel(case: dict[str, Any]) -> Panel:
+    rows: list[tuple[str, str]] = [("what", case["description"]), ("requested", case["requested"])]
+    error = case["error"]
+    if not case["ran"]:
+        rows.append(("not run", case["skip_reason"]))
+        style, status = "yellow", "not runnable here"
+    elif error is None:
+        rows.append(("error", "none"))
+        style, status = "green", "no error"
+    else:
+        rows += [
+            ("error", f"{case['error_class']} ({error['kind']})"),
+            ("node", error["node"] or "-"),
+            ("TensorFlow says", error["message"].splitlines()[0]),
+            ("available", ", ".join(short_name(d) for d in error["available_devices"]) or "-"),
+            ("with --soft", _soft_summary(case["soft"])),
+        ]
+        style, status = "red", case["error_class"]
+    body = Text()
+    for label, value in rows:
+        body.append(f"{label:>15}: ", style="bold")
+        body.append(clean(value) + "\n")
+    body.rstrip()
+    return Panel(body, title=f"{case['name']}: {status}", title_align="left", border_style=style)
+
+
+def render_catalogue(found: dict[str, Any]) -> Group:
+    return Group(Text("Placement failures, each run for real", style="bold underline"),
+                 *(_case_panel(c) for c in found["cases"]))

@@ -1,0 +1,122 @@
+"""`placement errors`: placement failures, each run for real, with and without soft placement."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from placement_cli.capture import capture_fds
+from placement_cli.logparse import parse_text
+from placement_cli.logparse.failures import failure_from_text
+from placement_cli.model import PlacementFailure
+from placement_cli.scenarios.guide import A_VALUES
+from placement_cli.scenarios.runtime import RunOptions, available_devices, session_config, tensorflow
+
+# Every case runs in this one process: one TensorFlow start-up for the whole catalogue.
+_CPUS = 2
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    description: str
+    requested: str
+    build: Callable[[Any], Any]  # tf -> fetch, built inside a fresh default graph
+    needs_gpu: bool = False
+
+
+def _matmul_on(device: str) -> Callable[[Any], Any]:
+    def build(tf: Any) -> Any:
+        with tf.device(device):
+            a = tf.constant(A_VALUES, shape=[2, 3], name="a")
+            b = tf.constant(A_VALUES, shape=[3, 2], name="b")
+            return tf.matmul(a, b)
+
+    return build
+
+
+def _string_on_gpu(tf: Any) -> Any:
+    with tf.device("/gpu:0"):
+        return tf.strings.join([tf.constant("place"), tf.constant("ment")], name="Join")
+
+
+def _colocation(tf: Any) -> Any:
+    with tf.device("/cpu:0"):
+        a = tf.constant(A_VALUES, shape=[2, 3], name="a")
+    with tf.compat.v1.colocate_with(a.op):
+        b = tf.identity(a, name="b")
+    b.op._set_device("/device:CPU:1")  # noqa: SLF001 - a pin that contradicts the colocation
+    return b
+
+
+CASES = (
+    Case("missing-gpu", "MatMul pinned to a GPU this machine does not have (the guide's /gpu:2)", "/gpu:2",
+         _matmul_on("/gpu:2")),
+    Case("cpu-out-of-range", f"MatMul pinned to /cpu:7 when the session has {_CPUS} CPU devices", "/cpu:7",
+         _matmul_on("/cpu:7")),
+    Case("no-gpu-kernel", "A string op (StringJoin) pinned to a GPU: it has no GPU kernel", "/gpu:0",
+         _string_on_gpu, needs_gpu=True),
+    Case("colocation-conflict", "b = identity(a) colocated with a on CPU:0, but pinned to CPU:1", "/cpu:1",
+         _colocation),
+    Case("malformed-gpu-index", "A device string whose index is not a number", "/gpu:x", _matmul_on("/gpu:x")),
+    Case("malformed-device-type", "A device string with an unknown component", "/foo:0", _matmul_on("/foo:0")),
+)
+
+
+def _run(tf: Any, case: Case, soft: bool) -> tuple[Any, str | None, str | None, str]:
+    """(result, error class, error message, captured log) of one case."""
+    options = RunOptions(soft=soft, cpus=_CPUS)
+    with capture_fds() as cap:
+        graph = tf.Graph()
+        try:
+            with graph.as_default():
+                fetch = case.build(tf)
+            with tf.compat.v1.Session(graph=graph, config=session_config(tf, options)) as sess:
+                value = sess.run(fetch)
+            result = value.tolist() if hasattr(value, "tolist") else value
+            result = result.decode() if isinstance(result, bytes) else result
+            error_class = message = None
+        except (tf.errors.OpError, ValueError) as exc:
+            result, error_class = None, type(exc).__name__
+            message = getattr(exc, "message", None) or str(exc)
+    return result, error_class, message, cap.text
+
+
+def _failure(message: str, requested: str) -> PlacementFailure:
+    parsed = failure_from_text(message)
+    if parsed is not None:
+        return parsed
+    first = message.strip().splitlines()[-1] if message.strip() else message
+    return PlacementFailure(kind="invalid_device_spec", node="a", requested_device=requested, message=first)
+
+
+def catalogue() -> dict[str, Any]:
+    """Run every case (GPU-only ones only where a GPU exists) and report what happened."""
+    with capture_fds():
+        tf = tensorflow(RunOptions(cpus=_CPUS))
+        have_gpu = bool(tf.config.list_physical_devices("GPU"))
+    cases = []
+    for case in CASES:
+        entry: dict[str, Any] = {"name": case.name, "description": case.description, "requested": case.requested,
+                                 "ran": False, "skip_reason": None, "error_class": None, "error": None, "soft": None}
+        cases.append(entry)
+        if case.needs_gpu and not have_gpu:
+            entry["skip_reason"] = "needs a GPU: no GPU on this machine, so this case cannot be run here"
+            continue
+        entry["ran"] = True
+        _, error_class, message, _ = _run(tf, case, soft=False)
+        if message is not None:
+            failure = _failure(message, case.requested)
+            if not failure.available_devices:
+                failure = PlacementFailure(failure.kind, failure.node, failure.requested_device, failure.message,
+                                           available_devices(tf) if error_class != "ValueError" else ())
+            entry["error_class"], entry["error"] = error_class, failure.to_dict()
+        result, soft_class, soft_message, log = _run(tf, case, soft=True)
+        if soft_message is None:
+            placements = [p.to_dict() for p in parse_text(log).placements]
+            entry["soft"] = {"placements": placements, "result": result}
+        else:
+            entry["soft"] = {"placements": [], "result": None, "error_class": soft_class,
+                             "message": soft_message.strip().splitlines()[-1]}
+    return {"cases": cases}
