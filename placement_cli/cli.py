@@ -282,5 +282,48 @@ def parse(
         _say(f"no placements found in {names}")
 
 
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@guarded
+def trace(
+    script: Annotated[str, typer.Argument(help="The Python script to run.", show_default=False)],
+    args: Annotated[list[str] | None, typer.Argument(help="Arguments for the script.", show_default=False)] = None,
+    device: Annotated[str | None, typer.Option("--device", help="Only placements on this device type or name (GPU, CPU:0).")] = None,
+    op: Annotated[str | None, typer.Option("--op", help="Only placements of this op type (MatMul).")] = None,
+    node: Annotated[str | None, typer.Option("--node", help="Only nodes whose name matches this regex.")] = None,
+    top: Annotated[int | None, typer.Option("--top", min=1, help="Show at most N placements.")] = None,
+    save_log: Annotated[str | None, typer.Option("--save-log", help="Keep the raw log in FILE.")] = None,
+    log: Annotated[bool, typer.Option("--log", help="Echo TensorFlow's placement lines too, as they come.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run your TensorFlow script with placement logging on from its first op, then show its placements.
+
+    The script's own output reaches the terminal live (placement lines are consumed); with
+    --json its stdout goes to stderr so the JSON on stdout stays clean. The exit code is the script's.
+    Example: placement trace train.py --epochs 1
+    """
+    from placement_cli.trace import filtered, run_traced  # noqa: PLC0415
+
+    if node:
+        import re  # noqa: PLC0415
+
+        try:
+            re.compile(node)
+        except re.error as exc:
+            raise typer.BadParameter(f"bad regex {node!r}: {exc}", param_hint="--node") from None
+    sink = sys.stderr.buffer if as_json else sys.stdout.buffer
+    traced = run_traced(script, args or [], program_stdout=sink, echo_log=log, save_log=save_log)
+    report = filtered(traced.report, device, op, node, top)
+    if as_json:
+        from placement_cli.render.json import dumps  # noqa: PLC0415
+
+        sys.stdout.write(dumps({**report.to_dict(), "exit_code": traced.exit_code}) + "\n")
+    else:
+        _console().rule(f"placement: {script} exited with code {traced.exit_code}")
+        _print_report(report, as_json=False, run=False)
+    if not traced.report.placement_count:
+        _say(f"no placements found in the output of {script}")
+    raise typer.Exit(traced.exit_code)
+
+
 def main() -> None:
     app(prog_name="placement")
