@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from placement_cli.capture import capture_fds
+from placement_cli.fdcapture import capture_fds
 from placement_cli.logparse import parse_text
 from placement_cli.logparse.failures import failure_from_text
 from placement_cli.model import PlacementFailure

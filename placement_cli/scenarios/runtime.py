@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from placement_cli.capture import capture_fds
+from placement_cli.fdcapture import capture_fds
 from placement_cli.devices import DeviceSpec, try_parse
 from placement_cli.errors import UsageProblem
 from placement_cli.logparse import parse_text
