@@ -41,6 +41,7 @@ SoftOpt = Annotated[bool, typer.Option("--soft/--no-soft", help="allow_soft_plac
 ModeOpt = Annotated[Mode, typer.Option("--mode", help="graph: tf.compat.v1.Session as in the guide; eager: TF2 APIs.")]
 LogOpt = Annotated[bool, typer.Option("--log", help="Also print the raw log TensorFlow wrote.")]
 CpusOpt = Annotated[int | None, typer.Option("--cpus", min=1, max=64, help="Split the CPU into N logical devices (/cpu:0../cpu:N-1).")]
+CopiesOpt = Annotated[bool, typer.Option("--copies", help="Show the executed graph's _Send/_Recv copies between devices (graph mode; turns grappler's constant folding off so the guide's matmuls are not folded away).")]
 VGpusOpt = Annotated[int | None, typer.Option("--virtual-gpus", min=1, max=16, help="Split one physical GPU into N logical GPUs.")]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -123,10 +124,12 @@ def _finish_run(report: Any, as_json: bool, show_log: bool) -> None:
         raise typer.Exit(int(ExitCode.PLACEMENT_FAILED))
 
 
-def _options(soft: bool, mode: Mode, cpus: int | None, virtual_gpus: int | None) -> Any:
+def _options(soft: bool, mode: Mode, cpus: int | None, virtual_gpus: int | None, copies: bool = False) -> Any:
     from placement_cli.scenarios.runtime import RunOptions  # noqa: PLC0415
 
-    return RunOptions(soft=soft, mode=mode.value, cpus=cpus, virtual_gpus=virtual_gpus)
+    if copies and mode is Mode.eager:
+        raise typer.BadParameter("--copies needs --mode graph (eager ops run one by one: no partition graphs)")
+    return RunOptions(soft=soft, mode=mode.value, cpus=cpus, virtual_gpus=virtual_gpus, copies=copies)
 
 
 def _version(value: bool) -> None:
@@ -156,6 +159,7 @@ def show(
     mode: ModeOpt = Mode.graph,
     cpus: CpusOpt = None,
     virtual_gpus: VGpusOpt = None,
+    copies: CopiesOpt = False,
     log: LogOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -165,7 +169,7 @@ def show(
     """
     from placement_cli.scenarios.guide import matmul  # noqa: PLC0415
 
-    report = matmul(device, inputs_on, _options(soft, mode, cpus, virtual_gpus))
+    report = matmul(device, inputs_on, _options(soft, mode, cpus, virtual_gpus, copies))
     _finish_run(report, as_json, log)
 
 
@@ -200,6 +204,7 @@ def tower(
     mode: ModeOpt = Mode.graph,
     cpus: CpusOpt = None,
     virtual_gpus: VGpusOpt = None,
+    copies: CopiesOpt = False,
     log: LogOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -213,7 +218,7 @@ def tower(
     from placement_cli.devices import parse_indices  # noqa: PLC0415
 
     towers = devices.split(",") if devices else [f"/gpu:{i}" for i in parse_indices(gpus)]
-    report = run_tower(towers, reduce_on, _options(soft, mode, cpus, virtual_gpus))
+    report = run_tower(towers, reduce_on, _options(soft, mode, cpus, virtual_gpus, copies))
     _finish_run(report, as_json, log)
 
 

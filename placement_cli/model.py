@@ -88,6 +88,18 @@ class PlacementFailure:
 
 
 @dataclass(frozen=True)
+class Copy:
+    """One cross-device transfer in the executed graph: a _Send/_Recv pair."""
+
+    tensor: str
+    source: str
+    target: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tensor": self.tensor, "from": self.source, "to": self.target}
+
+
+@dataclass(frozen=True)
 class Report:
     """Everything known about one log or one run."""
 
@@ -102,6 +114,7 @@ class Report:
     result: Any = None
     log: str | None = None
     notes: tuple[str, ...] = field(default=())
+    copies: tuple[Copy, ...] | None = None  # only when asked for (--copies)
 
     @property
     def by_device(self) -> dict[str, int]:
@@ -134,4 +147,5 @@ class Report:
         if run:
             data["result"] = self.result
             data["log"] = self.log
+            data["copies"] = None if self.copies is None else [c.to_dict() for c in self.copies]
         return data

@@ -115,3 +115,15 @@ def test_tf_gotcha_logging_enabled_after_init_logs_nothing() -> None:
 def test_virtual_gpus_split_one_gpu() -> None:
     data = run_json("tower", "--virtual-gpus", "4", "--gpus", "2,3")
     assert data["result"] == TOWER_RESULT
+
+
+def test_copies_show_tower_results_travelling_to_the_reduce_device() -> None:
+    data = run_json("tower", "--devices", "/cpu:1,/cpu:2", "--cpus", "3", "--copies")
+    copies = {(c["tensor"], c["from"].rsplit("/", 1)[1], c["to"].rsplit("/", 1)[1]) for c in data["copies"]}
+    assert copies == {("MatMul", "device:CPU:1", "device:CPU:0"), ("MatMul_1", "device:CPU:2", "device:CPU:0")}
+    assert data["result"] == TOWER_RESULT
+
+
+def test_copies_need_graph_mode() -> None:
+    proc = run_cli("show", "--mode", "eager", "--copies")
+    assert proc.returncode == 2 and "--copies needs --mode graph" in proc.stderr

@@ -160,6 +160,19 @@ def format_result(result: object) -> str:
     return str(result)
 
 
+def copies_table(report: Report) -> RenderableType:
+    """The executed graph's copies between devices."""
+    if not report.copies:
+        return Text("No copies between devices: every op that exchanges tensors shares a device.")
+    table = Table(title="Copies between devices (_Send/_Recv)", title_justify="left")
+    table.add_column("tensor")
+    table.add_column("from")
+    table.add_column("to")
+    for c in report.copies:
+        table.add_row(literal(c.tensor), literal(short_name(c.source)), literal(short_name(c.target)))
+    return table
+
+
 def report_renderables(report: Report, *, run: bool, summary: bool = False) -> list[RenderableType]:
     """Everything a command shows for a report, in reading order."""
     parts: list[RenderableType] = []
@@ -173,6 +186,8 @@ def report_renderables(report: Report, *, run: bool, summary: bool = False) -> l
             parts.append(placement_table(report, run=run))
     if report.placement_count:
         parts.append(counts_table(report))
+    if report.copies is not None:
+        parts.append(copies_table(report))
     parts.extend(failure_panel(f, run) for f in report.errors)
     if run and report.result is not None:
         parts.append(result_renderable(report.result))

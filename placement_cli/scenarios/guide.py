@@ -6,7 +6,7 @@ from contextlib import nullcontext
 from typing import Any
 
 from placement_cli.model import Report
-from placement_cli.scenarios.runtime import RunOptions, Trial, run_captured, session_config
+from placement_cli.scenarios.runtime import RunOptions, Trial, run_captured, run_session, session_config
 
 A_VALUES = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
 
@@ -26,7 +26,7 @@ def _run_graph(tf: Any, graph: Any, fetch: Any, trial: Trial, options: RunOption
     trial.requested = {op.name: op.device or None for op in graph.get_operations()}
     try:
         with tf.compat.v1.Session(graph=graph, config=session_config(tf, options)) as sess:
-            trial.result = sess.run(fetch).tolist()
+            trial.result = run_session(tf, sess, fetch, options, trial).tolist()
     except tf.errors.InvalidArgumentError as exc:
         trial.error = exc.message
     return trial

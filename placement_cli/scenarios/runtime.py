@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -11,7 +12,7 @@ from placement_cli.fdcapture import capture_fds
 from placement_cli.devices import DeviceSpec, try_parse
 from placement_cli.errors import UsageProblem
 from placement_cli.logparse import parse_text
-from placement_cli.model import AS_REQUESTED, FREE, SOFT_FALLBACK, Placement, Report
+from placement_cli.model import AS_REQUESTED, FREE, SOFT_FALLBACK, Copy, Placement, Report
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,7 @@ class RunOptions:
     mode: str = "graph"  # graph | eager
     cpus: int | None = None
     virtual_gpus: int | None = None
+    copies: bool = False  # record the executed graph's _Send/_Recv pairs (constant folding off)
 
 
 @dataclass
@@ -31,12 +33,14 @@ class Trial:
     requested: dict[str, str | None] = field(default_factory=dict)  # node (or eager op) -> device
     groups: dict[str, str] = field(default_factory=dict)  # node -> group label (tower)
     eager: list[tuple[str, str | None, str | None]] = field(default_factory=list)  # (op, device, group) in run order
+    copies: list[Copy] | None = None
     result: Any = None
     error: str | None = None
     available: tuple[str, ...] = ()
 
 
 _TF: Any = None
+_EDGE = re.compile(r"^edge_\d+_")  # TF names a sent tensor edge_<id>_<producer>
 
 
 def tensorflow(options: RunOptions) -> Any:
@@ -77,7 +81,26 @@ def session_config(tf: Any, options: RunOptions) -> Any:
     config = tf.compat.v1.ConfigProto(log_device_placement=True, allow_soft_placement=options.soft)
     if options.cpus:
         config.device_count["CPU"] = options.cpus
+    if options.copies:  # grappler would otherwise fold the guide's matmuls into constants: nothing to copy
+        from tensorflow.core.protobuf import rewriter_config_pb2  # noqa: PLC0415
+
+        config.graph_options.rewrite_options.constant_folding = rewriter_config_pb2.RewriterConfig.OFF
     return config
+
+
+def run_session(tf: Any, sess: Any, fetch: Any, options: RunOptions, trial: Trial) -> Any:
+    """sess.run, asking for the partition graphs when the copies between devices are wanted."""
+    if not options.copies:
+        return sess.run(fetch)
+    run_options = tf.compat.v1.RunOptions(output_partition_graphs=True)
+    metadata = tf.compat.v1.RunMetadata()
+    value = sess.run(fetch, options=run_options, run_metadata=metadata)
+    trial.copies = [
+        Copy(_EDGE.sub("", node.attr["tensor_name"].s.decode()), node.attr["send_device"].s.decode(),
+             node.attr["recv_device"].s.decode())
+        for graph in metadata.partition_graphs for node in graph.node if node.op == "_Send"
+    ]
+    return value
 
 
 def run_captured(build: Any, options: RunOptions, title: str) -> Report:
@@ -90,7 +113,8 @@ def run_captured(build: Any, options: RunOptions, title: str) -> Report:
     log = cap.text
     report = parse_text(log + ("\n" + trial.error if trial.error else ""))
     placements = tuple(_judge_all(report.placements, trial, kernels))
-    return replace(report, placements=placements, title=title, result=trial.result, log=log)
+    copies = None if trial.copies is None else tuple(trial.copies)
+    return replace(report, placements=placements, title=title, result=trial.result, log=log, copies=copies)
 
 
 def _kernel_lookup() -> Any:
