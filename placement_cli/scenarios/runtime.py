@@ -40,6 +40,7 @@ class Trial:
 
 
 _TF: Any = None
+_VGPU_MB = 512  # memory of each logical GPU carved out of one physical GPU
 _EDGE = re.compile(r"^edge_\d+_")  # TF names a sent tensor edge_<id>_<producer>
 
 
@@ -65,7 +66,7 @@ def tensorflow(options: RunOptions) -> Any:
             raise UsageProblem("--virtual-gpus needs one physical GPU, and TensorFlow sees none here; "
                                "use --cpus N to split the CPU instead")
         tf.config.set_logical_device_configuration(
-            gpus[0], [tf.config.LogicalDeviceConfiguration(memory_limit=512)] * options.virtual_gpus
+            gpus[0], [tf.config.LogicalDeviceConfiguration(memory_limit=_VGPU_MB)] * options.virtual_gpus
         )
     _TF = tf
     return tf
@@ -81,6 +82,8 @@ def session_config(tf: Any, options: RunOptions) -> Any:
     config = tf.compat.v1.ConfigProto(log_device_placement=True, allow_soft_placement=options.soft)
     if options.cpus:
         config.device_count["CPU"] = options.cpus
+    if options.virtual_gpus:  # likewise the logical GPUs (untested here: no GPU on CI)
+        config.gpu_options.experimental.virtual_devices.add(memory_limit_mb=[_VGPU_MB] * options.virtual_gpus)
     if options.copies:  # grappler would otherwise fold the guide's matmuls into constants: nothing to copy
         from tensorflow.core.protobuf import rewriter_config_pb2  # noqa: PLC0415
 
