@@ -38,6 +38,11 @@ def _open(path: str, stack: ExitStack) -> tuple[str, BinaryIO]:
 
 def parse_paths(paths: list[str], *, keep: bool = True) -> Report:
     """Parse files (``-`` is standard input) as one stream; InputError if unreadable."""
+    if not keep and len(paths) == 1 and paths[0] != "-":
+        from placement_cli.logparse import parallel  # noqa: PLC0415
+
+        if parallel.can_split(paths[0]):
+            return parallel.count_split(paths[0])
     with ExitStack() as stack:
         def sources() -> Iterator[tuple[str, BinaryIO]]:
             for path in paths:

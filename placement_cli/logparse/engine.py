@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import io
 import re
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator
@@ -16,7 +17,7 @@ from placement_cli.logparse import eager, mapping, placer
 from placement_cli.logparse.failures import TRIGGER, failure_from_text, needs_continuation
 from placement_cli.model import DeviceMapping, Placement, PlacementFailure, Report
 
-CHUNK = 4 << 20
+CHUNK = 2 << 20
 # A bare stdout copy and its glog twin pair up when they are at most one chunk apart
 # (stdout is block-buffered, so its copies lag the glog copies by a few KiB).
 _GLOG = re.compile(placer.glog_pattern(detailed=True), re.M)
@@ -33,14 +34,17 @@ def _decode(raw: bytes) -> str:
     return raw.decode("utf-8", "replace")
 
 
-def _chunks(stream: BinaryIO, name: str) -> Iterator[bytes]:
+def _chunks(stream: BinaryIO, name: str, checked: bool = False) -> Iterator[bytes]:
     """Yield chunks of whole lines; the last complete line is held back one chunk so a
-    wrapped continuation is always seen together with its first line."""
+    wrapped continuation is always seen together with its first line. ``checked``: the
+    stream continues a file whose start was already checked for being text."""
     first = stream.read(CHUNK)
-    if not first:
+    if not first and not checked:
         raise InputError(f"{name}: empty input (0 bytes)")
     decoder = None
-    if first.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+    if checked:
+        pass
+    elif first.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         decoder = codecs.getincrementaldecoder("utf-16")("replace")
     elif b"\0" in first[:65536]:
         raise InputError(f"{name}: not a text log (binary data)")
@@ -119,6 +123,11 @@ class _Parser:
         self.newlines = 0
         self.last = b""
         self.specs: dict[bytes, DeviceSpec] = {}
+        # For a parser that starts mid-file (parse_split): its first chunk's glog keys, and
+        # the bare copies it counted as unpaired before it could see the glog lines before it.
+        self.first_glog: set[Key] | None = None
+        self.first_unpaired: list[tuple[Key, bytes]] | None = None
+        self.resolves = 0
 
     def spec_of(self, device: bytes) -> DeviceSpec:
         spec = self.specs.get(device)
@@ -137,7 +146,9 @@ class _Parser:
             self.counts.update(map(itemgetter(1), glog))
             self.counts.update(map(itemgetter(1), _EAGER.findall(data)))
             bare = _BARE_COUNT.findall(data)
-            glog_keys = set(map(itemgetter(0), glog)) if (bare or self.pending) else set()
+            glog_keys = set(map(itemgetter(0), glog))
+            if self.first_glog is None:
+                self.first_glog = glog_keys
         self._resolve(glog_keys)
         self.window.append(glog_keys)
         self.pending = self._bare if self.keep else bare
@@ -171,6 +182,7 @@ class _Parser:
 
     def _resolve(self, newest: Any) -> None:
         """Bare copies of the previous chunk count unless a glog twin is within one chunk."""
+        self.resolves += 1
         if self.keep:
             twins: dict[Key, list[int]] = {}
             for chunk_keys in (*self.window, newest):
@@ -184,9 +196,12 @@ class _Parser:
                 index = indexes.pop(0) if len(indexes) > 1 else indexes[0]  # copies pair in order
                 if line < self.placements[index].line:  # the bare copy was printed first
                     self.placements[index] = replace(self.placements[index], line=line)
-        elif self.pending:
-            twins = newest.union(*self.window)
-            self.counts.update([dev for key, dev in self.pending if key not in twins])
+        else:
+            twins = newest.union(*self.window) if self.pending else set()
+            unpaired = [(key, dev) for key, dev in self.pending if key not in twins]
+            if self.resolves == 2:  # this resolved the first chunk's bare copies
+                self.first_unpaired = unpaired
+            self.counts.update(dev for _, dev in unpaired)
         self.pending = []
 
     def finish(self) -> Report:
@@ -205,6 +220,55 @@ class _Parser:
             mapping_seen=self.mapping_seen,
             counted=counted,
         )
+
+
+def count_range(path: str, start: int, end: int, *, last: bool) -> _Parser:
+    """Per-device counts of the lines in [start, end) of a file, with the state that
+    ``merge_ranges`` needs to pair copies across the boundary."""
+    parser = _Parser(keep=False)
+    with open(path, "rb") as f:
+        f.seek(start)
+        reader = io.BufferedReader(_Slice(f, end - start), CHUNK)  # type: ignore[arg-type]
+        for chunk in _chunks(reader, path, checked=start > 0):
+            parser.feed(chunk)
+    if last:  # the head's last bare copies wait for the tail's first glog lines instead
+        parser._resolve(set())  # noqa: SLF001
+    if parser.resolves < 2:
+        parser.first_unpaired = []
+    return parser
+
+
+class _Slice(io.RawIOBase):
+    """At most ``size`` bytes of an open file, from where it stands."""
+
+    def __init__(self, f: BinaryIO, size: int) -> None:
+        self.f, self.left = f, size
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        n = self.f.readinto(memoryview(buffer)[: min(len(buffer), self.left)])  # type: ignore[attr-defined]
+        self.left -= n or 0
+        return n or 0
+
+
+def merge_ranges(head: _Parser, tail: _Parser) -> Report:
+    """One Report from two consecutive ranges: copies pair across the boundary as they
+    would have in one pass (the tail's first bare copies against the head's last glog lines)."""
+    head_twins = set().union(*head.window)
+    for key, dev in tail.first_unpaired or ():
+        if key in head_twins:
+            tail.counts[dev] -= 1
+    head._resolve(tail.first_glog or set())  # noqa: SLF001 - the head's last bare copies
+    head.counts.update(tail.counts)
+    for failure in tail.failures.result():
+        head.failures.seen.setdefault(failure)
+    head.specs.update(tail.specs)
+    head.newlines += tail.newlines
+    head.last = tail.last or head.last
+    head.window.clear()
+    return head.finish()
 
 
 def parse_streams(sources: Iterable[tuple[str, BinaryIO]], *, keep: bool = True) -> Report:
