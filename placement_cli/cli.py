@@ -118,6 +118,12 @@ def _print_report(report: Any, *, as_json: bool, run: bool, show_log: bool = Fal
     console.print(report_group(report, run=run, summary=summary))
 
 
+def _print_json(data: Any) -> None:
+    from placement_cli.render.json import dumps  # noqa: PLC0415
+
+    sys.stdout.write(dumps(data) + "\n")
+
+
 def _finish_run(report: Any, as_json: bool, show_log: bool) -> None:
     _print_report(report, as_json=as_json, run=True, show_log=show_log)
     if report.failed:
@@ -234,9 +240,7 @@ def errors(as_json: JsonOpt = False) -> None:
 
     found = catalogue()
     if as_json:
-        from placement_cli.render.json import dumps  # noqa: PLC0415
-
-        sys.stdout.write(dumps(found) + "\n")
+        _print_json(found)
         return
     from placement_cli.render.errors import render_catalogue  # noqa: PLC0415
 
@@ -259,9 +263,7 @@ def devices(
 
     found = inventory(_options(False, Mode.graph, cpus, virtual_gpus))
     if as_json:
-        from placement_cli.render.json import dumps  # noqa: PLC0415
-
-        sys.stdout.write(dumps(found) + "\n")
+        _print_json(found)
     else:
         _console().print(render_inventory(found))
 
@@ -319,9 +321,7 @@ def trace(
     traced = run_traced(script, args or [], program_stdout=sink, echo_log=log, save_log=save_log)
     report = filtered(traced.report, device, op, node, top)
     if as_json:
-        from placement_cli.render.json import dumps  # noqa: PLC0415
-
-        sys.stdout.write(dumps({**report.to_dict(), "exit_code": traced.exit_code}) + "\n")
+        _print_json({**report.to_dict(), "exit_code": traced.exit_code})
     else:
         _console().rule(f"placement: {script} exited with code {traced.exit_code}")
         _print_report(report, as_json=False, run=False)

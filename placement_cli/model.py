@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import Any
 
 from placement_cli.devices import DeviceSpec
@@ -113,7 +113,6 @@ class Report:
     title: str | None = None
     result: Any = None
     log: str | None = None
-    notes: tuple[str, ...] = field(default=())
     copies: tuple[Copy, ...] | None = None  # only when asked for (--copies)
 
     @property
@@ -129,9 +128,6 @@ class Report:
     @property
     def failed(self) -> bool:
         return bool(self.errors) and self.result is None
-
-    def with_run(self, **changes: Any) -> Report:
-        return replace(self, **changes)
 
     def to_dict(self, run: bool = False) -> dict[str, Any]:
         data: dict[str, Any] = {

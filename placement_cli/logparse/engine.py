@@ -1,4 +1,4 @@
-"""Streams any mix of log dialects through one compiled regex, chunk by chunk."""
+"""Streams any mix of log dialects through literal-anchored regexes, chunk by chunk."""
 
 from __future__ import annotations
 
@@ -42,12 +42,11 @@ def _chunks(stream: BinaryIO, name: str, checked: bool = False) -> Iterator[byte
     if not first and not checked:
         raise InputError(f"{name}: empty input (0 bytes)")
     decoder = None
-    if checked:
-        pass
-    elif first.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        decoder = codecs.getincrementaldecoder("utf-16")("replace")
-    elif b"\0" in first[:65536]:
-        raise InputError(f"{name}: not a text log (binary data)")
+    if not checked:
+        if first.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+            decoder = codecs.getincrementaldecoder("utf-16")("replace")
+        elif b"\0" in first[:65536]:
+            raise InputError(f"{name}: not a text log (binary data)")
     carry = b""
     data = first
     while data:

@@ -191,7 +191,6 @@ def report_renderables(report: Report, *, run: bool, summary: bool = False) -> l
     parts.extend(failure_panel(f, run) for f in report.errors)
     if run and report.result is not None:
         parts.append(result_renderable(report.result))
-    parts.extend(Text(clean(note), style="italic") for note in report.notes)
     return parts
 
 
