@@ -300,12 +300,14 @@ def trace(
     top: Annotated[int | None, typer.Option("--top", min=1, help="Show at most N placements.")] = None,
     save_log: Annotated[str | None, typer.Option("--save-log", help="Keep the raw log in FILE.")] = None,
     log: Annotated[bool, typer.Option("--log", help="Echo TensorFlow's placement lines too, as they come.")] = False,
+    copies: Annotated[bool, typer.Option("--copies", help="List the _Send/_Recv copies between devices of the script's tf.compat.v1.Session runs (their executed graphs, as grappler left them; asked for once per session and fetch).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Run your TensorFlow script with placement logging on from its first op, then show its placements.
 
     The script's own output reaches the terminal live (placement lines are consumed); with
     --json its stdout goes to stderr so the JSON on stdout stays clean. The exit code is the script's.
+    The why column explains each op not where its graph asked, or on a CPU while a GPU exists.
     Example: placement trace train.py --epochs 1
     """
     from placement_cli.trace import filtered, run_traced  # noqa: PLC0415
@@ -318,13 +320,13 @@ def trace(
         except re.error as exc:
             raise typer.BadParameter(f"bad regex {node!r}: {exc}", param_hint="--node") from None
     sink = sys.stderr.buffer if as_json else sys.stdout.buffer
-    traced = run_traced(script, args or [], program_stdout=sink, echo_log=log, save_log=save_log)
+    traced = run_traced(script, args or [], program_stdout=sink, echo_log=log, save_log=save_log, copies=copies)
     report = filtered(traced.report, device, op, node, top)
     if as_json:
-        _print_json({**report.to_dict(), "exit_code": traced.exit_code})
+        _print_json({**report.to_dict(run=True), "exit_code": traced.exit_code})
     else:
         _console().rule(f"placement: {script} exited with code {traced.exit_code}")
-        _print_report(report, as_json=False, run=False)
+        _print_report(report, as_json=False, run=True)
     if not traced.report.placement_count:
         _say(f"no placements found in the output of {script}")
     raise typer.Exit(traced.exit_code)

@@ -50,3 +50,19 @@ def capture_fds(fds: tuple[int, ...] = (1, 2)) -> Iterator[Captured]:
                 os.close(copy)
             sink.seek(0)
             captured.text = sink.read().decode("utf-8", "replace")
+
+
+@contextmanager
+def silenced(fd: int = 2) -> Iterator[None]:
+    """Send ``fd`` to /dev/null for the block (TensorFlow warns on stderr for each failed kernel lookup)."""
+    _flush_all()
+    saved = os.dup(fd)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+        yield
+    finally:
+        _flush_all()
+        os.dup2(saved, fd)
+        os.close(saved)
+        os.close(devnull)

@@ -28,6 +28,7 @@ class Placement:
     status: str = LOGGED
     reason: str | None = None
     group: str | None = None  # e.g. the tower a node belongs to
+    wrapper: bool = False  # a node of the single-op function TF 2.x wraps an eager op in (tables hide it)
 
     @property
     def canonical(self) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -14,30 +15,9 @@ from typing import IO, Any
 
 from placement_cli.errors import UsageProblem
 from placement_cli.logparse import parse_text
-from placement_cli.model import Report
-
-# Runs in the child before the user's script: logging must be on before TensorFlow's
-# context initialises, and v1 Sessions log whatever their own ConfigProto says.
-BOOTSTRAP = r"""
-import runpy, sys
-script = sys.argv[1]
-sys.argv = sys.argv[1:]
-try:
-    import tensorflow as tf
-except ImportError:
-    tf = None
-if tf is not None:
-    tf.debugging.set_log_device_placement(True)
-    _Session = tf.compat.v1.Session
-    _init = _Session.__init__
-    def _logged_init(self, target="", graph=None, config=None):
-        config = config if config is not None else tf.compat.v1.ConfigProto()
-        config.log_device_placement = True
-        _init(self, target, graph, config)
-    _Session.__init__ = _logged_init
-sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.abspath(script)))
-runpy.run_path(script, run_name="__main__")
-"""
+from placement_cli.model import Copy, Report
+from placement_cli.tracechild import COPIES_ENV, FACTS_ENV
+from placement_cli.why import Facts, NodeFacts, explain
 
 # Lines TensorFlow writes about placement: consumed, not echoed (unless --log).
 _PLACEMENT_LINE = re.compile(
@@ -67,15 +47,16 @@ def _pump(source: IO[bytes], sink: IO[bytes] | None, log: IO[bytes], lock: threa
 
 
 def run_traced(script: str, args: list[str], *, program_stdout: IO[bytes], echo_log: bool,
-               save_log: str | None = None) -> TraceResult:
-    """Run ``script`` in a child Python, tee its output live, then parse what it placed."""
+               save_log: str | None = None, copies: bool = False) -> TraceResult:
+    """Run ``script`` in a child Python, tee its output live, then parse and explain what it placed."""
     if not os.path.isfile(script):
         raise UsageProblem(f"{script}: no such script")
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     lock = threading.Lock()
     interrupted = False
-    with tempfile.TemporaryFile() as log:
-        child = subprocess.Popen([sys.executable, "-c", BOOTSTRAP, script, *args], stdin=None,
+    with tempfile.TemporaryFile() as log, tempfile.TemporaryDirectory(prefix="placement-") as scratch:
+        facts_path = os.path.join(scratch, "facts.json")
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", FACTS_ENV: facts_path, COPIES_ENV: "1" if copies else ""}
+        child = subprocess.Popen([sys.executable, "-m", "placement_cli.tracechild", script, *args], stdin=None,
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         pumps = [
             threading.Thread(target=_pump, args=(child.stdout, program_stdout, log, lock, echo_log), daemon=True),
@@ -101,13 +82,34 @@ def run_traced(script: str, args: list[str], *, program_stdout: IO[bytes], echo_
             pump.join(timeout=10)
         log.seek(0)
         text = log.read().decode("utf-8", "replace")
+        facts, copied = read_facts(facts_path)
     if save_log:
         with open(save_log, "w", encoding="utf-8") as out:
             out.write(text)
     if code < 0:
         code = 128 - code  # killed by a signal: the shell's convention
-    report = replace(parse_text(text), title=f"trace of {script} (exit code {code})", log=text)
+    parsed = parse_text(text)
+    report = replace(parsed, placements=explain(parsed.placements, facts), log=text,
+                     title=f"trace of {script} (exit code {code})", copies=copied if copies else None)
     return TraceResult(report=report, exit_code=code, interrupted=interrupted)
+
+
+def read_facts(path: str) -> tuple[Facts, tuple[Copy, ...]]:
+    """What the child recorded beside the log; nothing (all unknown) if it could not write it."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return Facts(), ()
+    if not isinstance(data, dict) or "nodes" not in data:
+        return Facts(), ()
+    facts = Facts(
+        nodes={name: NodeFacts.from_dict(node) for name, node in data["nodes"].items()},
+        available=tuple(data.get("available") or ()),
+        kernels={op: frozenset(types) for op, types in (data.get("kernels") or {}).items()} or None,
+        graphs_known=True,
+    )
+    return facts, tuple(Copy(*c) for c in data.get("copies") or ())
 
 
 def filtered(report: Report, device: str | None, op: str | None, node: str | None, top: int | None) -> Report:

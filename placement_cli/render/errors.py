@@ -17,8 +17,15 @@ def _soft_summary(soft: dict[str, Any] | None) -> str:
         return "-"
     if soft.get("error_class"):
         return f"still fails: {soft['error_class']}: {soft.get('message', '')}"
-    devices = sorted({short_name(p["canonical"]) for p in soft["placements"] if p["op"] not in ("_Arg", "_Retval")})
-    return f"runs on {', '.join(devices) or '?'}, result {format_result(soft['result'])}"
+    shown = [p for p in soft["placements"] if p["op"] not in ("_Arg", "_Retval")]
+    devices = sorted({short_name(p["canonical"]) for p in shown})
+    nodes_by_reason: dict[str, list[str]] = {}
+    for p in shown:
+        if p.get("reason"):
+            nodes_by_reason.setdefault(p["reason"], []).append(p["node"] or p["op"] or "?")
+    why = [f"{', '.join(sorted(nodes))}: {reason}" for reason, nodes in nodes_by_reason.items()]
+    because = f" ({'; '.join(why)})" if why else ""
+    return f"runs on {', '.join(devices) or '?'}{because}, result {format_result(soft['result'])}"
 
 
 def _case_panel(case: dict[str, Any]) -> Panel:

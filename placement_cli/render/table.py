@@ -11,7 +11,8 @@ from rich.table import Table
 from rich.text import Text
 
 from placement_cli.devices import short_name
-from placement_cli.model import AS_REQUESTED, FREE, SOFT_FALLBACK, Placement, PlacementFailure, Report
+from placement_cli.model import AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, Placement, PlacementFailure, Report
+from placement_cli.why import reason_counts
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _PALETTE = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_cyan", "bright_magenta")
@@ -37,7 +38,7 @@ def _device_styles(devices: Iterable[str]) -> dict[str, str]:
 def _shown(report: Report, run: bool) -> list[Placement]:
     if not run:
         return list(report.placements)
-    return [p for p in report.placements if p.op not in _INTERNAL_OPS]
+    return [p for p in report.placements if p.op not in _INTERNAL_OPS and not p.wrapper]
 
 
 def _ordered(placements: list[Placement]) -> list[Placement]:
@@ -55,7 +56,8 @@ def placement_table(report: Report, run: bool = False) -> Table:
     styles = _device_styles(p.canonical for p in shown)
     grouped = any(p.group for p in shown)
     hidden = len(report.placements) - len(shown)
-    caption = f"{hidden} _Arg/_Retval placements of TensorFlow's wrappers not shown (--json has all)" if hidden else None
+    caption = (f"{hidden} placements of TensorFlow's plumbing (_Arg/_Retval, eager ops' wrapper functions) "
+               "not shown (--json has all)") if hidden else None
     table = Table(title="Placements", title_justify="left", expand=False, caption=caption, caption_justify="left")
     if grouped:
         table.add_column("group")
@@ -70,7 +72,7 @@ def placement_table(report: Report, run: bool = False) -> Table:
         if table.row_count and section != previous:
             table.add_section()
         previous = section
-        requested = short_name(p.requested) if p.requested else ("?" if not run else "-")
+        requested = short_name(p.requested) if p.requested else ("?" if p.status == LOGGED else "-")
         row = [
             literal(p.node),
             literal(p.op),
@@ -83,6 +85,20 @@ def placement_table(report: Report, run: bool = False) -> Table:
         if show_reason:
             row.append(literal(p.reason) if p.reason else Text(""))
         table.add_row(*row)
+    return table
+
+
+def reasons_table(report: Report) -> Table | None:
+    """Each reason once, with how many placements it explains: the short answer to "why here?"."""
+    found = reason_counts(report.placements)
+    if not found:
+        return None
+    table = Table(title="Why here?", title_justify="left")
+    table.add_column("reason")
+    table.add_column("ops", justify="right")
+    table.add_column("for example")
+    for reason, n, examples in found:
+        table.add_row(literal(reason), str(n), literal(", ".join(examples)))
     return table
 
 
@@ -186,6 +202,9 @@ def report_renderables(report: Report, *, run: bool, summary: bool = False) -> l
             parts.append(placement_table(report, run=run))
     if report.placement_count:
         parts.append(counts_table(report))
+    reasons = reasons_table(report) if run else None
+    if reasons is not None:
+        parts.append(reasons)
     if report.copies is not None:
         parts.append(copies_table(report))
     parts.extend(failure_panel(f, run) for f in report.errors)

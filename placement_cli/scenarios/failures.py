@@ -10,6 +10,8 @@ from placement_cli.fdcapture import capture_fds
 from placement_cli.logparse import parse_text
 from placement_cli.logparse.failures import failure_from_text
 from placement_cli.model import PlacementFailure
+from placement_cli.why import Facts, explain
+from placement_cli.scenarios.facts import graph_nodes, kernel_map
 from placement_cli.scenarios.guide import A_VALUES
 from placement_cli.scenarios.runtime import RunOptions, available_devices, session_config, tensorflow
 
@@ -64,11 +66,11 @@ CASES = (
 )
 
 
-def _run(tf: Any, case: Case, soft: bool) -> tuple[Any, str | None, str | None, str]:
-    """(result, error class, error message, captured log) of one case."""
+def _run(tf: Any, case: Case, soft: bool) -> tuple[Any, str | None, str | None, str, Any]:
+    """(result, error class, error message, captured log, graph) of one case."""
     options = RunOptions(soft=soft, cpus=_CPUS)
+    graph = tf.Graph()
     with capture_fds() as cap:
-        graph = tf.Graph()
         try:
             with graph.as_default():
                 fetch = case.build(tf)
@@ -80,7 +82,7 @@ def _run(tf: Any, case: Case, soft: bool) -> tuple[Any, str | None, str | None, 
         except (tf.errors.OpError, ValueError) as exc:
             result, error_class = None, type(exc).__name__
             message = getattr(exc, "message", None) or str(exc)
-    return result, error_class, message, cap.text
+    return result, error_class, message, cap.text, graph
 
 
 def _failure(message: str, requested: str) -> PlacementFailure:
@@ -96,6 +98,7 @@ def catalogue() -> dict[str, Any]:
     with capture_fds():
         tf = tensorflow(RunOptions(cpus=_CPUS))
         have_gpu = bool(tf.config.list_physical_devices("GPU"))
+    kernels, devices, check = kernel_map(), available_devices(tf), ("GPU",) if have_gpu else ()
     cases = []
     for case in CASES:
         entry: dict[str, Any] = {"name": case.name, "description": case.description, "requested": case.requested,
@@ -105,16 +108,18 @@ def catalogue() -> dict[str, Any]:
             entry["skip_reason"] = "needs a GPU: no GPU on this machine, so this case cannot be run here"
             continue
         entry["ran"] = True
-        _, error_class, message, _ = _run(tf, case, soft=False)
+        _, error_class, message, _, _ = _run(tf, case, soft=False)
         if message is not None:
             failure = _failure(message, case.requested)
             if not failure.available_devices:
                 failure = PlacementFailure(failure.kind, failure.node, failure.requested_device, failure.message,
-                                           available_devices(tf) if error_class != "ValueError" else ())
+                                           devices if error_class != "ValueError" else ())
             entry["error_class"], entry["error"] = error_class, failure.to_dict()
-        result, soft_class, soft_message, log = _run(tf, case, soft=True)
+        result, soft_class, soft_message, log, graph = _run(tf, case, soft=True)
         if soft_message is None:
-            placements = [p.to_dict() for p in parse_text(log).placements]
+            facts = Facts(nodes=dict(graph_nodes(graph.get_operations(), kernels, check)), available=devices,
+                          kernels=kernels, complete=True)
+            placements = [p.to_dict(run=True) for p in explain(parse_text(log).placements, facts)]
             entry["soft"] = {"placements": placements, "result": result}
         else:
             entry["soft"] = {"placements": [], "result": None, "error_class": soft_class,

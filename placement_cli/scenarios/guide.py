@@ -23,7 +23,7 @@ def _constants(tf: Any, named: bool) -> tuple[Any, Any]:
 
 def _run_graph(tf: Any, graph: Any, fetch: Any, trial: Trial, options: RunOptions) -> Trial:
     """The guide's way: a v1 Session with log_device_placement (and soft placement if asked)."""
-    trial.requested = {op.name: op.device or None for op in graph.get_operations()}
+    trial.graph = graph
     try:
         with tf.compat.v1.Session(graph=graph, config=session_config(tf, options)) as sess:
             trial.result = run_session(tf, sess, fetch, options, trial).tolist()
@@ -48,7 +48,6 @@ def matmul(device: str | None, inputs_on: str | None, options: RunOptions) -> Re
     def build(tf: Any, options: RunOptions) -> Trial:
         trial = Trial()
         if options.mode == "eager":
-            trial.requested = {"a": inputs, "b": inputs, "MatMul": device}
             trial.eager = [("_EagerConst", inputs, None), ("_EagerConst", inputs, None), ("MatMul", device, None)]
 
             @tf.function

@@ -1,4 +1,4 @@
-"""Starting TensorFlow for a run: logical devices, sessions, and judging each placement."""
+"""Starting TensorFlow for a run: logical devices, sessions, and explaining each placement."""
 
 from __future__ import annotations
 
@@ -9,10 +9,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from placement_cli.fdcapture import capture_fds
-from placement_cli.devices import DeviceSpec, try_parse
+from placement_cli.devices import try_parse
 from placement_cli.errors import UsageProblem
 from placement_cli.logparse import parse_text
-from placement_cli.model import AS_REQUESTED, FREE, SOFT_FALLBACK, Copy, Placement, Report
+from placement_cli.model import Copy, Report
+from placement_cli.scenarios.facts import GraphRecorder, kernel_map
+from placement_cli.why import Facts, explain
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,7 @@ class RunOptions:
 class Trial:
     """What one run produced before parsing: requests, result, error text."""
 
-    requested: dict[str, str | None] = field(default_factory=dict)  # node (or eager op) -> device
+    graph: Any = None  # graph mode: the graph that ran (requests are read from it)
     groups: dict[str, str] = field(default_factory=dict)  # node -> group label (tower)
     eager: list[tuple[str, str | None, str | None]] = field(default_factory=list)  # (op, device, group) in run order
     copies: list[Copy] | None = None
@@ -98,80 +100,42 @@ def run_session(tf: Any, sess: Any, fetch: Any, options: RunOptions, trial: Tria
     run_options = tf.compat.v1.RunOptions(output_partition_graphs=True)
     metadata = tf.compat.v1.RunMetadata()
     value = sess.run(fetch, options=run_options, run_metadata=metadata)
-    trial.copies = [
-        Copy(_EDGE.sub("", node.attr["tensor_name"].s.decode()), node.attr["send_device"].s.decode(),
-             node.attr["recv_device"].s.decode())
-        for graph in metadata.partition_graphs for node in graph.node if node.op == "_Send"
-    ]
+    trial.copies = list(sends(metadata.partition_graphs))
     return value
 
 
+def sends(partition_graphs: Any) -> Iterator[Copy]:
+    """The copies between devices of an executed graph: one per _Send node."""
+    for graph in partition_graphs:
+        for node in graph.node:
+            if node.op == "_Send":
+                yield Copy(_EDGE.sub("", node.attr["tensor_name"].s.decode()), node.attr["send_device"].s.decode(),
+                           node.attr["recv_device"].s.decode())
+
+
 def run_captured(build: Any, options: RunOptions, title: str) -> Report:
-    """Run ``build(tf, options) -> Trial`` with fds 1/2 captured, then parse and judge."""
+    """Run ``build(tf, options) -> Trial`` with fds 1/2 captured, then parse and explain."""
+    recorder = GraphRecorder()
     with capture_fds() as cap:
         tf = tensorflow(options)
-        trial = build(tf, options)
+        undo = recorder.install()
+        try:
+            trial = build(tf, options)
+        finally:
+            undo()
         trial.available = available_devices(tf)
-        kernels = _kernel_lookup()
+    if trial.graph is not None:
+        recorder.add(trial.graph)
     log = cap.text
     report = parse_text(log + ("\n" + trial.error if trial.error else ""))
-    placements = tuple(_judge_all(report.placements, trial, kernels))
+    placements = explain(report.placements, facts_of(recorder, trial))
     copies = None if trial.copies is None else tuple(trial.copies)
     return replace(report, placements=placements, title=title, result=trial.result, log=log, copies=copies)
 
 
-def _kernel_lookup() -> Any:
-    from tensorflow.python.framework import kernels  # noqa: PLC0415
-
-    cache: dict[str, set[str]] = {}
-
-    def device_types(op: str) -> set[str]:
-        if op not in cache:
-            try:
-                cache[op] = {k.device_type for k in kernels.get_registered_kernels_for_op(op).kernel}
-            except Exception:  # noqa: BLE001 - an unknown op has no kernels we can name
-                cache[op] = set()
-        return cache[op]
-
-    return device_types
-
-
-def _judge_all(placements: tuple[Placement, ...], trial: Trial, kernels: Any) -> Iterator[Placement]:
-    """Graph nodes are matched by name; eager ops, which have none, in the order they ran."""
-    queue = list(trial.eager)
-    for p in placements:
-        requested, group = trial.requested.get(p.node or ""), trial.groups.get(p.node or "")
-        if p.kind == "eager":
-            requested, group = None, None
-            if queue and _same_op(queue[0][0], p.op or ""):
-                _, requested, group = queue.pop(0)
-        yield judge(p, requested, group, trial.available, kernels)
-
-
-def _same_op(wanted: str, logged: str) -> bool:
-    return logged in (wanted, f"_Mkl{wanted}")  # oneDNN renames MatMul to _MklMatMul on CPUs
-
-
-def judge(p: Placement, requested: str | None, group: str | None, available: tuple[str, ...],
-          kernel_types: Any) -> Placement:
-    """Status and reason of one placement against what was asked for."""
-    if not requested:
-        return replace(p, requested=None, status=FREE, group=group)
-    want = try_parse(requested)
-    if want is None or want.satisfied_by(p.spec):
-        return replace(p, requested=requested, status=AS_REQUESTED, group=group)
-    return replace(p, requested=requested, status=SOFT_FALLBACK, group=group,
-                   reason=fallback_reason(want, p, available, kernel_types))
-
-
-def fallback_reason(want: DeviceSpec, p: Placement, available: tuple[str, ...], kernel_types: Any) -> str:
-    """Why the placer did not honour a request; "unknown" rather than a guess."""
-    specs = [s for s in map(try_parse, available) if s]
-    if not any(want.satisfied_by(s) for s in specs):
-        names = ", ".join(s.short for s in specs) or "none"
-        return f"{want.short} does not exist (have: {names})"
-    op = p.op or ""
-    types = kernel_types(op) if op else set()
-    if want.device_type and types and want.device_type not in types:
-        return f"no {want.device_type} kernel registered for {op}"
-    return "unknown (the requested device exists; colocation or soft placement moved it)"
+def facts_of(recorder: GraphRecorder, trial: Trial) -> Facts:
+    """What the run's graphs asked for, with the devices and kernels there were."""
+    kernels = kernel_map()
+    check = ("GPU",) if any(s and s.device_type == "GPU" for s in map(try_parse, trial.available)) else ()
+    return Facts(nodes=recorder.nodes(kernels, check, trial.groups), available=trial.available, kernels=kernels,
+                 eager=tuple(trial.eager), complete=True, graphs_known=True)

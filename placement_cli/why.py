@@ -1,0 +1,174 @@
+"""Why an op sits where it does: the placer's reasons, worked out from facts recorded beside the log."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from placement_cli.devices import DeviceSpec, try_parse
+from placement_cli.model import AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, Placement
+
+UNKNOWN = "unknown"
+# Kernels registered for DEFAULT serve every device type but the CPU (TF's kernel lookup falls back to them).
+_DEFAULT = "DEFAULT"
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """What the program's graph said about one node before the placer ran."""
+
+    op: str | None = None
+    requested: str | None = None  # the node's device field; None or "" when it asked for nothing
+    partners: tuple[str, ...] = ()  # nodes it must share a device with: colocation attr, resource/ref inputs
+    no_kernel: tuple[str, ...] = ()  # device types checked against this very node that have no kernel for it
+    group: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"op": self.op, "requested": self.requested or None, "partners": list(self.partners),
+                "no_kernel": list(self.no_kernel)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> NodeFacts:
+        return cls(op=data.get("op"), requested=data.get("requested") or None,
+                   partners=tuple(data.get("partners") or ()), no_kernel=tuple(data.get("no_kernel") or ()))
+
+
+@dataclass(frozen=True)
+class Facts:
+    """Everything known beside the log: requests per node, the devices, the kernel registry."""
+
+    nodes: Mapping[str, NodeFacts] = field(default_factory=dict)
+    available: tuple[str, ...] = ()  # every device that existed (full names)
+    kernels: Mapping[str, frozenset[str]] | None = None  # op type -> device types with a kernel (attrs ignored)
+    eager: tuple[tuple[str, str | None, str | None], ...] = ()  # run commands: (op, requested, group) in run order
+    complete: bool = False  # True: a node with no facts asked for nothing; False: what it asked is unknown
+    graphs_known: bool = False  # every graph built in Python was recorded: other placer nodes are TF's own
+
+
+def explain(placements: Iterable[Placement], facts: Facts) -> tuple[Placement, ...]:
+    """Each placement with what was requested, its status and, where one is due, the reason."""
+    placements = tuple(placements)
+    where: dict[str, set[str]] = {}
+    for p in placements:
+        if p.node:
+            where.setdefault(p.node, set()).add(p.canonical)
+    specs = tuple(s for s in map(try_parse, facts.available) if s)
+    gpu_exists = any(s.device_type == "GPU" for s in specs) or any(p.spec.device_type == "GPU" for p in placements)
+    return tuple(_Explainer(facts, specs, where, gpu_exists).all(placements))
+
+
+@dataclass
+class _Explainer:
+    facts: Facts
+    specs: tuple[DeviceSpec, ...]
+    where: dict[str, set[str]]
+    gpu_exists: bool
+
+    def all(self, placements: tuple[Placement, ...]) -> Iterator[Placement]:
+        queue = list(self.facts.eager)
+        wrappers = _wrapper_lines(placements, self.facts) if self.facts.graphs_known else set()
+        for p in placements:
+            node = self.facts.nodes.get(p.node or "") if p.kind != "eager" else None
+            if p.kind == "eager" and queue and _same_op(queue[0][0], p.op or ""):
+                op, requested, group = queue.pop(0)
+                node = NodeFacts(op=op, requested=requested, group=group)
+            explained = self.one(p, node)
+            yield replace(explained, wrapper=True) if p.line in wrappers else explained
+
+    def one(self, p: Placement, node: NodeFacts | None) -> Placement:
+        if node is None and not self.facts.complete:
+            return replace(p, requested=None, status=LOGGED, reason=self.on_cpu_reason(p, None))
+        node = node or NodeFacts()
+        if not node.requested:
+            return replace(p, requested=None, status=FREE, group=node.group, reason=self.on_cpu_reason(p, node))
+        want = try_parse(node.requested)
+        if want is None or want.satisfied_by(p.spec):
+            return replace(p, requested=node.requested, status=AS_REQUESTED, group=node.group)
+        return replace(p, requested=node.requested, status=SOFT_FALLBACK, group=node.group,
+                       reason=self.fallback_reason(want, p, node))
+
+    def fallback_reason(self, want: DeviceSpec, p: Placement, node: NodeFacts) -> str:
+        """Why the placer did not honour a request."""
+        if not any(want.satisfied_by(s) for s in self.specs):
+            names = ", ".join(s.short for s in self.specs) or "none listed"
+            return f"{want.short} does not exist (have: {names})"
+        return (self.kernel_reason(p, node, want.device_type) or self.colocation_reason(p, node)
+                or f"{UNKNOWN} ({want.short} exists and has a kernel for it)")
+
+    def on_cpu_reason(self, p: Placement, node: NodeFacts | None) -> str | None:
+        """Why an op that asked for no device sits on a CPU while a GPU exists."""
+        if not self.gpu_exists or p.spec.device_type != "CPU":
+            return None
+        return self.kernel_reason(p, node, "GPU") or self.colocation_reason(p, node) or UNKNOWN
+
+    def kernel_reason(self, p: Placement, node: NodeFacts | None, device_type: str | None) -> str | None:
+        op = p.op or (node.op if node else None)
+        if not device_type or not op:
+            return None
+        if not has_kernel(self.facts.kernels, op, device_type):
+            return f"no {device_type} kernel registered for {op}"
+        if node is not None and device_type in node.no_kernel:
+            return f"no {device_type} kernel for {op} with this node's types"
+        return None
+
+    def colocation_reason(self, p: Placement, node: NodeFacts | None) -> str | None:
+        for partner in node.partners if node else ():
+            if self.where.get(partner) == {p.canonical}:
+                kind = self.facts.nodes.get(partner, NodeFacts()).op
+                return f"colocated with {partner}{f' ({kind})' if kind else ''} on {p.short}"
+        return None
+
+
+def _wrapper_lines(placements: tuple[Placement, ...], facts: Facts) -> set[int]:
+    """Placer lines of the single-op functions TF 2.x wraps eager ops in: a node named after its
+    op type that no recorded graph has, and that the log then shows executing eagerly."""
+    wrappers: set[int] = set()
+    waiting: dict[str, list[int]] = {}
+    for p in sorted(placements, key=lambda p: p.line):
+        if p.kind == "placer" and p.node and p.node == p.op and p.node not in facts.nodes:
+            waiting.setdefault(p.node, []).append(p.line)
+        elif p.kind == "eager" and p.op:
+            for name in (p.op, p.op.removeprefix("_Mkl")):
+                wrappers.update(waiting.pop(name, ()))
+    return wrappers
+
+
+def has_kernel(kernels: Mapping[str, frozenset[str]] | None, op: str, device_type: str) -> bool:
+    """True unless the registry is known and lists no kernel of op for device_type."""
+    if kernels is None or op not in kernels:
+        return True  # unknown registry, or a function call: not ours to say
+    types = kernels[op]
+    return device_type in types or (device_type != "CPU" and _DEFAULT in types)
+
+
+def _same_op(wanted: str, logged: str) -> bool:
+    return logged in (wanted, f"_Mkl{wanted}")  # oneDNN renames MatMul to _MklMatMul on CPUs
+
+
+def reason_counts(placements: Iterable[Placement]) -> list[tuple[str, int, list[str]]]:
+    """Each reason given, how many placements have it, and the first few of them."""
+    found: dict[str, tuple[int, list[str]]] = {}
+    for p in placements:
+        if p.reason:
+            n, names = found.get(p.reason, (0, []))
+            if len(names) < 3:
+                names.append(p.node or p.op or "?")
+            found[p.reason] = (n + 1, names)
+    return sorted(((r, n, names) for r, (n, names) in found.items()), key=lambda t: (-t[1], t[0]))
+
+
+def merge_nodes(records: Iterable[tuple[str, NodeFacts]]) -> dict[str, NodeFacts]:
+    """Nodes of many graphs by name; a name whose graphs disagree is left out (never guess)."""
+    merged: dict[str, NodeFacts] = {}
+    clashing: set[str] = set()
+    for name, facts in records:
+        if name in clashing:
+            continue
+        seen = merged.get(name)
+        if seen is None:
+            merged[name] = facts
+        elif seen != facts:
+            clashing.add(name)
+            del merged[name]
+    return merged
