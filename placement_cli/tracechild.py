@@ -100,7 +100,7 @@ class Recorder:
         available = self.available()
         check = ("GPU",) if any("GPU:" in name.upper() for name in available) else ()
         return {
-            "nodes": {name: node.to_dict() for name, node in self.graphs.nodes(kernels, check).items()},
+            "nodes": [node.to_dict() for node in self.graphs.nodes(kernels, check).values()],
             "available": available,
             "kernels": {op: sorted(types) for op, types in kernels.items()},
             "copies": None if self.copies is None else [list(c) for c in self.copies],

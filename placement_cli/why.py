@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -10,6 +11,8 @@ from placement_cli.devices import DeviceSpec, try_parse
 from placement_cli.model import AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, Placement
 
 UNKNOWN = "unknown"
+_CALL_OPS = ("StatefulPartitionedCall", "PartitionedCall")
+_CALL_NODE = re.compile(r"(?:Stateful)?PartitionedCall(?:_\d+)?")  # tf.function call nodes' default names
 # Kernels registered for DEFAULT serve every device type but the CPU (TF's kernel lookup falls back to them).
 _DEFAULT = "DEFAULT"
 
@@ -18,19 +21,24 @@ _DEFAULT = "DEFAULT"
 class NodeFacts:
     """What the program's graph said about one node before the placer ran."""
 
+    name: str
     op: str | None = None
-    requested: str | None = None  # the node's device field; None or "" when it asked for nothing
+    requested: str | None = None  # the node's device field; None when it asked for nothing
     partners: tuple[str, ...] = ()  # nodes it must share a device with: colocation attr, resource/ref inputs
     no_kernel: tuple[str, ...] = ()  # device types checked against this very node that have no kernel for it
     group: str | None = None
 
+    @property
+    def key(self) -> tuple[str, str | None]:
+        return self.name, self.op
+
     def to_dict(self) -> dict[str, Any]:
-        return {"op": self.op, "requested": self.requested or None, "partners": list(self.partners),
-                "no_kernel": list(self.no_kernel)}
+        return {"name": self.name, "op": self.op, "requested": self.requested or None,
+                "partners": list(self.partners), "no_kernel": list(self.no_kernel)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> NodeFacts:
-        return cls(op=data.get("op"), requested=data.get("requested") or None,
+        return cls(name=data["name"], op=data.get("op"), requested=data.get("requested") or None,
                    partners=tuple(data.get("partners") or ()), no_kernel=tuple(data.get("no_kernel") or ()))
 
 
@@ -38,7 +46,7 @@ class NodeFacts:
 class Facts:
     """Everything known beside the log: requests per node, the devices, the kernel registry."""
 
-    nodes: Mapping[str, NodeFacts] = field(default_factory=dict)
+    nodes: Mapping[tuple[str, str | None], NodeFacts] = field(default_factory=dict)  # by (name, op type)
     available: tuple[str, ...] = ()  # every device that existed (full names)
     kernels: Mapping[str, frozenset[str]] | None = None  # op type -> device types with a kernel (attrs ignored)
     eager: tuple[tuple[str, str | None, str | None], ...] = ()  # run commands: (op, requested, group) in run order
@@ -53,7 +61,8 @@ def explain(placements: Iterable[Placement], facts: Facts) -> tuple[Placement, .
     for p in placements:
         if p.node:
             where.setdefault(p.node, set()).add(p.canonical)
-    specs = tuple(s for s in map(try_parse, facts.available) if s)
+    unique = {s.canonical: s for s in map(try_parse, facts.available) if s}  # one name per device, however spelt
+    specs = tuple(unique[name] for name in sorted(unique))
     gpu_exists = any(s.device_type == "GPU" for s in specs) or any(p.spec.device_type == "GPU" for p in placements)
     return tuple(_Explainer(facts, specs, where, gpu_exists).all(placements))
 
@@ -65,21 +74,50 @@ class _Explainer:
     where: dict[str, set[str]]
     gpu_exists: bool
 
+    @property
+    def ops_by_name(self) -> dict[str, set[str | None]]:
+        found: dict[str, set[str | None]] = {}
+        for name, op in self.facts.nodes:
+            found.setdefault(name, set()).add(op)
+        return found
+
     def all(self, placements: tuple[Placement, ...]) -> Iterator[Placement]:
         queue = list(self.facts.eager)
         wrappers = _wrapper_lines(placements, self.facts) if self.facts.graphs_known else set()
         for p in placements:
-            node = self.facts.nodes.get(p.node or "") if p.kind != "eager" else None
+            node = self.lookup(p) if p.kind != "eager" else None
             if p.kind == "eager" and queue and _same_op(queue[0][0], p.op or ""):
                 op, requested, group = queue.pop(0)
-                node = NodeFacts(op=op, requested=requested, group=group)
+                node = NodeFacts(name="", op=op, requested=requested, group=group)
             explained = self.one(p, node)
             yield replace(explained, wrapper=True) if p.line in wrappers else explained
+
+    def lookup(self, p: Placement) -> NodeFacts | None:
+        """The facts of a placer node, also when TF inlined its function into a caller: the node is then
+        named ``<call node>/<name>`` and, having no device of its own, takes the call node's."""
+        name = p.node or ""
+        found = self.facts.nodes.get((name, p.op))
+        parts = name.split("/")
+        for i in range(len(parts) - 1):
+            if found is not None:
+                break
+            if not _CALL_NODE.fullmatch(parts[i]):
+                continue
+            inner = self.facts.nodes.get(("/".join(parts[i + 1:]), p.op))
+            if inner is None or inner.requested:
+                found = inner
+                continue
+            caller = "/".join(parts[: i + 1])
+            calls = [self.facts.nodes.get((caller, op)) for op in _CALL_OPS]
+            call = next((c for c in calls if c is not None), None)
+            if call is not None:  # a call that asked for no device leaves the body free, as the graph has it
+                found = replace(inner, requested=call.requested)
+        return found
 
     def one(self, p: Placement, node: NodeFacts | None) -> Placement:
         if node is None and not self.facts.complete:
             return replace(p, requested=None, status=LOGGED, reason=self.on_cpu_reason(p, None))
-        node = node or NodeFacts()
+        node = node or NodeFacts(name=p.node or "")
         if not node.requested:
             return replace(p, requested=None, status=FREE, group=node.group, reason=self.on_cpu_reason(p, node))
         want = try_parse(node.requested)
@@ -115,7 +153,8 @@ class _Explainer:
     def colocation_reason(self, p: Placement, node: NodeFacts | None) -> str | None:
         for partner in node.partners if node else ():
             if self.where.get(partner) == {p.canonical}:
-                kind = self.facts.nodes.get(partner, NodeFacts()).op
+                kinds = self.ops_by_name.get(partner, set())
+                kind = next(iter(kinds)) if len(kinds) == 1 else None
                 return f"colocated with {partner}{f' ({kind})' if kind else ''} on {p.short}"
         return None
 
@@ -126,7 +165,7 @@ def _wrapper_lines(placements: tuple[Placement, ...], facts: Facts) -> set[int]:
     wrappers: set[int] = set()
     waiting: dict[str, list[int]] = {}
     for p in sorted(placements, key=lambda p: p.line):
-        if p.kind == "placer" and p.node and p.node == p.op and p.node not in facts.nodes:
+        if p.kind == "placer" and p.node and p.node == p.op and (p.node, p.op) not in facts.nodes:
             waiting.setdefault(p.node, []).append(p.line)
         elif p.kind == "eager" and p.op:
             for name in (p.op, p.op.removeprefix("_Mkl")):
@@ -158,17 +197,18 @@ def reason_counts(placements: Iterable[Placement]) -> list[tuple[str, int, list[
     return sorted(((r, n, names) for r, (n, names) in found.items()), key=lambda t: (-t[1], t[0]))
 
 
-def merge_nodes(records: Iterable[tuple[str, NodeFacts]]) -> dict[str, NodeFacts]:
-    """Nodes of many graphs by name; a name whose graphs disagree is left out (never guess)."""
-    merged: dict[str, NodeFacts] = {}
-    clashing: set[str] = set()
-    for name, facts in records:
-        if name in clashing:
+def merge_nodes(records: Iterable[NodeFacts]) -> dict[tuple[str, str | None], NodeFacts]:
+    """Nodes of many graphs by (name, op type); a pair whose graphs disagree is left out (never guess)."""
+    merged: dict[tuple[str, str | None], NodeFacts] = {}
+    clashing: set[tuple[str, str | None]] = set()
+    for facts in records:
+        key = facts.key
+        if key in clashing:
             continue
-        seen = merged.get(name)
+        seen = merged.get(key)
         if seen is None:
-            merged[name] = facts
+            merged[key] = facts
         elif seen != facts:
-            clashing.add(name)
-            del merged[name]
+            clashing.add(key)
+            del merged[key]
     return merged

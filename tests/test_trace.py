@@ -99,3 +99,62 @@ def test_interrupt_reports_and_leaves_no_child(tmp_path: Path) -> None:
     time.sleep(0.5)
     leftover = subprocess.run(["pgrep", "-f", script], capture_output=True, text=True)
     assert leftover.stdout.strip() == ""
+
+
+MOVES = """
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 3)
+
+@tf.function
+def f(x):
+    with tf.device("/gpu:0"):  # TF2 places softly by default: this lands on a CPU
+        return tf.matmul(x, x, name="pinned")
+
+print("f:", f(tf.ones([2, 2])).numpy().tolist())
+
+g = tf.Graph()
+with g.as_default():
+    with tf.device("/cpu:0"):
+        v = tf.compat.v1.get_variable("v", initializer=tf.ones([2, 2]))
+    with tf.device("/cpu:1"):
+        x = tf.matmul(tf.ones([2, 2]), tf.ones([2, 2]), name="x")
+        upd = tf.compat.v1.assign_add(v, x)  # must live with v: moved to CPU:0
+    init = tf.compat.v1.global_variables_initializer()
+config = tf.compat.v1.ConfigProto(allow_soft_placement=True, device_count={"CPU": 3})
+with tf.compat.v1.Session(graph=g, config=config) as sess:
+    sess.run(init)
+    for _ in range(3):
+        print("upd:", sess.run(upd).tolist())
+"""
+CPU = "/job:localhost/replica:0/task:0/device:CPU:{}"
+
+
+def test_trace_says_why_ops_moved_and_lists_session_copies(tmp_path: Path) -> None:
+    proc = run_cli("trace", "--json", "--copies", write(tmp_path, MOVES))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "upd: [[3.0, 3.0], [3.0, 3.0]]" in proc.stderr and "upd: [[7.0, 7.0], [7.0, 7.0]]" in proc.stderr
+    data = json.loads(proc.stdout)
+    by_node = {p["node"]: p for p in data["placements"] if p["kind"] == "placer"}
+    pinned = by_node["pinned"]
+    assert (pinned["requested"], pinned["status"]) == ("/device:GPU:0", "soft fallback")
+    assert pinned["reason"] == "GPU:0 does not exist (have: CPU:0, CPU:1, CPU:2)"
+    assert by_node["x"]["status"] == "as requested" and by_node["x"]["canonical"] == CPU.format(1)
+    moved = [p for p in data["placements"] if p["op"] == "AssignAddVariableOp"]
+    assert moved and all(p["status"] == "soft fallback" and p["canonical"] == CPU.format(0) for p in moved)
+    assert {p["reason"] for p in moved} == {"colocated with v (VarHandleOp) on CPU:0"}
+    assert by_node["v"]["status"] == "as requested"
+    assert all(p["status"] == "logged" and p["requested"] is None for p in data["placements"] if p["kind"] == "eager")
+    # the session's executed graph: x is made on CPU:1 and added to v on CPU:0
+    assert {"tensor": "x", "from": CPU.format(1), "to": CPU.format(0)} in data["copies"]
+    assert len(data["copies"]) == len({json.dumps(c, sort_keys=True) for c in data["copies"]})  # once each
+
+
+def test_trace_table_has_a_why_column_and_no_copies_unless_asked(tmp_path: Path) -> None:
+    script = write(tmp_path, MOVES)
+    proc = run_cli("trace", script)
+    assert proc.returncode == 0
+    assert "why" in proc.stdout and "Why here?" in proc.stdout
+    assert "colocated with v (VarHandleOp) on CPU:0" in proc.stdout
+    assert "Copies between devices" not in proc.stdout
+    assert json.loads(run_cli("trace", "--json", script).stdout)["copies"] is None

@@ -21,7 +21,7 @@ def kernel_map() -> dict[str, frozenset[str]]:
 
 
 def graph_nodes(ops: Iterable[Any], kernels: Mapping[str, frozenset[str]], check: Iterable[str] = (),
-                groups: Mapping[str, str] | None = None) -> Iterator[tuple[str, NodeFacts]]:
+                groups: Mapping[str, str] | None = None) -> Iterator[NodeFacts]:
     """Facts of each graph op: its device field, the nodes it must share a device with, and
     which device types (its requested one, plus ``check``) have no kernel for its very attrs."""
     from tensorflow.python.util import _pywrap_kernel_registry as registry  # noqa: PLC0415
@@ -41,8 +41,9 @@ def graph_nodes(ops: Iterable[Any], kernels: Mapping[str, frozenset[str]], check
                     node_def.device = f"/device:{device_type}:0"
                     if not registry.TryFindKernelClass(node_def.SerializeToString()):
                         no_kernel.append(device_type)
-            yield op.name, NodeFacts(op=op.type, requested=op.device or None, partners=tuple(dict.fromkeys(partners)),
-                                     no_kernel=tuple(no_kernel), group=(groups or {}).get(op.name))
+            yield NodeFacts(name=op.name, op=op.type, requested=op.device or None,
+                            partners=tuple(dict.fromkeys(partners)), no_kernel=tuple(no_kernel),
+                            group=(groups or {}).get(op.name))
 
 
 class GraphRecorder:
@@ -73,6 +74,6 @@ class GraphRecorder:
         return undo
 
     def nodes(self, kernels: Mapping[str, frozenset[str]], check: Iterable[str] = (),
-              groups: Mapping[str, str] | None = None) -> dict[str, NodeFacts]:
+              groups: Mapping[str, str] | None = None) -> dict[tuple[str, str | None], NodeFacts]:
         return merge_nodes(record for graph in list(self.graphs.values())
                            for record in graph_nodes(graph.get_operations(), kernels, check, groups))

@@ -10,7 +10,7 @@ from placement_cli.fdcapture import capture_fds
 from placement_cli.logparse import parse_text
 from placement_cli.logparse.failures import failure_from_text
 from placement_cli.model import PlacementFailure
-from placement_cli.why import Facts, explain
+from placement_cli.why import Facts, explain, merge_nodes
 from placement_cli.scenarios.facts import graph_nodes, kernel_map
 from placement_cli.scenarios.guide import A_VALUES
 from placement_cli.scenarios.runtime import RunOptions, available_devices, session_config, tensorflow
@@ -117,7 +117,7 @@ def catalogue() -> dict[str, Any]:
             entry["error_class"], entry["error"] = error_class, failure.to_dict()
         result, soft_class, soft_message, log, graph = _run(tf, case, soft=True)
         if soft_message is None:
-            facts = Facts(nodes=dict(graph_nodes(graph.get_operations(), kernels, check)), available=devices,
+            facts = Facts(nodes=merge_nodes(graph_nodes(graph.get_operations(), kernels, check)), available=devices,
                           kernels=kernels, complete=True)
             placements = [p.to_dict(run=True) for p in explain(parse_text(log).placements, facts)]
             entry["soft"] = {"placements": placements, "result": result}

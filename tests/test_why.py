@@ -1,0 +1,115 @@
+"""Reasons from facts, without TensorFlow: GPU machines' cases written as the facts a GPU run records."""
+
+from __future__ import annotations
+
+from placement_cli.devices import parse_device
+from placement_cli.model import AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, Placement
+from placement_cli.why import UNKNOWN, Facts, NodeFacts, explain, has_kernel, merge_nodes, reason_counts
+
+CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
+GPU0 = "/job:localhost/replica:0/task:0/device:GPU:0"
+KERNELS = {
+    "MatMul": frozenset({"CPU", "GPU"}),
+    "StringJoin": frozenset({"CPU"}),
+    "VarHandleOp": frozenset({"CPU", "DEFAULT"}),
+    "AssignAddVariableOp": frozenset({"CPU", "GPU"}),
+    "Const": frozenset({"CPU", "GPU"}),
+}
+
+
+def nodes(*facts: NodeFacts) -> dict[tuple[str, str | None], NodeFacts]:
+    return merge_nodes(facts)
+
+
+def placed(node: str | None, op: str, device: str, line: int, kind: str = "placer") -> Placement:
+    return Placement(node=node, op=op, device=device, spec=parse_device(device), kind=kind, line=line)
+
+
+def explained(facts: Facts, *placements: Placement) -> dict[str, Placement]:
+    return {p.node or f"{p.op}@{p.line}": p for p in explain(placements, facts)}
+
+
+def test_request_for_a_missing_device_names_what_exists() -> None:
+    facts = Facts(nodes=nodes(NodeFacts("MatMul", "MatMul", "/device:GPU:2")), available=(CPU0, GPU0), kernels=KERNELS)
+    p = explained(facts, placed("MatMul", "MatMul", CPU0, 1))["MatMul"]
+    assert (p.status, p.requested) == (SOFT_FALLBACK, "/device:GPU:2")
+    assert p.reason == "GPU:2 does not exist (have: CPU:0, GPU:0)"
+
+
+def test_no_kernel_for_the_requested_type_from_the_registry_and_from_the_node() -> None:
+    facts = Facts(nodes=nodes(NodeFacts("Join", "StringJoin", "/gpu:0"),
+                              NodeFacts("IntMatMul", "MatMul", "/gpu:0", no_kernel=("GPU",))),
+                  available=(CPU0, GPU0), kernels=KERNELS)
+    found = explained(facts, placed("Join", "StringJoin", CPU0, 1), placed("IntMatMul", "MatMul", CPU0, 2))
+    assert found["Join"].reason == "no GPU kernel registered for StringJoin"
+    assert found["IntMatMul"].reason == "no GPU kernel for MatMul with this node's types"
+
+
+def test_default_kernels_serve_gpus_but_not_cpus() -> None:
+    assert has_kernel(KERNELS, "VarHandleOp", "GPU")
+    assert not has_kernel({"Only": frozenset({"DEFAULT"})}, "Only", "CPU")
+    assert not has_kernel(KERNELS, "StringJoin", "GPU")
+    assert has_kernel(KERNELS, "__inference_f_12", "GPU")  # a function call: not ours to judge
+    assert has_kernel(None, "StringJoin", "GPU")  # no registry known: no claim
+
+
+def test_colocation_with_a_variable_explains_a_move() -> None:
+    facts = Facts(nodes=nodes(NodeFacts("v", "VarHandleOp", "/cpu:0"),
+                              NodeFacts("upd", "AssignAddVariableOp", "/gpu:0", partners=("v",))),
+                  available=(CPU0, GPU0), kernels=KERNELS)
+    found = explained(facts, placed("v", "VarHandleOp", CPU0, 1), placed("upd", "AssignAddVariableOp", CPU0, 2))
+    assert found["v"].status == AS_REQUESTED and found["v"].reason is None
+    assert found["upd"].reason == "colocated with v (VarHandleOp) on CPU:0"
+
+
+def test_free_ops_on_a_cpu_beside_a_gpu_get_a_reason_or_unknown() -> None:
+    facts = Facts(nodes=nodes(NodeFacts("v", "VarHandleOp"), NodeFacts("read", "ReadVariableOp", partners=("v",)),
+                              NodeFacts("Join", "StringJoin"), NodeFacts("c", "Const"), NodeFacts("m", "MatMul")),
+                  available=(CPU0, GPU0), kernels=KERNELS)
+    found = explained(facts, placed("v", "VarHandleOp", CPU0, 1), placed("read", "ReadVariableOp", CPU0, 2),
+                      placed("Join", "StringJoin", CPU0, 3), placed("c", "Const", CPU0, 4),
+                      placed("m", "MatMul", GPU0, 5))
+    assert found["read"].reason == "colocated with v (VarHandleOp) on CPU:0"
+    assert found["Join"].reason == "no GPU kernel registered for StringJoin"
+    assert found["c"].reason == UNKNOWN and found["c"].status == FREE
+    assert found["m"].reason is None  # on the GPU: nothing to explain
+
+
+def test_no_gpu_no_cpu_reasons() -> None:
+    facts = Facts(nodes=nodes(NodeFacts("Join", "StringJoin")), available=(CPU0,), kernels=KERNELS)
+    assert explained(facts, placed("Join", "StringJoin", CPU0, 1))["Join"].reason is None
+
+
+def test_unrecorded_nodes_are_logged_not_guessed() -> None:
+    facts = Facts(nodes={}, available=(CPU0, GPU0), kernels=KERNELS)
+    found = explained(facts, placed("x", "MatMul", CPU0, 1), placed(None, "StringJoin", CPU0, 2, kind="eager"))
+    assert found["x"].status == LOGGED and found["x"].requested is None and found["x"].reason == UNKNOWN
+    assert found["StringJoin@2"].reason == "no GPU kernel registered for StringJoin"
+
+
+def test_a_request_that_exists_and_has_a_kernel_is_unknown_when_nothing_explains_it() -> None:
+    facts = Facts(nodes=nodes(NodeFacts("m", "MatMul", "/gpu:0")), available=(CPU0, GPU0), kernels=KERNELS)
+    reason = explained(facts, placed("m", "MatMul", CPU0, 1))["m"].reason
+    assert reason is not None and reason.startswith(UNKNOWN)
+
+
+def test_nodes_that_differ_between_graphs_are_dropped_but_same_names_of_other_ops_are_kept() -> None:
+    merged = merge_nodes([NodeFacts("MatMul", "MatMul", "/gpu:0"), NodeFacts("MatMul", "MatMul", "/cpu:0"),
+                          NodeFacts("MatMul", "MatMul", "/gpu:0"), NodeFacts("a", "Const"), NodeFacts("a", "Const"),
+                          NodeFacts("x", "_Arg"), NodeFacts("x", "MatMul", "/cpu:1")])
+    assert set(merged) == {("a", "Const"), ("x", "_Arg"), ("x", "MatMul")}
+
+
+def test_eager_wrapper_rows_are_marked_only_when_the_graphs_are_known() -> None:
+    log = (placed("input", "_Arg", CPU0, 1), placed("_EagerConst", "_EagerConst", CPU0, 2),
+           placed("output_RetVal", "_Retval", CPU0, 3), placed(None, "_EagerConst", CPU0, 4, kind="eager"),
+           placed("Identity", "Identity", CPU0, 5))
+    known = explained(Facts(nodes=nodes(NodeFacts("Identity", "Identity")), graphs_known=True), *log)
+    assert known["_EagerConst"].wrapper and not known["Identity"].wrapper and not known["_EagerConst@4"].wrapper
+    assert not any(p.wrapper for p in explained(Facts(), *log).values())
+
+
+def test_reason_counts_group_and_sample() -> None:
+    facts = Facts(nodes=nodes(*(NodeFacts(f"n{i}", "MatMul", "/gpu:3") for i in range(5))), available=(CPU0,), kernels=KERNELS)
+    placements = explain([placed(f"n{i}", "MatMul", CPU0, i) for i in range(5)], facts)
+    assert reason_counts(placements) == [("GPU:3 does not exist (have: CPU:0)", 5, ["n0", "n1", "n2"])]
