@@ -33,17 +33,53 @@ class TraceResult:
     interrupted: bool = False
 
 
-def _pump(source: IO[bytes], sink: IO[bytes] | None, log: IO[bytes], lock: threading.Lock, echo_all: bool) -> None:
+# TensorFlow's own log lines (absl and the older glog prefix), with their severity letter.
+_TF_LOG_LINE = re.compile(r"^(?:([IWE])\d{4} \d\d:\d\d:\d+\.\d+ +\d+ \S+:\d+\] "
+                          r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: ([IWE]) \S+:\d+\] "
+                          r"|WARNING: All log messages before absl::InitializeLog)")
+_SEVERITY = {"I": 0, "W": 1, "E": 2, None: 0}
+
+
+@dataclass(frozen=True)
+class Echo:
+    """Which of the child's lines reach the terminal."""
+
+    placement: bool = False  # --log: TensorFlow's placement lines too
+    min_log_level: int = 0  # the user's TF_CPP_MIN_LOG_LEVEL: TF's lines below it stay hidden, as TF would
+
+    def shows(self, line: str, after_hidden: bool = False) -> bool:
+        if _PLACEMENT_LINE.search(line):
+            return self.placement
+        if self.min_log_level:
+            tf_line = _TF_LOG_LINE.match(line)
+            if tf_line and _SEVERITY[tf_line.group(1) or tf_line.group(2)] < self.min_log_level:
+                return False
+            if after_hidden and line.startswith(_CONTINUATION):
+                return False
+        return True
+
+
+# The second line of TF's two-line start-up notice (cpu_feature_guard.cc).
+_CONTINUATION = "To enable the following instructions:"
+
+
+def _pump(source: IO[bytes], sink: IO[bytes] | None, log: IO[bytes], lock: threading.Lock, echo: Echo) -> None:
     """Copy the child's output line by line: everything into the log, the program's own
     lines (and placement lines too with --log) on to ``sink`` as they come."""
+    hidden = False
     for raw in iter(source.readline, b""):
         with lock:
             log.write(raw)
         if sink is None:
             continue
-        if echo_all or not _PLACEMENT_LINE.search(raw.decode("utf-8", "replace")):
+        hidden = not echo.shows(raw.decode("utf-8", "replace"), hidden)
+        if not hidden:
             sink.write(raw)
             sink.flush()
+
+
+def _min_log_level(value: str | None) -> int:
+    return int(value) if value and value.strip().isdigit() else 0
 
 
 def run_traced(script: str, args: list[str], *, program_stdout: IO[bytes], echo_log: bool,
@@ -55,12 +91,16 @@ def run_traced(script: str, args: list[str], *, program_stdout: IO[bytes], echo_
     interrupted = False
     with tempfile.TemporaryFile() as log, tempfile.TemporaryDirectory(prefix="placement-") as scratch:
         facts_path = os.path.join(scratch, "facts.json")
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", FACTS_ENV: facts_path, COPIES_ENV: "1" if copies else ""}
+        # TF_CPP_MIN_LOG_LEVEL >= 1 would drop the eager placement lines: TF logs everything in the
+        # child, and the user's level only decides what reaches the terminal.
+        echo = Echo(placement=echo_log, min_log_level=_min_log_level(os.environ.get("TF_CPP_MIN_LOG_LEVEL")))
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "TF_CPP_MIN_LOG_LEVEL": "0", FACTS_ENV: facts_path,
+               COPIES_ENV: "1" if copies else ""}
         child = subprocess.Popen([sys.executable, "-m", "placement_cli.tracechild", script, *args], stdin=None,
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         pumps = [
-            threading.Thread(target=_pump, args=(child.stdout, program_stdout, log, lock, echo_log), daemon=True),
-            threading.Thread(target=_pump, args=(child.stderr, sys.stderr.buffer, log, lock, echo_log), daemon=True),
+            threading.Thread(target=_pump, args=(child.stdout, program_stdout, log, lock, echo), daemon=True),
+            threading.Thread(target=_pump, args=(child.stderr, sys.stderr.buffer, log, lock, echo), daemon=True),
         ]
         for pump in pumps:
             pump.start()

@@ -101,37 +101,11 @@ def test_interrupt_reports_and_leaves_no_child(tmp_path: Path) -> None:
     assert leftover.stdout.strip() == ""
 
 
-MOVES = """
-import tensorflow as tf
-cpu = tf.config.list_physical_devices("CPU")[0]
-tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 3)
-
-@tf.function
-def f(x):
-    with tf.device("/gpu:0"):  # TF2 places softly by default: this lands on a CPU
-        return tf.matmul(x, x, name="pinned")
-
-print("f:", f(tf.ones([2, 2])).numpy().tolist())
-
-g = tf.Graph()
-with g.as_default():
-    with tf.device("/cpu:0"):
-        v = tf.compat.v1.get_variable("v", initializer=tf.ones([2, 2]))
-    with tf.device("/cpu:1"):
-        x = tf.matmul(tf.ones([2, 2]), tf.ones([2, 2]), name="x")
-        upd = tf.compat.v1.assign_add(v, x)  # must live with v: moved to CPU:0
-    init = tf.compat.v1.global_variables_initializer()
-config = tf.compat.v1.ConfigProto(allow_soft_placement=True, device_count={"CPU": 3})
-with tf.compat.v1.Session(graph=g, config=config) as sess:
-    sess.run(init)
-    for _ in range(3):
-        print("upd:", sess.run(upd).tolist())
-"""
 CPU = "/job:localhost/replica:0/task:0/device:CPU:{}"
 
 
-def test_trace_says_why_ops_moved_and_lists_session_copies(tmp_path: Path) -> None:
-    proc = run_cli("trace", "--json", "--copies", write(tmp_path, MOVES))
+def test_trace_says_why_ops_moved_and_lists_session_copies() -> None:
+    proc = run_cli("trace", "--json", "--copies", str(SAMPLES / "moved_ops.py"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "upd: [[3.0, 3.0], [3.0, 3.0]]" in proc.stderr and "upd: [[7.0, 7.0], [7.0, 7.0]]" in proc.stderr
     data = json.loads(proc.stdout)
@@ -150,11 +124,23 @@ def test_trace_says_why_ops_moved_and_lists_session_copies(tmp_path: Path) -> No
     assert len(data["copies"]) == len({json.dumps(c, sort_keys=True) for c in data["copies"]})  # once each
 
 
-def test_trace_table_has_a_why_column_and_no_copies_unless_asked(tmp_path: Path) -> None:
-    script = write(tmp_path, MOVES)
+def test_trace_table_has_a_why_column_and_no_copies_unless_asked() -> None:
+    script = str(SAMPLES / "moved_ops.py")
     proc = run_cli("trace", script)
     assert proc.returncode == 0
     assert "why" in proc.stdout and "Why here?" in proc.stdout
     assert "colocated with v (VarHandleOp) on CPU:0" in proc.stdout
     assert "Copies between devices" not in proc.stdout
     assert json.loads(run_cli("trace", "--json", script).stdout)["copies"] is None
+
+
+def test_min_log_level_3_in_the_environment_keeps_every_placement_and_the_terminal_quiet(tmp_path: Path) -> None:
+    script = write(tmp_path, (
+        "import sys\nimport tensorflow as tf\nx = tf.matmul(tf.ones([2, 2]), tf.ones([2, 2]))\n"
+        "print('to stderr', file=sys.stderr)\nprint(x.numpy().sum())\n"))
+    quiet = run_cli("trace", "--json", script, env={"TF_CPP_MIN_LOG_LEVEL": "3"})
+    loud = run_cli("trace", "--json", script)
+    assert quiet.returncode == loud.returncode == 0
+    kinds = [p["kind"] for p in json.loads(quiet.stdout)["placements"]]
+    assert kinds == [p["kind"] for p in json.loads(loud.stdout)["placements"]] and "eager" in kinds
+    assert quiet.stderr.splitlines() == ["to stderr", "8.0"]  # the program's lines, TF's hidden as TF would
