@@ -12,6 +12,7 @@ from typing import Any
 from placement_cli.fdcapture import capture_fds
 from placement_cli.logparse import parse_text
 from placement_cli.model import Report
+from placement_cli.why import Facts, explain, facts_from_dict
 
 
 class CapturedReport:
@@ -37,17 +38,17 @@ class CapturedReport:
         return self.report.log or ""
 
     def to_dict(self) -> dict[str, Any]:
-        return self.report.to_dict()
+        return self.report.to_dict(run=True)
 
     def to_json(self) -> str:
         from placement_cli.render.json import render_json  # noqa: PLC0415
 
-        return render_json(self.report)
+        return render_json(self.report, run=True)
 
     def __rich__(self) -> Any:
         from placement_cli.render.table import report_group  # noqa: PLC0415
 
-        return report_group(self.report, run=False)
+        return report_group(self.report, run=True)
 
     def _repr_html_(self) -> str:
         from rich.console import Console  # noqa: PLC0415
@@ -60,25 +61,36 @@ class CapturedReport:
         return f"<placement report: {self.report.placement_count} placements, {len(self.report.errors)} errors>"
 
 
-def _enable_logging() -> None:
-    """Turn TensorFlow's placement log on; it must happen before TF's context initialises."""
+def _recorder() -> Any:
+    """Placement logging on, Sessions made to log, graphs kept: before TF's context starts, or it logs nothing."""
     tf = sys.modules.get("tensorflow")
     if tf is None:
         import tensorflow as tf  # noqa: PLC0415
-    tf.debugging.set_log_device_placement(True)
+    from placement_cli.scenarios.recording import Recorder  # noqa: PLC0415
+
+    return Recorder(tf, copies=False)
 
 
 @contextmanager
 def capture(enable_logging: bool = True) -> Iterator[CapturedReport]:
     """Capture TensorFlow's placement log (fd-level, so also where C++ output never reaches a
-    notebook cell) for the code inside the block, and parse it when the block ends."""
+    notebook cell) for the code inside the block, then parse it and say why ops sit where they do."""
     result = CapturedReport()
     captured = None
+    recorder = None
     try:
         with capture_fds() as captured:
+            undo = None
             if enable_logging:
-                _enable_logging()
-            yield result
+                recorder = _recorder()
+                undo = recorder.install()
+            try:
+                yield result
+            finally:
+                if undo is not None:
+                    undo()
     finally:  # also when the block raised: report what was placed so far
         if captured is not None:
-            result.report = replace(parse_text(captured.text), log=captured.text)
+            report = parse_text(captured.text)
+            facts = facts_from_dict(recorder.facts()) if recorder is not None else Facts()
+            result.report = replace(report, placements=explain(report.placements, facts), log=captured.text)

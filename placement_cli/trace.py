@@ -17,7 +17,7 @@ from placement_cli.errors import UsageProblem
 from placement_cli.logparse import parse_text
 from placement_cli.model import Copy, Report
 from placement_cli.tracechild import COPIES_ENV, FACTS_ENV
-from placement_cli.why import Facts, NodeFacts, explain, merge_nodes
+from placement_cli.why import Facts, explain, facts_from_dict
 
 # Lines TensorFlow writes about placement: consumed, not echoed (unless --log).
 _PLACEMENT_LINE = re.compile(
@@ -141,16 +141,9 @@ def read_facts(path: str) -> tuple[Facts, tuple[Copy, ...]]:
             data = json.load(f)
     except (OSError, ValueError):
         return Facts(), ()
-    try:
-        facts = Facts(
-            nodes=merge_nodes(NodeFacts.from_dict(node) for node in data["nodes"]),
-            available=tuple(data.get("available") or ()),
-            kernels={op: frozenset(types) for op, types in (data.get("kernels") or {}).items()} or None,
-            graphs_known=True,
-        )
-        return facts, tuple(Copy(*c) for c in data.get("copies") or ())
-    except (KeyError, TypeError, AttributeError):  # the child could not record them (its "error" says why)
-        return Facts(), ()
+    facts = facts_from_dict(data)
+    copies = data.get("copies") if facts.graphs_known else None
+    return facts, tuple(Copy(*c) for c in copies or ())
 
 
 def filtered(report: Report, device: str | None, op: str | None, node: str | None, top: int | None) -> Report:

@@ -54,6 +54,19 @@ class Facts:
     graphs_known: bool = False  # every graph built in Python was recorded: other placer nodes are TF's own
 
 
+def facts_from_dict(data: Any) -> Facts:
+    """Facts as ``Recorder.facts()`` wrote them; no facts (every request unknown) if they are not there."""
+    try:
+        return Facts(
+            nodes=merge_nodes(NodeFacts.from_dict(node) for node in data["nodes"]),
+            available=tuple(data.get("available") or ()),
+            kernels={op: frozenset(types) for op, types in (data.get("kernels") or {}).items()} or None,
+            graphs_known=True,
+        )
+    except (KeyError, TypeError, AttributeError):  # the recorder failed (its "error" says why)
+        return Facts()
+
+
 def explain(placements: Iterable[Placement], facts: Facts) -> tuple[Placement, ...]:
     """Each placement with what was requested, its status and, where one is due, the reason."""
     placements = tuple(placements)

@@ -1,5 +1,6 @@
 """The notebook API captures in-process, at fd level, without deadlocking on big logs."""
 
+import json
 import subprocess
 import sys
 
@@ -13,6 +14,18 @@ import placement_cli
 import tensorflow as tf
 with placement_cli.capture() as report:
     x = tf.matmul(tf.ones([2, 3]), tf.ones([3, 2]))
+
+    @tf.function
+    def f(a):
+        with tf.device("/gpu:3"):
+            return tf.matmul(a, a, name="pinned")
+
+    f(tf.ones([2, 2]))
+    g = tf.Graph()
+    with g.as_default():
+        c = tf.constant(1.0, name="in_session")
+    with tf.compat.v1.Session(graph=g) as sess:  # its config does not ask for logging
+        sess.run(c)
     for _ in range(11 * 1024):          # more than 10 MB through the captured fds
         os.write(2, b"y" * 1023 + b"\\n")
 print("REPR", repr(report))
@@ -20,6 +33,7 @@ print("OPS", json.dumps(sorted({p.op for p in report.placements if p.kind == "ea
 print("LOG", len(report.log) > 10 * 2**20)
 print("JSON", sorted(json.loads(report.to_json())))
 print("HTML", "<" in report._repr_html_())
+print("WHY", json.dumps({p.node: [p.status, p.reason] for p in report.placements if p.node in ("pinned", "in_session")}))
 try:
     with placement_cli.capture() as failed:
         tf.matmul(tf.ones([2, 2]), tf.ones([2, 2]))
@@ -36,7 +50,9 @@ def test_capture_context_manager() -> None:
     assert "placements" in out["REPR"]
     assert "_MklMatMul" in out["OPS"] or "MatMul" in out["OPS"]
     assert out["LOG"] == "True"
-    assert out["JSON"] == "['device_mapping', 'errors', 'placements', 'summary']"
+    assert out["JSON"] == "['copies', 'device_mapping', 'errors', 'log', 'placements', 'result', 'summary']"
+    assert json.loads(out["WHY"]) == {"pinned": ["soft fallback", "GPU:3 does not exist (have: CPU:0)"],
+                                      "in_session": ["free", None]}
     assert out["HTML"] == "True"
     assert out["AFTER_ERROR"] == "True"
     assert "y" * 100 not in proc.stderr  # the captured output did not leak to the terminal

@@ -1,0 +1,102 @@
+"""Patching TensorFlow in the process that runs the user's code: every Session logs, every graph is kept."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from placement_cli.scenarios.facts import GraphRecorder, kernel_map
+from placement_cli.scenarios.runtime import sends
+
+
+class Recorder:
+    """Patches TensorFlow in this process and keeps what the facts file needs."""
+
+    def __init__(self, tf: Any, copies: bool) -> None:
+        self.tf = tf
+        self.graphs = GraphRecorder()
+        self.session_devices: set[str] = set()
+        self.copies: dict[tuple[str, str, str], None] | None = {} if copies else None
+        self._partitioned: set[tuple[int, str]] = set()
+
+    def install(self) -> Callable[[], None]:
+        """Patch TensorFlow; returns the undo."""
+        tf = self.tf
+        tf.debugging.set_log_device_placement(True)
+        saved: list[tuple[Any, str, Any]] = []
+        for cls in (tf.compat.v1.Session, tf.compat.v1.InteractiveSession):
+            saved.append((cls, "__init__", cls.__dict__["__init__"]))
+            cls.__init__ = self._logged_init(cls.__init__)
+        if self.copies is not None:
+            base = tf.compat.v1.Session.__mro__[1]  # BaseSession: run() lives there
+            saved.append((base, "run", base.__dict__["run"]))
+            base.run = self._partitioned_run(base.run)
+        undo_graphs = self.graphs.install()
+
+        def undo() -> None:
+            undo_graphs()
+            for owner, name, original in reversed(saved):
+                setattr(owner, name, original)
+
+        return undo
+
+    def _logged_init(self, init: Any) -> Any:
+        recorder = self
+
+        def logged_init(self: Any, target: str = "", graph: Any = None, config: Any = None) -> None:
+            config = config if config is not None else recorder.tf.compat.v1.ConfigProto()
+            config.log_device_placement = True
+            init(self, target, graph, config)
+            recorder.graphs.add(self.graph)
+            try:
+                recorder.session_devices.update(d.name for d in self.list_devices())
+            except Exception:  # noqa: BLE001 - the devices are a nicety; the program's session is not ours to break
+                pass
+
+        return logged_init
+
+    def _partitioned_run(self, run: Any) -> Any:
+        """Ask once per session and fetch signature for the partition graphs, to list their _Send copies."""
+        recorder = self
+
+        def partitioned_run(self: Any, fetches: Any, feed_dict: Any = None, options: Any = None,
+                            run_metadata: Any = None) -> Any:
+            key = (id(self), f"{fetches!s}|{sorted(map(str, feed_dict or ()))}")
+            if key in recorder._partitioned:
+                return run(self, fetches, feed_dict, options, run_metadata)
+            recorder._partitioned.add(key)
+            tf = recorder.tf
+            asked = tf.compat.v1.RunOptions()
+            if options is not None:
+                asked.CopyFrom(options)
+            asked.output_partition_graphs = True
+            metadata = run_metadata if run_metadata is not None else tf.compat.v1.RunMetadata()
+            try:
+                return run(self, fetches, feed_dict, asked, metadata)
+            finally:
+                recorder._note_copies(metadata)
+
+        return partitioned_run
+
+    def _note_copies(self, metadata: Any) -> None:
+        for copy in sends(metadata.partition_graphs):
+            self.copies[(copy.tensor, copy.source, copy.target)] = None  # type: ignore[index]
+
+    def available(self) -> list[str]:
+        from tensorflow.python.eager import context  # noqa: PLC0415
+
+        names = set(self.session_devices)
+        if getattr(context.context(), "_initialized", False):  # never initialise it here, at the end
+            names.update(d.name for d in self.tf.config.list_logical_devices())
+        return sorted(names)
+
+    def facts(self) -> dict[str, Any]:
+        kernels = kernel_map()
+        available = self.available()
+        check = ("GPU",) if any("GPU:" in name.upper() for name in available) else ()
+        return {
+            "nodes": [node.to_dict() for node in self.graphs.nodes(kernels, check).values()],
+            "available": available,
+            "kernels": {op: sorted(types) for op, types in kernels.items()},
+            "copies": None if self.copies is None else [list(c) for c in self.copies],
+        }
