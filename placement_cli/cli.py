@@ -329,6 +329,8 @@ def trace(
         _print_report(report, as_json=False, run=True)
     if not traced.report.placement_count:
         _say(f"no placements found in the output of {script}")
+    if copies and traced.report.copies is None:
+        _say(f"no tf.compat.v1.Session ran in {script}: --copies lists the copies of Session runs only")
     raise typer.Exit(traced.exit_code)
 
 

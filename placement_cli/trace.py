@@ -134,16 +134,17 @@ def run_traced(script: str, args: list[str], *, program_stdout: IO[bytes], echo_
     return TraceResult(report=report, exit_code=code, interrupted=interrupted)
 
 
-def read_facts(path: str) -> tuple[Facts, tuple[Copy, ...]]:
-    """What the child recorded beside the log; nothing (all unknown) if it could not write it."""
+def read_facts(path: str) -> tuple[Facts, tuple[Copy, ...] | None]:
+    """What the child recorded beside the log (copies: None when no Session ran); nothing if it
+    could not write it."""
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
     except (OSError, ValueError):
-        return Facts(), ()
+        return Facts(), None
     facts = facts_from_dict(data)
     copies = data.get("copies") if facts.graphs_known else None
-    return facts, tuple(Copy(*c) for c in copies or ())
+    return facts, None if copies is None else tuple(Copy(*c) for c in copies)
 
 
 def filtered(report: Report, device: str | None, op: str | None, node: str | None, top: int | None) -> Report:

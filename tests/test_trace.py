@@ -69,8 +69,10 @@ def test_min_log_level_3_still_traced_from_stdout_copies(tmp_path: Path) -> None
 
 def test_filters_and_saved_log(tmp_path: Path) -> None:
     saved = tmp_path / "raw.log"
-    proc = run_cli("trace", "--json", "--op", "MatMul", "--save-log", str(saved), str(SAMPLES / "tf_function.py"))
+    proc = run_cli("trace", "--json", "--op", "MatMul", "--copies", "--save-log", str(saved),
+                   str(SAMPLES / "tf_function.py"))
     data = json.loads(proc.stdout)
+    assert data["copies"] is None and "no tf.compat.v1.Session ran" in proc.stderr  # tf.functions only
     assert data["placements"] and all(p["op"] == "MatMul" for p in data["placements"])
     assert data["summary"]["placements"] > len(data["placements"])  # counts stay those of the whole program
     assert "placer.cc" in saved.read_text()

@@ -98,5 +98,6 @@ class Recorder:
             "nodes": [node.to_dict() for node in self.graphs.nodes(kernels, check).values()],
             "available": available,
             "kernels": {op: sorted(types) for op, types in kernels.items()},
-            "copies": None if self.copies is None else [list(c) for c in self.copies],
+            # None: not asked for, or no Session ran (the copies of tf.functions are not recorded)
+            "copies": [list(c) for c in self.copies] if self.copies is not None and self._partitioned else None,
         }
