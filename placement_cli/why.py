@@ -211,7 +211,8 @@ def reason_counts(placements: Iterable[Placement]) -> list[tuple[str, int, list[
 
 
 def merge_nodes(records: Iterable[NodeFacts]) -> dict[tuple[str, str | None], NodeFacts]:
-    """Nodes of many graphs by (name, op type); a pair whose graphs disagree is left out (never guess)."""
+    """Nodes of many graphs by (name, op type). Where graphs disagree, only what holds for all of them
+    is kept: partners and missing kernels they share; a pair whose requests differ is left out."""
     merged: dict[tuple[str, str | None], NodeFacts] = {}
     clashing: set[tuple[str, str | None]] = set()
     for facts in records:
@@ -221,7 +222,10 @@ def merge_nodes(records: Iterable[NodeFacts]) -> dict[tuple[str, str | None], No
         seen = merged.get(key)
         if seen is None:
             merged[key] = facts
-        elif seen != facts:
+        elif (seen.requested, seen.group) != (facts.requested, facts.group):
             clashing.add(key)
             del merged[key]
+        elif seen != facts:
+            merged[key] = replace(seen, partners=tuple(p for p in seen.partners if p in facts.partners),
+                                  no_kernel=tuple(t for t in seen.no_kernel if t in facts.no_kernel))
     return merged

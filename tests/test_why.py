@@ -93,11 +93,26 @@ def test_a_request_that_exists_and_has_a_kernel_is_unknown_when_nothing_explains
     assert reason is not None and reason.startswith(UNKNOWN)
 
 
-def test_nodes_that_differ_between_graphs_are_dropped_but_same_names_of_other_ops_are_kept() -> None:
+def test_nodes_of_many_graphs_keep_only_what_holds_for_all() -> None:
     merged = merge_nodes([NodeFacts("MatMul", "MatMul", "/gpu:0"), NodeFacts("MatMul", "MatMul", "/cpu:0"),
                           NodeFacts("MatMul", "MatMul", "/gpu:0"), NodeFacts("a", "Const"), NodeFacts("a", "Const"),
-                          NodeFacts("x", "_Arg"), NodeFacts("x", "MatMul", "/cpu:1")])
-    assert set(merged) == {("a", "Const"), ("x", "_Arg"), ("x", "MatMul")}
+                          NodeFacts("x", "_Arg"), NodeFacts("x", "MatMul", "/cpu:1"),
+                          NodeFacts("call", "StatefulPartitionedCall", partners=("v", "w"), no_kernel=("GPU",)),
+                          NodeFacts("call", "StatefulPartitionedCall", partners=("w", "u"))])
+    assert set(merged) == {("a", "Const"), ("x", "_Arg"), ("x", "MatMul"), ("call", "StatefulPartitionedCall")}
+    assert merged[("call", "StatefulPartitionedCall")] == NodeFacts("call", "StatefulPartitionedCall", partners=("w",))
+
+
+def test_inlined_function_bodies_are_found_under_their_call_node() -> None:
+    facts = Facts(nodes=nodes(NodeFacts("StatefulPartitionedCall", "StatefulPartitionedCall", "/cpu:1"),
+                              NodeFacts("dense/MatMul", "MatMul"), NodeFacts("dense/Relu", "Relu", "/cpu:0")),
+                  available=(CPU0, CPU0.replace("CPU:0", "CPU:1")), kernels=KERNELS, graphs_known=True)
+    found = explained(facts, placed("StatefulPartitionedCall/dense/MatMul", "MatMul", CPU0.replace("CPU:0", "CPU:1"), 1),
+                      placed("StatefulPartitionedCall/dense/Relu", "Relu", CPU0, 2),
+                      placed("Func/StatefulPartitionedCall/input/_0", "Identity", CPU0, 3))
+    assert found["StatefulPartitionedCall/dense/MatMul"].requested == "/cpu:1"  # the call's device
+    assert found["StatefulPartitionedCall/dense/Relu"].requested == "/cpu:0"  # its own device wins
+    assert found["Func/StatefulPartitionedCall/input/_0"].status == LOGGED  # made by the inliner: unknown
 
 
 def test_eager_wrapper_rows_are_marked_only_when_the_graphs_are_known() -> None:

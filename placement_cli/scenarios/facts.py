@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from placement_cli.devices import try_parse
@@ -21,29 +21,37 @@ def kernel_map() -> dict[str, frozenset[str]]:
 
 
 def graph_nodes(ops: Iterable[Any], kernels: Mapping[str, frozenset[str]], check: Iterable[str] = (),
-                groups: Mapping[str, str] | None = None) -> Iterator[NodeFacts]:
+                groups: Mapping[str, str] | None = None) -> list[NodeFacts]:
     """Facts of each graph op: its device field, the nodes it must share a device with, and
     which device types (its requested one, plus ``check``) have no kernel for its very attrs."""
+    check = tuple(check)
+    found = []
+    with silenced():  # every failed kernel lookup prints a warning
+        for op in ops:
+            try:
+                found.append(_node(op, kernels, check, groups or {}))
+            except Exception:  # noqa: BLE001 - an op we cannot read stays unknown; the others still count
+                continue
+    return found
+
+
+def _node(op: Any, kernels: Mapping[str, frozenset[str]], check: tuple[str, ...], groups: Mapping[str, str]) -> NodeFacts:
     from tensorflow.python.util import _pywrap_kernel_registry as registry  # noqa: PLC0415
 
-    check = tuple(check)
-    with silenced():  # every failed lookup prints a warning
-        for op in ops:
-            partners = [g.decode()[len("loc:@"):] for g in op.colocation_groups() if g.startswith(b"loc:@")]
-            partners = [n for n in partners if n != op.name]
-            partners += [t.op.name for t in op.inputs if t.dtype.name == "resource" or t.dtype.base_dtype != t.dtype]
-            wanted = try_parse(op.device)
-            types = {*check, *([wanted.device_type] if wanted and wanted.device_type else [])}
-            no_kernel: list[str] = []
-            if types and op.type in kernels:  # a function call is not in the registry: nothing to check
-                node_def = op.node_def
-                for device_type in sorted(types):
-                    node_def.device = f"/device:{device_type}:0"
-                    if not registry.TryFindKernelClass(node_def.SerializeToString()):
-                        no_kernel.append(device_type)
-            yield NodeFacts(name=op.name, op=op.type, requested=op.device or None,
-                            partners=tuple(dict.fromkeys(partners)), no_kernel=tuple(no_kernel),
-                            group=(groups or {}).get(op.name))
+    partners = [g.decode()[len("loc:@"):] for g in op.colocation_groups() if g.startswith(b"loc:@")]
+    partners = [n for n in partners if n != op.name]
+    partners += [t.op.name for t in op.inputs if t.dtype.name == "resource" or t.dtype.base_dtype != t.dtype]
+    wanted = try_parse(op.device)
+    types = {*check, *([wanted.device_type] if wanted and wanted.device_type else [])}
+    no_kernel: list[str] = []
+    if types and op.type in kernels:  # a function call is not in the registry: nothing to check
+        node_def = op.node_def
+        for device_type in sorted(types):
+            node_def.device = f"/device:{device_type}:0"
+            if not registry.TryFindKernelClass(node_def.SerializeToString()):
+                no_kernel.append(device_type)
+    return NodeFacts(name=op.name, op=op.type, requested=op.device or None, partners=tuple(dict.fromkeys(partners)),
+                     no_kernel=tuple(no_kernel), group=groups.get(op.name))
 
 
 class GraphRecorder:
