@@ -124,6 +124,12 @@ def _print_json(data: Any) -> None:
     sys.stdout.write(dumps(data) + "\n")
 
 
+def _load_renderers() -> None:
+    import placement_cli.render.json  # noqa: F401, PLC0415
+    import placement_cli.render.table  # noqa: F401, PLC0415
+    import placement_cli.why  # noqa: F401, PLC0415
+
+
 def _finish_run(report: Any, as_json: bool, show_log: bool) -> None:
     _print_report(report, as_json=as_json, run=True, show_log=show_log)
     if report.failed:
@@ -320,7 +326,8 @@ def trace(
         except re.error as exc:
             raise typer.BadParameter(f"bad regex {node!r}: {exc}", param_hint="--node") from None
     sink = sys.stderr.buffer if as_json else sys.stdout.buffer
-    traced = run_traced(script, args or [], program_stdout=sink, echo_log=log, save_log=save_log, copies=copies)
+    traced = run_traced(script, args or [], program_stdout=sink, echo_log=log, save_log=save_log, copies=copies,
+                        meanwhile=_load_renderers)
     report = filtered(traced.report, device, op, node, top)
     if as_json:
         _print_json({**report.to_dict(run=True), "exit_code": traced.exit_code})

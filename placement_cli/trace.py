@@ -11,6 +11,7 @@ import sys
 import tempfile
 import threading
 from dataclasses import dataclass, replace
+from collections.abc import Callable
 from typing import IO, Any
 
 from placement_cli.errors import UsageProblem
@@ -83,8 +84,10 @@ def _min_log_level(value: str | None) -> int:
 
 
 def run_traced(script: str, args: list[str], *, program_stdout: IO[bytes], echo_log: bool,
-               save_log: str | None = None, copies: bool = False) -> TraceResult:
-    """Run ``script`` in a child Python, tee its output live, then parse and explain what it placed."""
+               save_log: str | None = None, copies: bool = False,
+               meanwhile: Callable[[], None] | None = None) -> TraceResult:
+    """Run ``script`` in a child Python, tee its output live, then parse and explain what it placed.
+    ``meanwhile`` runs while the child does (the CLI loads its renderers then, on the other core)."""
     if not os.path.isfile(script):
         raise UsageProblem(f"{script}: no such script")
     lock = threading.Lock()
@@ -105,6 +108,8 @@ def run_traced(script: str, args: list[str], *, program_stdout: IO[bytes], echo_
         for pump in pumps:
             pump.start()
         try:
+            if meanwhile is not None:
+                meanwhile()
             code = child.wait()
         except KeyboardInterrupt:
             interrupted = True

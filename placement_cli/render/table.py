@@ -12,7 +12,6 @@ from rich.text import Text
 
 from placement_cli.devices import short_name
 from placement_cli.model import AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, Placement, PlacementFailure, Report
-from placement_cli.why import reason_counts
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _PALETTE = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_cyan", "bright_magenta")
@@ -90,6 +89,8 @@ def placement_table(report: Report, run: bool = False) -> Table:
 
 def reasons_table(report: Report) -> Table | None:
     """Each reason once, with how many placements it explains: the short answer to "why here?"."""
+    from placement_cli.why import reason_counts  # noqa: PLC0415 - only run reports have reasons
+
     found = reason_counts(report.placements)
     if not found:
         return None

@@ -6,7 +6,6 @@ from collections.abc import Callable
 from typing import Any
 
 from placement_cli.scenarios.facts import GraphRecorder, kernel_map
-from placement_cli.scenarios.runtime import sends
 
 
 class Recorder:
@@ -79,6 +78,8 @@ class Recorder:
         return partitioned_run
 
     def _note_copies(self, metadata: Any) -> None:
+        from placement_cli.scenarios.runtime import sends  # noqa: PLC0415 - only with --copies
+
         for copy in sends(metadata.partition_graphs):
             self.copies[(copy.tensor, copy.source, copy.target)] = None  # type: ignore[index]
 
@@ -93,9 +94,12 @@ class Recorder:
     def facts(self) -> dict[str, Any]:
         kernels = kernel_map()
         available = self.available()
-        check = ("GPU",) if any("GPU:" in name.upper() for name in available) else ()
+        gpu = any("GPU:" in name.upper() for name in available)
+        nodes = self.graphs.nodes(kernels, ("GPU",) if gpu else ())
+        if not gpu:  # eager ops need the registry only to say why they sit on a CPU beside a GPU
+            kernels = {op: kernels[op] for _, op in nodes if op in kernels}
         return {
-            "nodes": [node.to_dict() for node in self.graphs.nodes(kernels, check).values()],
+            "nodes": [node.to_dict() for node in nodes.values()],
             "available": available,
             "kernels": {op: sorted(types) for op, types in kernels.items()},
             # None: not asked for, or no Session ran (the copies of tf.functions are not recorded)
