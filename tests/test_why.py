@@ -128,3 +128,19 @@ def test_reason_counts_group_and_sample() -> None:
     facts = Facts(nodes=nodes(*(NodeFacts(f"n{i}", "MatMul", "/gpu:3") for i in range(5))), available=(CPU0,), kernels=KERNELS)
     placements = explain([placed(f"n{i}", "MatMul", CPU0, i) for i in range(5)], facts)
     assert reason_counts(placements) == [("GPU:3 does not exist (have: CPU:0)", 5, ["n0", "n1", "n2"])]
+
+
+def test_run_tables_show_a_repeated_placement_once_with_its_count() -> None:
+    from rich.console import Console
+
+    from placement_cli.model import Report
+    from placement_cli.render.table import placement_table
+
+    eager = [placed(None, "__inference_step_13", CPU0, i, kind="eager") for i in range(1, 201)]
+    report = Report(placements=explain([*eager, placed("m", "MatMul", CPU0, 300)], Facts(graphs_known=True)))
+    console = Console(record=True, width=100, color_system=None)
+    console.print(placement_table(report, run=True))
+    rows = [line for line in console.export_text().splitlines() if "__inference_step_13" in line]
+    assert len(rows) == 1 and rows[0].rstrip(" │").endswith("200")
+    console.print(placement_table(report, run=False))  # parse tables keep every line
+    assert sum("__inference_step_13" in line for line in console.export_text().splitlines()) == 200

@@ -49,6 +49,21 @@ def _ordered(placements: list[Placement]) -> list[Placement]:
     return sorted(placements, key=lambda p: (p.canonical, p.line))
 
 
+def _repeats(placements: list[Placement], run: bool) -> list[tuple[Placement, int]]:
+    """Run tables show a placement repeated with the same request, device, status and reason
+    (an eager op run in a loop, a function called again) once, with how many times it happened."""
+    if not run:
+        return [(p, 1) for p in placements]
+    counts: dict[tuple[object, ...], list] = {}
+    for p in placements:
+        key = (p.group, p.node, p.op, p.requested, p.canonical, p.status, p.reason)
+        if key in counts:
+            counts[key][1] += 1
+        else:
+            counts[key] = [p, 1]
+    return [(p, n) for p, n in counts.values()]
+
+
 def placement_table(report: Report, run: bool = False) -> Table:
     """Node, op, requested, assigned, status (and why), one section per device or group."""
     shown = _shown(report, run)
@@ -62,11 +77,15 @@ def placement_table(report: Report, run: bool = False) -> Table:
         table.add_column("group")
     for name in ("node", "op", "requested", "assigned", "status"):
         table.add_column(name)
+    rows = _repeats(_ordered(shown), run)
+    show_times = any(n > 1 for _, n in rows)
+    if show_times:
+        table.add_column("times", justify="right")
     show_reason = any(p.reason for p in shown)
     if show_reason:
         table.add_column("why")
     previous: str | None = None
-    for p in _ordered(shown):
+    for p, times in rows:
         section = (p.group or "") if grouped else p.canonical
         if table.row_count and section != previous:
             table.add_section()
@@ -81,6 +100,8 @@ def placement_table(report: Report, run: bool = False) -> Table:
         ]
         if grouped:
             row.insert(0, literal(p.group))
+        if show_times:
+            row.append(Text(str(times)))
         if show_reason:
             row.append(literal(p.reason) if p.reason else Text(""))
         table.add_row(*row)
