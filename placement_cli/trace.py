@@ -10,8 +10,8 @@ import subprocess
 import sys
 import tempfile
 import threading
-from dataclasses import dataclass, replace
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import IO, Any
 
 from placement_cli.errors import UsageProblem
@@ -39,6 +39,8 @@ _TF_LOG_LINE = re.compile(r"^(?:([IWE])\d{4} \d\d:\d\d:\d+\.\d+ +\d+ \S+:\d+\] "
                           r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: ([IWE]) \S+:\d+\] "
                           r"|WARNING: All log messages before absl::InitializeLog)")
 _SEVERITY = {"I": 0, "W": 1, "E": 2, None: 0}
+# The second line of TF's two-line start-up notice (cpu_feature_guard.cc).
+_CONTINUATION = "To enable the following instructions:"
 
 
 @dataclass(frozen=True)
@@ -58,10 +60,6 @@ class Echo:
             if after_hidden and line.startswith(_CONTINUATION):
                 return False
         return True
-
-
-# The second line of TF's two-line start-up notice (cpu_feature_guard.cc).
-_CONTINUATION = "To enable the following instructions:"
 
 
 def _pump(source: IO[bytes], sink: IO[bytes] | None, log: IO[bytes], lock: threading.Lock, echo: Echo) -> None:
@@ -135,7 +133,7 @@ def run_traced(script: str, args: list[str], *, program_stdout: IO[bytes], echo_
         code = 128 - code  # killed by a signal: the shell's convention
     parsed = parse_text(text)
     report = replace(parsed, placements=explain(parsed.placements, facts), log=text,
-                     title=f"trace of {script} (exit code {code})", copies=copied if copies else None)
+                     title=f"trace of {script} (exit code {code})", copies=copied)
     return TraceResult(report=report, exit_code=code, interrupted=interrupted)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 from placement_cli.devices import DeviceSpec, try_parse
@@ -87,7 +88,7 @@ class _Explainer:
     where: dict[str, set[str]]
     gpu_exists: bool
 
-    @property
+    @cached_property
     def ops_by_name(self) -> dict[str, set[str | None]]:
         found: dict[str, set[str | None]] = {}
         for name, op in self.facts.nodes:

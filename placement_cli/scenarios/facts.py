@@ -20,6 +20,11 @@ def kernel_map() -> dict[str, frozenset[str]]:
     return {op: frozenset(types) for op, types in found.items()}
 
 
+def kernel_checks(devices: Iterable[str]) -> tuple[str, ...]:
+    """The device types every node's kernels are checked against: the GPU, where one exists."""
+    return ("GPU",) if any(s and s.device_type == "GPU" for s in map(try_parse, devices)) else ()
+
+
 def graph_nodes(ops: Iterable[Any], kernels: Mapping[str, frozenset[str]], check: Iterable[str] = (),
                 groups: Mapping[str, str] | None = None) -> list[NodeFacts]:
     """Facts of each graph op: its device field, the nodes it must share a device with, and

@@ -11,7 +11,7 @@ from placement_cli.logparse import parse_text
 from placement_cli.logparse.failures import failure_from_text
 from placement_cli.model import PlacementFailure
 from placement_cli.why import Facts, explain, merge_nodes
-from placement_cli.scenarios.facts import graph_nodes, kernel_map
+from placement_cli.scenarios.facts import graph_nodes, kernel_checks, kernel_map
 from placement_cli.scenarios.guide import A_VALUES
 from placement_cli.scenarios.runtime import RunOptions, available_devices, session_config, tensorflow
 
@@ -98,7 +98,8 @@ def catalogue() -> dict[str, Any]:
     with capture_fds():
         tf = tensorflow(RunOptions(cpus=_CPUS))
         have_gpu = bool(tf.config.list_physical_devices("GPU"))
-    kernels, devices, check = kernel_map(), available_devices(tf), ("GPU",) if have_gpu else ()
+    kernels, devices = kernel_map(), available_devices(tf)
+    check = kernel_checks(devices)
     cases = []
     for case in CASES:
         entry: dict[str, Any] = {"name": case.name, "description": case.description, "requested": case.requested,

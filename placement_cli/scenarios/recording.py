@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from placement_cli.scenarios.facts import GraphRecorder, kernel_map
+from placement_cli.scenarios.facts import GraphRecorder, kernel_checks, kernel_map
 
 
 class Recorder:
@@ -94,9 +94,9 @@ class Recorder:
     def facts(self) -> dict[str, Any]:
         kernels = kernel_map()
         available = self.available()
-        gpu = any("GPU:" in name.upper() for name in available)
-        nodes = self.graphs.nodes(kernels, ("GPU",) if gpu else ())
-        if not gpu:  # eager ops need the registry only to say why they sit on a CPU beside a GPU
+        check = kernel_checks(available)
+        nodes = self.graphs.nodes(kernels, check)
+        if not check:  # eager ops need the registry only to say why they sit on a CPU beside a GPU
             kernels = {op: kernels[op] for _, op in nodes if op in kernels}
         return {
             "nodes": [node.to_dict() for node in nodes.values()],

@@ -13,7 +13,7 @@ from placement_cli.devices import try_parse
 from placement_cli.errors import UsageProblem
 from placement_cli.logparse import parse_text
 from placement_cli.model import Copy, Report
-from placement_cli.scenarios.facts import GraphRecorder, kernel_map
+from placement_cli.scenarios.facts import GraphRecorder, kernel_checks, kernel_map
 from placement_cli.why import Facts, explain
 
 
@@ -136,6 +136,5 @@ def run_captured(build: Any, options: RunOptions, title: str) -> Report:
 def facts_of(recorder: GraphRecorder, trial: Trial) -> Facts:
     """What the run's graphs asked for, with the devices and kernels there were."""
     kernels = kernel_map()
-    check = ("GPU",) if any(s and s.device_type == "GPU" for s in map(try_parse, trial.available)) else ()
-    return Facts(nodes=recorder.nodes(kernels, check, trial.groups), available=trial.available, kernels=kernels,
+    return Facts(nodes=recorder.nodes(kernels, kernel_checks(trial.available), trial.groups), available=trial.available, kernels=kernels,
                  eager=tuple(trial.eager), complete=True, graphs_known=True)
