@@ -137,7 +137,7 @@ def _finish_run(report: Any, as_json: bool, show_log: bool) -> None:
 
 
 def _options(soft: bool, mode: Mode, cpus: int | None, virtual_gpus: int | None, copies: bool = False) -> Any:
-    from placement_cli.scenarios.runtime import RunOptions  # noqa: PLC0415
+    from placement_cli.runtime.startup import RunOptions  # noqa: PLC0415
 
     if copies and mode is Mode.eager:
         raise typer.BadParameter("--copies needs --mode graph (eager ops run one by one: no partition graphs)")
@@ -179,7 +179,7 @@ def show(
 
     Example: placement show --device /gpu:2 --soft
     """
-    from placement_cli.scenarios.guide import matmul  # noqa: PLC0415
+    from placement_cli.lessons.guide import matmul  # noqa: PLC0415
 
     report = matmul(device, inputs_on, _options(soft, mode, cpus, virtual_gpus, copies))
     _finish_run(report, as_json, log)
@@ -225,7 +225,7 @@ def tower(
     Without GPUs, use --soft to see the fallbacks, or run the towers on logical CPUs.
     Example: placement tower --devices /cpu:1,/cpu:2 --cpus 3
     """
-    from placement_cli.scenarios.guide import tower as run_tower  # noqa: PLC0415
+    from placement_cli.lessons.guide import tower as run_tower  # noqa: PLC0415
 
     from placement_cli.devices import parse_indices  # noqa: PLC0415
 
@@ -242,7 +242,7 @@ def errors(as_json: JsonOpt = False) -> None:
     All cases share one TensorFlow start-up; GPU-only cases are reported as not run on machines without one.
     Example: placement errors --json
     """
-    from placement_cli.scenarios.failures import catalogue  # noqa: PLC0415
+    from placement_cli.lessons.failures import catalogue  # noqa: PLC0415
 
     found = catalogue()
     if as_json:
@@ -264,7 +264,7 @@ def devices(
 
     Example: placement devices --cpus 4
     """
-    from placement_cli.scenarios.inventory import inventory  # noqa: PLC0415
+    from placement_cli.runtime.inventory import inventory  # noqa: PLC0415
     from placement_cli.render.inventory import render_inventory  # noqa: PLC0415
 
     found = inventory(_options(False, Mode.graph, cpus, virtual_gpus))
@@ -316,7 +316,7 @@ def trace(
     The why column explains each op not where its graph asked, or on a CPU while a GPU exists.
     Example: placement trace train.py --epochs 1
     """
-    from placement_cli.trace import filtered, run_traced  # noqa: PLC0415
+    from placement_cli.runtime.tracer import filtered, run_traced  # noqa: PLC0415
 
     if node:
         import re  # noqa: PLC0415

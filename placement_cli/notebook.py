@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
-from placement_cli.fdcapture import capture_fds
+from placement_cli.runtime.fdcapture import capture_fds
 from placement_cli.logparse import parse_text
 from placement_cli.model import Report
 from placement_cli.why import Facts, explain, facts_from_dict
@@ -66,7 +66,7 @@ def _recorder() -> Any:
     tf = sys.modules.get("tensorflow")
     if tf is None:
         import tensorflow as tf  # noqa: PLC0415
-    from placement_cli.scenarios.recording import Recorder  # noqa: PLC0415
+    from placement_cli.runtime.recording import Recorder  # noqa: PLC0415
 
     return Recorder(tf, copies=False)
 

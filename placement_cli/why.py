@@ -27,6 +27,7 @@ class NodeFacts:
     requested: str | None = None  # the node's device field; None when it asked for nothing
     partners: tuple[str, ...] = ()  # nodes it must share a device with: colocation attr, resource/ref inputs
     no_kernel: tuple[str, ...] = ()  # device types checked against this very node that have no kernel for it
+    unchecked: tuple[str, ...] = ()  # device types whose kernels for this very node could not be checked
     group: str | None = None
 
     @property
@@ -35,12 +36,13 @@ class NodeFacts:
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "op": self.op, "requested": self.requested or None,
-                "partners": list(self.partners), "no_kernel": list(self.no_kernel)}
+                "partners": list(self.partners), "no_kernel": list(self.no_kernel), "unchecked": list(self.unchecked)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> NodeFacts:
         return cls(name=data["name"], op=data.get("op"), requested=data.get("requested") or None,
-                   partners=tuple(data.get("partners") or ()), no_kernel=tuple(data.get("no_kernel") or ()))
+                   partners=tuple(data.get("partners") or ()), no_kernel=tuple(data.get("no_kernel") or ()),
+                   unchecked=tuple(data.get("unchecked") or ()))
 
 
 @dataclass(frozen=True)
@@ -145,8 +147,12 @@ class _Explainer:
         if not any(want.satisfied_by(s) for s in self.specs):
             names = ", ".join(s.short for s in self.specs) or "none listed"
             return f"{want.short} does not exist (have: {names})"
-        return (self.kernel_reason(p, node, want.device_type) or self.colocation_reason(p, node)
-                or f"{UNKNOWN} ({want.short} exists and has a kernel for it)")
+        found = self.kernel_reason(p, node, want.device_type) or self.colocation_reason(p, node)
+        if found:
+            return found
+        if not self.kernels_known(p, node, want.device_type):
+            return f"{UNKNOWN} ({want.short} exists; its kernels could not be checked)"
+        return f"{UNKNOWN} ({want.short} exists and has a kernel for it)"
 
     def on_cpu_reason(self, p: Placement, node: NodeFacts | None) -> str | None:
         """Why an op that asked for no device sits on a CPU while a GPU exists."""
@@ -163,6 +169,13 @@ class _Explainer:
         if node is not None and device_type in node.no_kernel:
             return f"no {device_type} kernel for {op} with this node's types"
         return None
+
+    def kernels_known(self, p: Placement, node: NodeFacts | None, device_type: str | None) -> bool:
+        """Whether the registry and this node's own kernel check could both be read."""
+        op = p.op or (node.op if node else None)
+        if self.facts.kernels is None and op:
+            return False
+        return node is None or device_type not in node.unchecked
 
     def colocation_reason(self, p: Placement, node: NodeFacts | None) -> str | None:
         for partner in node.partners if node else ():
@@ -228,5 +241,6 @@ def merge_nodes(records: Iterable[NodeFacts]) -> dict[tuple[str, str | None], No
             del merged[key]
         elif seen != facts:
             merged[key] = replace(seen, partners=tuple(p for p in seen.partners if p in facts.partners),
-                                  no_kernel=tuple(t for t in seen.no_kernel if t in facts.no_kernel))
+                                  no_kernel=tuple(t for t in seen.no_kernel if t in facts.no_kernel),
+                                  unchecked=tuple(dict.fromkeys((*seen.unchecked, *facts.unchecked))))
     return merged

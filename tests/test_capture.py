@@ -4,7 +4,7 @@ import os
 import subprocess
 import sys
 
-from placement_cli.fdcapture import capture_fds
+from placement_cli.runtime.fdcapture import capture_fds
 
 
 def test_captures_raw_fd_writes_and_restores() -> None:
@@ -17,7 +17,7 @@ def test_captures_raw_fd_writes_and_restores() -> None:
 def test_libc_buffered_printf_is_flushed_into_the_capture() -> None:
     code = (
         "import ctypes\n"
-        "from placement_cli.fdcapture import capture_fds\n"
+        "from placement_cli.runtime.fdcapture import capture_fds\n"
         "libc = ctypes.CDLL(None)\n"
         "with capture_fds() as cap:\n"
         "    libc.printf(b'from-printf\\n')\n"

@@ -1,6 +1,6 @@
 """The child of `placement trace`: logging on before the program's first op, facts written when it ends.
 
-Run as ``python -m placement_cli.tracechild SCRIPT [ARGS...]``. It turns placement logging on
+Run as ``python -m placement_cli.runtime.child SCRIPT [ARGS...]``. It turns placement logging on
 before TensorFlow's context initialises, makes every v1 Session log whatever its own ConfigProto
 says, remembers the graphs the placer will see (Session graphs, tf.function graphs) and, when the
 program ends in any way Python sees (return, exception, sys.exit, Ctrl-C), writes what those graphs
@@ -29,7 +29,7 @@ def main() -> None:
         tf = None
     recorder = None
     if tf is not None:
-        from placement_cli.scenarios.recording import Recorder  # noqa: PLC0415
+        from placement_cli.runtime.recording import Recorder  # noqa: PLC0415
 
         recorder = Recorder(tf, copies=bool(os.environ.get(COPIES_ENV)))
         recorder.install()

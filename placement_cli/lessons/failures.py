@@ -6,14 +6,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from placement_cli.fdcapture import capture_fds
+from placement_cli.runtime import private
+from placement_cli.runtime.fdcapture import capture_fds
 from placement_cli.logparse import parse_text
 from placement_cli.logparse.failures import failure_from_text
 from placement_cli.model import PlacementFailure
 from placement_cli.why import Facts, explain, merge_nodes
-from placement_cli.scenarios.facts import graph_nodes, kernel_checks, kernel_map
-from placement_cli.scenarios.guide import A_VALUES
-from placement_cli.scenarios.runtime import RunOptions, available_devices, session_config, tensorflow
+from placement_cli.runtime.facts import graph_nodes, kernel_checks, kernel_map
+from placement_cli.lessons.guide import A_VALUES
+from placement_cli.runtime.startup import RunOptions, available_devices, session_config, tensorflow
 
 # Every case runs in this one process: one TensorFlow start-up for the whole catalogue.
 _CPUS = 2
@@ -48,7 +49,8 @@ def _colocation(tf: Any) -> Any:
         a = tf.constant(A_VALUES, shape=[2, 3], name="a")
     with tf.compat.v1.colocate_with(a.op):
         b = tf.identity(a, name="b")
-    b.op._set_device("/device:CPU:1")  # noqa: SLF001 - a pin that contradicts the colocation
+    if not private.set_device(b.op, "/device:CPU:1"):  # a pin that contradicts the colocation
+        raise RuntimeError("cannot build this case: Operation._set_device is missing in this TensorFlow")
     return b
 
 

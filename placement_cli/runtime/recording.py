@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from placement_cli.scenarios.facts import GraphRecorder, kernel_checks, kernel_map
+from placement_cli.runtime import private
+from placement_cli.runtime.facts import GraphRecorder, kernel_checks, kernel_map
 
 
 class Recorder:
@@ -26,10 +27,12 @@ class Recorder:
         for cls in (tf.compat.v1.Session, tf.compat.v1.InteractiveSession):
             saved.append((cls, "__init__", cls.__dict__["__init__"]))
             cls.__init__ = self._logged_init(cls.__init__)
-        if self.copies is not None:
-            base = tf.compat.v1.Session.__mro__[1]  # BaseSession: run() lives there
+        base = private.base_session(tf) if self.copies is not None else None
+        if base is not None:
             saved.append((base, "run", base.__dict__["run"]))
             base.run = self._partitioned_run(base.run)
+        elif self.copies is not None:
+            self.copies = None  # cannot ask Session runs for their partition graphs: copies unknown
         undo_graphs = self.graphs.install()
 
         def undo() -> None:
@@ -78,16 +81,14 @@ class Recorder:
         return partitioned_run
 
     def _note_copies(self, metadata: Any) -> None:
-        from placement_cli.scenarios.runtime import sends  # noqa: PLC0415 - only with --copies
+        from placement_cli.runtime.partitions import sends  # noqa: PLC0415 - only with --copies
 
         for copy in sends(metadata.partition_graphs):
             self.copies[(copy.tensor, copy.source, copy.target)] = None  # type: ignore[index]
 
     def available(self) -> list[str]:
-        from tensorflow.python.eager import context  # noqa: PLC0415
-
         names = set(self.session_devices)
-        if getattr(context.context(), "_initialized", False):  # never initialise it here, at the end
+        if private.context_initialized():  # never initialise it here, at the end
             names.update(d.name for d in self.tf.config.list_logical_devices())
         return sorted(names)
 
@@ -96,12 +97,12 @@ class Recorder:
         available = self.available()
         check = kernel_checks(available)
         nodes = self.graphs.nodes(kernels, check)
-        if not check:  # eager ops need the registry only to say why they sit on a CPU beside a GPU
+        if not check and kernels is not None:  # eager ops need the registry only to say why they sit on a CPU beside a GPU
             kernels = {op: kernels[op] for _, op in nodes if op in kernels}
         return {
             "nodes": [node.to_dict() for node in nodes.values()],
             "available": available,
-            "kernels": {op: sorted(types) for op, types in kernels.items()},
+            "kernels": None if kernels is None else {op: sorted(types) for op, types in kernels.items()},
             # None: not asked for, or no Session ran (the copies of tf.functions are not recorded)
             "copies": [list(c) for c in self.copies] if self.copies is not None and self._partitioned else None,
         }

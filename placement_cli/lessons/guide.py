@@ -6,7 +6,8 @@ from contextlib import nullcontext
 from typing import Any
 
 from placement_cli.model import Report
-from placement_cli.scenarios.runtime import RunOptions, Trial, run_captured, run_session, session_config
+from placement_cli.runtime.run import Trial, run_captured, run_session
+from placement_cli.runtime.startup import RunOptions, session_config
 
 A_VALUES = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
 

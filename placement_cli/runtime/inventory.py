@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from placement_cli.fdcapture import capture_fds
+from placement_cli.runtime.fdcapture import capture_fds
 from placement_cli.devices import try_parse
 from placement_cli.logparse import parse_text
-from placement_cli.scenarios.runtime import RunOptions, session_config, tensorflow
+from placement_cli.runtime.startup import RunOptions, session_config, tensorflow
 
 
 def _details(tf: Any, device: Any) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from typing import IO, Any
 from placement_cli.errors import UsageProblem
 from placement_cli.logparse import parse_text
 from placement_cli.model import Copy, Report
-from placement_cli.tracechild import COPIES_ENV, FACTS_ENV
+from placement_cli.runtime.child import COPIES_ENV, FACTS_ENV
 from placement_cli.why import Facts, explain, facts_from_dict
 
 # Lines TensorFlow writes about placement: consumed, not echoed (unless --log).
@@ -97,7 +97,7 @@ def run_traced(script: str, args: list[str], *, program_stdout: IO[bytes], echo_
         echo = Echo(placement=echo_log, min_log_level=_min_log_level(os.environ.get("TF_CPP_MIN_LOG_LEVEL")))
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "TF_CPP_MIN_LOG_LEVEL": "0", FACTS_ENV: facts_path,
                COPIES_ENV: "1" if copies else ""}
-        child = subprocess.Popen([sys.executable, "-m", "placement_cli.tracechild", script, *args], stdin=None,
+        child = subprocess.Popen([sys.executable, "-m", "placement_cli.runtime.child", script, *args], stdin=None,
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         pumps = [
             threading.Thread(target=_pump, args=(child.stdout, program_stdout, log, lock, echo), daemon=True),

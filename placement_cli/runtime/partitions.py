@@ -1,0 +1,28 @@
+"""The executed graph: partition graphs of a Session run, and the _Send/_Recv copies in them."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from placement_cli.model import Copy
+
+_EDGE = re.compile(r"^edge_\d+_")  # TF names a sent tensor edge_<id>_<producer>
+
+
+def run_partitioned(tf: Any, sess: Any, fetch: Any) -> tuple[Any, list[Copy]]:
+    """sess.run, asking for the partition graphs: the value and the copies between devices."""
+    run_options = tf.compat.v1.RunOptions(output_partition_graphs=True)
+    metadata = tf.compat.v1.RunMetadata()
+    value = sess.run(fetch, options=run_options, run_metadata=metadata)
+    return value, list(sends(metadata.partition_graphs))
+
+
+def sends(partition_graphs: Any) -> Iterator[Copy]:
+    """The copies between devices of an executed graph: one per _Send node."""
+    for graph in partition_graphs:
+        for node in graph.node:
+            if node.op == "_Send":
+                yield Copy(_EDGE.sub("", node.attr["tensor_name"].s.decode()), node.attr["send_device"].s.decode(),
+                           node.attr["recv_device"].s.decode())

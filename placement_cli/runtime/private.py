@@ -1,0 +1,125 @@
+"""Every private TensorFlow API placement uses, in one place, each with a fallback.
+
+TensorFlow may rename or drop any of these in a release. Each accessor returns ``None`` (or
+``False``) when its API is missing or fails, and records why in ``unavailable()``; callers then
+report ``unknown`` for what the API would have told, never a guess. Requests (``op.device``),
+colocation groups and inputs are read through public APIs only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+# name -> what it is used for (the README and `unavailable()` messages use these words)
+APIS = {
+    "kernel_registry": "tensorflow.python.framework.kernels.get_all_registered_kernels: which device types have a kernel for each op",
+    "kernel_lookup": "tensorflow.python.util._pywrap_kernel_registry.TryFindKernelClass: whether a node's very attrs have a kernel on a device type",
+    "func_graph": "tensorflow.python.framework.func_graph.func_graph_from_py_func: recording each tf.function graph as it is traced",
+    "base_session": "tensorflow.python.client.session.BaseSession.run: asking Session runs for their partition graphs (--copies)",
+    "context_initialized": "tensorflow.python.eager.context.context()._initialized: whether TensorFlow's eager context has started",
+    "set_device": "Operation._set_device: the errors catalogue's pin that contradicts a colocation",
+}
+
+_disabled: set[str] = set()
+_unavailable: dict[str, str] = {}
+
+
+def disable(*names: str) -> None:
+    """Treat these APIs as missing (tests check that each degrades to ``unknown``)."""
+    unknown = set(names) - set(APIS)
+    if unknown:
+        raise KeyError(f"no private API named {sorted(unknown)}")
+    _disabled.update(names)
+
+
+def unavailable() -> dict[str, str]:
+    """The APIs that were asked for and missing or failing, with why."""
+    return dict(_unavailable)
+
+
+def _get(name: str, load: Callable[[], Any]) -> Any:
+    if name in _disabled:
+        _unavailable[name] = "switched off"
+        return None
+    try:
+        return load()
+    except Exception as exc:  # noqa: BLE001 - any failure of a private API means: unknown
+        _unavailable[name] = f"{type(exc).__name__}: {exc}"
+        return None
+
+
+def registered_kernels() -> dict[str, frozenset[str]] | None:
+    """Op type -> the device types with a registered kernel (one call: the whole registry)."""
+
+    def load() -> dict[str, frozenset[str]]:
+        from tensorflow.python.framework import kernels  # noqa: PLC0415
+
+        found: dict[str, set[str]] = {}
+        for kernel in kernels.get_all_registered_kernels().kernel:
+            found.setdefault(kernel.op, set()).add(kernel.device_type)
+        return {op: frozenset(types) for op, types in found.items()}
+
+    return _get("kernel_registry", load)
+
+
+def kernel_lookup() -> Callable[[bytes], bool] | None:
+    """``lookup(serialized NodeDef) -> bool``: is there a kernel for this node on its device type?"""
+
+    def load() -> Callable[[bytes], bool]:
+        from tensorflow.python.util import _pywrap_kernel_registry as registry  # noqa: PLC0415
+
+        find = registry.TryFindKernelClass
+
+        def lookup(node_def: bytes) -> bool:
+            return bool(find(node_def))
+
+        return lookup
+
+    return _get("kernel_lookup", load)
+
+
+def func_graph_module() -> Any:
+    """The module whose ``func_graph_from_py_func`` builds every tf.function graph."""
+
+    def load() -> Any:
+        from tensorflow.python.framework import func_graph  # noqa: PLC0415
+
+        func_graph.func_graph_from_py_func  # noqa: B018 - fail here, not when patching
+        return func_graph
+
+    return _get("func_graph", load)
+
+
+def base_session(tf: Any) -> Any:
+    """The class whose ``run`` every v1 Session (and InteractiveSession) uses."""
+
+    def load() -> Any:
+        from tensorflow.python.client.session import BaseSession  # noqa: PLC0415
+
+        if not issubclass(tf.compat.v1.Session, BaseSession) or "run" not in BaseSession.__dict__:
+            raise TypeError("tf.compat.v1.Session no longer runs through BaseSession.run")
+        return BaseSession
+
+    return _get("base_session", load)
+
+
+def context_initialized() -> bool | None:
+    """Whether TensorFlow's eager context has started (None: cannot tell)."""
+
+    def load() -> bool:
+        from tensorflow.python.eager import context  # noqa: PLC0415
+
+        return bool(context.context()._initialized)  # noqa: SLF001
+
+    return _get("context_initialized", load)
+
+
+def set_device(op: Any, device: str) -> bool:
+    """Force ``op``'s device field after it was built (False: cannot)."""
+
+    def load() -> bool:
+        op._set_device(device)  # noqa: SLF001
+        return True
+
+    return bool(_get("set_device", load))
