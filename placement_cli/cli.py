@@ -40,17 +40,49 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document o
 SoftOpt = Annotated[bool, typer.Option("--soft/--no-soft", help="allow_soft_placement: fall back to an existing device.")]
 ModeOpt = Annotated[Mode, typer.Option("--mode", help="graph: tf.compat.v1.Session as in the guide; eager: TF2 APIs.")]
 LogOpt = Annotated[bool, typer.Option("--log", help="Also print the raw log TensorFlow wrote.")]
-CpusOpt = Annotated[int | None, typer.Option("--cpus", min=1, max=64, help="Split the CPU into N logical devices (/cpu:0../cpu:N-1).")]
+CpusOpt = Annotated[int | None, typer.Option("--cpus", min=1, max=64, metavar="N", help="Split the CPU into N logical devices (/cpu:0../cpu:N-1).")]
+AllOpt = Annotated[bool, typer.Option("--all", help="Print every row, however many; without it, a report longer than a screen (40 rows when not a terminal) is shown as a digest.")]
 CopiesOpt = Annotated[bool, typer.Option("--copies", help="Show the executed graph's _Send/_Recv copies between devices (graph mode; turns grappler's constant folding off so the guide's matmuls are not folded away).")]
-VGpusOpt = Annotated[int | None, typer.Option("--virtual-gpus", min=1, max=16, help="Split one physical GPU into N logical GPUs.")]
+VGpusOpt = Annotated[int | None, typer.Option("--virtual-gpus", min=1, max=16, metavar="N", help="Split one physical GPU into N logical GPUs.")]
+
+
+def _regex_option(value: str | None) -> str | None:
+    if value is None:
+        return None
+    from placement_cli.filters import FilterError, compile_node  # noqa: PLC0415
+
+    try:
+        compile_node(value)
+    except FilterError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    return value
+
+
+# Filters of the commands that read a program's placements (parse, trace); every one ignores case.
+DeviceFilterOpt = Annotated[str | None, typer.Option("--device", metavar="DEV", help="Only placements on DEV: a device type or device (GPU, CPU:0, /job:ps).")]
+OpFilterOpt = Annotated[str | None, typer.Option("--op", metavar="OP", help="Only placements of op type OP (MatMul also matches oneDNN's _MklMatMul).")]
+NodeFilterOpt = Annotated[str | None, typer.Option("--node", metavar="REGEX", callback=_regex_option, help="Only nodes whose name matches REGEX.")]
+TopOpt = Annotated[int | None, typer.Option("--top", min=1, metavar="N", help="Only the first N placements a table shows (TensorFlow's plumbing not counted).")]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _console() -> Any:
-    from rich.console import Console  # noqa: PLC0415 - keeps --help fast
+    from placement_cli.render.console import make_console  # noqa: PLC0415 - keeps --help fast
 
-    return Console(highlight=False)
+    return make_console()
+
+
+def _ascii_safe(renderable: Any) -> Any:
+    from placement_cli.render.console import AsciiSafe  # noqa: PLC0415
+
+    return AsciiSafe(renderable)
+
+
+def _ascii_only() -> bool:
+    from placement_cli.render.console import unicode_stream  # noqa: PLC0415
+
+    return not unicode_stream(sys.stdout)
 
 
 def _say(message: str) -> None:
@@ -102,26 +134,34 @@ def _device_option(value: str | None) -> str | None:
     return value
 
 
-def _print_report(report: Any, *, as_json: bool, run: bool, show_log: bool = False, summary: bool = False) -> None:
+def _print_report(report: Any, *, as_json: bool, run: bool, show_log: bool = False, summary: bool = False,
+                  all_rows: bool = False, hints: Any = None, filtered: Any = None) -> None:
+    """The report as JSON, or as tables: every row when they fit a screen or with --all, else a digest.
+    Tables keep whole node names when the output is not a terminal (files, pipes)."""
+    if filtered is not None and filtered.nothing_matched:
+        _say(f"no placements match {filtered.filters.describe()} (of {filtered.total})")
     if as_json:
         from placement_cli.render.json import render_json  # noqa: PLC0415
 
-        sys.stdout.write(render_json(report, run=run) + "\n")
+        sys.stdout.write(render_json(report, run=run, filtered=filtered, ascii_only=_ascii_only()) + "\n")
         return
-    from placement_cli.render.table import literal, report_group  # noqa: PLC0415
+    from placement_cli.render.console import AsciiSafe, is_terminal, screen_rows  # noqa: PLC0415
+    from placement_cli.render.table import View, literal, report_group  # noqa: PLC0415
 
     console = _console()
     if show_log and report.log:
         console.rule("TensorFlow's log")
         console.print(literal(report.log.rstrip()))
         console.rule()
-    console.print(report_group(report, run=run, summary=summary))
+    view = View(all_rows=all_rows, screen_rows=screen_rows(console.file), fit=is_terminal(console.file),
+                hints=hints, filtered=filtered)
+    console.print(AsciiSafe(report_group(report, run=run, summary=summary, view=view)), crop=False)
 
 
 def _print_json(data: Any) -> None:
     from placement_cli.render.json import dumps  # noqa: PLC0415
 
-    sys.stdout.write(dumps(data) + "\n")
+    sys.stdout.write(dumps(data, ascii_only=_ascii_only()) + "\n")
 
 
 def _load_renderers() -> None:
@@ -130,8 +170,11 @@ def _load_renderers() -> None:
     import placement_cli.why  # noqa: F401, PLC0415
 
 
-def _finish_run(report: Any, as_json: bool, show_log: bool) -> None:
-    _print_report(report, as_json=as_json, run=True, show_log=show_log)
+def _finish_run(report: Any, as_json: bool, show_log: bool, *, all_rows: bool = False, soft: bool = False) -> None:
+    from placement_cli.render.table import Hints  # noqa: PLC0415
+
+    _print_report(report, as_json=as_json, run=True, show_log=show_log, all_rows=all_rows,
+                  hints=Hints.run_command(soft))
     if report.failed:
         raise typer.Exit(int(ExitCode.PLACEMENT_FAILED))
 
@@ -165,14 +208,15 @@ def _root(
 @app.command()
 @guarded
 def show(
-    device: Annotated[str | None, typer.Option("--device", callback=_device_option, help="Pin a, b and MatMul to DEV (the guide's /gpu:2 case).")] = None,
-    inputs_on: Annotated[str | None, typer.Option("--inputs-on", callback=_device_option, help="Pin only a and b to DEV (the guide's /cpu:0 case).")] = None,
+    device: Annotated[str | None, typer.Option("--device", metavar="DEV", callback=_device_option, help="Pin a, b and MatMul to DEV (the guide's /gpu:2 case).")] = None,
+    inputs_on: Annotated[str | None, typer.Option("--inputs-on", metavar="DEV", callback=_device_option, help="Pin only a and b to DEV (the guide's /cpu:0 case).")] = None,
     soft: SoftOpt = False,
     mode: ModeOpt = Mode.graph,
     cpus: CpusOpt = None,
     virtual_gpus: VGpusOpt = None,
     copies: CopiesOpt = False,
     log: LogOpt = False,
+    all_rows: AllOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Run the guide's matmul (a 2x3 times b 3x2) with placement logging and show where each op went.
@@ -182,7 +226,7 @@ def show(
     from placement_cli.lessons.guide import matmul  # noqa: PLC0415
 
     report = matmul(device, inputs_on, _options(soft, mode, cpus, virtual_gpus, copies))
-    _finish_run(report, as_json, log)
+    _finish_run(report, as_json, log, all_rows=all_rows, soft=soft)
 
 
 def _gpus_option(value: str) -> str:
@@ -209,15 +253,16 @@ def _devices_option(value: str | None) -> str | None:
 @app.command()
 @guarded
 def tower(
-    gpus: Annotated[str, typer.Option("--gpus", callback=_gpus_option, help="GPU indices for the towers: 2,3 or 0-3.")] = "2,3",
-    devices: Annotated[str | None, typer.Option("--devices", callback=_devices_option, help="Tower devices instead of --gpus, e.g. /cpu:1,/cpu:2.")] = None,
-    reduce_on: Annotated[str, typer.Option("--reduce-on", callback=_device_option, help="Where tf.add_n sums the towers.")] = "/cpu:0",
+    gpus: Annotated[str, typer.Option("--gpus", metavar="N,N|N-N", callback=_gpus_option, help="GPU indices for the towers: 2,3 or 0-3.")] = "2,3",
+    devices: Annotated[str | None, typer.Option("--devices", metavar="DEV,DEV", callback=_devices_option, help="Tower devices instead of --gpus, e.g. /cpu:1,/cpu:2.")] = None,
+    reduce_on: Annotated[str, typer.Option("--reduce-on", metavar="DEV", callback=_device_option, help="Where tf.add_n sums the towers.")] = "/cpu:0",
     soft: SoftOpt = False,
     mode: ModeOpt = Mode.graph,
     cpus: CpusOpt = None,
     virtual_gpus: VGpusOpt = None,
     copies: CopiesOpt = False,
     log: LogOpt = False,
+    all_rows: AllOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Run the guide's multi-tower graph: one matmul per device, summed with tf.add_n.
@@ -231,7 +276,7 @@ def tower(
 
     towers = devices.split(",") if devices else [f"/gpu:{i}" for i in parse_indices(gpus)]
     report = run_tower(towers, reduce_on, _options(soft, mode, cpus, virtual_gpus, copies))
-    _finish_run(report, as_json, log)
+    _finish_run(report, as_json, log, all_rows=all_rows, soft=soft)
 
 
 @app.command()
@@ -250,7 +295,7 @@ def errors(as_json: JsonOpt = False) -> None:
         return
     from placement_cli.render.errors import render_catalogue  # noqa: PLC0415
 
-    _console().print(render_catalogue(found))
+    _console().print(_ascii_safe(render_catalogue(found)))
 
 
 @app.command()
@@ -271,14 +316,19 @@ def devices(
     if as_json:
         _print_json(found)
     else:
-        _console().print(render_inventory(found))
+        _console().print(_ascii_safe(render_inventory(found)))
 
 
 @app.command()
 @guarded
 def parse(
-    files: Annotated[list[str], typer.Argument(help="Log files; - reads standard input.", show_default=False)],
+    files: Annotated[list[str], typer.Argument(metavar="FILE...", help="Log files; - reads standard input.", show_default=False)],
     summary: Annotated[bool, typer.Option("--summary", help="Only the counts per device.")] = False,
+    device: DeviceFilterOpt = None,
+    op: OpFilterOpt = None,
+    node: NodeFilterOpt = None,
+    top: TopOpt = None,
+    all_rows: AllOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Parse placement logs of any TensorFlow version (0.x to 2.x), mixed with any other output.
@@ -286,11 +336,14 @@ def parse(
     Several files are read as one stream, so a program's stdout and stderr logs pair up.
     Example: placement parse train.log --summary
     """
+    from placement_cli.filters import Filters, apply  # noqa: PLC0415
     from placement_cli.logparse import parse_paths  # noqa: PLC0415
 
-    report = parse_paths(files, keep=not summary)
-    _print_report(report, as_json=as_json, run=False, summary=summary)
-    if not report.placement_count:
+    filters = Filters(device, op, node, top)
+    narrowed = apply(parse_paths(files, keep=not summary or filters.active), filters, hide_plumbing=False)
+    report = narrowed.report
+    _print_report(report, as_json=as_json, run=False, summary=summary, all_rows=all_rows, filtered=narrowed)
+    if not narrowed.total:
         names = ", ".join("standard input" if f == "-" else f for f in files)
         _say(f"no placements found in {names}")
 
@@ -298,15 +351,16 @@ def parse(
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 @guarded
 def trace(
-    script: Annotated[str, typer.Argument(help="The Python script to run.", show_default=False)],
-    args: Annotated[list[str] | None, typer.Argument(help="Arguments for the script.", show_default=False)] = None,
-    device: Annotated[str | None, typer.Option("--device", help="Only placements on this device type or name (GPU, CPU:0).")] = None,
-    op: Annotated[str | None, typer.Option("--op", help="Only placements of this op type (MatMul).")] = None,
-    node: Annotated[str | None, typer.Option("--node", help="Only nodes whose name matches this regex.")] = None,
-    top: Annotated[int | None, typer.Option("--top", min=1, help="Show at most N placements.")] = None,
-    save_log: Annotated[str | None, typer.Option("--save-log", help="Keep the raw log in FILE.")] = None,
+    script: Annotated[str, typer.Argument(metavar="SCRIPT", help="The Python script to run.", show_default=False)],
+    args: Annotated[list[str] | None, typer.Argument(metavar="[ARGS]...", help="Arguments for the script.", show_default=False)] = None,
+    device: DeviceFilterOpt = None,
+    op: OpFilterOpt = None,
+    node: NodeFilterOpt = None,
+    top: TopOpt = None,
+    save_log: Annotated[str | None, typer.Option("--save-log", metavar="FILE", help="Keep the raw log in FILE.")] = None,
     log: Annotated[bool, typer.Option("--log", help="Echo TensorFlow's placement lines too, as they come.")] = False,
     copies: Annotated[bool, typer.Option("--copies", help="List the _Send/_Recv copies between devices of the script's tf.compat.v1.Session runs (their executed graphs, as grappler left them; asked for once per session and fetch).")] = False,
+    all_rows: AllOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Run your TensorFlow script with placement logging on from its first op, then show its placements.
@@ -316,7 +370,9 @@ def trace(
     The why column explains each op not where its graph asked, or on a CPU while a GPU exists.
     Example: placement trace train.py --epochs 1
     """
-    from placement_cli.runtime.tracer import filtered, run_traced  # noqa: PLC0415
+    from placement_cli.filters import Filters, apply  # noqa: PLC0415
+    from placement_cli.render.table import Hints, literal  # noqa: PLC0415
+    from placement_cli.runtime.tracer import run_traced  # noqa: PLC0415
 
     if node:
         import re  # noqa: PLC0415
@@ -328,12 +384,17 @@ def trace(
     sink = sys.stderr.buffer if as_json else sys.stdout.buffer
     traced = run_traced(script, args or [], program_stdout=sink, echo_log=log, save_log=save_log, copies=copies,
                         meanwhile=_load_renderers)
-    report = filtered(traced.report, device, op, node, top)
+    narrowed = apply(traced.report, Filters(device, op, node, top))
+    report = narrowed.report
     if as_json:
-        _print_json({**report.to_dict(run=True), "exit_code": traced.exit_code})
+        from placement_cli.render.json import report_dict  # noqa: PLC0415
+
+        _print_json({**report_dict(report, run=True, filtered=narrowed), "exit_code": traced.exit_code})
+        if narrowed.nothing_matched:
+            _say(f"no placements match {narrowed.filters.describe()} (of {narrowed.total})")
     else:
-        _console().rule(f"placement: {script} exited with code {traced.exit_code}")
-        _print_report(report, as_json=False, run=True)
+        _console().rule(literal(f"placement: {script} exited with code {traced.exit_code}"))
+        _print_report(report, as_json=False, run=True, all_rows=all_rows, hints=Hints(source="program"), filtered=narrowed)
     if not traced.report.placement_count:
         _say(f"no placements found in the output of {script}")
     if copies and traced.report.copies is None:

@@ -1,4 +1,8 @@
-"""Rendered tables at a fixed width, colour off, against text kept in the repo."""
+"""Rendered tables at fixed widths, colour off, against text kept in the repo.
+
+Parsed logs, and run reports built from recorded placements and facts (no TensorFlow): at 40, 80 and
+120 columns as a terminal shows them, whole as a file gets them, and as a digest when they are long.
+PLACEMENT_UPDATE_GOLDEN=1 rewrites the expected files."""
 
 from __future__ import annotations
 
@@ -10,22 +14,53 @@ from rich.console import Console
 
 from conftest import FIXTURES, LOGS
 from placement_cli.logparse import parse_paths
-from placement_cli.render.table import report_group
+from placement_cli.model import Report
+from placement_cli.render.table import Hints, View, report_group
+from reports import big_report, tower_report, trace_report
 
 GOLDEN = FIXTURES / "golden"
 CASES = ["tf0.x/guide_towers.log", "tf1.x/errors_mixed.log", "tf1.x/distributed_xla.log"]
+WIDTHS = [40, 80, 120]
+
+
+def render_report(report: Report, *, run: bool, width: int = 100, summary: bool = False,
+                  view: View | None = None) -> str:
+    console = Console(record=True, width=width, color_system=None, file=open(os.devnull, "w"))  # noqa: SIM115
+    console.print(report_group(report, run=run, summary=summary, view=view), crop=False)
+    return console.export_text()
 
 
 def render(log: Path, summary: bool = False) -> str:
-    console = Console(record=True, width=100, color_system=None, file=open(os.devnull, "w"))
-    console.print(report_group(parse_paths([str(log)], keep=not summary), run=False, summary=summary))
-    return console.export_text()
+    return render_report(parse_paths([str(log)], keep=not summary), run=False, summary=summary)
+
+
+def check(name: str, text: str) -> None:
+    golden = GOLDEN / f"{name}.txt"
+    if os.environ.get("PLACEMENT_UPDATE_GOLDEN"):
+        golden.write_text(text)
+    assert text == golden.read_text()
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_golden(case: str) -> None:
-    text = render(LOGS / case)
-    golden = GOLDEN / (case.replace("/", "__") + ".txt")
-    if os.environ.get("PLACEMENT_UPDATE_GOLDEN"):
-        golden.write_text(text)
-    assert text == golden.read_text()
+    check(case.replace("/", "__"), render(LOGS / case))
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_trace_report_at_terminal_widths(width: int) -> None:
+    check(f"run__trace__{width}", render_report(trace_report(), run=True, width=width))
+
+
+def test_trace_report_to_a_file_keeps_every_name_whole() -> None:
+    check("run__trace__file", render_report(trace_report(), run=True, width=80, view=View(fit=False)))
+
+
+@pytest.mark.parametrize("width", [80])
+def test_tower_report(width: int) -> None:
+    view = View(hints=Hints.run_command(soft=True))
+    check(f"run__towers__{width}", render_report(tower_report(), run=True, width=width, view=view))
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_digest_of_a_long_report(width: int) -> None:
+    check(f"run__digest__{width}", render_report(big_report(), run=True, width=width))

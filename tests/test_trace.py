@@ -74,7 +74,8 @@ def test_filters_and_saved_log(tmp_path: Path) -> None:
     data = json.loads(proc.stdout)
     assert data["copies"] is None and "no tf.compat.v1.Session ran" in proc.stderr  # tf.functions only
     assert data["placements"] and all(p["op"] == "MatMul" for p in data["placements"])
-    assert data["summary"]["placements"] > len(data["placements"])  # counts stay those of the whole program
+    assert data["summary"]["placements"] == len(data["placements"])  # the summary describes what matched
+    assert data["summary"]["unfiltered_placements"] > len(data["placements"]) and data["filters"]["op"] == "MatMul"
     assert "placer.cc" in saved.read_text()
 
 

@@ -9,7 +9,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from placement_cli.devices import short_name
-from placement_cli.render.table import clean, format_result
+from placement_cli.render.table import clean, format_result, literal
 
 
 def _soft_summary(soft: dict[str, Any] | None) -> str:
@@ -51,7 +51,7 @@ def _case_panel(case: dict[str, Any]) -> Panel:
         body.append(f"{label:>15}: ", style="bold")
         body.append(clean(value) + "\n")
     body.rstrip()
-    return Panel(body, title=f"{case['name']}: {status}", title_align="left", border_style=style)
+    return Panel(body, title=literal(f"{case['name']}: {status}"), title_align="left", border_style=style)
 
 
 def render_catalogue(found: dict[str, Any]) -> Group:

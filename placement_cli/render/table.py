@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.measure import Measurement
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from placement_cli.devices import short_name
+from placement_cli.filters import Filtered, is_plumbing
 from placement_cli.model import AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, Placement, PlacementFailure, Report
+from placement_cli.render.rows import MIDDLE, WRAP, Column, RowTable
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _PALETTE = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_cyan", "bright_magenta")
-# Plumbing of TensorFlow's eager wrappers and functions: hidden from run tables (kept in JSON).
-_INTERNAL_OPS = frozenset({"_Arg", "_Retval", "_DeviceArg", "_DeviceRetval"})
 _STATUS_STYLE = {AS_REQUESTED: "green", FREE: "dim", SOFT_FALLBACK: "bold yellow"}
+SCREEN_ROWS = 40  # the default View's rows per screen (the CLI passes the terminal's height)
 
 
 def clean(text: str | None) -> str:
@@ -30,14 +33,43 @@ def literal(text: str | None, style: str = "") -> Text:
     return Text(clean(text) or "-", style=style)
 
 
+@dataclass(frozen=True)
+class Hints:
+    """What a failure panel may suggest: only what the command that shows it offers.
+
+    ``source``: ``options`` (show, tower: placement built the graph, the fix is an option),
+    ``program`` (trace, capture(): the fix is in the user's program), ``log`` (parse: a log of a
+    past run). ``soft``: None when the command has no --soft, else whether it was given."""
+
+    source: str = "program"
+    soft: bool | None = None
+    cpus: bool = False
+
+    @classmethod
+    def run_command(cls, soft: bool) -> Hints:
+        return cls(source="options", soft=soft, cpus=True)
+
+
+@dataclass(frozen=True)
+class View:
+    """How much of a report to show, and how. The defaults suit a notebook or a test."""
+
+    all_rows: bool = False  # --all: every row, however many
+    screen_rows: int = SCREEN_ROWS  # a report of more rows is shown as a digest
+    fit: bool = True  # cut node names to the width (a terminal); False keeps them whole (files, pipes)
+    hints: Hints | None = None  # None: a run report's hints are for a program, a parsed one's for a log
+    filtered: Filtered | None = None  # the filters that narrowed the report, if any
+
+
 def _device_styles(devices: Iterable[str]) -> dict[str, str]:
     return {d: _PALETTE[i % len(_PALETTE)] for i, d in enumerate(sorted(set(devices)))}
 
 
-def _shown(report: Report, run: bool) -> list[Placement]:
+def shown_placements(report: Report, run: bool) -> list[Placement]:
+    """What a table shows: run tables hide TensorFlow's plumbing (kept in JSON)."""
     if not run:
         return list(report.placements)
-    return [p for p in report.placements if p.op not in _INTERNAL_OPS and not p.wrapper]
+    return [p for p in report.placements if not is_plumbing(p)]
 
 
 def _ordered(placements: list[Placement]) -> list[Placement]:
@@ -49,13 +81,15 @@ def _ordered(placements: list[Placement]) -> list[Placement]:
     return sorted(placements, key=lambda p: (p.canonical, p.line))
 
 
-def _repeats(placements: list[Placement], run: bool) -> list[tuple[Placement, int]]:
-    """Run tables show a placement repeated with the same request, device, status and reason
-    (an eager op run in a loop, a function called again) once, with how many times it happened."""
+def table_rows(placements: list[Placement], run: bool) -> list[tuple[Placement, int]]:
+    """The rows of a placement table, in order. Run tables show a placement repeated with the same
+    request, device, status and reason (an eager op run in a loop, a function called again) once,
+    with how many times it happened."""
+    ordered = _ordered(placements)
     if not run:
-        return [(p, 1) for p in placements]
+        return [(p, 1) for p in ordered]
     counts: dict[tuple[object, ...], list] = {}
-    for p in placements:
+    for p in ordered:
         key = (p.group, p.node, p.op, p.requested, p.canonical, p.status, p.reason)
         if key in counts:
             counts[key][1] += 1
@@ -64,86 +98,118 @@ def _repeats(placements: list[Placement], run: bool) -> list[tuple[Placement, in
     return [(p, n) for p, n in counts.values()]
 
 
-def placement_table(report: Report, run: bool = False) -> Table:
-    """Node, op, requested, assigned, status (and why), one section per device or group."""
-    shown = _shown(report, run)
-    styles = _device_styles(p.canonical for p in shown)
-    grouped = any(p.group for p in shown)
-    hidden = len(report.placements) - len(shown)
-    caption = (f"{hidden} placements of TensorFlow's plumbing (_Arg/_Retval, eager ops' wrapper functions) "
-               "not shown (--json has all)") if hidden else None
-    table = Table(title="Placements", title_justify="left", expand=False, caption=caption, caption_justify="left")
-    if grouped:
-        table.add_column("group")
-    for name in ("node", "op", "requested", "assigned", "status"):
-        table.add_column(name)
-    rows = _repeats(_ordered(shown), run)
+def rows_table(rows: list[tuple[Placement, int]], *, title: str | None = "Placements", caption: str | None = None,
+               fit: bool = True) -> RowTable:
+    """Node, op, requested, assigned, status (and times, why), one section per device or group.
+    Devices and statuses are never cut; node names are cut in the middle, reasons wrap."""
+    placements = [p for p, _ in rows]
+    styles = _short_styles(placements)
+    grouped = any(p.group for p in placements)
     show_times = any(n > 1 for _, n in rows)
+    show_reason = any(p.reason for p in placements)
+    columns = [Column("node", MIDDLE, min_width=16), Column("op", MIDDLE, min_width=10), Column("requested"),
+               Column("assigned", style=styles.get), Column("status", style=_STATUS_STYLE.get)]
+    if grouped:
+        columns.insert(0, Column("group"))
     if show_times:
-        table.add_column("times", justify="right")
-    show_reason = any(p.reason for p in shown)
+        columns.append(Column("times", justify="right", quiet="1"))
     if show_reason:
-        table.add_column("why")
+        columns.append(Column("why", WRAP, min_width=16))
+    table = RowTable(title=title, columns=columns, caption=caption, fit=fit)
     previous: str | None = None
+    requested_names: dict[str | None, str] = {}
     for p, times in rows:
         section = (p.group or "") if grouped else p.canonical
-        if table.row_count and section != previous:
-            table.add_section()
-        previous = section
-        requested = short_name(p.requested) if p.requested else ("?" if p.status == LOGGED else "-")
-        row = [
-            literal(p.node),
-            literal(p.op),
-            literal(requested),
-            literal(p.short, styles[p.canonical]),
-            literal(p.status, _STATUS_STYLE.get(p.status, "")),
-        ]
+        if p.requested not in requested_names:
+            requested_names[p.requested] = clean(short_name(p.requested)) if p.requested else "-"
+        requested = requested_names[p.requested] if p.requested or p.status != LOGGED else "?"
+        row = [clean(p.node) or "-", clean(p.op) or "-", requested, clean(p.short), p.status]
         if grouped:
-            row.insert(0, literal(p.group))
+            row.insert(0, clean(p.group) or "-")
         if show_times:
-            row.append(Text(str(times)))
+            row.append(str(times))
         if show_reason:
-            row.append(literal(p.reason) if p.reason else Text(""))
-        table.add_row(*row)
+            row.append(clean(p.reason))
+        table.add_row(*row, new_section=previous is not None and section != previous)
+        previous = section
     return table
 
 
-def reasons_table(report: Report) -> Table | None:
+def _short_styles(placements: list[Placement]) -> dict[str, str]:
+    by_canonical = _device_styles({p.canonical for p in placements})
+    return {p.short: by_canonical[p.canonical] for p in {p.canonical: p for p in placements}.values()}
+
+
+def placement_table(report: Report, run: bool = False, fit: bool = True) -> RowTable:
+    """Every row of the report's placement table."""
+    shown = shown_placements(report, run)
+    return rows_table(table_rows(shown, run), caption=_plumbing_caption(report, shown), fit=fit)
+
+
+def _plumbing_caption(report: Report, shown: list[Placement]) -> str | None:
+    hidden = len(report.placements) - len(shown)
+    return (f"{hidden} placements of TensorFlow's plumbing (_Arg/_Retval, eager ops' wrapper functions) "
+            "not shown (--json has all)") if hidden else None
+
+
+def reasons_table(report: Report, fit: bool = True) -> RowTable | None:
     """Each reason once, with how many placements it explains: the short answer to "why here?"."""
     from placement_cli.why import reason_counts  # noqa: PLC0415 - only run reports have reasons
 
     found = reason_counts(report.placements)
     if not found:
         return None
-    table = Table(title="Why here?", title_justify="left")
-    table.add_column("reason")
-    table.add_column("ops", justify="right")
-    table.add_column("for example")
+    table = RowTable("Why here?", [Column("reason", WRAP, min_width=16), Column("ops", justify="right"),
+                                   Column("for example", WRAP, min_width=16)], fit=fit)
     for reason, n, examples in found:
-        table.add_row(literal(reason), str(n), literal(", ".join(examples)))
+        table.add_row(clean(reason), str(n), ", ".join(clean(e) for e in examples))
     return table
 
 
-def counts_table(report: Report) -> Table:
-    """Placements per device, with the full device name."""
+def counts_table(report: Report, filtered: Filtered | None = None) -> RenderableType:
+    """Placements per device, with the full device name where the width allows it. Device names are
+    never cut."""
+    caption = None
+    if filtered is not None and filtered.filters.active:
+        caption = f"{report.placement_count} of {filtered.total} placements match {filtered.filters.describe()}"
+    return Narrowing(_counts(report, caption, full=True), _counts(report, caption, full=False))
+
+
+def _counts(report: Report, caption: str | None, *, full: bool) -> Table:
     by_device = report.by_device
     styles = _device_styles(by_device)
     total = sum(by_device.values()) or 1
-    table = Table(title="Per device", title_justify="left")
-    table.add_column("device")
-    table.add_column("full name")
-    table.add_column("ops", justify="right")
-    table.add_column("share", justify="right")
+    table = Table(title="Per device", title_justify="left", caption=literal(caption) if caption else None,
+                  caption_justify="left")
+    shorts = {d: clean(short_name(d)) for d in by_device}
+    table.add_column("device", no_wrap=True)
+    if full:
+        table.add_column("full name", no_wrap=True)
+    table.add_column("ops", justify="right", no_wrap=True)
+    table.add_column("share", justify="right", no_wrap=True)
     for device, n in sorted(by_device.items()):
-        table.add_row(literal(short_name(device), styles[device]), literal(device), str(n), f"{100 * n / total:.0f}%")
+        name = [literal(device)] if full else []
+        table.add_row(Text(shorts[device], style=styles[device]), *name, str(n), f"{100 * n / total:.0f}%")
     return table
+
+
+@dataclass(frozen=True)
+class Narrowing:
+    """The wide renderable where it fits the width, else the narrow one."""
+
+    wide: RenderableType
+    narrow: RenderableType
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        fits = Measurement.get(console, options.update(width=10**6), self.wide).maximum <= options.max_width
+        yield self.wide if fits else self.narrow
 
 
 def mapping_renderable(report: Report) -> RenderableType | None:
     if report.device_mapping:
         table = Table(title="Device mapping", title_justify="left")
-        table.add_column("device")
-        table.add_column("description")
+        table.add_column("device", no_wrap=True)
+        table.add_column("description", overflow="fold")
         for m in report.device_mapping:
             table.add_row(literal(short_name(m.device)), literal(m.description))
         return table
@@ -152,25 +218,50 @@ def mapping_renderable(report: Report) -> RenderableType | None:
     return None
 
 
-_PROGRAM_HINT = ("Fix in the program: pin to a device that exists, or allow soft placement "
-                 "(ConfigProto(allow_soft_placement=True) in TF1, tf.config.set_soft_device_placement(True) in TF2).")
+_SOFT_IN_PROGRAM = ("allow soft placement (ConfigProto(allow_soft_placement=True) in TF1, "
+                    "tf.config.set_soft_device_placement(True) in TF2)")
 
 
-def _hint(failure: PlacementFailure, run: bool) -> str:
-    if not run:
-        return _PROGRAM_HINT
-    if failure.kind == "no_kernel":
-        return ("This op has no kernel for the requested device type. Rerun with --soft to let "
-                "TensorFlow run it on a device that has one, or pin it elsewhere.")
-    if failure.kind == "colocation":
-        return "Ops that must share a device were pinned apart. Pin them together, or rerun with --soft."
-    return ("Rerun with --soft to let TensorFlow fall back to a device that exists, pin to a device "
-            "listed by `placement devices`, or use --cpus N with /cpu:K devices to try the same lesson "
-            "across several (logical) devices on this machine.")
+def hint(failure: PlacementFailure, hints: Hints) -> str:
+    """How to proceed, for this kind of error, naming only what the command offers."""
+    kind = failure.kind
+    if kind == "invalid_device_spec":
+        return ("The device string is malformed; soft placement cannot fix that. Write it as "
+                "/job:J/replica:R/task:T/device:TYPE:N, or short as /cpu:0 or /gpu:1.")
+    if hints.source != "options":
+        past = hints.source == "log"
+        fix = f"or {_SOFT_IN_PROGRAM} so TensorFlow chooses a device that can run it."
+        if kind == "device_not_found":
+            pins = "pinned an op to a device that did not exist" if past else "pins an op to a device that does not exist"
+            return (f"The program {pins}: pin it to a device that exists (tf.config.list_logical_devices() "
+                    f"lists them), {fix}")
+        if kind == "no_kernel":
+            return ("TensorFlow has no kernel of this op for the requested device type: pin the op to a "
+                    f"device type that has one (the CPU runs almost every op), {fix}")
+        if kind == "colocation":
+            were = "were" if past else "are"
+            return ("Ops that must share a device (a variable and the ops using it, or a colocate_with) "
+                    f"{were} pinned to different devices: pin them to one device, {fix}")
+        return f"No device satisfies this op's constraints (TensorFlow's message says which): change the pin, {fix}"
+    soft = hints.soft is False  # --soft exists and was not given
+    cpus = (", or use --cpus N with /cpu:K devices to try the same lesson across several (logical) devices "
+            "on this machine") if hints.cpus else ""
+    if kind == "device_not_found":
+        first = ("Rerun with --soft to let TensorFlow fall back to a device that exists, or pin to"
+                 if soft else "Pin to")
+        return f"{first} a device listed by `placement devices`{cpus}."
+    if kind == "no_kernel":
+        rerun = "Rerun with --soft to let TensorFlow run it on a device type that has one, or pin" if soft else "Pin"
+        return f"This op has no kernel for the requested device type. {rerun} it to a device type with a kernel (CPU)."
+    if kind == "colocation":
+        return "Ops that must share a device were pinned apart. Pin them together" + (", or rerun with --soft." if soft else ".")
+    rerun = "; rerun with --soft to let TensorFlow choose a device" if soft else ""
+    return f"No device satisfies this op's constraints (TensorFlow's message says which){rerun}."
 
 
-def failure_panel(failure: PlacementFailure, run: bool = True) -> Panel:
+def failure_panel(failure: PlacementFailure, run: bool = True, hints: Hints | None = None) -> Panel:
     """One placement error, explained: node, request, what exists, how to proceed."""
+    hints = hints or Hints(source="program" if run else "log")
     available = ", ".join(short_name(d) for d in failure.available_devices) or "(not listed)"
     body = Text()
     for label, value in (
@@ -181,13 +272,13 @@ def failure_panel(failure: PlacementFailure, run: bool = True) -> Panel:
     ):
         body.append(f"{label:>16}: ", style="bold")
         body.append(clean(value) + "\n")
-    body.append("\n" + _hint(failure, run), style="italic")
-    title = "Placement failed: InvalidArgumentError" if run else "Placement error in the log"
-    return Panel(body, title=f"{title} ({failure.kind})", border_style="red", title_align="left")
+    body.append("\n" + hint(failure, hints), style="italic")
+    title = "Placement failed" if run else "Placement error in the log"
+    return Panel(body, title=literal(f"{title} ({failure.kind})"), border_style="red", title_align="left")
 
 
 def result_renderable(result: object) -> Text:
-    return Text(f"result: {format_result(result)}", style="bold")
+    return Text(f"result: {clean(format_result(result))}", style="bold")
 
 
 def format_result(result: object) -> str:
@@ -203,37 +294,49 @@ def copies_table(report: Report) -> RenderableType:
     if not report.copies:
         return Text("No copies between devices: every op that exchanges tensors shares a device.")
     table = Table(title="Copies between devices (_Send/_Recv)", title_justify="left")
-    table.add_column("tensor")
-    table.add_column("from")
-    table.add_column("to")
+    table.add_column("tensor", overflow="fold")
+    table.add_column("from", no_wrap=True)
+    table.add_column("to", no_wrap=True)
     for c in report.copies:
         table.add_row(literal(c.tensor), literal(short_name(c.source)), literal(short_name(c.target)))
     return table
 
 
-def report_renderables(report: Report, *, run: bool, summary: bool = False) -> list[RenderableType]:
-    """Everything a command shows for a report, in reading order."""
+def report_renderables(report: Report, *, run: bool, summary: bool = False,
+                       view: View | None = None) -> list[RenderableType]:
+    """Everything a command shows for a report, in reading order: every row when it fits a screen
+    (or with --all), else a digest."""
+    from placement_cli.render.digest import digest_renderables  # noqa: PLC0415
+
+    view = view or View()
     parts: list[RenderableType] = []
     if report.title:
-        parts.append(Text(report.title, style="bold underline"))
+        parts.append(literal(report.title, "bold underline"))
+    counted = False
     if not summary:
         mapping = mapping_renderable(report)
         if mapping is not None:
             parts.append(mapping)
         if report.placements:
-            parts.append(placement_table(report, run=run))
-    if report.placement_count:
-        parts.append(counts_table(report))
-    reasons = reasons_table(report) if run else None
+            shown = shown_placements(report, run)
+            rows = table_rows(shown, run)
+            if view.all_rows or len(rows) <= view.screen_rows:
+                parts.append(rows_table(rows, caption=_plumbing_caption(report, shown), fit=view.fit))
+            else:
+                parts.extend(digest_renderables(report, shown, len(rows), run=run, view=view))
+                counted = True
+    if report.placement_count and not counted:
+        parts.append(counts_table(report, view.filtered))
+    reasons = reasons_table(report, view.fit) if run else None
     if reasons is not None:
         parts.append(reasons)
     if report.copies is not None:
         parts.append(copies_table(report))
-    parts.extend(failure_panel(f, run) for f in report.errors)
+    parts.extend(failure_panel(f, run, view.hints) for f in report.errors)
     if run and report.result is not None:
         parts.append(result_renderable(report.result))
     return parts
 
 
-def report_group(report: Report, *, run: bool, summary: bool = False) -> Group:
-    return Group(*report_renderables(report, run=run, summary=summary))
+def report_group(report: Report, *, run: bool, summary: bool = False, view: View | None = None) -> Group:
+    return Group(*report_renderables(report, run=run, summary=summary, view=view))

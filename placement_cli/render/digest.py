@@ -1,0 +1,169 @@
+"""The digest of a report longer than a screen: per op type and device, per name scope and device,
+and every row worth a look with its reason (the commands add per device, why, and the errors)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
+from rich.text import Text
+
+from placement_cli.devices import short_name
+from placement_cli.model import SOFT_FALLBACK, Placement, Report
+from placement_cli.render.rows import MIDDLE, Column, RowTable
+from placement_cli.render.table import View, clean, counts_table, rows_table, table_rows
+
+MAX_KEYS = 15  # rows of a per-op or per-scope table; the rest are summed into one "(N more)" row
+MAX_DEVICE_COLUMNS = 8  # more devices than this: the least used share an "other" column
+MAX_SCOPE_DEPTH = 3
+EAGER_SCOPE = "(eager ops)"
+TOP_SCOPE = "(top level)"
+
+
+def scope_of(node: str | None, depth: int) -> str:
+    """A node's name scope (its name up to the last ``/``), at most ``depth`` levels deep."""
+    if not node:
+        return EAGER_SCOPE
+    parts = node.split("/")
+    if len(parts) == 1:
+        return TOP_SCOPE
+    return "/".join(parts[: min(depth, len(parts) - 1)])
+
+
+def scope_depth(nodes: Iterable[str | None]) -> int:
+    """The deepest scope level (at most MAX_SCOPE_DEPTH) that still gives at most MAX_KEYS scopes."""
+    names = set(nodes)
+    depth = 1
+    for deeper in range(2, MAX_SCOPE_DEPTH + 1):
+        if len({scope_of(n, deeper) for n in names}) > MAX_KEYS:
+            break
+        depth = deeper
+    return depth
+
+
+def worth_a_look(p: Placement) -> bool:
+    """Not where it asked (a soft fallback), or a reason is due (e.g. on a CPU while a GPU exists)."""
+    return p.status == SOFT_FALLBACK or bool(p.reason)
+
+
+@dataclass
+class CrossTab:
+    """Counts by key (op type, scope) and device: one column per device when that fits the width,
+    else one section per device; device names are never cut."""
+
+    title: str
+    key: str
+    counts: Counter[tuple[str, str]]  # (key, canonical device) -> placements
+    fit: bool = True
+
+    def _devices(self) -> tuple[list[str], dict[str, str]]:
+        totals: Counter[str] = Counter()
+        for (_, device), n in self.counts.items():
+            totals[device] += n
+        ranked = [d for d, _ in sorted(totals.items(), key=lambda t: (-t[1], t[0]))]
+        kept = ranked if len(ranked) <= MAX_DEVICE_COLUMNS else ranked[: MAX_DEVICE_COLUMNS - 1]
+        column = {d: clean(short_name(d)) for d in kept}
+        column.update({d: "other" for d in ranked[len(kept):]})
+        return list(dict.fromkeys(column[d] for d in sorted(kept) + ranked[len(kept):])), column
+
+    def wide(self) -> RowTable:
+        names, column = self._devices()
+        by_key: dict[str, Counter[str]] = {}
+        for (key, device), n in self.counts.items():
+            by_key.setdefault(key, Counter())[column[device]] += n
+        ranked = sorted(by_key, key=lambda k: (-sum(by_key[k].values()), k))
+        table = RowTable(self.title, [Column(self.key, MIDDLE, min_width=12)]
+                         + [Column(n, justify="right") for n in names] + [Column("total", justify="right")],
+                         fit=self.fit)
+        for key in ranked[:MAX_KEYS]:
+            table.add_row(clean(key), *(_count(by_key[key][n]) for n in names), str(sum(by_key[key].values())))
+        rest = ranked[MAX_KEYS:]
+        if rest:
+            summed: Counter[str] = sum((by_key[k] for k in rest), Counter())
+            table.add_row(f"({len(rest)} more)", *(_count(summed[n]) for n in names), str(sum(summed.values())),
+                          new_section=True)
+        return table
+
+    def long(self) -> RowTable:
+        per_device = max(3, MAX_KEYS // max(1, len({d for _, d in self.counts})))
+        table = RowTable(self.title, [Column("device"), Column(self.key, MIDDLE, min_width=12),
+                                      Column("ops", justify="right")], fit=self.fit)
+        by_device: dict[str, Counter[str]] = {}
+        for (key, device), n in self.counts.items():
+            by_device.setdefault(device, Counter())[key] += n
+        for device in sorted(by_device):
+            ranked = sorted(by_device[device].items(), key=lambda t: (-t[1], t[0]))
+            name = clean(short_name(device))
+            for i, (key, n) in enumerate(ranked[:per_device]):
+                table.add_row(name, clean(key), str(n), new_section=i == 0)
+            rest = ranked[per_device:]
+            if rest:
+                table.add_row(name, f"({len(rest)} more)", str(sum(n for _, n in rest)))
+        return table
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        wide = self.wide()
+        if self.fit and wide.__rich_measure__(console, options).minimum > options.max_width:
+            yield self.long()
+        else:
+            yield wide
+
+
+def _count(n: int) -> str:
+    return str(n) if n else "-"
+
+
+def digest_renderables(report: Report, shown: list[Placement], rows: int, *, run: bool,
+                       view: View) -> list[RenderableType]:
+    """What a report with more rows than fit a screen shows instead of its placement table."""
+    note = (f"{rows} rows do not fit a screen ({view.screen_rows} rows): a digest follows. "
+            "--all prints every row (narrowed by --device, --op, --node, --top); --json prints everything.")
+    parts: list[RenderableType] = [Text(note, style="italic"), counts_table(report, view.filtered)]
+    by_op: Counter[tuple[str, str]] = Counter((p.op or "?", p.canonical) for p in shown)
+    parts.append(CrossTab("Per op type and device", "op", by_op, view.fit))
+    depth = scope_depth(p.node for p in shown)
+    scopes: dict[str | None, str] = {}
+    by_scope: Counter[tuple[str, str]] = Counter()
+    for p in shown:
+        if p.node not in scopes:
+            scopes[p.node] = scope_of(p.node, depth)
+        by_scope[scopes[p.node], p.canonical] += 1
+    levels = "first level" if depth == 1 else f"first {depth} levels"
+    parts.append(CrossTab(f"Per name scope ({levels}) and device", "scope", by_scope, view.fit))
+    if run:
+        parts.append(_worth_a_look(shown, run, view))
+    else:
+        parts.append(Text("A log alone does not say what each op asked for: `placement trace` runs the program "
+                          "and shows which ops did not land where they asked, and why.", style="italic"))
+    return parts
+
+
+def _worth_a_look(shown: list[Placement], run: bool, view: View) -> RenderableType:
+    rows = table_rows([p for p in shown if worth_a_look(p)], run)
+    if not rows:
+        return Text("Every op sits where it asked, or asked for nothing and needs no reason.", style="italic")
+    cap = max(view.screen_rows, 1)
+    more = len(rows) - cap
+    caption = (f"{more} more rows worth a look: narrow with --device, --op or --node, or print them all with "
+               "--all; --json has everything") if more > 0 else None
+    return rows_table(_every_reason_first(rows, cap),
+                      title="Worth a look (not where they asked, or on a CPU while a GPU exists)",
+                      caption=caption, fit=view.fit)
+
+
+def _every_reason_first(rows: list[tuple[Placement, int]], cap: int) -> list[tuple[Placement, int]]:
+    """At most ``cap`` rows, taken from each reason in turn so that every reason shows up, in table order."""
+    if len(rows) <= cap:
+        return rows
+    by_reason: dict[str | None, list[int]] = {}
+    for i, (p, _) in enumerate(rows):
+        by_reason.setdefault(p.reason, []).append(i)
+    queues = list(by_reason.values())
+    taken: list[int] = []
+    depth = 0
+    while len(taken) < cap:
+        taken.extend(q[depth] for q in queues if depth < len(q))
+        depth += 1
+    return [rows[i] for i in sorted(taken[:cap])]

@@ -1,0 +1,129 @@
+"""--device, --op, --node, --top: one pure module, consistent in every command, honest in JSON."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from placement_cli.cli import app
+from placement_cli.filters import FilterError, Filters, apply, compile_node, filtered, is_plumbing
+from placement_cli.model import Report
+from reports import CPU0, GPU, placed, trace_report
+
+runner = CliRunner()
+PS = "/job:ps/replica:0/task:0/device:CPU:0"
+LOG = "".join(f"{node}: ({op}): {device}\n" for node, op, device in [
+    ("a/MatMul", "MatMul", CPU0), ("b/MatMul", "_MklMatMul", CPU0), ("c/Conv", "_MklNativeConv2D", CPU0),
+    ("d/Const", "Const", GPU.format(0)), ("e/AddN", "AddN", GPU.format(1)), ("v", "VariableV2", PS),
+])
+
+
+def ops(report: Report) -> list[str | None]:
+    return [p.op for p in report.placements]
+
+
+def plumbed() -> Report:
+    """A run report whose first rows are TensorFlow's plumbing, as a tf.function's are."""
+    rows = [placed("args_0", "_Arg", CPU0, 1), placed("retval", "_Retval", CPU0, 2),
+            replace(placed("MatMul", "MatMul", CPU0, 3), wrapper=True),
+            placed("x", "MatMul", CPU0, 4), placed("y", "Const", GPU.format(0), 5), placed("z", "AddN", CPU0, 6)]
+    return Report(placements=tuple(rows))
+
+
+def test_top_counts_the_rows_a_table_shows_not_hidden_plumbing() -> None:
+    narrowed = apply(plumbed(), Filters(top=2))
+    assert [p.node for p in narrowed.report.placements] == ["x", "y"]
+    assert not any(is_plumbing(p) for p in narrowed.report.placements)
+    assert narrowed.total == 6 and narrowed.matched == 2
+    assert [p.node for p in apply(plumbed(), Filters(top=2), hide_plumbing=False).report.placements] == \
+        ["args_0", "retval"]  # parse shows every row, so it counts every row
+
+
+@pytest.mark.parametrize("value", ["gpu", "GPU", "Gpu"])
+def test_device_and_op_both_ignore_case(value: str) -> None:
+    report = trace_report()
+    assert {p.spec.device_type for p in filtered(report, value, None, None, None).placements} == {"GPU"}
+    assert ops(filtered(report, None, "matmul", None, None)) == ops(filtered(report, None, "MATMUL", None, None))
+    assert ops(filtered(report, None, "matmul", None, None))
+
+
+def test_device_takes_every_spelling() -> None:
+    report = Report(placements=(placed("a", "X", CPU0, 1), placed("b", "X", GPU.format(1), 2), placed("c", "X", PS, 3)))
+    nodes = lambda value: [p.node for p in filtered(report, value, None, None, None).placements]  # noqa: E731
+    assert nodes("GPU:1") == nodes("/gpu:1") == nodes("/device:GPU:1") == nodes("gpu:1") == ["b"]
+    assert nodes("/job:ps") == nodes("ps/0 cpu:0") == nodes("/JOB:PS/task:0") == ["c"]
+    assert nodes("CPU") == ["a", "c"] and nodes("CPU:0") == ["a", "c"]
+    assert nodes("TPU") == [] and nodes("nonsense/x y") == []
+
+
+def test_op_also_matches_onednn_renames() -> None:
+    report = Report(placements=(placed("a", "MatMul", CPU0, 1), placed("b", "_MklMatMul", CPU0, 2),
+                                placed("c", "_MklNativeConv2D", CPU0, 3), placed("d", "BatchMatMul", CPU0, 4)))
+    assert [p.node for p in filtered(report, None, "MatMul", None, None).placements] == ["a", "b"]
+    assert [p.node for p in filtered(report, None, "conv2d", None, None).placements] == ["c"]
+
+
+def test_node_regex_ignores_case_and_bad_ones_are_refused() -> None:
+    assert [p.node for p in filtered(trace_report(), None, None, "^TOWER_1/", None).placements] == [
+        "tower_1/gradients/dense/MatMul_grad/MatMul", "tower_1/gradients/dense/MatMul_grad/MatMul_1"]
+    with pytest.raises(FilterError):
+        compile_node("(")
+
+
+def test_filtered_counts_describe_the_filtered_list() -> None:
+    narrowed = apply(trace_report(), Filters(device="GPU"))
+    assert narrowed.report.placement_count == narrowed.matched == 6
+    assert set(narrowed.report.by_device) == {GPU.format(0)}
+    assert narrowed.total == 11
+
+
+def write(tmp_path: Path) -> str:
+    path = tmp_path / "run.log"
+    path.write_text(LOG)
+    return str(path)
+
+
+def test_parse_json_says_which_filters_applied(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["parse", "--json", "--op", "matmul", write(tmp_path)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["filters"] == {"device": None, "op": "matmul", "node": None, "top": None}
+    assert [p["node"] for p in data["placements"]] == ["a/MatMul", "b/MatMul"]
+    assert data["summary"]["placements"] == 2 and data["summary"]["unfiltered_placements"] == 6
+    assert data["summary"]["by_device"] == {CPU0: 2}
+    plain = json.loads(runner.invoke(app, ["parse", "--json", write(tmp_path)]).stdout)
+    assert "filters" not in plain and "unfiltered_placements" not in plain["summary"]
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_nothing_matched_is_said_on_stderr_with_the_exit_code_unchanged(tmp_path: Path, as_json: bool) -> None:
+    args = ["parse", *(["--json"] if as_json else []), "--device", "TPU", write(tmp_path)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0
+    assert "no placements match --device TPU (of 6)" in result.stderr
+    assert "no placements found" not in result.stderr  # the log has placements; none matched
+    if as_json:
+        assert json.loads(result.stdout)["placements"] == []
+    else:
+        assert "d/Const" not in result.stdout and "Per device" not in result.stdout  # no unfiltered table
+
+
+def test_filtered_table_says_what_it_shows(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["parse", "--device", "gpu", write(tmp_path)], env={"COLUMNS": "120"})
+    assert result.exit_code == 0
+    assert "d/Const" in result.stdout and "e/AddN" in result.stdout and "a/MatMul" not in result.stdout
+    assert "2 of 6 placements match --device gpu" in result.stdout
+
+
+def test_summary_with_filters_counts_what_matched(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["parse", "--summary", "--json", "--device", "CPU", write(tmp_path)])
+    assert json.loads(result.stdout)["summary"]["by_device"] == {CPU0: 3, PS: 1}
+
+
+def test_bad_regex_is_a_usage_error(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["parse", "--node", "(", write(tmp_path)])
+    assert result.exit_code == 2 and "bad regex" in result.output

@@ -1,0 +1,179 @@
+"""Renderers without TensorFlow: widths, digests, hints that fit, text shown literally, any encoding."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+from dataclasses import replace
+
+import pytest
+from rich.console import Console
+
+from placement_cli.model import PlacementFailure, Report
+from placement_cli.render.console import AsciiSafe, make_console, screen_rows
+from placement_cli.render.digest import scope_depth, scope_of
+from placement_cli.render.rows import cut_middle
+from placement_cli.render.table import Hints, View, failure_panel, hint, report_group
+from reports import CPU0, GPU, big_report, placed, tower_report, trace_report
+
+KINDS = ["device_not_found", "no_kernel", "colocation", "invalid_device_spec", "unsatisfiable", "some_new_kind"]
+CONTEXTS = {
+    "show/tower": Hints.run_command(soft=False),
+    "show/tower --soft": Hints.run_command(soft=True),
+    "trace": Hints(source="program"),
+    "parse": Hints(source="log"),
+}
+
+
+def text_of(renderable: object, width: int = 80) -> str:
+    console = Console(record=True, width=width, color_system=None, file=open(os.devnull, "w"))  # noqa: SIM115
+    console.print(renderable, crop=False)
+    return console.export_text()
+
+
+def lines_of(report: Report, width: int, view: View | None = None) -> list[str]:
+    return text_of(report_group(report, run=True, view=view), width).splitlines()
+
+
+def test_node_names_are_cut_in_the_middle_keeping_their_tail() -> None:
+    name = "tower_1/gradients/layer_5/block_123/MatMul_grad/MatMul_1"
+    assert cut_middle(name, 40) == "tower_1/gradients/…/MatMul_grad/MatMul_1"
+    assert cut_middle(name, len(name)) == name
+    for width in range(4, len(name)):
+        cut = cut_middle(name, width)
+        assert len(cut) <= width and "…" in cut and cut.endswith(cut.split("…")[-1])
+        assert name.endswith(cut.split("…")[-1]) and name.startswith(cut.split("…")[0])
+
+
+@pytest.mark.parametrize("width", [40, 60, 80, 100, 120])
+def test_terminal_widths_never_cut_devices_or_statuses_and_keep_rows_apart(width: int) -> None:
+    report = trace_report()
+    lines = lines_of(report, width)
+    assert all(len(line.rstrip()) <= width for line in lines), "\n".join(lines)
+    text = "\n".join(lines)
+    assert "CPU…" not in text and "GPU…" not in text and "fall…" not in text
+    assert text.count("soft fallback") >= 3 and text.count("as requested") >= 3
+    rows = [line for line in lines if "MatMul" in line and ("GPU:" in line or "CPU:" in line)]
+    names = [line for line in lines if "tower_" in line and "does not exist" not in line]
+    assert len(set(names)) == len(names), "two different nodes rendered alike"
+    assert rows or names
+
+
+def test_columns_zero_or_one_still_draw(monkeypatch: pytest.MonkeyPatch) -> None:
+    for columns in ("0", "1", "-5", "abc", ""):
+        monkeypatch.setenv("COLUMNS", columns)
+        console = make_console(io.StringIO())
+        assert console.width >= 20
+        console.print(report_group(trace_report(), run=True))
+        assert "tower_1" in console.file.getvalue()
+
+
+def test_not_a_terminal_keeps_every_name_whole() -> None:
+    report = trace_report()
+    text = "\n".join(lines_of(report, 40, View(fit=False)))
+    for p in report.placements:
+        if p.node:
+            assert p.node.replace("\x1b", "\ufffd") in text
+    assert "…" not in text.split("Per device")[0]
+
+
+def test_screen_rows_when_not_a_terminal_is_fixed() -> None:
+    assert screen_rows(io.StringIO()) == 40
+
+
+def test_a_long_report_is_a_digest_and_all_rows_prints_every_row() -> None:
+    report = big_report()
+    digest = "\n".join(lines_of(report, 120))
+    assert "do not fit a screen" in digest and "--all" in digest
+    assert "Per op type and device" in digest and "Per name scope" in digest
+    assert "Worth a look" in digest
+    for reason in ("GPU:2 does not exist", "GPU:3 does not exist", "no GPU kernel registered for StringJoin"):
+        assert reason in digest.split("Why here?")[0], reason  # every reason shows among the rows
+    assert "tower_0/model/layer_7/MatMul" not in digest  # rows where they asked are summed, not listed
+    everything = "\n".join(lines_of(report, 120, View(all_rows=True)))
+    assert "do not fit" not in everything
+    for p in report.placements:
+        assert p.node in everything
+
+
+def test_short_reports_stay_full_tables() -> None:
+    text = "\n".join(lines_of(tower_report(), 80))
+    assert "digest" not in text and "Placements" in text
+    assert all(n in text for n in ("MatMul_1", "Const_3", "AddN"))
+
+
+def test_digest_counts_per_op_and_scope_per_device() -> None:
+    text = text_of(report_group(big_report(), run=True), 120)
+    per_op = text.split("Per op type and device")[1].split("Per name scope")[0]
+    assert re.search(r"MatMul\s+│\s+120\s+│\s+60\s+│\s+60\s+│\s+240", per_op)
+    per_scope = text.split("Per name scope (first 2 levels) and device")[1]
+    assert re.search(r"tower_2/model\s+│\s+120\s+│\s+-\s+│\s+-\s+│\s+120", per_scope)
+
+
+def test_scope_depth_is_bounded_by_the_number_of_scopes() -> None:
+    assert scope_of(None, 2) == "(eager ops)" and scope_of("MatMul", 2) == "(top level)"
+    assert scope_of("a/b/c/d", 2) == "a/b" and scope_of("a/b", 3) == "a"
+    wide = [f"model/layer_{i}/MatMul" for i in range(100)]
+    assert scope_depth(wide) == 1
+    assert scope_depth([f"tower_{t}/dense/kernel/x" for t in range(4)]) == 3
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("context", CONTEXTS)
+def test_hints_name_only_what_the_command_offers(kind: str, context: str) -> None:
+    said = hint(PlacementFailure(kind, "n", "/gpu:3", "msg"), CONTEXTS[context])
+    options = set(re.findall(r"--[a-z-]+", said))
+    if context in ("trace", "parse"):
+        assert not options, said
+    elif context == "show/tower --soft":
+        assert "--soft" not in options, said
+    assert options <= {"--soft", "--cpus"}
+    if kind == "no_kernel":
+        assert "device that exists" not in said and "kernel" in said
+    if kind == "invalid_device_spec":
+        assert "--soft" not in options and "malformed" in said
+    if kind == "colocation":
+        assert "share a device" in said
+
+
+def test_run_commands_with_soft_off_suggest_soft_and_cpus() -> None:
+    said = hint(PlacementFailure("device_not_found", "n", "/gpu:2", "m"), Hints.run_command(soft=False))
+    assert "--soft" in said and "--cpus" in said
+
+
+def test_default_hints_follow_the_report_kind() -> None:
+    failure = PlacementFailure("device_not_found", "n", "/gpu:2", "m")
+    assert "--" not in text_of(failure_panel(failure, run=True))  # capture(): the fix is in the program
+    assert "pinned an op to a device that did not exist" in text_of(failure_panel(failure, run=False), 200)
+
+
+HOSTILE = ["[red]x", "a[/x].py", "train[v2].py", "[bold]b[/bold]", "x\x1b[31my\x07z"]
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_user_strings_are_shown_literally_everywhere(name: str) -> None:
+    shown = name.replace("\x1b", "\ufffd").replace("\x07", "\ufffd")
+    failure = PlacementFailure("colocation", name, f"/job:{name}/cpu:0", f"Cannot colocate nodes {name}", ())
+    report = Report(placements=(replace(placed(name, name, CPU0, 1), group=name, reason=name),),
+                    title=f"trace of {name} (exit code 0)", errors=(failure,), result=[[name]])
+    text = text_of(report_group(report, run=True), 200)
+    assert text.count(shown) >= 5, text
+    assert "\x1b" not in text and "\x07" not in text
+    digest = text_of(report_group(report, run=True, view=View(screen_rows=0)), 200)
+    assert shown in digest and "\x1b" not in digest
+
+
+def test_ascii_streams_degrade_characters_and_keep_columns_aligned() -> None:
+    raw = io.BytesIO()
+    stream = io.TextIOWrapper(raw, encoding="ascii", errors="strict", newline="\n")
+    console = make_console(stream)
+    report = replace(trace_report(), placements=(placed("张量/MatMul", "MatMul", GPU.format(0), 1),
+                                                 placed("ascii/MatMul", "MatMul", GPU.format(0), 2)))
+    console.print(AsciiSafe(report_group(report, run=True)), crop=False)
+    console.print(failure_panel(PlacementFailure("no_kernel", "张量", "/gpu:0", "没有 kernel …")))
+    stream.flush()
+    out = raw.getvalue().decode("ascii")
+    table = [line for line in out.splitlines() if "| MatMul |" in line]
+    assert "????/MatMul" in out
+    assert len(table) == 2 and len({len(line) for line in table}) == 1, table  # a wide character: two ?s
