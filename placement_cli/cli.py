@@ -24,7 +24,7 @@ app = typer.Typer(
 
 class ExitCode(IntEnum):
     OK = 0
-    PLACEMENT_FAILED = 1  # TensorFlow could not place the graph (InvalidArgumentError)
+    PLACEMENT_FAILED = 1  # TensorFlow could not place the graph, or a run did not produce its result
     USAGE = 2  # bad usage or unreadable input
     INTERNAL = 3  # a bug in placement itself; --traceback shows it
 
@@ -123,15 +123,16 @@ def guarded(fn: F) -> F:
 
 
 def _device_option(value: str | None) -> str | None:
+    """A device TensorFlow will read as written: its grammar is checked here, before any run (exit 2)."""
     if value is None:
         return None
-    from placement_cli.devices import DeviceSpecError, parse_device  # noqa: PLC0415
+    from placement_cli.devices import DeviceSpecError, parse_option_device  # noqa: PLC0415
 
     try:
-        parse_device(value)
+        parse_option_device(value)
     except DeviceSpecError as exc:
         raise typer.BadParameter(str(exc)) from None
-    return value
+    return value.strip()
 
 
 def _print_report(report: Any, *, as_json: bool, run: bool, show_log: bool = False, summary: bool = False,
@@ -170,12 +171,19 @@ def _load_renderers() -> None:
     import placement_cli.why  # noqa: F401, PLC0415
 
 
+def _say_incomplete(incomplete: Any, what: str = "reasons are incomplete (those that need it say unknown)") -> None:
+    """One line, whatever the number of private TensorFlow APIs missing, naming them and why."""
+    if incomplete:
+        _say(f"{what}: TensorFlow's " + "; ".join(incomplete))
+
+
 def _finish_run(report: Any, as_json: bool, show_log: bool, *, all_rows: bool = False, soft: bool = False) -> None:
     from placement_cli.render.table import Hints  # noqa: PLC0415
 
     _print_report(report, as_json=as_json, run=True, show_log=show_log, all_rows=all_rows,
                   hints=Hints.run_command(soft))
-    if report.failed:
+    _say_incomplete(report.incomplete)
+    if report.result is None:  # a run that did not produce its result never exits 0
         raise typer.Exit(int(ExitCode.PLACEMENT_FAILED))
 
 
@@ -230,10 +238,10 @@ def show(
 
 
 def _gpus_option(value: str) -> str:
-    from placement_cli.devices import DeviceSpecError, parse_indices  # noqa: PLC0415
+    from placement_cli.devices import DeviceSpecError, parse_option_indices  # noqa: PLC0415
 
     try:
-        parse_indices(value)
+        parse_option_indices(value)
     except DeviceSpecError as exc:
         raise typer.BadParameter(str(exc)) from None
     return value
@@ -242,17 +250,19 @@ def _gpus_option(value: str) -> str:
 def _devices_option(value: str | None) -> str | None:
     if value is None:
         return None
-    devices = [d.strip() for d in value.split(",")]
-    for device in devices:
-        _device_option(device)
-    if len(set(devices)) != len(devices):
-        raise typer.BadParameter(f"duplicate device in {value!r}")
-    return ",".join(devices)
+    from placement_cli.devices import DeviceSpecError, parse_option_devices  # noqa: PLC0415
+
+    try:
+        parse_option_devices(value)
+    except DeviceSpecError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    return ",".join(d.strip() for d in value.split(","))
 
 
 @app.command()
 @guarded
 def tower(
+    ctx: typer.Context,
     gpus: Annotated[str, typer.Option("--gpus", metavar="N,N|N-N", callback=_gpus_option, help="GPU indices for the towers: 2,3 or 0-3.")] = "2,3",
     devices: Annotated[str | None, typer.Option("--devices", metavar="DEV,DEV", callback=_devices_option, help="Tower devices instead of --gpus, e.g. /cpu:1,/cpu:2.")] = None,
     reduce_on: Annotated[str, typer.Option("--reduce-on", metavar="DEV", callback=_device_option, help="Where tf.add_n sums the towers.")] = "/cpu:0",
@@ -270,11 +280,13 @@ def tower(
     Without GPUs, use --soft to see the fallbacks, or run the towers on logical CPUs.
     Example: placement tower --devices /cpu:1,/cpu:2 --cpus 3
     """
+    from placement_cli.devices import parse_option_indices  # noqa: PLC0415
     from placement_cli.lessons.guide import tower as run_tower  # noqa: PLC0415
 
-    from placement_cli.devices import parse_indices  # noqa: PLC0415
-
-    towers = devices.split(",") if devices else [f"/gpu:{i}" for i in parse_indices(gpus)]
+    source = ctx.get_parameter_source("gpus")
+    if devices and source is not None and source.name != "DEFAULT":
+        raise typer.BadParameter("give the towers with --gpus or with --devices, not both", param_hint="--gpus")
+    towers = devices.split(",") if devices else [f"/gpu:{i}" for i in parse_option_indices(gpus)]
     report = run_tower(towers, reduce_on, _options(soft, mode, cpus, virtual_gpus, copies))
     _finish_run(report, as_json, log, all_rows=all_rows, soft=soft)
 
@@ -292,10 +304,11 @@ def errors(as_json: JsonOpt = False) -> None:
     found = catalogue()
     if as_json:
         _print_json(found)
-        return
-    from placement_cli.render.errors import render_catalogue  # noqa: PLC0415
+    else:
+        from placement_cli.render.errors import render_catalogue  # noqa: PLC0415
 
-    _console().print(_ascii_safe(render_catalogue(found)))
+        _console().print(_ascii_safe(render_catalogue(found)))
+    _say_incomplete(found.get("incomplete"), "the catalogue is incomplete (what needs it says unknown or is not run)")
 
 
 @app.command()

@@ -151,3 +151,104 @@ def parse_indices(text: str) -> list[int]:
     if len(set(indices)) != len(indices):
         raise DeviceSpecError(f"duplicate device index in {text!r}")
     return indices
+
+
+# What a user may type in a run command's device options: TensorFlow's own grammar
+# (DeviceNameUtils::ParseFullName behind tf.device's Python DeviceSpec), checked before
+# anything runs, so TensorFlow never rejects the string later, nor silently reads it as
+# another device.
+INT32_MAX = 2**31 - 1  # TensorFlow holds replica, task and device numbers in a 32-bit int
+MAX_TOWERS = 64
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")  # job names and device types
+_NUMBER = re.compile(r"[0-9]+")
+_SPAN = re.compile(r"([0-9]+)(?:-([0-9]+))?")
+_FIELDS = ("job", "replica", "task", "device")  # lower case only, as TensorFlow spells them
+
+
+def parse_option_device(text: str) -> DeviceSpec:
+    """A device typed in an option (``--device``, ``--devices``, ``--reduce-on``), held to
+    what TensorFlow accepts; DeviceSpecError (exit 2) says what is wrong."""
+    raw = text.strip()
+    if not raw:
+        raise DeviceSpecError("empty device string")
+    odd = next((c for c in raw if not (c.isascii() and c.isprintable()) or c.isspace()), None)
+    if odd is not None:
+        raise DeviceSpecError(f"{odd!r} in device string {_brief(raw)!r}: TensorFlow's device names use "
+                              "only ASCII letters, digits, _, / and :")
+    seen: set[str] = set()
+    for chunk in (raw if raw.startswith("/") else "/" + raw).split("/")[1:]:
+        if not chunk:
+            raise DeviceSpecError(f"empty component in device string {_brief(raw)!r}")
+        key, _, value = chunk.partition(":")
+        if key.lower() in _FIELDS and key != key.lower():
+            raise DeviceSpecError(f"{_brief(key)!r} in {_brief(raw)!r}: TensorFlow only reads {key.lower()!r} "
+                                  "in lower case")
+        field = key if key in ("job", "replica", "task") else "device type"
+        if field in seen:
+            raise DeviceSpecError(f"more than one {field} in {_brief(raw)!r}")
+        seen.add(field)
+        if key == "job":
+            if not _NAME.fullmatch(value):
+                raise DeviceSpecError(f"job name {_brief(value)!r} in {_brief(raw)!r}: TensorFlow's job names "
+                                      "are a letter, then letters, digits or _")
+            continue
+        if key == "device":
+            value_type, _, value = value.partition(":")
+            if not _NAME.fullmatch(value_type):
+                raise DeviceSpecError(f"device type {_brief(value_type)!r} in {_brief(raw)!r}: TensorFlow's "
+                                      "device types are a letter, then letters, digits or _")
+        elif key not in ("replica", "task") and key.upper() not in _BARE_TYPES:
+            raise DeviceSpecError(f"unknown component {_brief(chunk)!r} in device string {_brief(raw)!r}")
+        if value != "*" or key in ("replica", "task"):
+            _check_number(value, key if key in ("replica", "task") else "device index", raw)
+    return parse_device(raw)
+
+
+def _check_number(value: str, what: str, raw: str) -> int:
+    if not _NUMBER.fullmatch(value):
+        raise DeviceSpecError(f"{what} must be a number in {_brief(raw)!r}, not {_brief(value)!r}")
+    if len(value) > len(str(INT32_MAX)) or int(value) > INT32_MAX:
+        raise DeviceSpecError(f"{what} {_brief(value)} in {_brief(raw)!r} is too large: TensorFlow holds it "
+                              f"in 32 bits (at most {INT32_MAX})")
+    return int(value)
+
+
+def parse_option_devices(text: str) -> list[DeviceSpec]:
+    """``--devices``: a comma-separated list of distinct devices (compared in full, so
+    ``/cpu:0`` and ``/CPU:0`` are one device), at most MAX_TOWERS of them."""
+    parts = text.split(",")
+    if len(parts) > MAX_TOWERS:
+        raise DeviceSpecError(f"{len(parts)} devices in --devices: the lesson runs at most {MAX_TOWERS} towers")
+    specs = [parse_option_device(part) for part in parts]
+    seen: dict[str, str] = {}
+    for part, spec in zip(parts, specs):
+        if spec.canonical in seen:
+            raise DeviceSpecError(f"{_brief(part.strip())!r} and {seen[spec.canonical]!r} are the same device "
+                                  f"({spec.canonical}) in {_brief(text)!r}")
+        seen[spec.canonical] = part.strip()
+    return specs
+
+
+def parse_option_indices(text: str) -> list[int]:
+    """``--gpus``: ``2,3`` or ``0-3`` (or a mix), each index one TensorFlow can hold,
+    at most MAX_TOWERS of them; DeviceSpecError on bad input."""
+    total = 0
+    for part in text.split(","):
+        span = _SPAN.fullmatch(part.strip())
+        if span is None:
+            raise DeviceSpecError(f"bad GPU index {_brief(part.strip())!r} in {_brief(text)!r}: "
+                                  "use numbers like 2,3 or 0-3")
+        first = _check_number(span.group(1), "GPU index", text)
+        last = first if span.group(2) is None else _check_number(span.group(2), "GPU index", text)
+        if last < first:
+            raise DeviceSpecError(f"empty range {part.strip()!r} in {_brief(text)!r}")
+        total += last - first + 1
+        if total > MAX_TOWERS:
+            raise DeviceSpecError(f"{_brief(text)!r} asks for more than {MAX_TOWERS} towers: the lesson runs "
+                                  f"at most {MAX_TOWERS}")
+    return parse_indices(text)
+
+
+def _brief(text: str, limit: int = 40) -> str:
+    """A user's string cut to fit a one-line message."""
+    return text if len(text) <= limit else text[: limit - 1] + "\N{HORIZONTAL ELLIPSIS}"

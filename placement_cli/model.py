@@ -72,7 +72,9 @@ class DeviceMapping:
 class PlacementFailure:
     """A placement error TensorFlow reported."""
 
-    kind: str  # device_not_found | no_kernel | colocation | invalid_device_spec | unsatisfiable
+    # device_not_found | no_kernel | colocation | invalid_device_spec | unsatisfiable | run_failed (a run
+    # stopped with an error whose wording the parser does not know: the message is TensorFlow's own)
+    kind: str
     node: str | None
     requested_device: str | None
     message: str
@@ -115,6 +117,10 @@ class Report:
     result: Any = None
     log: str | None = None
     copies: tuple[Copy, ...] | None = None  # only when asked for (--copies)
+    run_error: str | None = None  # the run raised this ("Class: TensorFlow's message") instead of a result
+    # show, tower: the private TensorFlow APIs that were missing, and why (their reasons say unknown);
+    # None where nobody kept count (then title, run_error and incomplete stay out of the JSON)
+    incomplete: tuple[str, ...] | None = None
 
     @property
     def by_device(self) -> dict[str, int]:
@@ -128,7 +134,8 @@ class Report:
 
     @property
     def failed(self) -> bool:
-        return bool(self.errors) and self.result is None
+        """No result, and an error says why (a run that did not produce its result always has one)."""
+        return self.result is None and (bool(self.errors) or self.run_error is not None)
 
     def to_dict(self, run: bool = False) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -145,4 +152,6 @@ class Report:
             data["result"] = self.result
             data["log"] = self.log
             data["copies"] = None if self.copies is None else [c.to_dict() for c in self.copies]
+        if run and self.incomplete is not None:  # show, tower: what ran, what stopped it, which facts were missing
+            data.update(title=self.title, run_error=self.run_error, incomplete=list(self.incomplete))
         return data

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -16,6 +17,8 @@ _CALL_OPS = ("StatefulPartitionedCall", "PartitionedCall")
 _CALL_NODE = re.compile(r"(?:Stateful)?PartitionedCall(?:_\d+)?")  # tf.function call nodes' default names
 # Kernels registered for DEFAULT serve every device type but the CPU (TF's kernel lookup falls back to them).
 _DEFAULT = "DEFAULT"
+# Arguments and return values of a function: placed where their tensors live, not by a request.
+_PLUMBING = frozenset({"_Arg", "_Retval", "_DeviceArg", "_DeviceRetval"})
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,7 @@ class NodeFacts:
     no_kernel: tuple[str, ...] = ()  # device types checked against this very node that have no kernel for it
     unchecked: tuple[str, ...] = ()  # device types whose kernels for this very node could not be checked
     group: str | None = None
+    request_known: bool = True  # False: graphs that share this name asked for different devices
 
     @property
     def key(self) -> tuple[str, str | None]:
@@ -36,13 +40,26 @@ class NodeFacts:
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "op": self.op, "requested": self.requested or None,
-                "partners": list(self.partners), "no_kernel": list(self.no_kernel), "unchecked": list(self.unchecked)}
+                "partners": list(self.partners), "no_kernel": list(self.no_kernel), "unchecked": list(self.unchecked),
+                "request_known": self.request_known}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> NodeFacts:
         return cls(name=data["name"], op=data.get("op"), requested=data.get("requested") or None,
                    partners=tuple(data.get("partners") or ()), no_kernel=tuple(data.get("no_kernel") or ()),
-                   unchecked=tuple(data.get("unchecked") or ()))
+                   unchecked=tuple(data.get("unchecked") or ()),
+                   request_known=data.get("request_known", True) is not False)
+
+
+@dataclass(frozen=True)
+class Span:
+    """Lines of a run command's log written while it ran eager code under one request of its own."""
+
+    first: int  # 1-based line numbers of the run's log, both inclusive
+    last: int
+    requested: str | None  # the device scope the code ran in (None: none)
+    group: str | None = None
+    calls_function: bool = False  # a tf.function call: its placer lines are the function's body (graph facts)
 
 
 @dataclass(frozen=True)
@@ -52,7 +69,7 @@ class Facts:
     nodes: Mapping[tuple[str, str | None], NodeFacts] = field(default_factory=dict)  # by (name, op type)
     available: tuple[str, ...] = ()  # every device that existed (full names)
     kernels: Mapping[str, frozenset[str]] | None = None  # op type -> device types with a kernel (attrs ignored)
-    eager: tuple[tuple[str, str | None, str | None], ...] = ()  # run commands: (op, requested, group) in run order
+    spans: tuple[Span, ...] = ()  # run commands: what the code running at each line of the log asked for
     complete: bool = False  # True: a node with no facts asked for nothing; False: what it asked is unknown
     graphs_known: bool = False  # every graph built in Python was recorded: other placer nodes are TF's own
 
@@ -97,16 +114,41 @@ class _Explainer:
             found.setdefault(name, set()).add(op)
         return found
 
+    @cached_property
+    def span_starts(self) -> list[int]:
+        return [span.first for span in self.facts.spans]
+
     def all(self, placements: tuple[Placement, ...]) -> Iterator[Placement]:
-        queue = list(self.facts.eager)
         wrappers = _wrapper_lines(placements, self.facts) if self.facts.graphs_known else set()
         for p in placements:
-            node = self.lookup(p) if p.kind != "eager" else None
-            if p.kind == "eager" and queue and _same_op(queue[0][0], p.op or ""):
-                op, requested, group = queue.pop(0)
-                node = NodeFacts(name="", op=op, requested=requested, group=group)
-            explained = self.one(p, node)
+            span = self.span_of(p.line)
+            if span is not None:
+                yield self.in_span(p, span)
+                continue
+            explained = self.one(p, self.lookup(p) if p.kind != "eager" else None)
             yield replace(explained, wrapper=True) if p.line in wrappers else explained
+
+    def span_of(self, line: int) -> Span | None:
+        i = bisect_right(self.span_starts, line) - 1
+        if i < 0 or line > self.facts.spans[i].last:
+            return None
+        return self.facts.spans[i]
+
+    def in_span(self, p: Placement, span: Span) -> Placement:
+        """A line written while a run command's eager code ran under a request it knows. Outside a
+        tf.function call every line is an eager op or a line of the single-op function TF wraps it in:
+        each carries the span's request. A function call's own lines are its body: graph facts."""
+        if span.calls_function and p.kind != "eager":
+            explained = self.one(p, self.lookup(p))
+            return replace(explained, group=explained.group or span.group)
+        wrapper = p.kind != "eager"
+        if wrapper and p.op in _PLUMBING:
+            return replace(p, requested=None, status=LOGGED, group=span.group, reason=self.on_cpu_reason(p, None),
+                           wrapper=True)
+        want = try_parse(span.requested)
+        node = NodeFacts(name=p.node or "", op=p.op, requested=span.requested, group=span.group,
+                         unchecked=(want.device_type,) if want and want.device_type else ())  # attrs never checked
+        return replace(self.one(p, node), wrapper=wrapper)
 
     def lookup(self, p: Placement) -> NodeFacts | None:
         """The facts of a placer node, also when TF inlined its function into a caller: the node is then
@@ -134,6 +176,8 @@ class _Explainer:
         if node is None and not self.facts.complete:
             return replace(p, requested=None, status=LOGGED, reason=self.on_cpu_reason(p, None))
         node = node or NodeFacts(name=p.node or "")
+        if not node.request_known:
+            return replace(p, requested=None, status=LOGGED, group=node.group, reason=self.on_cpu_reason(p, node))
         if not node.requested:
             return replace(p, requested=None, status=FREE, group=node.group, reason=self.on_cpu_reason(p, node))
         want = try_parse(node.requested)
@@ -208,10 +252,6 @@ def has_kernel(kernels: Mapping[str, frozenset[str]] | None, op: str, device_typ
     return device_type in types or (device_type != "CPU" and _DEFAULT in types)
 
 
-def _same_op(wanted: str, logged: str) -> bool:
-    return logged in (wanted, f"_Mkl{wanted}")  # oneDNN renames MatMul to _MklMatMul on CPUs
-
-
 def reason_counts(placements: Iterable[Placement]) -> list[tuple[str, int, list[str]]]:
     """Each reason given, how many placements have it, and the first few of them."""
     found: dict[str, tuple[int, list[str]]] = {}
@@ -226,19 +266,19 @@ def reason_counts(placements: Iterable[Placement]) -> list[tuple[str, int, list[
 
 def merge_nodes(records: Iterable[NodeFacts]) -> dict[tuple[str, str | None], NodeFacts]:
     """Nodes of many graphs by (name, op type). Where graphs disagree, only what holds for all of them
-    is kept: partners and missing kernels they share; a pair whose requests differ is left out."""
+    is kept: partners and missing kernels they share; a pair whose requests differ keeps neither (its
+    request is unknown, never taken for "asked for nothing")."""
     merged: dict[tuple[str, str | None], NodeFacts] = {}
-    clashing: set[tuple[str, str | None]] = set()
     for facts in records:
         key = facts.key
-        if key in clashing:
-            continue
         seen = merged.get(key)
         if seen is None:
             merged[key] = facts
-        elif (seen.requested, seen.group) != (facts.requested, facts.group):
-            clashing.add(key)
-            del merged[key]
+        elif not seen.request_known:
+            continue
+        elif (seen.requested, seen.group, seen.request_known) != (facts.requested, facts.group, facts.request_known):
+            merged[key] = NodeFacts(name=seen.name, op=seen.op, request_known=False,
+                                    group=seen.group if seen.group == facts.group else None)
         elif seen != facts:
             merged[key] = replace(seen, partners=tuple(p for p in seen.partners if p in facts.partners),
                                   no_kernel=tuple(t for t in seen.no_kernel if t in facts.no_kernel),

@@ -45,3 +45,12 @@ def has_gpu() -> bool:
 
 
 needs_gpu = pytest.mark.skipif(not has_gpu(), reason="needs a physical GPU (this machine has none)")
+
+
+def gpu_count() -> int:
+    """Physical GPUs here (tests of missing GPUs skip where the GPUs they pin exist)."""
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=10, text=True)
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return sum(line.startswith("GPU ") for line in out.stdout.splitlines()) if out.returncode == 0 else 0

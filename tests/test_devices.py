@@ -1,8 +1,11 @@
 """Device-name parsing and normalising."""
 
+import re
+
 import pytest
 
-from placement_cli.devices import DeviceSpec, DeviceSpecError, parse_device, short_name
+from placement_cli.devices import (MAX_TOWERS, DeviceSpec, DeviceSpecError, parse_device, parse_option_device,
+                                   parse_option_devices, parse_option_indices, short_name)
 
 
 @pytest.mark.parametrize(
@@ -41,3 +44,82 @@ def test_partial_request_is_satisfied_by_full_name() -> None:
     assert parse_device("/job:localhost").satisfied_by(full)
     assert not parse_device("/job:ps").satisfied_by(full)
     assert DeviceSpec().satisfied_by(full)
+
+
+# What a user may type in a run command's options: TensorFlow's grammar, checked before any run.
+
+@pytest.mark.parametrize(
+    ("text", "canonical"),
+    [
+        ("/gpu:2", "/job:localhost/replica:0/task:0/device:GPU:2"),
+        ("  /cpu:0 ", "/job:localhost/replica:0/task:0/device:CPU:0"),
+        ("/job:ps/task:3/cpu:0", "/job:ps/replica:0/task:3/device:CPU:0"),
+        ("/job:worker_1/replica:0/task:1/device:GPU:0", "/job:worker_1/replica:0/task:1/device:GPU:0"),
+        ("/device:XLA_CPU:0", "/job:localhost/replica:0/task:0/device:XLA_CPU:0"),
+        ("/CPU:0", "/job:localhost/replica:0/task:0/device:CPU:0"),
+        ("/cpu:2147483647", "/job:localhost/replica:0/task:0/device:CPU:2147483647"),
+    ],
+)
+def test_option_devices_tensorflow_accepts(text: str, canonical: str) -> None:
+    assert parse_option_device(text).canonical == canonical
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("/gpu:99999999999999999999", "too large"),  # TF: Malformed device specification
+        ("/cpu:2147483648", "too large"),  # TF would wrap it to another device (4294967296 runs on CPU:0)
+        ("/task:99999999999999999999", "too large"),
+        ("/job:a b/cpu:0", "' '"),
+        ("/job:a-b/cpu:0", "job name"),
+        ("/job:1a/cpu:0", "job name"),
+        ("/job:*/cpu:0", "job name"),
+        ("/cpu:0/gpu:0", "more than one device type"),  # TF: ValueError, once an internal error here
+        ("/cpu:0/cpu:0", "more than one device type"),
+        ("/job:a/job:b", "more than one job"),
+        ("/JOB:ps/cpu:0", "lower case"),
+        ("/device:_CUSTOM:0", "device type"),  # fine in a log, but TF cannot parse it as a request
+        ("/gpu:\u0663", "ASCII"),  # an Arabic-Indic three: a digit to Python, not to TensorFlow
+        ("/gpu:\u00b2", "ASCII"),
+        ("/gpu:0\x1b[31m", "ASCII"),
+        ("/cpu:0/", "empty component"),
+        ("/foo:0", "unknown component"),
+        ("", "empty"),
+    ],
+)
+def test_option_devices_tensorflow_rejects_or_misreads(text: str, says: str) -> None:
+    with pytest.raises(DeviceSpecError, match=re.escape(says)):
+        parse_option_device(text)
+
+
+def test_option_device_messages_stay_one_short_line() -> None:
+    with pytest.raises(DeviceSpecError) as caught:
+        parse_option_device("/gpu:" + "9" * 5000)
+    assert len(str(caught.value)) < 200 and "\n" not in str(caught.value)
+
+
+def test_option_device_lists_compare_full_names() -> None:
+    assert [s.short for s in parse_option_devices("/cpu:1, /cpu:2")] == ["CPU:1", "CPU:2"]
+    for same in ("/cpu:0,/CPU:0", "/cpu:0,/device:CPU:0", "/gpu:1,/job:localhost/replica:0/gpu:1"):
+        with pytest.raises(DeviceSpecError, match="same device"):
+            parse_option_devices(same)
+    with pytest.raises(DeviceSpecError, match=f"at most {MAX_TOWERS}"):
+        parse_option_devices(",".join(f"/cpu:{i}" for i in range(MAX_TOWERS + 1)))
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [("0-10000000", "at most 64"), ("0-64", "at most 64"), ("0-40,41-70", "at most 64"),
+     ("99999999999999999999", "too large"), ("9" * 5000, "too large"), ("x", "bad GPU index"),
+     ("-1", "bad GPU index"), ("", "bad GPU index"), ("\u00b2", "bad GPU index"), ("3-1", "empty range"),
+     ("2,2", "duplicate")],
+)
+def test_gpu_index_lists_are_capped_and_checked_before_anything_is_built(text: str, says: str) -> None:
+    with pytest.raises(DeviceSpecError, match=re.escape(says)):
+        parse_option_indices(text)
+
+
+def test_gpu_index_lists() -> None:
+    assert parse_option_indices("2,3") == [2, 3]
+    assert parse_option_indices("0-3, 6") == [0, 1, 2, 3, 6]
+    assert len(parse_option_indices("0-63")) == MAX_TOWERS

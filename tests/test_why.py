@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from placement_cli.devices import parse_device
 from placement_cli.model import AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, Placement
-from placement_cli.why import UNKNOWN, Facts, NodeFacts, explain, has_kernel, merge_nodes, reason_counts
+from placement_cli.why import UNKNOWN, Facts, NodeFacts, Span, explain, has_kernel, merge_nodes, reason_counts
 
 CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
 GPU0 = "/job:localhost/replica:0/task:0/device:GPU:0"
@@ -99,8 +99,20 @@ def test_nodes_of_many_graphs_keep_only_what_holds_for_all() -> None:
                           NodeFacts("x", "_Arg"), NodeFacts("x", "MatMul", "/cpu:1"),
                           NodeFacts("call", "StatefulPartitionedCall", partners=("v", "w"), no_kernel=("GPU",)),
                           NodeFacts("call", "StatefulPartitionedCall", partners=("w", "u"))])
-    assert set(merged) == {("a", "Const"), ("x", "_Arg"), ("x", "MatMul"), ("call", "StatefulPartitionedCall")}
+    assert set(merged) == {("MatMul", "MatMul"), ("a", "Const"), ("x", "_Arg"), ("x", "MatMul"),
+                           ("call", "StatefulPartitionedCall")}
     assert merged[("call", "StatefulPartitionedCall")] == NodeFacts("call", "StatefulPartitionedCall", partners=("w",))
+    assert not merged[("MatMul", "MatMul")].request_known  # graphs disagree: unknown, not "asked for nothing"
+
+
+def test_a_node_whose_graphs_disagree_is_logged_never_free() -> None:
+    facts = Facts(nodes=merge_nodes([NodeFacts("MatMul", "MatMul", "/gpu:0"), NodeFacts("MatMul", "MatMul")]),
+                  available=(CPU0,), kernels=KERNELS, complete=True)
+    p = explained(facts, placed("MatMul", "MatMul", CPU0, 1))["MatMul"]
+    assert (p.status, p.requested) == (LOGGED, None)
+    merged = merge_nodes([NodeFacts("m", "MatMul", "/cpu:0"), NodeFacts("m", "MatMul")])
+    again = NodeFacts.from_dict(merged[("m", "MatMul")].to_dict())
+    assert not again.request_known  # and the facts file keeps it so
 
 
 def test_inlined_function_bodies_are_found_under_their_call_node() -> None:
@@ -144,3 +156,40 @@ def test_run_tables_show_a_repeated_placement_once_with_its_count() -> None:
     assert len(rows) == 1 and rows[0].rstrip(" │").endswith("200")
     console.print(placement_table(report, run=False))  # parse tables keep every line
     assert sum("__inference_step_13" in line for line in console.export_text().splitlines()) == 200
+
+
+CPU1 = CPU0.replace("CPU:0", "CPU:1")
+
+
+def test_every_line_of_an_eager_span_carries_the_request_the_code_ran_under() -> None:
+    """TF adds ops the code never named (a Reshape for a shaped constant), oneDNN renames others:
+    what counts is which code was running when the line was written."""
+    log = (placed("input", "_Arg", CPU1, 1), placed("_EagerConst", "_EagerConst", CPU1, 2),
+           placed(None, "_EagerConst", CPU1, 3, kind="eager"), placed("shape", "_DeviceArg", CPU0, 4),
+           placed("Reshape", "Reshape", CPU1, 5), placed(None, "Reshape", CPU1, 6, kind="eager"),
+           placed(None, "_MklMatMul", CPU0, 7, kind="eager"),
+           placed("x", "_Arg", CPU1, 8), placed("MatMul", "MatMul", CPU1, 9),
+           placed(None, "__inference_f_5", CPU0, 10, kind="eager"), placed("after", "Const", CPU0, 11))
+    facts = Facts(nodes=nodes(NodeFacts("MatMul", "MatMul", "/device:CPU:1")), available=(CPU0, CPU1),
+                  kernels=KERNELS, complete=True, graphs_known=True,
+                  spans=(Span(1, 6, "/cpu:1", "tower 0"), Span(7, 7, "/cpu:1", "tower 0"),
+                         Span(8, 10, None, None, calls_function=True)))
+    found = {p.line: p for p in explain(log, facts)}
+    for line in (2, 3, 5, 6):
+        assert (found[line].requested, found[line].status, found[line].group) == ("/cpu:1", AS_REQUESTED,
+                                                                                  "tower 0")
+    assert found[2].wrapper and found[5].wrapper and not found[3].wrapper  # the wrappers' rows, hidden in tables
+    assert found[4].status == LOGGED and found[4].wrapper  # an argument: placed where its tensor lives
+    assert found[7].status == SOFT_FALLBACK and found[7].reason.startswith(UNKNOWN)  # exists: kernels unchecked
+    assert found[9].requested == "/device:CPU:1" and not found[9].wrapper  # a tf.function's body: graph facts
+    assert found[10].status == FREE  # the call asked for no device
+    assert found[11].status == FREE and found[11].group is None  # after the spans: graph facts again
+
+
+def test_an_eager_span_for_a_missing_gpu_says_it_does_not_exist() -> None:
+    facts = Facts(available=(CPU0,), kernels=KERNELS, complete=True, graphs_known=True,
+                  spans=(Span(1, 2, "/gpu:2", "tower 0 (/gpu:2)"),))
+    found = explain((placed(None, "_EagerConst", CPU0, 1, kind="eager"),
+                     placed(None, "MatMul", CPU0, 2, kind="eager")), facts)
+    assert all(p.status == SOFT_FALLBACK and p.group == "tower 0 (/gpu:2)" for p in found)
+    assert all(p.reason == "GPU:2 does not exist (have: CPU:0)" for p in found)

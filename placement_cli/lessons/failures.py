@@ -13,11 +13,16 @@ from placement_cli.logparse.failures import failure_from_text
 from placement_cli.model import PlacementFailure
 from placement_cli.why import Facts, explain, merge_nodes
 from placement_cli.runtime.facts import graph_nodes, kernel_checks, kernel_map
+from placement_cli.runtime.run import essential
 from placement_cli.lessons.guide import A_VALUES
 from placement_cli.runtime.startup import RunOptions, available_devices, session_config, tensorflow
 
 # Every case runs in this one process: one TensorFlow start-up for the whole catalogue.
 _CPUS = 2
+
+
+class CaseUnavailable(Exception):
+    """This TensorFlow cannot build the case (a private API it needs is missing): reported, not run."""
 
 
 @dataclass(frozen=True)
@@ -50,7 +55,8 @@ def _colocation(tf: Any) -> Any:
     with tf.compat.v1.colocate_with(a.op):
         b = tf.identity(a, name="b")
     if not private.set_device(b.op, "/device:CPU:1"):  # a pin that contradicts the colocation
-        raise RuntimeError("cannot build this case: Operation._set_device is missing in this TensorFlow")
+        raise CaseUnavailable("cannot build this case in this TensorFlow: "
+                              f"{private.APIS['set_device']} ({private.unavailable().get('set_device', 'missing')})")
     return b
 
 
@@ -87,16 +93,19 @@ def _run(tf: Any, case: Case, soft: bool) -> tuple[Any, str | None, str | None, 
     return result, error_class, message, cap.text, graph
 
 
-def _failure(message: str, requested: str) -> PlacementFailure:
+def _failure(message: str, error_class: str | None, requested: str) -> PlacementFailure:
+    """The parsed error; else TensorFlow's own message: a ValueError is tf.device refusing the
+    string (no op was made yet), anything else a run that failed in a wording not known here."""
     parsed = failure_from_text(message)
     if parsed is not None:
         return parsed
-    first = message.strip().splitlines()[-1] if message.strip() else message
-    return PlacementFailure(kind="invalid_device_spec", node="a", requested_device=requested, message=first)
+    kind = "invalid_device_spec" if error_class == "ValueError" else "run_failed"
+    return PlacementFailure(kind=kind, node=None, requested_device=requested, message=essential(message))
 
 
 def catalogue() -> dict[str, Any]:
     """Run every case (GPU-only ones only where a GPU exists) and report what happened."""
+    private.forget()
     with capture_fds():
         tf = tensorflow(RunOptions(cpus=_CPUS))
         have_gpu = bool(tf.config.list_physical_devices("GPU"))
@@ -110,10 +119,14 @@ def catalogue() -> dict[str, Any]:
         if case.needs_gpu and not have_gpu:
             entry["skip_reason"] = "needs a GPU: no GPU on this machine, so this case cannot be run here"
             continue
+        try:
+            _, error_class, message, _, _ = _run(tf, case, soft=False)
+        except CaseUnavailable as exc:
+            entry["skip_reason"] = str(exc)
+            continue
         entry["ran"] = True
-        _, error_class, message, _, _ = _run(tf, case, soft=False)
         if message is not None:
-            failure = _failure(message, case.requested)
+            failure = _failure(message, error_class, case.requested)
             if not failure.available_devices:
                 failure = PlacementFailure(failure.kind, failure.node, failure.requested_device, failure.message,
                                            devices if error_class != "ValueError" else ())
@@ -126,5 +139,5 @@ def catalogue() -> dict[str, Any]:
             entry["soft"] = {"placements": placements, "result": result}
         else:
             entry["soft"] = {"placements": [], "result": None, "error_class": soft_class,
-                             "message": soft_message.strip().splitlines()[-1]}
-    return {"cases": cases}
+                             "message": (essential(soft_message).splitlines() or [""])[0]}
+    return {"cases": cases, "incomplete": list(private.missing_facts())}

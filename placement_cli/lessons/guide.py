@@ -22,14 +22,18 @@ def _constants(tf: Any, named: bool) -> tuple[Any, Any]:
     return a, b
 
 
-def _run_graph(tf: Any, graph: Any, fetch: Any, trial: Trial, options: RunOptions) -> Trial:
-    """The guide's way: a v1 Session with log_device_placement (and soft placement if asked)."""
-    trial.graph = graph
+def _run_graph(tf: Any, build: Any, trial: Trial, options: RunOptions) -> Trial:
+    """The guide's way: a v1 Session with log_device_placement (and soft placement if asked).
+    ``build()`` makes the graph's ops and returns the fetch; any error TensorFlow raises while
+    building or running stops the run, and is kept for the report."""
+    trial.graph = tf.Graph()
     try:
-        with tf.compat.v1.Session(graph=graph, config=session_config(tf, options)) as sess:
+        with trial.graph.as_default():
+            fetch = build()
+        with tf.compat.v1.Session(graph=trial.graph, config=session_config(tf, options)) as sess:
             trial.result = run_session(tf, sess, fetch, options, trial).tolist()
-    except tf.errors.InvalidArgumentError as exc:
-        trial.error = exc.message
+    except (tf.errors.OpError, ValueError) as exc:
+        trial.failed(exc)
     return trial
 
 
@@ -37,8 +41,8 @@ def _run_eager(tf: Any, compute: Any, trial: Trial, options: RunOptions) -> Tria
     tf.config.set_soft_device_placement(options.soft)
     try:
         trial.result = compute().numpy().tolist()
-    except tf.errors.InvalidArgumentError as exc:
-        trial.error = exc.message
+    except (tf.errors.OpError, ValueError) as exc:
+        trial.failed(exc)
     return trial
 
 
@@ -49,7 +53,6 @@ def matmul(device: str | None, inputs_on: str | None, options: RunOptions) -> Re
     def build(tf: Any, options: RunOptions) -> Trial:
         trial = Trial()
         if options.mode == "eager":
-            trial.eager = [("_EagerConst", inputs, None), ("_EagerConst", inputs, None), ("MatMul", device, None)]
 
             @tf.function
             def product(x: Any, y: Any) -> Any:
@@ -57,21 +60,23 @@ def matmul(device: str | None, inputs_on: str | None, options: RunOptions) -> Re
                     return tf.matmul(x, y)
 
             def compute() -> Any:
-                with _on(tf, inputs):
+                with trial.span(inputs), _on(tf, inputs):
                     a, b = _constants(tf, named=True)
-                with _on(tf, device):
+                with trial.span(device), _on(tf, device):
                     c = tf.matmul(a, b)
-                product(a, b)  # the same matmul once more, inside a tf.function
+                with trial.span(None, calls_function=True):
+                    product(a, b)  # the same matmul once more, inside a tf.function
                 return c
 
             return _run_eager(tf, compute, trial, options)
-        graph = tf.Graph()
-        with graph.as_default():
+
+        def make_graph() -> Any:
             with _on(tf, inputs):
                 a, b = _constants(tf, named=True)
             with _on(tf, device):
-                c = tf.matmul(a, b)
-        return _run_graph(tf, graph, c, trial, options)
+                return tf.matmul(a, b)
+
+        return _run_graph(tf, make_graph, trial, options)
 
     pins = [f"all on {device}"] if device else []
     if inputs_on:
@@ -81,40 +86,56 @@ def matmul(device: str | None, inputs_on: str | None, options: RunOptions) -> Re
 
 
 def tower(devices: list[str], reduce_on: str, options: RunOptions) -> Report:
-    """One matmul per device, summed with ``tf.add_n`` on ``reduce_on``."""
+    """One matmul per device, summed with ``tf.add_n`` on ``reduce_on``. With one tower there is
+    nothing to sum (``tf.add_n`` of one tensor returns it, no op runs): the tower's product is
+    the result, and the title says so."""
+    summed = len(devices) > 1
+
+    def label(i: int, d: str) -> str:
+        return f"tower {i} ({d})"
 
     def build(tf: Any, options: RunOptions) -> Trial:
         trial = Trial()
         if options.mode == "eager":
-            for i, d in enumerate(devices):
-                label = f"tower {i} ({d})"
-                trial.eager += [("_EagerConst", d, label), ("_EagerConst", d, label), ("MatMul", d, label)]
-            trial.eager.append(("AddN", reduce_on, "reduce"))
 
             def compute() -> Any:
                 towers = []
-                for d in devices:
-                    with _on(tf, d):
+                for i, d in enumerate(devices):
+                    with trial.span(d, label(i, d)), _on(tf, d):
                         a, b = _constants(tf, named=False)
                         towers.append(tf.matmul(a, b))
-                with _on(tf, reduce_on):
+                if not summed:
+                    return towers[0]
+                with trial.span(reduce_on, "reduce"), _on(tf, reduce_on):
                     return tf.add_n(towers)
 
             return _run_eager(tf, compute, trial, options)
-        graph = tf.Graph()
-        towers = []
-        with graph.as_default():
+
+        def make_graph() -> Any:
+            towers = []
+            ops = trial.graph.get_operations
             for i, d in enumerate(devices):
-                before = len(graph.get_operations())
+                before = len(ops())
                 with _on(tf, d):
                     a, b = _constants(tf, named=False)
                     towers.append(tf.matmul(a, b))
-                for op in graph.get_operations()[before:]:
-                    trial.groups[op.name] = f"tower {i} ({d})"
+                for op in ops()[before:]:
+                    trial.groups[op.name] = label(i, d)
+            if not summed:
+                return towers[0]
+            before = len(ops())
             with _on(tf, reduce_on):
                 total = tf.add_n(towers)
-            trial.groups[total.op.name] = "reduce"
-        return _run_graph(tf, graph, total, trial, options)
+            for op in ops()[before:]:
+                trial.groups[op.name] = "reduce"
+            return total
 
-    title = f"Guide towers on {', '.join(devices)}, summed on {reduce_on} ({options.mode} mode)"
+        return _run_graph(tf, make_graph, trial, options)
+
+    where = ", ".join(devices)
+    if summed:
+        title = f"Guide towers on {where}, summed on {reduce_on} ({options.mode} mode)"
+    else:
+        title = (f"Guide towers on {where} ({options.mode} mode): one tower, so nothing is summed "
+                 "(no tf.add_n ran; --reduce-on unused)")
     return run_captured(build, options, title)

@@ -25,43 +25,50 @@ def graph_nodes(ops: Iterable[Any], kernels: Mapping[str, frozenset[str]] | None
                 groups: Mapping[str, str] | None = None) -> list[NodeFacts]:
     """Facts of each graph op: its device field, the nodes it must share a device with, and
     which device types (its requested one, plus ``check``) have no kernel for its very attrs.
-    Requests and partners come from public APIs only; a kernel check that cannot be made leaves
-    that device type in the node's ``unchecked``, never a node without facts."""
+    Every op gives a node: its request comes from the public ``op.device`` alone; a kernel check
+    that cannot be made leaves that device type in the node's ``unchecked`` (its reasons say unknown)."""
     check = tuple(check)
     lookup = private.kernel_lookup()
-    found = []
     with silenced():  # every failed kernel lookup prints a warning
-        for op in ops:
-            try:
-                found.append(_node(op, kernels, lookup, check, groups or {}))
-            except Exception:  # noqa: BLE001 - an op we cannot read stays unknown; the others still count
-                continue
-    return found
+        return [_node(op, kernels, lookup, check, groups or {}) for op in ops]
+
+
+def _partners(op: Any) -> list[str]:
+    partners = [g.decode()[len("loc:@"):] for g in op.colocation_groups() if g.startswith(b"loc:@")]
+    partners = [n for n in partners if n != op.name]
+    return partners + [t.op.name for t in op.inputs if t.dtype.name == "resource" or t.dtype.base_dtype != t.dtype]
 
 
 def _node(op: Any, kernels: Mapping[str, frozenset[str]] | None, lookup: Callable[[bytes], bool] | None,
           check: tuple[str, ...], groups: Mapping[str, str]) -> NodeFacts:
-    partners = [g.decode()[len("loc:@"):] for g in op.colocation_groups() if g.startswith(b"loc:@")]
-    partners = [n for n in partners if n != op.name]
-    partners += [t.op.name for t in op.inputs if t.dtype.name == "resource" or t.dtype.base_dtype != t.dtype]
-    wanted = try_parse(op.device)
+    requested = op.device or None  # public APIs only: no private API can lose a request
+    partners = _partners(op)
+    wanted = try_parse(requested)
     types = sorted({*check, *([wanted.device_type] if wanted and wanted.device_type else [])})
     no_kernel: list[str] = []
     unchecked: list[str] = []
     if types and (kernels is None or op.type in kernels):  # a function call is not in the registry
-        if lookup is None:
-            unchecked = types
-        else:
-            node_def = op.node_def
-            for device_type in types:
-                node_def.device = f"/device:{device_type}:0"
-                try:
-                    if not lookup(node_def.SerializeToString()):
-                        no_kernel.append(device_type)
-                except Exception:  # noqa: BLE001 - this node's kernels stay unknown
-                    unchecked.append(device_type)
-    return NodeFacts(name=op.name, op=op.type, requested=op.device or None, partners=tuple(dict.fromkeys(partners)),
+        node_def = _node_def(op) if lookup is not None else None
+        for device_type in types:
+            if lookup is None or node_def is None:
+                unchecked.append(device_type)
+                continue
+            node_def.device = f"/device:{device_type}:0"
+            try:
+                if not lookup(node_def.SerializeToString()):
+                    no_kernel.append(device_type)
+            except Exception:  # noqa: BLE001 - this node's kernels stay unknown (the lookup noted why)
+                unchecked.append(device_type)
+    return NodeFacts(name=op.name, op=op.type, requested=requested, partners=tuple(dict.fromkeys(partners)),
                      no_kernel=tuple(no_kernel), unchecked=tuple(unchecked), group=groups.get(op.name))
+
+
+def _node_def(op: Any) -> Any:
+    try:
+        return op.node_def
+    except Exception as exc:  # noqa: BLE001 - no NodeDef: no kernel check, and the run says so
+        private.note("kernel_lookup", f"cannot read {op.name}'s NodeDef: {type(exc).__name__}: {exc}")
+        return None
 
 
 class GraphRecorder:

@@ -8,7 +8,8 @@ colocation groups and inputs are read through public APIs only.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 # name -> what it is used for (the README and `unavailable()` messages use these words)
@@ -33,9 +34,35 @@ def disable(*names: str) -> None:
     _disabled.update(names)
 
 
+@contextmanager
+def disabled(*names: str) -> Iterator[None]:
+    """``disable`` for the block only (a test runs each command with each API missing, in one process)."""
+    before = set(_disabled)
+    disable(*names)
+    try:
+        yield
+    finally:
+        _disabled.intersection_update(before)
+
+
 def unavailable() -> dict[str, str]:
     """The APIs that were asked for and missing or failing, with why."""
     return dict(_unavailable)
+
+
+def note(name: str, why: str) -> None:
+    """An API that loaded but failed when used (the first failure is kept)."""
+    _unavailable.setdefault(name, why)
+
+
+def forget() -> None:
+    """Start a new run's account of ``unavailable()``."""
+    _unavailable.clear()
+
+
+def missing_facts() -> tuple[str, ...]:
+    """``unavailable()`` in words: what each missing API would have told, and why it could not."""
+    return tuple(f"{name} ({APIS[name]}): {why}" for name, why in sorted(_unavailable.items()))
 
 
 def _get(name: str, load: Callable[[], Any]) -> Any:
@@ -72,7 +99,11 @@ def kernel_lookup() -> Callable[[bytes], bool] | None:
         find = registry.TryFindKernelClass
 
         def lookup(node_def: bytes) -> bool:
-            return bool(find(node_def))
+            try:
+                return bool(find(node_def))
+            except Exception as exc:  # this node's kernels stay unknown; the run says so
+                note("kernel_lookup", f"failed for a node: {type(exc).__name__}: {exc}")
+                raise
 
         return lookup
 

@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+import ctypes
+import os
+import secrets
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from placement_cli.logparse import parse_text
-from placement_cli.model import Copy, Report
+from placement_cli.model import Copy, PlacementFailure, Report
+from placement_cli.runtime import private
 from placement_cli.runtime.facts import GraphRecorder, kernel_checks, kernel_map
 from placement_cli.runtime.fdcapture import capture_fds
 from placement_cli.runtime.partitions import run_partitioned
 from placement_cli.runtime.startup import RunOptions, available_devices, tensorflow
-from placement_cli.why import Facts, explain
+from placement_cli.why import Facts, Span, explain
+
+# Written into the captured stream around eager code, then taken out of the log: the lines between
+# two marks are what that code made TensorFlow write. Random, so no log line can look like one.
+_MARK = f"placement-span-mark-{secrets.token_hex(8)}"
 
 
 @dataclass
@@ -20,11 +31,70 @@ class Trial:
 
     graph: Any = None  # graph mode: the graph that ran (requests are read from it)
     groups: dict[str, str] = field(default_factory=dict)  # node -> group label (tower)
-    eager: list[tuple[str, str | None, str | None]] = field(default_factory=list)  # (op, device, group) in run order
+    spans: list[tuple[str | None, str | None, bool]] = field(default_factory=list)  # (request, group, calls_function)
     copies: list[Copy] | None = None
     result: Any = None
-    error: str | None = None
+    error: str | None = None  # TensorFlow's message, as raised
+    error_class: str | None = None
+    error_node: str | None = None  # the op TensorFlow named in the error, when it named one
+    error_device: str | None = None  # that op's request
     available: tuple[str, ...] = ()
+
+    @contextmanager
+    def span(self, requested: str | None, group: str | None = None, calls_function: bool = False) -> Iterator[None]:
+        """Eager code run under ``requested``: every line TensorFlow writes meanwhile is attributed to it."""
+        self.spans.append((requested, group, calls_function))
+        _mark()
+        try:
+            yield
+        finally:
+            _mark()
+
+    def failed(self, exc: Exception) -> None:
+        """Keep what TensorFlow raised instead of a result."""
+        self.error_class = type(exc).__name__
+        self.error = getattr(exc, "message", None) or str(exc) or self.error_class
+        op = getattr(exc, "op", None)  # OpError.op: the graph op that failed, when TensorFlow knows it
+        if op is not None and isinstance(getattr(op, "name", None), str):
+            self.error_node = op.name
+            self.error_device = getattr(op, "device", None) or None
+
+
+def _mark() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    try:  # TensorFlow's printf copies wait in libc's stdout buffer: they belong before the mark
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError):
+        pass
+    os.write(2, f"{_MARK}\n".encode())
+
+
+def split_marks(text: str) -> tuple[str, list[int]]:
+    """The log without the marks, and how many of its lines came before each mark."""
+    if _MARK not in text:
+        return text, []
+    lines: list[str] = []
+    marks: list[int] = []
+    for line in text.split("\n"):
+        marked = False
+        while (at := line.find(_MARK)) >= 0:
+            if line[:at]:  # a line TensorFlow had not finished: it stays a line of its own
+                lines.append(line[:at])
+            marks.append(len(lines))
+            line, marked = line[at + len(_MARK):], True
+        if line or not marked:
+            lines.append(line)
+    return "\n".join(lines), marks
+
+
+def spans_of(trial: Trial, marks: list[int]) -> tuple[Span, ...]:
+    """Each eager span's lines, from the marks written at its start and end."""
+    found = []
+    for i, (requested, group, calls_function) in enumerate(trial.spans):
+        if 2 * i + 1 < len(marks):
+            found.append(Span(marks[2 * i] + 1, marks[2 * i + 1], requested, group, calls_function))
+    return tuple(found)
 
 
 def run_session(tf: Any, sess: Any, fetch: Any, options: RunOptions, trial: Trial) -> Any:
@@ -36,7 +106,11 @@ def run_session(tf: Any, sess: Any, fetch: Any, options: RunOptions, trial: Tria
 
 
 def run_captured(build: Any, options: RunOptions, title: str) -> Report:
-    """Run ``build(tf, options) -> Trial`` with fds 1/2 captured, then parse and explain."""
+    """Run ``build(tf, options) -> Trial`` with fds 1/2 captured, then parse and explain.
+
+    A run that does not produce its result always fails loudly: TensorFlow's own message is
+    kept whether or not the parser knows its wording."""
+    private.forget()
     recorder = GraphRecorder()
     with capture_fds() as cap:
         tf = tensorflow(options)
@@ -48,15 +122,52 @@ def run_captured(build: Any, options: RunOptions, title: str) -> Report:
         trial.available = available_devices(tf)
     if trial.graph is not None:
         recorder.add(trial.graph)
-    log = cap.text
+    log, marks = split_marks(cap.text)
     report = parse_text(log + ("\n" + trial.error if trial.error else ""))
-    placements = explain(report.placements, facts_of(recorder, trial))
+    placements = explain(report.placements, facts_of(recorder, trial, spans_of(trial, marks)))
     copies = None if trial.copies is None else tuple(trial.copies)
-    return replace(report, placements=placements, title=title, result=trial.result, log=log, copies=copies)
+    errors, run_error = outcome(report.errors, trial)
+    return replace(report, placements=placements, errors=errors, title=title, result=trial.result, log=log,
+                   copies=copies, run_error=run_error, incomplete=private.missing_facts())
 
 
-def facts_of(recorder: GraphRecorder, trial: Trial) -> Facts:
-    """What the run's graphs asked for, with the devices and kernels there were."""
+def outcome(parsed: tuple[PlacementFailure, ...], trial: Trial) -> tuple[tuple[PlacementFailure, ...], str | None]:
+    """The errors to show, and what stopped the run: a run without its result always has an
+    error, in TensorFlow's own words when the parser does not know them."""
+    if trial.result is not None:
+        return parsed, None
+    message = essential(trial.error) if trial.error else "the run produced no result"
+    run_error = f"{trial.error_class or 'Error'}: {message}"
+    if parsed:
+        return parsed, run_error
+    return (PlacementFailure(kind="run_failed", node=trial.error_node, requested_device=trial.error_device,
+                             message=message, available_devices=trial.available),), run_error
+
+
+def essential(message: str) -> str:
+    """TensorFlow's message without the Python traceback graph mode adds to it ("Graph execution error:",
+    "Detected at node ... defined at", File lines, "Node: 'x'", "[[x]]"); the whole message if that is all."""
+    kept = []
+    skipping = False
+    for line in message.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("Detected at node") and stripped.endswith("(most recent call last):"):
+            skipping = True
+            continue
+        if skipping and (line[:1].isspace() or not stripped):
+            continue
+        skipping = False
+        if not stripped or stripped == "Graph execution error:" or stripped.startswith("Node: '") \
+                or (stripped.startswith("[[") and stripped.endswith("]]")):
+            continue
+        kept.append(line.rstrip())
+    return "\n".join(kept) or message
+
+
+def facts_of(recorder: GraphRecorder, trial: Trial, spans: tuple[Span, ...] = ()) -> Facts:
+    """What the run's graphs asked for, with the devices and kernels there were. When a tf.function
+    graph could not be recorded, a node with no facts may have asked for anything: unknown."""
     kernels = kernel_map()
+    known = recorder.functions_recorded
     return Facts(nodes=recorder.nodes(kernels, kernel_checks(trial.available), trial.groups), available=trial.available,
-                 kernels=kernels, eager=tuple(trial.eager), complete=True, graphs_known=True)
+                 kernels=kernels, spans=spans, complete=known, graphs_known=known)

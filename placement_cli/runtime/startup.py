@@ -29,12 +29,14 @@ def tensorflow(options: RunOptions) -> Any:
     """Import TensorFlow once, logging on and logical devices set before it initialises.
 
     ``set_log_device_placement`` must come before anything initialises the context
-    (TF 2.21 silently logs nothing otherwise), so it is the first call made here.
+    (TF 2.21 silently logs nothing otherwise), so it is the first call made here. The
+    placements are INFO lines: TensorFlow runs here with every level on, whatever the user's
+    ``TF_CPP_MIN_LOG_LEVEL`` (it is read when TensorFlow first logs, so it stays set for this process).
     """
     global _TF
     if _TF is not None:
         return _TF
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0")
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0"
     import tensorflow as tf  # noqa: PLC0415 - only run commands import TensorFlow
 
     tf.debugging.set_log_device_placement(True)
@@ -65,7 +67,13 @@ def session_config(tf: Any, options: RunOptions) -> Any:
         config.device_count["CPU"] = options.cpus
     if options.virtual_gpus:  # likewise the logical GPUs (untested here: no GPU on CI)
         config.gpu_options.experimental.virtual_devices.add(memory_limit_mb=[_VGPU_MB] * options.virtual_gpus)
-    if options.copies:  # grappler would otherwise fold the guide's matmuls into constants: nothing to copy
+    if options.copies:
+        # The guide's matmuls of constants would be folded into constants before they run, and the
+        # copies listed would be of those constants: by grappler, and again by the older graph
+        # optimizer (``MatMul/_0__cf__0``). Both are turned off, so the executed graph is the guide's.
         rewrite = config.graph_options.rewrite_options
         rewrite.constant_folding = rewrite.OFF
+        optimizer = config.graph_options.optimizer_options
+        optimizer.opt_level = tf.compat.v1.OptimizerOptions.L0
+        optimizer.do_constant_folding = False
     return config
