@@ -42,7 +42,7 @@ ModeOpt = Annotated[Mode, typer.Option("--mode", help="graph: tf.compat.v1.Sessi
 LogOpt = Annotated[bool, typer.Option("--log", help="Also print the raw log TensorFlow wrote.")]
 CpusOpt = Annotated[int | None, typer.Option("--cpus", min=1, max=64, metavar="N", help="Split the CPU into N logical devices (/cpu:0../cpu:N-1).")]
 AllOpt = Annotated[bool, typer.Option("--all", help="Print every row, however many; without it, a report longer than a screen (40 rows when not a terminal) is shown as a digest.")]
-CopiesOpt = Annotated[bool, typer.Option("--copies", help="Show the executed graph's _Send/_Recv copies between devices (graph mode; turns grappler's constant folding off so the guide's matmuls are not folded away).")]
+CopiesOpt = Annotated[bool, typer.Option("--copies", help="Show the executed graph's _Send/_Recv copies between devices (graph mode; turns off constant folding, grappler's and the older graph optimizer's, so the guide's matmuls really run).")]
 VGpusOpt = Annotated[int | None, typer.Option("--virtual-gpus", min=1, max=16, metavar="N", help="Split one physical GPU into N logical GPUs.")]
 
 
