@@ -107,8 +107,13 @@ from_tf = {"__name__": "tensorflow.python.eager.listener", "sys": sys}
 def tf_write(text):
     exec("sys.stdout.write(text)", {**from_tf, "text": text})
 
+import io, logging
+handled = io.StringIO()
+logging.getLogger("tensorflow").addHandler(logging.StreamHandler(handled))
 outer = notebook._Streams()
 outer.start()
+logging.getLogger("tensorflow").warning(f"Executing op Logged in device {CPU}")
+logging.getLogger("tensorflow").warning("a warning of TensorFlow's")
 print("user print", flush=True)
 tf_write(f"Executing op MatMul in device {CPU}\n")
 mapping = "Device mapping:\n" + "".join(f"/job:localhost/replica:0/task:0/device:GPU:{i} -> device: {i}, {'x' * 80}\n" for i in range(12))
@@ -126,6 +131,7 @@ got_outer = outer.stop()
 print("INNER", repr(got_inner[2]))
 print("OUTER", repr(got_outer[2]))
 print("RESTORED", sys.stdout is sys.__stdout__ or type(sys.stdout).__name__)
+print("HANDLED", repr(handled.getvalue()))
 '''
 
 
@@ -143,3 +149,19 @@ def test_streams_keep_tensorflow_s_python_level_lines_and_pass_the_rest_on() -> 
     assert "AddV2" in inner and "MatMul" not in inner
     assert "AddV2" in outer and "MatMul" in outer and outer.count("device: ") == 12  # the mapping, whole
     assert "RESTORED True" in lines
+    assert "Logged" in outer  # a placement line TensorFlow logged through Python's logging
+    assert "HANDLED \"a warning of TensorFlow's\\n\"" in lines  # its other records reach their handlers
+
+
+def test_split_capture_takes_more_than_a_pipe_holds() -> None:
+    from placement_cli.runtime.fdcapture import SplitCapture
+
+    line = b"y" * 1023 + b"\n"
+    cap = SplitCapture()
+    cap.start()
+    try:
+        for _ in range(11 * 1024):
+            os.write(2, line)
+    finally:
+        received = cap.stop()
+    assert len(received[2]) == 11 * 1024 * 1024 and received[1] == b""
