@@ -1,4 +1,4 @@
-"""File-descriptor-level capture of TensorFlow's C++ output (printf and glog)."""
+"""File-descriptor-level capture of TensorFlow's C++ output (printf and glog), and which of its lines are placements."""
 
 from __future__ import annotations
 
