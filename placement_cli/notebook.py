@@ -2,27 +2,61 @@
 
 from __future__ import annotations
 
+import io
+import logging
 import os
+import re
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+import warnings
+from collections import Counter
 from dataclasses import replace
+from types import FrameType, TracebackType
 from typing import Any
 
-from placement_cli.runtime.fdcapture import capture_fds
-from placement_cli.logparse import parse_text
-from placement_cli.model import Report
-from placement_cli.why import Facts, explain, facts_from_dict
+from placement_cli.model import Placement, Report
+from placement_cli.runtime import fdcapture
+
+# Loggers TensorFlow's Python side (and Keras, through absl) writes to.
+_TF_LOGGERS = ("tensorflow", "absl")
+_WIDTH = 120
+# A fragment for a notebook cell: inline styles only, nothing that restyles the page around it.
+_HTML_FRAGMENT = ('<pre style="white-space:pre;overflow-x:auto;line-height:normal;'
+                  "font-family:Menlo,'DejaVu Sans Mono',consolas,'Courier New',monospace\">{code}</pre>")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_PLACEMENT_STARTS = ("Executing op ", "Device mapping:")
+
+
+class CaptureWarning(UserWarning):
+    """capture() could not see everything TensorFlow placed inside the block."""
+
+
+# Shown every time, not once per line of code: a re-run cell that captured nothing must say so again.
+warnings.filterwarnings("always", category=CaptureWarning, append=True)
+
+# Captures now running, innermost last: TensorFlow's Python-level placement lines go to the innermost,
+# which hands everything on to the one around it when it ends.
+_ACTIVE: list[_Streams] = []
+# Set once TensorFlow's context started with placement logging on: it then logs for the whole process.
+_STAYS_ON = False
 
 
 class CapturedReport:
-    """Empty inside the ``with`` block; the parsed placement log once it ends."""
+    """Empty inside the ``with`` block; the parsed placement log once it ends.
+
+    ``complete`` is False when capture() could not see what TensorFlow placed (``problems`` says why);
+    ``notes`` says what stays changed in this process."""
 
     def __init__(self) -> None:
         self.report = Report()
+        self.problems: tuple[str, ...] = ()
+        self.notes: tuple[str, ...] = ()
 
     @property
-    def placements(self) -> tuple[Any, ...]:
+    def complete(self) -> bool:
+        return not self.problems
+
+    @property
+    def placements(self) -> tuple[Placement, ...]:
         return self.report.placements
 
     @property
@@ -38,59 +72,445 @@ class CapturedReport:
         return self.report.log or ""
 
     def to_dict(self) -> dict[str, Any]:
-        return self.report.to_dict(run=True)
+        data = self.report.to_dict(run=True)
+        data["capture"] = {"complete": self.complete, "problems": list(self.problems), "notes": list(self.notes)}
+        return data
 
     def to_json(self) -> str:
-        from placement_cli.render.json import render_json  # noqa: PLC0415
+        from placement_cli.render.json import dumps  # noqa: PLC0415
 
-        return render_json(self.report, run=True)
+        return dumps(self.to_dict())
+
+    def renderables(self) -> list[Any]:
+        """What the report shows, in reading order, with the notebook API's names where the CLI's
+        renderer would name its own options."""
+        from rich.panel import Panel  # noqa: PLC0415
+        from rich.table import Table  # noqa: PLC0415
+        from rich.text import Text  # noqa: PLC0415
+
+        from placement_cli.render.table import clean, failure_panel, report_renderables  # noqa: PLC0415
+
+        parts: list[Any] = []
+        if self.problems:
+            body = Text("\n".join(f"- {clean(p)}" for p in self.problems))
+            parts.append(Panel(body, title="Capture incomplete", title_align="left", border_style="red"))
+        shown = report_renderables(replace(self.report, errors=()), run=True)
+        for part in shown:
+            if isinstance(part, Table) and isinstance(part.caption, str):
+                part.caption = part.caption.replace("--json has all", "report.placements and report.to_json() have all")
+        parts.extend(shown)
+        for failure in self.report.errors:  # its hint says how to fix the program, not which option to pass
+            panel = failure_panel(failure, run=False)
+            panel.title = f"Placement failed ({failure.kind})"
+            parts.append(panel)
+        if not self.report.placements and not self.report.errors and self.complete:
+            parts.append(Text("No placements were logged inside the block."))
+        parts.extend(Text(clean(note), style="dim") for note in self.notes)
+        return parts
 
     def __rich__(self) -> Any:
-        from placement_cli.render.table import report_group  # noqa: PLC0415
+        from rich.console import Group  # noqa: PLC0415
 
-        return report_group(self.report, run=True)
+        return Group(*self.renderables())
 
-    def _repr_html_(self) -> str:
+    def _render(self, html: bool) -> str:
         from rich.console import Console  # noqa: PLC0415
 
-        console = Console(record=True, width=110, file=open(os.devnull, "w"))  # noqa: SIM115
+        # force_jupyter=False: inside Jupyter rich would display the report itself, a second time.
+        console = Console(file=io.StringIO(), width=_WIDTH, record=html, force_jupyter=False,
+                          force_terminal=html, color_system="truecolor" if html else None, legacy_windows=False)
         console.print(self.__rich__())
-        return console.export_html(inline_styles=True)
+        if html:
+            return console.export_html(inline_styles=True, code_format=_HTML_FRAGMENT)
+        return console.file.getvalue()  # type: ignore[attr-defined]
+
+    def _repr_html_(self) -> str:
+        return self._render(html=True)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        """One rendering per display: IPython shows the HTML where it can, the text elsewhere."""
+        return {"text/plain": self._render(html=False), "text/html": self._render(html=True)}
+
+    def __str__(self) -> str:
+        return self._render(html=False)
 
     def __repr__(self) -> str:
-        return f"<placement report: {self.report.placement_count} placements, {len(self.report.errors)} errors>"
+        state = "" if self.complete else ", INCOMPLETE"
+        return (f"<placement report: {self.report.placement_count} placements, "
+                f"{len(self.report.errors)} errors{state}>")
 
 
-def _recorder() -> Any:
-    """Placement logging on, Sessions made to log, graphs kept: before TF's context starts, or it logs nothing."""
+def capture(enable_logging: bool = True) -> _Capture:
+    """Capture TensorFlow's placement log for the code inside the block, then parse it and say why
+    ops sit where they do. Enter it before TensorFlow runs its first op (see the README)."""
+    return _Capture(enable_logging)
+
+
+class _Capture:
+    """The context manager: never raises at exit, so the block's own exception always propagates."""
+
+    def __init__(self, enable_logging: bool) -> None:
+        self.enable_logging = enable_logging
+        self.result = CapturedReport()
+        self.streams: _Streams | None = None
+        self.recorder: Any = None
+        self.undo: Any = None
+        self.started: bool | None = None
+
+    def __enter__(self) -> CapturedReport:
+        from placement_cli.runtime import private  # noqa: PLC0415
+
+        tf = _tensorflow()
+        self.started = private.context_initialized()  # before the block: TF ignores logging switched on later
+        self.streams = _Streams()
+        self.streams.start()
+        try:
+            if self.enable_logging:
+                from placement_cli.runtime.recording import Recorder  # noqa: PLC0415
+
+                self.recorder = Recorder(tf, copies=False)
+                self.undo = self.recorder.install()
+        except BaseException:
+            self.streams.stop()
+            raise
+        return self.result
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> bool:
+        problems: list[str] = []
+        received: dict[int, bytes] = {}
+        try:
+            if self.undo is not None:
+                self.undo()
+        except Exception as error:  # noqa: BLE001 - the block's outcome is the user's; ours is a report line
+            problems.append(f"could not undo its TensorFlow patches: {_why(error)}")
+        try:
+            assert self.streams is not None
+            received = self.streams.stop()
+        except Exception as error:  # noqa: BLE001
+            problems.append(f"could not read what was written: {_why(error)}")
+        try:
+            self._build(received, exc, problems)
+        except Exception as error:  # noqa: BLE001
+            log = _text(received.get(1, b"")) + _text(received.get(2, b""))
+            self.result.report = Report(log=log)
+            self.result.problems = (*problems, f"the report could not be built: {_why(error)}")
+        if self.result.problems:
+            warnings.warn("placement_cli.capture(): " + " ".join(self.result.problems), CaptureWarning, stacklevel=2)
+        return False
+
+    def _build(self, received: dict[int, bytes], exc: BaseException | None, problems: list[str]) -> None:
+        from placement_cli.why import Facts, explain, facts_from_dict  # noqa: PLC0415
+
+        notes: list[str] = []
+        out, err = _text(received.get(1, b"")), _text(received.get(2, b""))
+        report = _parse(out, err, exc)
+        facts = Facts()
+        if self.recorder is not None:
+            try:
+                facts = facts_from_dict(self.recorder.facts())
+            except Exception as error:  # noqa: BLE001 - placements stand without their reasons
+                notes.append(f"Requests and reasons are unknown: reading the graphs failed ({_why(error)}).")
+        report = replace(report, placements=explain(report.placements, facts), log=out + err)
+        self._note_logging_stays_on()
+        problems.extend(self._logging_problems(report))
+        notes.extend(self._logging_notes())
+        self.result.report = report
+        self.result.problems = tuple(problems)
+        self.result.notes = tuple(notes)
+
+    def _logging_problems(self, report: Report) -> list[str]:
+        """Whether TensorFlow logged eager placements at all: the gotcha, or a log level that hides them."""
+        from placement_cli.runtime import private  # noqa: PLC0415
+
+        if any(p.kind == "eager" for p in report.placements) or not self.enable_logging:
+            return []
+        logged = _eager_ops_logged(self.recorder.tf)
+        if logged is None and self.started is None:
+            why = private.unavailable().get("context_initialized", "a private API is missing")
+            return ["No eager placements were logged, and whether TensorFlow had started before capture() cannot "
+                    f"be told ({why}): if it had, eager ops and tf.functions inside the block are missing."]
+        if logged is not False:
+            return []
+        level = os.environ.get("TF_CPP_MIN_LOG_LEVEL", "").strip()
+        hidden = (f"TF_CPP_MIN_LOG_LEVEL={level} hides TensorFlow's INFO lines, eager placements among them "
+                  "(set it to 0 before importing TensorFlow)") if level not in ("", "0") else ""
+        if self.started and not _STAYS_ON:
+            return ["Eager ops and tf.functions inside the block were not logged (tf.compat.v1.Sessions were): "
+                    "TensorFlow had already run an op before capture() began, and it ignores placement logging "
+                    "switched on after that. Enter capture() before TensorFlow's first op (in a notebook: restart "
+                    "the kernel and run it first)" + (f"; also, {hidden}." if hidden else ".")]
+        return [f"Eager ops inside the block were not logged: {hidden or 'TensorFlow hid its INFO lines'}."]
+
+    def _note_logging_stays_on(self) -> None:
+        """TensorFlow's context started inside this block with our logging on: it logs from now on."""
+        from placement_cli.runtime import private  # noqa: PLC0415
+
+        global _STAYS_ON  # noqa: PLW0603 - a fact about the whole process
+        if self.recorder is not None and not self.recorder.previous_logging and self.started is False \
+                and private.context_initialized():
+            _STAYS_ON = True
+
+    def _logging_notes(self) -> list[str]:
+        notes = []
+        if _STAYS_ON:
+            notes.append("Placement logging stays on in this process: TensorFlow started inside a capture() with it "
+                         "on and cannot switch it off again, so later eager ops and new tf.functions print "
+                         "placement lines outside capture() too (tf.compat.v1.Sessions do not). Restart Python (the "
+                         "notebook's kernel) to stop them.")
+        return notes
+
+
+def _tensorflow() -> Any:
     tf = sys.modules.get("tensorflow")
     if tf is None:
         import tensorflow as tf  # noqa: PLC0415
-    from placement_cli.runtime.recording import Recorder  # noqa: PLC0415
-
-    return Recorder(tf, copies=False)
+    return tf
 
 
-@contextmanager
-def capture(enable_logging: bool = True) -> Iterator[CapturedReport]:
-    """Capture TensorFlow's placement log (fd-level, so also where C++ output never reaches a
-    notebook cell) for the code inside the block, then parse it and say why ops sit where they do."""
-    result = CapturedReport()
-    captured = None
-    recorder = None
+def _why(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"
+
+
+def _text(data: bytes) -> str:
+    text = data.decode("utf-8", "replace")
+    return text if not text or text.endswith("\n") else text + "\n"
+
+
+def _parse(out: str, err: str, exc: BaseException | None) -> Report:
+    """Parse what stdout and stderr received as one log, stdout first. TensorFlow prints each placer
+    line on both (printf, glog): a stdout copy counts only where stderr has no twin (a log level that
+    hides glog's INFO lines), and such copies come first, as they were printed before the eager op
+    that ran their function. Bytes that are not text are parsed around, never a reason to refuse."""
+    from placement_cli.logparse import parse_text  # noqa: PLC0415
+
+    bare, glog = parse_text(_parseable(out)), parse_text(_parseable(err))
+    twins = Counter(_key(p) for p in glog.placements if p.kind != "eager")
+    placements = []
+    for p in bare.placements:
+        if p.kind != "eager" and twins[_key(p)] > 0:
+            twins[_key(p)] -= 1
+            continue
+        placements.append(p)
+    placements.extend(replace(p, line=p.line + bare.lines) for p in glog.placements)
+    errors = [*bare.errors, *glog.errors]
+    if exc is not None:  # a placement error raised in the block is in its message, not in the log
+        errors.extend(parse_text(_parseable(_exception_text(exc))).errors)
+    mapping = {m.device: m for m in (*bare.device_mapping, *glog.device_mapping)}
+    return Report(placements=tuple(placements), device_mapping=tuple(mapping.values()),
+                  errors=tuple(dict.fromkeys(errors)), lines=bare.lines + glog.lines,
+                  mapping_seen=bare.mapping_seen or glog.mapping_seen)
+
+
+def _exception_text(exc: BaseException) -> str:
     try:
-        with capture_fds() as captured:
-            undo = None
-            if enable_logging:
-                recorder = _recorder()
-                undo = recorder.install()
+        return f"{type(exc).__name__}: {exc}\n"
+    except Exception:  # noqa: BLE001 - an exception whose str() fails says nothing about placement
+        return ""
+
+
+def _key(p: Placement) -> tuple[str | None, str | None, str]:
+    return p.node, p.op, p.canonical
+
+
+def _parseable(text: str) -> str:
+    return _CONTROL.sub("\N{REPLACEMENT CHARACTER}", text)
+
+
+def _eager_ops_logged(tf: Any) -> bool | None:
+    """Run one tiny eager op under a capture of its own and see whether TensorFlow logged it (None:
+    cannot tell without starting TensorFlow's context, which the program may still want to configure)."""
+    from placement_cli.runtime import private  # noqa: PLC0415
+
+    if private.context_initialized() is not True:
+        return None
+    try:
+        with tf.init_scope():
+            if not tf.executing_eagerly():
+                return None  # TF1-style graph mode: only Sessions place, and they log
+            probe = _Streams(keep=False)
+            probe.start()
             try:
-                yield result
+                with tf.device("/cpu:0"):
+                    tf.identity(tf.zeros([]))
             finally:
-                if undo is not None:
-                    undo()
-    finally:  # also when the block raised: report what was placed so far
-        if captured is not None:
-            report = parse_text(captured.text)
-            facts = facts_from_dict(recorder.facts()) if recorder is not None else Facts()
-            result.report = replace(report, placements=explain(report.placements, facts), log=captured.text)
+                received = probe.stop()
+    except Exception:  # noqa: BLE001 - cannot tell
+        return None
+    return any(fdcapture.has_eager_line(data) for data in received.values())
+
+
+class _Streams:
+    """Everything TensorFlow can write through, for the block: fds 1 and 2 (C++), Python's
+    sys.stdout/sys.stderr (TF's interactive logging listener, used under IPython) and TF's loggers.
+    TensorFlow's placement lines are kept; everything else reaches the user: Python-level output at
+    once, fd-level output when the block ends."""
+
+    def __init__(self, keep: bool = True) -> None:
+        self.keep = keep  # False: drop the placement lines (a probe's), even inside another capture
+        self.fds = fdcapture.SplitCapture()
+        self.tees: dict[str, _Tee] = {}  # by the name of the sys attribute it stands in for
+        self.diverted: Counter[bytes] = Counter()  # lines added to fd 2's capture from Python
+
+    def start(self) -> None:
+        self.fds.start()
+        _ACTIVE.append(self)
+        try:
+            for name, fd in (("stdout", 1), ("stderr", 2)):
+                stream = getattr(sys, name)
+                if stream is not None:  # None (pythonw): TensorFlow's listener falls back to the fd
+                    self.tees[name] = _Tee(stream, fd, self.fds.saved.get(fd))
+                    setattr(sys, name, self.tees[name])
+            for name in _TF_LOGGERS:
+                logging.getLogger(name).addFilter(self._placement_records)
+        except BaseException:
+            self.stop()
+            raise
+
+    def divert(self, data: bytes) -> None:
+        """Placement lines TensorFlow sent through Python: into the log, in order with its C++ lines."""
+        self.diverted.update(data.splitlines(keepends=True))
+        self.fds.write(2, data)
+
+    def _placement_records(self, record: logging.LogRecord) -> bool:
+        try:
+            data = f"{record.getMessage()}\n".encode("utf-8", "replace")
+        except Exception:  # noqa: BLE001 - a record that cannot format is the logger's business
+            return True
+        if _ACTIVE and fdcapture.is_placement_text(data):
+            _ACTIVE[-1].divert(data)
+            return False
+        return True
+
+    def stop(self) -> dict[int, bytes]:
+        """Put everything back; hand the fds' output on (all of it to a capture around this one, the
+        program's own part to the user) and return it."""
+        for name in _TF_LOGGERS:
+            logging.getLogger(name).removeFilter(self._placement_records)
+        for name, tee in self.tees.items():
+            tee.close_capture()
+            if getattr(sys, name) is tee:
+                setattr(sys, name, tee.original)
+        if self in _ACTIVE:
+            _ACTIVE.remove(self)
+        received = self.fds.stop()
+        outer = _ACTIVE[-1] if _ACTIVE and self.keep else None
+        if outer is not None:  # what the fds received is the outer capture's too
+            outer.diverted.update(self.diverted)
+        forwarded = {tee.fd for tee in self.tees.values() if tee.forwarded_elsewhere()}
+        for fd, data in received.items():
+            shown = data if outer is not None else fdcapture.placement_lines(data, fd, self.diverted)[0]
+            fdcapture.write_to(fd, shown)
+            if shown and outer is None and fd in forwarded:
+                fdcapture.drain(fd)  # into this cell, not the next
+        return received
+
+
+class _Tee:
+    """Stands in for sys.stdout/sys.stderr during a capture: TensorFlow's placement lines go into the
+    log, everything else on to the stream it replaced, at once. Stays usable (passing everything
+    through) after the block, for whatever kept a reference to it."""
+
+    def __init__(self, original: Any, fd: int, saved: int | None) -> None:
+        self.original = original
+        self.fd = fd
+        self._active = True
+        self._pending = ""  # the start of what may be a placement message TensorFlow writes in pieces
+        self._direct: io.TextIOWrapper | None = None
+        if saved is not None and not isinstance(original, _Tee) and _fileno(original) == fd:
+            # A stream on the captured fd itself (a script's): write to where that fd went before.
+            self._direct = io.TextIOWrapper(io.BufferedWriter(io.FileIO(saved, "w", closefd=False)),
+                                            encoding=getattr(original, "encoding", None) or "utf-8",
+                                            errors=getattr(original, "errors", None) or "strict", write_through=True)
+
+    def write(self, text: str) -> int:
+        if not (self._active and isinstance(text, str) and _ACTIVE):
+            return self._target_write(text)
+        try:
+            caller: FrameType | None = sys._getframe(1)  # noqa: SLF001
+        except ValueError:  # written from a thread of TensorFlow's with no Python caller
+            caller = None
+        if not _from_tensorflow(caller):
+            self._release()
+            return self._target_write(text)
+        # TensorFlow's listener writes a message in pieces of at most 900 bytes: a mapping of many
+        # devices arrives in several writes, all before the next line of anyone else's.
+        whole = self._pending + text
+        if not whole.endswith("\n") and whole.startswith(_PLACEMENT_STARTS):
+            self._pending = whole
+            return len(text)
+        self._pending = ""
+        data = whole.encode("utf-8", "replace")
+        if fdcapture.is_placement_text(data):
+            _ACTIVE[-1].divert(data)
+            return len(text)
+        self._target_write(whole)
+        return len(text)
+
+    def _release(self) -> None:
+        """What looked like the start of a placement message and was not one: the user's after all."""
+        pending, self._pending = self._pending, ""
+        if pending:
+            self._target_write(pending)
+
+    def _target_write(self, text: str) -> int:
+        direct = self._direct if self._active else None
+        if direct is None:
+            return self.original.write(text)
+        written = direct.write(text)
+        direct.flush()
+        return written
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self._target_write(line)
+
+    def flush(self) -> None:
+        if self._active and self._direct is not None:
+            self._direct.flush()
+        self.original.flush()
+
+    def isatty(self) -> bool:
+        if self._active and self._direct is not None:
+            return self._direct.isatty()
+        return bool(self.original.isatty())
+
+    @property
+    def buffer(self) -> Any:
+        if self._active and self._direct is not None:
+            return self._direct.buffer
+        return self.original.buffer
+
+    def forwarded_elsewhere(self) -> bool:
+        """Whether the stream it replaced writes somewhere other than its fd (a notebook's, which may
+        forward the fd into a cell from a thread of its own)."""
+        return not isinstance(self.original, _Tee) and _fileno(self.original) not in (1, 2)
+
+    def close_capture(self) -> None:
+        self._release()
+        self._active = False
+        if self._direct is not None:
+            try:
+                self._direct.close()  # closefd=False: the saved fd is the capture's to close
+            except (OSError, ValueError):
+                pass
+            self._direct = None
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "original":  # not set yet (a copy being made): no stream to ask
+            raise AttributeError(name)
+        return getattr(self.original, name)
+
+
+def _fileno(stream: Any) -> int | None:
+    try:
+        return int(stream.fileno())
+    except Exception:  # noqa: BLE001 - no fd (StringIO, a notebook's stream): not on a captured fd
+        return None
+
+
+def _from_tensorflow(frame: FrameType | None) -> bool:
+    if frame is None:
+        return True
+    name = frame.f_globals.get("__name__") or ""
+    return name == "tensorflow" or name.startswith("tensorflow.")

@@ -18,10 +18,13 @@ class Recorder:
         self.session_devices: set[str] = set()
         self.copies: dict[tuple[str, str, str], None] | None = {} if copies else None
         self._partitioned: set[tuple[int, str]] = set()
+        self.previous_logging: bool | None = None  # set_log_device_placement before install()
 
     def install(self) -> Callable[[], None]:
-        """Patch TensorFlow; returns the undo."""
+        """Patch TensorFlow; returns the undo, which puts back everything install() changed. TensorFlow
+        itself keeps logging eager ops and tf.functions if its context started while logging was on."""
         tf = self.tf
+        self.previous_logging = bool(tf.debugging.get_log_device_placement())
         tf.debugging.set_log_device_placement(True)
         saved: list[tuple[Any, str, Any]] = []
         for cls in (tf.compat.v1.Session, tf.compat.v1.InteractiveSession):
@@ -39,6 +42,7 @@ class Recorder:
             undo_graphs()
             for owner, name, original in reversed(saved):
                 setattr(owner, name, original)
+            tf.debugging.set_log_device_placement(self.previous_logging)
 
         return undo
 
@@ -46,9 +50,11 @@ class Recorder:
         recorder = self
 
         def logged_init(self: Any, target: str = "", graph: Any = None, config: Any = None) -> None:
-            config = config if config is not None else recorder.tf.compat.v1.ConfigProto()
-            config.log_device_placement = True
-            init(self, target, graph, config)
+            logged = recorder.tf.compat.v1.ConfigProto()
+            if config is not None:
+                logged.CopyFrom(config)  # the program's own config stays as it wrote it
+            logged.log_device_placement = True
+            init(self, target, graph, logged)
             recorder.graphs.add(self.graph)
             try:
                 recorder.session_devices.update(d.name for d in self.list_devices())
