@@ -85,24 +85,16 @@ class CapturedReport:
         """What the report shows, in reading order, with the notebook API's names where the CLI's
         renderer would name its own options."""
         from rich.panel import Panel  # noqa: PLC0415
-        from rich.table import Table  # noqa: PLC0415
         from rich.text import Text  # noqa: PLC0415
 
-        from placement_cli.render.table import clean, failure_panel, report_renderables  # noqa: PLC0415
+        from placement_cli.render.table import Hints, View, clean, report_renderables  # noqa: PLC0415
 
         parts: list[Any] = []
         if self.problems:
             body = Text("\n".join(f"- {clean(p)}" for p in self.problems))
             parts.append(Panel(body, title="Capture incomplete", title_align="left", border_style="red"))
-        shown = report_renderables(replace(self.report, errors=()), run=True)
-        for part in shown:
-            if isinstance(part, Table) and isinstance(part.caption, str):
-                part.caption = part.caption.replace("--json has all", "report.placements and report.to_json() have all")
-        parts.extend(shown)
-        for failure in self.report.errors:  # its hint says how to fix the program, not which option to pass
-            panel = failure_panel(failure, run=False)
-            panel.title = f"Placement failed ({failure.kind})"
-            parts.append(panel)
+        # hints say how to fix the program, and pointers name the API, not the CLI's options
+        parts.extend(report_renderables(self.report, run=True, view=View(api=True, hints=Hints(source="program"))))
         if not self.report.placements and not self.report.errors and self.complete:
             parts.append(Text("No placements were logged inside the block."))
         parts.extend(Text(clean(note), style="dim") for note in self.notes)

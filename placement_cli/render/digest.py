@@ -118,8 +118,7 @@ def _count(n: int) -> str:
 def digest_renderables(report: Report, shown: list[Placement], rows: int, *, run: bool,
                        view: View) -> list[RenderableType]:
     """What a report with more rows than fit a screen shows instead of its placement table."""
-    note = (f"{rows} rows do not fit a screen ({view.screen_rows} rows): a digest follows. "
-            "--all prints every row (narrowed by --device, --op, --node, --top); --json prints everything.")
+    note = f"{rows} rows do not fit a screen ({view.screen_rows} rows): a digest follows. {view.more_rows}."
     parts: list[RenderableType] = [Text(note, style="italic"), counts_table(report, view.filtered)]
     by_op: Counter[tuple[str, str]] = Counter((p.op or "?", p.canonical) for p in shown)
     parts.append(CrossTab("Per op type and device", "op", by_op, view.fit))
@@ -146,8 +145,7 @@ def _worth_a_look(shown: list[Placement], run: bool, view: View) -> RenderableTy
         return Text("Every op sits where it asked, or asked for nothing and needs no reason.", style="italic")
     cap = max(view.screen_rows, 1)
     more = len(rows) - cap
-    caption = (f"{more} more rows worth a look: narrow with --device, --op or --node, or print them all with "
-               "--all; --json has everything") if more > 0 else None
+    caption = f"{more} more rows worth a look: {view.narrow}" if more > 0 else None
     return rows_table(_every_reason_first(rows, cap),
                       title="Worth a look (not where they asked, or on a CPU while a GPU exists)",
                       caption=caption, fit=view.fit)

@@ -59,6 +59,21 @@ class View:
     fit: bool = True  # cut node names to the width (a terminal); False keeps them whole (files, pipes)
     hints: Hints | None = None  # None: a run report's hints are for a program, a parsed one's for a log
     filtered: Filtered | None = None  # the filters that narrowed the report, if any
+    api: bool = False  # shown by the notebook API: point to report.placements / to_json(), not CLI flags
+
+    @property
+    def everything(self) -> str:
+        return "report.to_json() has all" if self.api else "--json has all"
+
+    @property
+    def more_rows(self) -> str:
+        return ("report.placements has every row; report.to_json() everything" if self.api else
+                "--all prints every row (narrowed by --device, --op, --node, --top); --json prints everything")
+
+    @property
+    def narrow(self) -> str:
+        return ("filter report.placements" if self.api else
+                "narrow with --device, --op or --node, or print them all with --all; --json has everything")
 
 
 def _device_styles(devices: Iterable[str]) -> dict[str, str]:
@@ -143,13 +158,13 @@ def _short_styles(placements: list[Placement]) -> dict[str, str]:
 def placement_table(report: Report, run: bool = False, fit: bool = True) -> RowTable:
     """Every row of the report's placement table."""
     shown = shown_placements(report, run)
-    return rows_table(table_rows(shown, run), caption=_plumbing_caption(report, shown), fit=fit)
+    return rows_table(table_rows(shown, run), caption=_plumbing_caption(report, shown, View()), fit=fit)
 
 
-def _plumbing_caption(report: Report, shown: list[Placement]) -> str | None:
+def _plumbing_caption(report: Report, shown: list[Placement], view: View) -> str | None:
     hidden = len(report.placements) - len(shown)
     return (f"{hidden} placements of TensorFlow's plumbing (_Arg/_Retval, eager ops' wrapper functions) "
-            "not shown (--json has all)") if hidden else None
+            f"not shown ({view.everything})") if hidden else None
 
 
 def reasons_table(report: Report, fit: bool = True) -> RowTable | None:
@@ -321,7 +336,7 @@ def report_renderables(report: Report, *, run: bool, summary: bool = False,
             shown = shown_placements(report, run)
             rows = table_rows(shown, run)
             if view.all_rows or len(rows) <= view.screen_rows:
-                parts.append(rows_table(rows, caption=_plumbing_caption(report, shown), fit=view.fit))
+                parts.append(rows_table(rows, caption=_plumbing_caption(report, shown, view), fit=view.fit))
             else:
                 parts.extend(digest_renderables(report, shown, len(rows), run=run, view=view))
                 counted = True
