@@ -152,7 +152,7 @@ def _print_report(report: Any, *, as_json: bool, run: bool, show_log: bool = Fal
     console = _console()
     if show_log and report.log:
         console.rule("TensorFlow's log")
-        console.print(literal(report.log.rstrip()))
+        console.print(literal(report.log.rstrip()), soft_wrap=True)  # lines kept whole, as TensorFlow wrote them
         console.rule()
     view = View(all_rows=all_rows, screen_rows=screen_rows(console.file), fit=is_terminal(console.file),
                 hints=hints, filtered=filtered)

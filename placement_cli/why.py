@@ -253,13 +253,14 @@ def has_kernel(kernels: Mapping[str, frozenset[str]] | None, op: str, device_typ
 
 
 def reason_counts(placements: Iterable[Placement]) -> list[tuple[str, int, list[str]]]:
-    """Each reason given, how many placements have it, and the first few of them."""
+    """Each reason given, how many placements have it, and the first few distinct names among them."""
     found: dict[str, tuple[int, list[str]]] = {}
     for p in placements:
         if p.reason:
             n, names = found.get(p.reason, (0, []))
-            if len(names) < 3:
-                names.append(p.node or p.op or "?")
+            name = p.node or p.op or "?"
+            if len(names) < 3 and name not in names:
+                names.append(name)
             found[p.reason] = (n + 1, names)
     return sorted(((r, n, names) for r, (n, names) in found.items()), key=lambda t: (-t[1], t[0]))
 

@@ -52,6 +52,9 @@ def test_log_flag_prints_raw_log_and_table() -> None:
     assert proc.returncode == 0
     assert "placer.cc" in proc.stdout and "as requested" in proc.stdout
     assert "result: [[22, 28], [49, 64]]" in proc.stdout
+    # piped: TensorFlow's lines stay whole (COLUMNS is 120 here; the line is longer than that)
+    line = "placer.cc:162] MatMul: (MatMul): /job:localhost/replica:0/task:0/device:CPU:0"
+    assert any(line in raw and len(raw) > 120 for raw in proc.stdout.splitlines())
 
 
 @pytest.mark.parametrize("device", ["/gpu:x", "/cpu:0/gpu:0", "/gpu:99999999999999999999"])

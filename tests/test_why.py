@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from placement_cli.devices import parse_device
 from placement_cli.model import AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, Placement
 from placement_cli.why import UNKNOWN, Facts, NodeFacts, Span, explain, has_kernel, merge_nodes, reason_counts
@@ -140,6 +142,13 @@ def test_reason_counts_group_and_sample() -> None:
     facts = Facts(nodes=nodes(*(NodeFacts(f"n{i}", "MatMul", "/gpu:3") for i in range(5))), available=(CPU0,), kernels=KERNELS)
     placements = explain([placed(f"n{i}", "MatMul", CPU0, i) for i in range(5)], facts)
     assert reason_counts(placements) == [("GPU:3 does not exist (have: CPU:0)", 5, ["n0", "n1", "n2"])]
+
+
+def test_reason_counts_name_distinct_examples() -> None:
+    reason = "GPU:2 does not exist (have: CPU:0)"
+    placements = [replace(placed(f"n{i % 2}", "Const", CPU0, i), reason=reason) for i in range(6)]
+    assert reason_counts(placements) == [(reason, 6, ["n0", "n1"])]
+
 
 
 def test_run_tables_show_a_repeated_placement_once_with_its_count() -> None:

@@ -171,7 +171,7 @@ def reasons_table(report: Report, fit: bool = True) -> RowTable | None:
     """Each reason once, with how many placements it explains: the short answer to "why here?"."""
     from placement_cli.why import reason_counts  # noqa: PLC0415 - only run reports have reasons
 
-    found = reason_counts(report.placements)
+    found = reason_counts(shown_placements(report, run=True))  # the rows a table shows, not TF's plumbing
     if not found:
         return None
     table = RowTable("Why here?", [Column("reason", WRAP, min_width=16), Column("ops", justify="right"),
