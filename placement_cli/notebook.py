@@ -8,7 +8,6 @@ import os
 import re
 import sys
 import warnings
-from collections import Counter
 from dataclasses import replace
 from types import FrameType, TracebackType
 from typing import Any
@@ -139,71 +138,108 @@ def capture(enable_logging: bool = True) -> _Capture:
 
 
 class _Capture:
-    """The context manager: never raises at exit, so the block's own exception always propagates."""
+    """The context manager. Each ``with`` gets its own block and a new report, also when the same
+    object is entered again inside its own block (a nested capture) or after it. Never raises at
+    the end of a block it entered, so the block's own exception always propagates."""
+
+    def __init__(self, enable_logging: bool) -> None:
+        self.enable_logging = enable_logging
+        self._blocks: list[_Block] = []  # entered and not yet exited, innermost last
+
+    def __enter__(self) -> CapturedReport:
+        block = _Block(self.enable_logging)
+        block.enter()
+        self._blocks.append(block)
+        return block.result
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> bool:
+        if not self._blocks:
+            raise RuntimeError("placement_cli.capture(): __exit__ without a matching __enter__")
+        block = self._blocks.pop()
+        block.exit(exc)
+        if block.result.problems:
+            warnings.warn("placement_cli.capture(): " + " ".join(block.result.problems), CaptureWarning, stacklevel=2)
+        return False
+
+
+class _Block:
+    """One ``with`` block of a capture: what it changed, and its report."""
 
     def __init__(self, enable_logging: bool) -> None:
         self.enable_logging = enable_logging
         self.result = CapturedReport()
-        self.streams: _Streams | None = None
+        self.streams = _Streams()
         self.recorder: Any = None
         self.undo: Any = None
         self.started: bool | None = None
 
-    def __enter__(self) -> CapturedReport:
+    def enter(self) -> None:
         from placement_cli.runtime import private  # noqa: PLC0415
 
         tf = _tensorflow()
         self.started = private.context_initialized()  # before the block: TF ignores logging switched on later
-        self.streams = _Streams()
-        self.streams.start()
-        try:
-            if self.enable_logging:
-                from placement_cli.runtime.recording import Recorder  # noqa: PLC0415
+        with fdcapture.interrupts_deferred():  # all of it or nothing
+            try:
+                self.streams.start()
+                if self.enable_logging:
+                    from placement_cli.runtime.recording import Recorder  # noqa: PLC0415
 
-                self.recorder = Recorder(tf, copies=False)
-                self.undo = self.recorder.install()
-        except BaseException:
-            self.streams.stop()
-            raise
-        return self.result
+                    self.recorder = Recorder(tf, copies=False)
+                    self.undo = self.recorder.install()
+            except BaseException:
+                self._restore([])
+                raise
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> bool:
+    def exit(self, exc: BaseException | None) -> None:
         problems: list[str] = []
-        received: dict[int, bytes] = {}
+        taken = fdcapture.Separated()
         try:
-            if self.undo is not None:
-                self.undo()
-        except Exception as error:  # noqa: BLE001 - the block's outcome is the user's; ours is a report line
-            problems.append(f"could not undo its TensorFlow patches: {_why(error)}")
+            with fdcapture.interrupts_deferred():  # Ctrl-C lands once everything is back in place
+                self._restore(problems)
+        finally:  # the program's output reaches the user even then
+            try:
+                taken = self.streams.hand_on()
+            except Exception as error:  # noqa: BLE001 - the block's outcome is the user's; ours is a report line
+                problems.append(f"could not read what was written: {_why(error)}")
         try:
-            assert self.streams is not None
-            received = self.streams.stop()
+            self._build(taken, exc, problems)
         except Exception as error:  # noqa: BLE001
-            problems.append(f"could not read what was written: {_why(error)}")
-        try:
-            self._build(received, exc, problems)
-        except Exception as error:  # noqa: BLE001
-            log = _text(received.get(1, b"")) + _text(received.get(2, b""))
+            log = _text(taken.log.get(1, b"")) + _text(taken.log.get(2, b""))
             self.result.report = Report(log=log)
             self.result.problems = (*problems, f"the report could not be built: {_why(error)}")
-        if self.result.problems:
-            warnings.warn("placement_cli.capture(): " + " ".join(self.result.problems), CaptureWarning, stacklevel=2)
-        return False
 
-    def _build(self, received: dict[int, bytes], exc: BaseException | None, problems: list[str]) -> None:
+    def _restore(self, problems: list[str]) -> None:
+        """Undo the patches and put the streams back, each whatever the other did."""
+        try:
+            if self.undo is not None:
+                undo, self.undo = self.undo, None
+                undo()
+        except Exception as error:  # noqa: BLE001
+            problems.append(f"could not undo its TensorFlow patches: {_why(error)}")
+        finally:
+            try:
+                self.streams.restore()
+            except Exception as error:  # noqa: BLE001
+                problems.append(f"could not read what was written: {_why(error)}")
+
+    def _build(self, taken: fdcapture.Separated, exc: BaseException | None, problems: list[str]) -> None:
         from placement_cli.why import Facts, explain, facts_from_dict  # noqa: PLC0415
 
         notes: list[str] = []
-        out, err = _text(received.get(1, b"")), _text(received.get(2, b""))
-        report = _parse(out, err, exc)
+        report = _parse(taken, exc)
         facts = Facts()
         if self.recorder is not None:
             try:
                 facts = facts_from_dict(self.recorder.facts())
             except Exception as error:  # noqa: BLE001 - placements stand without their reasons
                 notes.append(f"Requests and reasons are unknown: reading the graphs failed ({_why(error)}).")
-        report = replace(report, placements=explain(report.placements, facts), log=out + err)
+        report = replace(report, placements=explain(report.placements, facts))
+        if taken.unsure:
+            problems.append(f"{taken.unsure} line(s) on stdout end like TensorFlow's placement line written right "
+                            "after the program's own unfinished line, and with TensorFlow's INFO lines hidden "
+                            "(TF_CPP_MIN_LOG_LEVEL) there is no copy on stderr to say where it starts: they were "
+                            "left in the output as written and not counted.")
         self._note_logging_stays_on()
         problems.extend(self._logging_problems(report))
         notes.extend(self._logging_notes())
@@ -269,29 +305,26 @@ def _text(data: bytes) -> str:
     return text if not text or text.endswith("\n") else text + "\n"
 
 
-def _parse(out: str, err: str, exc: BaseException | None) -> Report:
-    """Parse what stdout and stderr received as one log, stdout first. TensorFlow prints each placer
-    line on both (printf, glog): a stdout copy counts only where stderr has no twin (a log level that
-    hides glog's INFO lines), and such copies come first, as they were printed before the eager op
-    that ran their function. Bytes that are not text are parsed around, never a reason to refuse."""
+def _parse(taken: fdcapture.Separated, exc: BaseException | None) -> Report:
+    """Parse TensorFlow's lines of what stdout and stderr received as one log, stdout first, with the
+    line numbers of ``report.log``. A stdout copy of the placer's line is parsed only where stderr has
+    no twin (a log level that hides glog's INFO lines), and such copies come first, as they were
+    printed before the eager op that ran their function. Errors are read from all of it. Bytes that
+    are not text are parsed around, never a reason to refuse."""
     from placement_cli.logparse import parse_text  # noqa: PLC0415
 
-    bare, glog = parse_text(_parseable(out)), parse_text(_parseable(err))
-    twins = Counter(_key(p) for p in glog.placements if p.kind != "eager")
-    placements = []
-    for p in bare.placements:
-        if p.kind != "eager" and twins[_key(p)] > 0:
-            twins[_key(p)] -= 1
-            continue
-        placements.append(p)
-    placements.extend(replace(p, line=p.line + bare.lines) for p in glog.placements)
-    errors = [*bare.errors, *glog.errors]
+    out, err = _text(taken.log.get(1, b"")), _text(taken.log.get(2, b""))
+    bare = parse_text(_parseable(_text(taken.tensorflow.get(1, b""))))
+    glog = parse_text(_parseable(_text(taken.tensorflow.get(2, b""))))
+    offset = out.count("\n")
+    placements = [*bare.placements, *(replace(p, line=p.line + offset) for p in glog.placements)]
+    errors = [*parse_text(_parseable(out)).errors, *parse_text(_parseable(err)).errors]
     if exc is not None:  # a placement error raised in the block is in its message, not in the log
         errors.extend(parse_text(_parseable(_exception_text(exc))).errors)
     mapping = {m.device: m for m in (*bare.device_mapping, *glog.device_mapping)}
     return Report(placements=tuple(placements), device_mapping=tuple(mapping.values()),
-                  errors=tuple(dict.fromkeys(errors)), lines=bare.lines + glog.lines,
-                  mapping_seen=bare.mapping_seen or glog.mapping_seen)
+                  errors=tuple(dict.fromkeys(errors)), lines=offset + err.count("\n"),
+                  mapping_seen=bare.mapping_seen or glog.mapping_seen, log=out + err)
 
 
 def _exception_text(exc: BaseException) -> str:
@@ -301,12 +334,13 @@ def _exception_text(exc: BaseException) -> str:
         return ""
 
 
-def _key(p: Placement) -> tuple[str | None, str | None, str]:
-    return p.node, p.op, p.canonical
-
-
 def _parseable(text: str) -> str:
     return _CONTROL.sub("\N{REPLACEMENT CHARACTER}", text)
+
+
+def _info_hidden() -> bool:
+    """Whether TensorFlow's C++ INFO lines (glog copies, eager placements) are hidden."""
+    return os.environ.get("TF_CPP_MIN_LOG_LEVEL", "").strip() not in ("", "0")
 
 
 def _eager_ops_logged(tf: Any) -> bool | None:
@@ -316,53 +350,60 @@ def _eager_ops_logged(tf: Any) -> bool | None:
 
     if private.context_initialized() is not True:
         return None
+    probe = _Streams(keep=False)
     try:
         with tf.init_scope():
             if not tf.executing_eagerly():
                 return None  # TF1-style graph mode: only Sessions place, and they log
-            probe = _Streams(keep=False)
-            probe.start()
-            try:
-                with tf.device("/cpu:0"):
-                    tf.identity(tf.zeros([]))
-            finally:
-                received = probe.stop()
+            with fdcapture.interrupts_deferred():  # one tiny op: never left holding the fds
+                try:
+                    probe.start()
+                    with tf.device("/cpu:0"):
+                        tf.identity(tf.zeros([]))
+                finally:
+                    probe.restore()
+            taken = probe.hand_on()
     except Exception:  # noqa: BLE001 - cannot tell
         return None
-    return any(fdcapture.has_eager_line(data) for data in received.values())
+    return any(fdcapture.has_eager_line(data) for data in taken.tensorflow.values())
 
 
 class _Streams:
     """Everything TensorFlow can write through, for the block: fds 1 and 2 (C++), Python's
     sys.stdout/sys.stderr (TF's interactive logging listener, used under IPython) and TF's loggers.
     TensorFlow's placement lines are kept; everything else reaches the user: Python-level output at
-    once, fd-level output when the block ends."""
+    once, fd-level output when the block ends. Captures nest; they may even end out of order (a
+    generator suspended inside one): whichever ends last puts back the fds and streams of before."""
 
     def __init__(self, keep: bool = True) -> None:
         self.keep = keep  # False: drop the placement lines (a probe's), even inside another capture
         self.fds = fdcapture.SplitCapture()
         self.tees: dict[str, _Tee] = {}  # by the name of the sys attribute it stands in for
-        self.diverted: Counter[bytes] = Counter()  # lines added to fd 2's capture from Python
+        # lines TensorFlow sent through Python, each with how many bytes fd 2 had received by then
+        self.diverted: list[tuple[int, bytes]] = []
+        self.received: dict[int, bytes] | None = None  # once restored, until handed on
+        self.outer: _Streams | None = None  # the capture around this one when it was restored
 
     def start(self) -> None:
-        self.fds.start()
-        _ACTIVE.append(self)
-        try:
-            for name, fd in (("stdout", 1), ("stderr", 2)):
-                stream = getattr(sys, name)
-                if stream is not None:  # None (pythonw): TensorFlow's listener falls back to the fd
-                    self.tees[name] = _Tee(stream, fd, self.fds.saved.get(fd))
-                    setattr(sys, name, self.tees[name])
-            for name in _TF_LOGGERS:
-                logging.getLogger(name).addFilter(self._placement_records)
-        except BaseException:
-            self.stop()
-            raise
+        with fdcapture.interrupts_deferred():
+            try:
+                self.fds.start()
+                _ACTIVE.append(self)
+                for name, fd in (("stdout", 1), ("stderr", 2)):
+                    stream = getattr(sys, name)
+                    if stream is not None:  # None (pythonw): TensorFlow's listener falls back to the fd
+                        self.tees[name] = _Tee(stream, fd, fdcapture.original(fd))
+                        setattr(sys, name, self.tees[name])
+                for name in _TF_LOGGERS:
+                    logging.getLogger(name).addFilter(self._placement_records)
+            except BaseException:
+                self.restore()
+                raise
 
     def divert(self, data: bytes) -> None:
-        """Placement lines TensorFlow sent through Python: into the log, in order with its C++ lines."""
-        self.diverted.update(data.splitlines(keepends=True))
-        self.fds.write(2, data)
+        """Placement lines TensorFlow sent through Python: into the log, in order with its C++ lines,
+        never among the program's bytes."""
+        self.diverted.append((self.fds.position(2), data))
 
     def _placement_records(self, record: logging.LogRecord) -> bool:
         try:
@@ -374,28 +415,57 @@ class _Streams:
             return False
         return True
 
-    def stop(self) -> dict[int, bytes]:
-        """Put everything back; hand the fds' output on (all of it to a capture around this one, the
-        program's own part to the user) and return it."""
-        for name in _TF_LOGGERS:
-            logging.getLogger(name).removeFilter(self._placement_records)
-        for name, tee in self.tees.items():
-            tee.close_capture()
-            if getattr(sys, name) is tee:
-                setattr(sys, name, tee.original)
-        if self in _ACTIVE:
-            _ACTIVE.remove(self)
-        received = self.fds.stop()
-        outer = _ACTIVE[-1] if _ACTIVE and self.keep else None
-        if outer is not None:  # what the fds received is the outer capture's too
-            outer.diverted.update(self.diverted)
+    def restore(self) -> None:
+        """Put back the loggers, sys.stdout/sys.stderr and fds 1/2 as they belong without this
+        capture, and keep what the fds received. Each step runs whatever the others did."""
+        with fdcapture.interrupts_deferred():
+            try:
+                for name in _TF_LOGGERS:
+                    logging.getLogger(name).removeFilter(self._placement_records)
+            finally:
+                try:
+                    for tee in self.tees.values():
+                        tee.close_capture()
+                finally:
+                    for name in self.tees:
+                        current = getattr(sys, name)
+                        if isinstance(current, _Tee):
+                            setattr(sys, name, current.unwrapped())
+                    if self in _ACTIVE:
+                        at = _ACTIVE.index(self)
+                        self.outer = _ACTIVE[at - 1] if at > 0 else None
+                        _ACTIVE.remove(self)
+                    received = self.fds.stop()
+                    if self.received is None:
+                        self.received = received
+
+    def hand_on(self) -> fdcapture.Separated:
+        """Tell TensorFlow's lines from the program's bytes in what the fds received, and hand it on:
+        all of it to the capture around this one (the program's part only, for a probe's), the
+        program's part to the user where none is around."""
+        received, self.received = self.received or {}, {}
+        taken = fdcapture.separate(received, self.diverted, info_hidden=_info_hidden())
+        outer = self.outer if self.outer in _ACTIVE else None
+        if outer is not None:
+            if self.keep:  # what the fds received is the outer capture's too
+                base = outer.fds.position(2)
+                outer.diverted.extend((base + pos, data) for pos, data in self.diverted)
+            for fd, data in (received if self.keep else taken.shown).items():
+                outer.fds.write(fd, data)
+            return taken
         forwarded = {tee.fd for tee in self.tees.values() if tee.forwarded_elsewhere()}
-        for fd, data in received.items():
-            shown = data if outer is not None else fdcapture.placement_lines(data, fd, self.diverted)[0]
-            fdcapture.write_to(fd, shown)
-            if shown and outer is None and fd in forwarded:
+        for fd, data in taken.shown.items():
+            fdcapture.write_out(fd, data)
+            if data and fd in forwarded and not _ACTIVE:
                 fdcapture.drain(fd)  # into this cell, not the next
-        return received
+        return taken
+
+    def stop(self) -> fdcapture.Separated:
+        try:
+            self.restore()
+        finally:
+            taken = self.hand_on()
+        return taken
 
 
 class _Tee:
@@ -477,6 +547,13 @@ class _Tee:
         """Whether the stream it replaced writes somewhere other than its fd (a notebook's, which may
         forward the fd into a cell from a thread of its own)."""
         return not isinstance(self.original, _Tee) and _fileno(self.original) not in (1, 2)
+
+    def unwrapped(self) -> Any:
+        """This stream, or the first stream under it still capturing or not one of ours."""
+        stream: Any = self
+        while isinstance(stream, _Tee) and not stream._active:  # noqa: SLF001
+            stream = stream.original
+        return stream
 
     def close_capture(self) -> None:
         self._release()

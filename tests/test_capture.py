@@ -4,6 +4,9 @@ import os
 import subprocess
 import sys
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from placement_cli.runtime.fdcapture import capture_fds
 
 
@@ -40,7 +43,7 @@ CPU = b"/job:localhost/replica:0/task:0/device:CPU:0"
 
 
 def test_only_tensorflow_s_placement_lines_are_taken_out_of_what_an_fd_received() -> None:
-    from placement_cli.runtime.fdcapture import placement_lines
+    from placement_cli.runtime.fdcapture import separate
 
     stderr = (GLOG + b"placer.cc:162] MatMul: (MatMul): " + CPU + b"\n"
               + GLOG + b"execute.cc:1775] Executing op MatMul in device " + CPU + b"\n"
@@ -50,21 +53,57 @@ def test_only_tensorflow_s_placement_lines_are_taken_out_of_what_an_fd_received(
               + b"a.device: " + CPU + b"\n"  # a print that looks like a placement
               + GLOG + b"other.cc:1] x: (Y): " + CPU + b"\n"  # the placer's shape, not the placer
               + b"Executing op Lookalike in device " + CPU + b"\n")
-    kept, found = placement_lines(stderr, 2)
-    assert found == 4
-    assert kept == stderr[stderr.index(b"the program's"):]
-    stdout = b"MatMul: (MatMul): " + CPU + b"\nprogress 50%\rprogress 100%\r"
-    assert placement_lines(stdout, 1) == (b"progress 50%\rprogress 100%\r", 1)
+    copy = b"MatMul: (MatMul): " + CPU + b"\n"
+    lookalike = b"mine: (MatMul): " + CPU + b"\n"  # the copy's shape, printed by the program: no twin
+    stdout = copy + lookalike + b"progress 50%\rprogress 100%\r"
+    taken = separate({1: stdout, 2: stderr})
+    assert taken.shown[2] == stderr[stderr.index(b"the program's"):]
+    assert taken.shown[1] == lookalike + b"progress 50%\rprogress 100%\r"
+    assert taken.log == {1: stdout, 2: stderr}
+    # only TensorFlow's lines are left to parse, on their own lines; the stdout copy is its twin's
+    kept = taken.tensorflow[2].splitlines()
+    assert kept[:4] == stderr.splitlines()[:4] and not any(kept[4:])
+    assert taken.tensorflow[1] == b"\n\n"  # line for line: the unfinished last line has none
 
 
-def test_lines_a_capture_added_from_python_are_taken_out_as_often_as_added() -> None:
-    from collections import Counter
+def test_where_info_lines_are_hidden_whole_copies_of_the_placer_s_shape_count_and_glued_ones_do_not() -> None:
+    from placement_cli.runtime.fdcapture import separate
 
-    from placement_cli.runtime.fdcapture import placement_lines
+    copy = b"MatMul: (MatMul): " + CPU + b"\n"
+    glued = b"step=42input: (_Arg): " + CPU + b"\n"  # no twin says where TensorFlow's line starts
+    stdout = copy + glued + b"a.device: " + CPU + b"\n"
+    taken = separate({1: stdout, 2: b""}, info_hidden=True)
+    assert taken.shown[1] == glued + b"a.device: " + CPU + b"\n"
+    assert taken.tensorflow[1] == copy + b"\n\n" and taken.unsure == 1
+    visible = separate({1: stdout, 2: b""}, info_hidden=False)  # no twins, none hidden: the program's
+    assert visible.shown[1] == stdout and visible.unsure == 0
+
+
+def test_a_tensorflow_line_after_the_program_s_unfinished_line_is_split_off_it() -> None:
+    from placement_cli.runtime.fdcapture import separate
+
+    arg = b"input: (_Arg): " + CPU + b"\n"
+    stdout = b"step=42" + arg + b"\ndone\n"
+    stderr = b"err=" + GLOG + b"placer.cc:162] " + arg + b"partial" + GLOG + b"execute.cc:1] Executing op Mul in device " + CPU + b"\n"
+    taken = separate({1: stdout, 2: stderr})
+    assert taken.shown == {1: b"step=42\ndone\n", 2: b"err=partial"}
+    assert taken.tensorflow[1] == b"\n\n\n"  # its twin on fd 2 counts it
+    assert taken.tensorflow[2] == GLOG + b"placer.cc:162] " + arg + GLOG + b"execute.cc:1] Executing op Mul in device " + CPU + b"\n"
+    # a twin only says so where its body ends the line: a prefix of the program's stays the program's
+    lookalike = b"x: (A): " + CPU + arg
+    assert separate({1: lookalike, 2: GLOG + b"placer.cc:1] " + arg}).shown[1] == b"x: (A): " + CPU
+
+
+def test_lines_a_capture_added_from_python_join_the_log_never_the_program_s_bytes() -> None:
+    from placement_cli.runtime.fdcapture import separate
 
     line = b"Executing op AddV2 in device " + CPU + b"\n"
-    kept, found = placement_lines(line * 3, 2, Counter({line: 2}))
-    assert (kept, found) == (line, 2)  # the third is the program's own
+    stderr = b"first\nunfinished" + b" line\n"
+    taken = separate({2: stderr}, [(len(b"first\nunf"), line), (0, line)])
+    assert taken.shown[2] == stderr  # what the program wrote, whole, even where a line was cut into
+    assert taken.log[2] == line + b"first\n" + line + b"unfinished line\n"
+    assert taken.tensorflow[2] == line + b"\n" + line + b"\n"
+    assert separate({}, [(0, line)]).log == {2: line}
 
 
 def test_what_tensorflow_s_python_listener_writes_is_recognised_whole() -> None:
@@ -128,8 +167,8 @@ tf_write(f"Executing op AddV2 in device {CPU}\n")
 print("inner print", flush=True)
 got_inner = inner.stop()
 got_outer = outer.stop()
-print("INNER", repr(got_inner[2]))
-print("OUTER", repr(got_outer[2]))
+print("INNER", repr(got_inner.log[2]))
+print("OUTER", repr(got_outer.log[2]))
 print("RESTORED", sys.stdout is sys.__stdout__ or type(sys.stdout).__name__)
 print("HANDLED", repr(handled.getvalue()))
 '''
@@ -165,3 +204,101 @@ def test_split_capture_takes_more_than_a_pipe_holds() -> None:
     finally:
         received = cap.stop()
     assert len(received[2]) == 11 * 1024 * 1024 and received[1] == b""
+
+
+PLACED = [(f"node{i}/{op.lower()}", op) for i, op in enumerate(["MatMul", "_Arg", "_Retval", "AddV2", "Identity"])]
+
+
+def tensorflow_writes(event: tuple[str, int]) -> tuple[bytes, bytes, bytes]:
+    """What TensorFlow writes for one event, each line whole: (fd 1, fd 2, through Python)."""
+    kind, i = event
+    name, op = PLACED[i % len(PLACED)]
+    if kind == "placer":
+        body = f"{name}: ({op}): ".encode() + CPU + b"\n"
+        return body, GLOG + b"placer.cc:162] " + body, b""
+    if kind == "eager":
+        return b"", GLOG + f"execute.cc:1775] Executing op {op} in device ".encode() + CPU + b"\n", b""
+    if kind == "python":
+        return b"", b"", f"Executing op {op} in device ".encode() + CPU + b"\n"
+    return b"", (GLOG + b"direct_session.cc:382] Device mapping:\n"
+                 + b"/job:localhost/replica:0/task:0/device:GPU:0 -> device: 0, name: x\n"), b""
+
+
+def replay(steps: list[tuple[str, object]]) -> tuple[dict[int, bytes], list[tuple[int, bytes]], dict[int, bytes]]:
+    """The fds' contents and the Python-level lines a capture would hold after ``steps``, and the
+    program's own bytes by fd."""
+    fds = {1: bytearray(), 2: bytearray()}
+    mine = {1: bytearray(), 2: bytearray()}
+    diverted: list[tuple[int, bytes]] = []
+    for kind, what in steps:
+        if kind == "user":
+            fd, data = what  # type: ignore[misc]
+            fds[fd] += data
+            mine[fd] += data
+            continue
+        out, err, python = tensorflow_writes(what)  # type: ignore[arg-type]
+        fds[1] += out
+        fds[2] += err
+        if python:
+            diverted.append((len(fds[2]), python))
+    return {fd: bytes(d) for fd, d in fds.items()}, diverted, {fd: bytes(d) for fd, d in mine.items()}
+
+
+def rows(report: object) -> list[tuple[object, ...]]:
+    return [(p.kind, p.node, p.op, p.canonical) for p in report.placements]  # type: ignore[attr-defined]
+
+
+NOISE = st.one_of(st.binary(max_size=40), st.sampled_from([b"", b"\x00", b"step=42", b"\r", b"x\n", b"I", b"0",
+                                                            b"a: (MatMul): " + CPU, b"/job:"]))
+EVENT = st.tuples(st.sampled_from(["placer", "eager", "python", "mapping"]), st.integers(0, 20))
+STEPS = st.lists(st.one_of(st.tuples(st.just("tf"), EVENT),
+                           st.tuples(st.just("user"), st.tuples(st.sampled_from([1, 2]), NOISE))), max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(STEPS)
+def test_random_program_bytes_around_tensorflow_s_lines_come_back_exactly_and_change_no_placement(
+        steps: list[tuple[str, object]]) -> None:
+    from placement_cli.notebook import _parse
+    from placement_cli.runtime.fdcapture import separate
+
+    received, diverted, mine = replay(steps)
+    taken = separate(received, diverted)
+    assert taken.shown == mine  # byte for byte, whatever the program wrote
+    clean_received, clean_diverted, _ = replay([step for step in steps if step[0] == "tf"])
+    report, clean = _parse(taken, None), _parse(separate(clean_received, clean_diverted), None)
+    assert rows(report) == rows(clean)
+    assert len(report.placements) == sum(1 for kind, _ in steps if kind == "tf" and _[0] != "mapping")
+    lines = report.log.split("\n")
+    for p in report.placements:  # each placement's line number points at its line in report.log
+        assert lines[p.line - 1].endswith(p.canonical) and (p.node or p.op) in lines[p.line - 1]
+
+
+OUT_OF_ORDER = r'''
+import os, signal
+from placement_cli.runtime import fdcapture
+from placement_cli.runtime.fdcapture import SplitCapture
+
+def where():
+    return [os.readlink(f"/proc/self/fd/{fd}") for fd in (1, 2)]
+
+before = where()
+a = SplitCapture(); a.start(); os.write(1, b"a1\n")
+b = SplitCapture(); b.start(); os.write(1, b"b1\n")
+got_a = a.stop(); os.write(1, b"b2\n")  # the outer one stops first: fd 1 stays with the inner one
+got_b = b.stop()
+reached = False
+try:
+    with fdcapture.interrupts_deferred():
+        os.kill(os.getpid(), signal.SIGINT)
+        reached = True
+    interrupted = "late"
+except KeyboardInterrupt:
+    interrupted = "after the block"
+print(repr(got_a), repr(got_b), before == where(), fdcapture._ORIGINALS, reached, interrupted)
+'''
+
+
+def test_split_captures_stopped_out_of_order_put_every_fd_back_and_ctrl_c_waits_for_it() -> None:
+    proc = subprocess.run([sys.executable, "-c", OUT_OF_ORDER], capture_output=True, text=True, timeout=60)
+    assert proc.stdout == ("{1: b'a1\\n', 2: b''} {1: b'b1\\nb2\\n', 2: b''} True {} True after the block\n"), proc.stderr

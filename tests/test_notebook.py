@@ -170,6 +170,214 @@ emit("UNKNOWN", report)
 # TF_CPP_MIN_LOG_LEVEL=1 hides glog's INFO lines: eager placements are lost outside IPython.
 QUIET = SETUP + "with placement_cli.capture() as report:\n" + textwrap.indent(CODE, "    ") + '\nemit("QUIET", report)\n'
 
+# A program's own bytes around TensorFlow's lines, and every way a block can end: fds 1/2 and
+# sys.stdout/sys.stderr must come back as they were, the program's bytes whole.
+HOSTILE = r'''
+import json, os, random, re, signal, sys, tempfile, warnings
+import placement_cli
+from placement_cli import notebook
+from placement_cli.runtime import fdcapture
+import tensorflow as tf
+tf.get_logger().setLevel("ERROR")  # its retracing warnings are not the noise this checks
+
+def state():
+    return [os.readlink("/proc/self/fd/1"), os.readlink("/proc/self/fd/2"), sys.stdout is ORIGINAL[0],
+            sys.stderr is ORIGINAL[1], notebook._ACTIVE == [] and fdcapture._STACK == [] and fdcapture._ORIGINALS == {}]
+
+ORIGINAL = (sys.stdout, sys.stderr)
+BEFORE = state()
+
+def own_fds(run):
+    """Run ``run`` with fds 1 and 2 in files of this script's own; what they received, by fd."""
+    sys.stdout.flush(); sys.stderr.flush()
+    files = {fd: tempfile.TemporaryFile() for fd in (1, 2)}
+    saved = {fd: os.dup(fd) for fd in (1, 2)}
+    for fd in (1, 2):
+        os.dup2(files[fd].fileno(), fd)
+    try:
+        result = run()
+    finally:
+        sys.stdout.flush(); sys.stderr.flush()
+        for fd in (1, 2):
+            os.dup2(saved[fd], fd)
+            os.close(saved[fd])
+    got = {}
+    for fd, f in files.items():
+        f.seek(0)
+        got[fd] = f.read()
+    return result, got
+
+def rows(report):
+    return sorted([p.kind, re.sub(r"_\d+$", "", p.op or ""), p.node, p.canonical] for p in report.placements)
+
+def trial(rng=None, big=0):
+    """A fresh tf.function (its placer lines, its _Args) and eager ops, with the program's bytes
+    written to fds 1 and 2 around each: random, NULs, unfinished lines."""
+    @tf.function
+    def f(a, b):
+        return tf.matmul(a, b) + 1.0
+
+    mine = {1: bytearray(), 2: bytearray()}
+    def noise():
+        if rng is None:
+            return
+        for fd in (1, 2):
+            data = rng.choice([rng.randbytes(rng.randrange(60)), b"step=42", b"\x00\x00", b"a: (MatMul): /job:localhost/replica:0/task:0/device:CPU:0", b""])
+            os.write(fd, data)
+            mine[fd] += data
+    def block():
+        with placement_cli.capture() as report:
+            noise()
+            x = tf.ones([2, 2])
+            noise()
+            f(x, x)
+            noise()
+            tf.add(x, x)
+            if big:
+                data = rng.randbytes(big)
+                os.write(1, data)
+                mine[1] += data
+            noise()
+        return report
+    report, got = own_fds(block)
+    return report, got, {fd: bytes(d) for fd, d in mine.items()}
+
+with placement_cli.capture():  # before TensorFlow's first op
+    trial()
+clean, _, _ = trial()
+results = []
+for seed in range(8):
+    report, got, mine = trial(random.Random(seed), big=(30 << 20) if seed == 0 else 0)
+    results.append({"same_rows": rows(report) == rows(clean), "count": [len(report.placements), len(clean.placements)],
+                    "out_exact": got[1] == mine[1], "err_exact": got[2] == mine[2], "complete": report.complete,
+                    "bad_out": repr(got[1][:300]) if got[1] != mine[1] and seed else "",
+                    "bad_err": repr(got[2][:300]) if got[2] != mine[2] else ""})
+print("NOISE", json.dumps(results), flush=True)
+
+# the brief's case, word for word: an unfinished line, a first tf.function call, the line's end
+def step():
+    @tf.function
+    def g(a):
+        return a * 2.0
+    with placement_cli.capture() as report:
+        os.write(1, b"step=42")
+        g(tf.ones([2]))
+        os.write(1, b"\ndone\n")
+    return report
+stepped, got = own_fds(step)
+print("STEP", json.dumps({"out": got[1].decode("latin-1"), "nodes": [p.node for p in stepped.placements],
+                          "args": sum(1 for p in stepped.placements if p.op == "_Arg")}), flush=True)
+print("STATE0", json.dumps([state() == BEFORE]), flush=True)
+
+def check(tag, body):
+    """Run ``body`` with fds of this script's own; whether fds 1/2 and sys.stdout/err are back after it."""
+    def run():
+        before = state()
+        try:
+            outcome = body()
+        except BaseException as error:  # noqa: BLE001 - what escaped is the outcome
+            outcome = type(error).__name__
+        return outcome, state() == before
+    (outcome, restored), got = own_fds(run)
+    print(tag, json.dumps({"outcome": outcome, "restored": restored, "out": got[1].decode("latin-1")}), flush=True)
+
+def eager(report):
+    return sorted({p.op for p in report.placements if p.kind == "eager"})
+
+def reenter():
+    cap = placement_cli.capture()
+    with cap as q1:
+        with cap as q2:
+            tf.square(3.0)
+        tf.negative(1.0)
+    return {"same": q1 is q2, "outer": eager(q1), "inner": eager(q2), "complete": [q1.complete, q2.complete]}
+
+def reuse():
+    cap = placement_cli.capture()
+    with cap as r1:
+        tf.subtract(1.0, 2.0)
+    with cap as r2:
+        tf.multiply(1.0, 2.0)
+    return {"same": r1 is r2, "first": eager(r1), "second": eager(r2)}
+
+def raises():
+    with placement_cli.capture():
+        os.write(1, b"before the error\n")
+        raise ValueError("mine")
+
+def nested_raises():
+    with placement_cli.capture():
+        with placement_cli.capture():
+            os.write(1, b"inner\n")
+            raise KeyError("mine")
+
+def out_of_order():
+    def suspended():
+        with placement_cli.capture() as outer:
+            yield outer
+    g = suspended()
+    next(g)
+    inner = placement_cli.capture()
+    report = inner.__enter__()
+    os.write(1, b"while both ran\n")
+    g.close()  # the outer block ends while the inner one runs
+    tf.abs(-2.0)
+    os.write(1, b"inner only\n")
+    inner.__exit__(None, None, None)
+    return eager(report)
+
+def interrupted_while_restoring():
+    real, armed = fdcapture._flush_all, []
+    def flush():
+        if armed == [1]:
+            armed.append(2)
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C just as the fds are being put back
+        real()
+    fdcapture._flush_all = flush
+    try:
+        with placement_cli.capture():
+            os.write(1, b"kept\n")
+            tf.abs(-3.0)
+            armed.append(1)
+    finally:
+        fdcapture._flush_all = real
+
+def interrupted_while_parsing():
+    import placement_cli.logparse as logparse
+    real = logparse.parse_text
+    def interrupt(text):
+        raise KeyboardInterrupt
+    logparse.parse_text = interrupt
+    try:
+        with placement_cli.capture():
+            os.write(1, b"kept\n")
+    finally:
+        logparse.parse_text = real
+
+def enter_fails():
+    from placement_cli.runtime.recording import Recorder
+    real = Recorder.install
+    def broken(self):
+        raise RuntimeError("cannot patch")
+    Recorder.install = broken
+    try:
+        with placement_cli.capture():
+            os.write(1, b"never\n")
+    finally:
+        Recorder.install = real
+
+def exit_first():
+    return placement_cli.capture().__exit__(None, None, None)
+
+for tag, body in [("REENTER", reenter), ("REUSE", reuse), ("RAISES", raises), ("NESTEDRAISES", nested_raises),
+                  ("OUTOFORDER", out_of_order), ("SIGINT", interrupted_while_restoring),
+                  ("INTERRUPTED", interrupted_while_parsing), ("ENTERFAILS", enter_fails), ("EXITFIRST", exit_first)]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check(tag, body)
+print("STATE", json.dumps([state() == BEFORE]), flush=True)
+'''
+
 KERNEL_CELLS = [SETUP, CAPTURE, CAPTURE, "report", NESTED, AFTER]
 
 RUN_NOTEBOOK = """
@@ -247,6 +455,7 @@ def runs() -> Iterator[dict[str, Run]]:
             "script": Run([*python, SCRIPT]),
             "late": Run([*python, LATE]),
             "quiet": Run([*python, QUIET], env={"TF_CPP_MIN_LOG_LEVEL": "1"}),
+            "hostile": Run([*python, HOSTILE]),
             "kernel": Run([*python, RUN_NOTEBOOK, cells, "[]", os.path.join(tmp, "forwarded.json")],
                           outputs=os.path.join(tmp, "forwarded.json")),
             # older kernels and hosted notebooks: C++ output never reaches a cell (often with TF quietened)
@@ -432,3 +641,60 @@ def test_a_log_level_that_hides_eager_lines_is_said_and_graph_placements_still_c
     assert any("TF_CPP_MIN_LOG_LEVEL=1" in p for p in report["problems"])
     assert report_row(report, "pinned")[:3] == ["placer", "MatMul", "pinned"]  # from the stdout copies alone
     assert report_row(report, "in_session")
+
+
+@pytest.fixture(scope="module")
+def hostile(runs: dict[str, Run]) -> dict[str, list[Any]]:
+    run = runs["hostile"]
+    assert run.proc.returncode == 0, run.stderr.decode("utf-8", "replace")[-4000:]
+    return tagged(run.text)
+
+
+def test_random_program_bytes_come_back_exactly_and_change_no_placement(hostile: dict[str, list[Any]]) -> None:
+    """Random bytes (NULs, unfinished lines, 30 MB in one case, placement lookalikes) on fds 1 and 2
+    around TensorFlow's lines: each fd gives back exactly what the program wrote, and the report
+    equals the one of the same code run without them."""
+    trials = hostile["NOISE"][0]
+    assert len(trials) == 8
+    for trial in trials:
+        assert trial["out_exact"] and trial["err_exact"], (trial["bad_out"], trial["bad_err"])
+        assert trial["same_rows"] and trial["count"][0] == trial["count"][1] and trial["complete"]
+
+
+def test_an_unfinished_line_before_tensorflow_s_line_stays_the_program_s_and_is_no_node(
+        hostile: dict[str, list[Any]]) -> None:
+    step = hostile["STEP"][0]
+    assert step["out"] == "step=42\ndone\n"
+    assert "a" in step["nodes"] and not any(node and "step" in node for node in step["nodes"])
+    assert step["args"] == 1  # the function's one argument, counted once
+
+
+def test_one_capture_object_entered_again_or_reused_gives_each_block_its_own_report(
+        hostile: dict[str, list[Any]]) -> None:
+    reentered = hostile["REENTER"][0]["outcome"]
+    assert not reentered["same"] and reentered["complete"] == [True, True]
+    assert "Square" in reentered["inner"] and "Neg" not in reentered["inner"]
+    assert {"Square", "Neg"} <= set(reentered["outer"])  # the outer block holds the inner one's too
+    reused = hostile["REUSE"][0]["outcome"]
+    assert not reused["same"] and "Sub" in reused["first"] and "Mul" in reused["second"]
+    assert "Mul" not in reused["first"] and "Sub" not in reused["second"]
+
+
+def test_after_every_kind_of_block_the_fds_and_streams_are_back(hostile: dict[str, list[Any]]) -> None:
+    """os.readlink of fds 1/2 and the sys.stdout/sys.stderr objects are what they were, and no capture
+    is left running: after normal, nested, re-entered, reused and failing blocks, blocks ending out
+    of order, Ctrl-C while the fds are put back or while the report is parsed, a failed entry."""
+    expected = {"REENTER": None, "REUSE": None, "RAISES": "ValueError", "NESTEDRAISES": "KeyError",
+                "OUTOFORDER": None, "SIGINT": "KeyboardInterrupt", "INTERRUPTED": "KeyboardInterrupt",
+                "ENTERFAILS": "RuntimeError", "EXITFIRST": "RuntimeError"}
+    for tag, raised in expected.items():
+        case = hostile[tag][0]
+        assert case["restored"], tag
+        if raised is not None:
+            assert case["outcome"] == raised, tag
+    # the program's bytes reach the fd however the block ended
+    assert hostile["RAISES"][0]["out"] == "before the error\n" and hostile["NESTEDRAISES"][0]["out"] == "inner\n"
+    assert hostile["SIGINT"][0]["out"] == "kept\n" and hostile["INTERRUPTED"][0]["out"] == "kept\n"
+    assert hostile["OUTOFORDER"][0]["out"] == "while both ran\ninner only\n"
+    assert "Abs" in hostile["OUTOFORDER"][0]["outcome"]
+    assert hostile["STATE0"] == [[True]] and hostile["STATE"] == [[True]]

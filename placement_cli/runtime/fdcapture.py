@@ -6,14 +6,17 @@ import array
 import ctypes
 import os
 import re
+import signal
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import IO
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import IO, Any
 
 from placement_cli.logparse.placer import DEVICE
 
@@ -75,26 +78,36 @@ def silenced(fd: int = 2) -> Iterator[None]:
         os.close(devnull)
 
 
+# SplitCaptures now holding fds, innermost last, and a copy of what each fd was before the first of
+# them: whatever order they stop in, every fd goes back to the innermost holder left, or to its original.
+_STACK: list[SplitCapture] = []
+_ORIGINALS: dict[int, int] = {}
+
+
 class SplitCapture:
     """Each of ``fds`` into its own temporary file (never a pipe: a writer holding the GIL can
     never block on a reader), so what is not TensorFlow's goes back to the fd it was written to.
-    The originals stay open, as ``saved[fd]``, until ``stop()``."""
+    Captures nest, and may even stop out of order: the last one to stop puts the original fds back."""
 
     def __init__(self, fds: tuple[int, ...] = (1, 2)) -> None:
         self.fds = fds
-        self.saved: dict[int, int] = {}
         self._sinks: dict[int, IO[bytes]] = {}
 
     def start(self) -> None:
-        _flush_all()  # what was written before the block is not ours
-        try:
-            for fd in self.fds:
-                self._sinks[fd] = tempfile.TemporaryFile(mode="w+b")
-                self.saved[fd] = os.dup(fd)
-                os.dup2(self._sinks[fd].fileno(), fd)
-        except BaseException:
-            self.stop()
-            raise
+        with interrupts_deferred():
+            _flush_all()  # what was written before the block is not ours
+            try:
+                for fd in self.fds:
+                    self._sinks[fd] = tempfile.TemporaryFile(mode="w+b")
+                for fd in self.fds:
+                    if fd not in _ORIGINALS:
+                        _ORIGINALS[fd] = os.dup(fd)
+                _STACK.append(self)
+                for fd in self.fds:
+                    os.dup2(self._sinks[fd].fileno(), fd)
+            except BaseException:
+                self.stop()
+                raise
 
     def write(self, fd: int, data: bytes) -> None:
         """Add ``data`` to what ``fd`` received, in order with what TensorFlow writes there."""
@@ -102,20 +115,85 @@ class SplitCapture:
         if sink is not None:
             _write_all(sink.fileno(), data)
 
+    def position(self, fd: int) -> int:
+        """How many bytes ``fd`` has received so far."""
+        sink = self._sinks.get(fd)
+        return os.lseek(sink.fileno(), 0, os.SEEK_CUR) if sink is not None else 0
+
     def stop(self) -> dict[int, bytes]:
-        """Restore every fd and return what each received."""
-        _flush_all()
-        received: dict[int, bytes] = {}
-        for fd, copy in self.saved.items():
+        """Point every fd back where it belongs now and return what each received (once; {} after)."""
+        with interrupts_deferred():
+            _flush_all()
+            if self in _STACK:
+                _STACK.remove(self)
+            failed: OSError | None = None
+            for fd in self._sinks:
+                try:
+                    _point(fd)
+                except OSError as error:  # the other fds still go back
+                    failed = failed or error
+            received: dict[int, bytes] = {}
+            for fd, sink in self._sinks.items():
+                try:
+                    sink.seek(0)
+                    received[fd] = sink.read()
+                finally:
+                    sink.close()
+            self._sinks.clear()
+            if failed is not None:
+                raise failed
+            return received
+
+
+def _point(fd: int) -> None:
+    """Send ``fd`` to the innermost capture still holding it, or back to where it was before any."""
+    holder = next((cap._sinks[fd] for cap in reversed(_STACK) if fd in cap._sinks), None)  # noqa: SLF001
+    if holder is not None:
+        os.dup2(holder.fileno(), fd)
+        return
+    copy = _ORIGINALS.pop(fd, None)
+    if copy is not None:
+        try:
             os.dup2(copy, fd)
+        finally:
             os.close(copy)
-        self.saved.clear()
-        for fd, sink in self._sinks.items():
-            sink.seek(0)
-            received[fd] = sink.read()
-            sink.close()
-        self._sinks.clear()
-        return received
+
+
+def original(fd: int) -> int | None:
+    """A copy of what ``fd`` was before the captures now running began (None when none runs)."""
+    return _ORIGINALS.get(fd)
+
+
+def write_out(fd: int, data: bytes) -> None:
+    """Write ``data`` where ``fd`` went before any capture (the user's terminal, a cell's pipe)."""
+    write_to(_ORIGINALS.get(fd, fd), data)
+
+
+@contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Hold Ctrl-C (SIGINT) back until the block is done, then deliver it: pointing fds back must
+    not stop halfway. Only in the main thread, where Python runs signal handlers."""
+    held: list[tuple[int, FrameType | None]] = []
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        held.append((signum, frame))
+
+    previous: Any = None
+    try:
+        if threading.current_thread() is threading.main_thread():
+            handler = signal.getsignal(signal.SIGINT)
+            if callable(handler):
+                previous = handler
+                signal.signal(signal.SIGINT, hold)
+    except (ValueError, OSError):  # not the main interpreter: nothing to hold
+        previous = None
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+            for signum, frame in held[:1]:
+                previous(signum, frame)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -157,19 +235,29 @@ def write_to(fd: int, data: bytes) -> None:
 # TensorFlow's placement lines as it writes them: the placer's printf copy on stdout; on stderr its
 # glog copy, the eager runtime's lines and `Device mapping:` blocks. Under IPython the eager lines and
 # the mapping go through a logging listener to Python's sys.stdout instead, unprefixed.
+# TensorFlow writes each of its lines whole, with one write; the program may have left a line
+# unfinished on the same fd just before, so TensorFlow's line can start in the middle of a line.
 _PLACER = rb"[^\s:]++(?::[^\s:]++)*+: (?:\([^\s()]*+\): ?)?" + DEVICE
 _EAGER = rb"Executing op \S++ (?:in device|on task) " + DEVICE
 _END = rb"[ \t\r]*+"
 # absl (TF >= 2.16: "I0000 00:00:1795232759.847888    3899 placer.cc:162] ") and older glog prefixes
 _GLOG = (rb"(?:[IWEF]\d{4} \d\d:\d\d:\d++\.\d++ ++\d++ (?P<file>[^\]\s:]++):\d++\] "
          rb"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d++: [IWEF] (?P<file2>[^\]\s:]++):\d++\] )")
+_GLOG_START = re.compile(rb"(?=[IWEF]\d{4} \d\d:\d\d:\d|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.)")
 _BARE = re.compile(rb"(?:" + _PLACER + rb"|" + _EAGER + rb")" + _END)
-_GLOG_PLACER = re.compile(_GLOG + _PLACER + _END)
+_GLOG_PLACER = re.compile(_GLOG + rb"(?P<placed>" + _PLACER + rb")" + _END)
 _GLOG_EAGER = re.compile(_GLOG + _EAGER + _END)
 _GLOG_MAPPING = re.compile(_GLOG + rb"Device mapping:.*+")
 _MAPPING_HEAD = re.compile(rb"Device mapping:.*+")
 _MAPPING_ENTRY = re.compile(rb"/(?:job|device):\S++ -> .*+")
 _ANY_EAGER = re.compile(rb"Executing op \S++ (?:in device|on task) " + DEVICE + _END + rb"$", re.M)
+# The placer's printf copy in TensorFlow 2 (`NAME: (OP): DEVICE`), with a name TensorFlow accepts.
+_NODE = rb"[A-Za-z0-9._][A-Za-z0-9_.\-/>]*+"
+_COPY = re.compile(_NODE + rb": \([A-Za-z0-9_]++\): " + DEVICE)
+_COPY_TAIL = re.compile(rb": \([A-Za-z0-9_]++\): " + DEVICE)
+_NODE_CHAR = re.compile(rb"[A-Za-z0-9_.\-/>]")
+_JOB = re.compile(rb"/job:")
+_KEYWORDS = re.compile(rb"/job:|/device:|Device mapping:")
 
 
 def _body(line: bytes) -> bytes:
@@ -193,37 +281,166 @@ def is_placement_text(text: bytes) -> bool:
     return all(_BARE.fullmatch(b) for b in bodies)
 
 
-def placement_lines(data: bytes, fd: int, diverted: Counter[bytes] | None = None) -> tuple[bytes, int]:
-    """``data`` without TensorFlow's placement lines (byte for byte otherwise), and how many there were.
-    ``diverted``: the lines TensorFlow sent through Python and a capture added to ``fd`` (each counts once)."""
-    diverted = Counter(diverted or ())
-    kept: list[bytes] = []
-    found = 0
-    in_mapping = False
-    for line in data.splitlines(keepends=True):
-        if diverted[line] > 0:
-            diverted[line] -= 1
-            found += 1
-            continue
-        body = _body(line)
-        if in_mapping and _MAPPING_ENTRY.fullmatch(body):
-            found += 1
-            continue
-        in_mapping = False
+@dataclass
+class Separated:
+    """What fds 1 and 2 received in a capture, told apart: the program's bytes and TensorFlow's lines."""
+
+    shown: dict[int, bytes] = field(default_factory=dict)
+    """What each fd received less TensorFlow's placement lines: the program's bytes, byte for byte."""
+    log: dict[int, bytes] = field(default_factory=dict)
+    """What each fd received, with the lines TensorFlow sent through Python in order on fd 2."""
+    tensorflow: dict[int, bytes] = field(default_factory=dict)
+    """``log`` with every line that is not one of TensorFlow's to parse left empty (same line numbers),
+    and the program's bytes before a TensorFlow line on the same line taken off it."""
+    unsure: int = 0
+    """Lines on fd 1 that end like the placer's copy written after the program's unfinished line, with
+    no twin on fd 2 to say where it starts: left to the program, not counted."""
+
+
+def separate(received: dict[int, bytes], diverted: Sequence[tuple[int, bytes]] = (),
+             info_hidden: bool = False) -> Separated:
+    """Tell TensorFlow's placement lines in ``received`` (by fd) from the program's bytes.
+
+    On fd 2: glog lines of the placer (placer.cc), of the eager runtime and `Device mapping:` blocks,
+    also where the program's unfinished line precedes one. On fd 1: the placer's copies, each
+    confirmed by its glog twin on fd 2 (which also says where one starts after the program's
+    unfinished line); only where TensorFlow's INFO lines are hidden (``info_hidden``, so no copy has
+    a twin) are whole lines of the copy's exact shape taken without one. ``diverted``: lines
+    TensorFlow sent through Python while fd 2 had received so many bytes: they join the log, never
+    the program's bytes."""
+    result = Separated()
+    err = received.get(2, b"")
+    cuts, twins = _glog_cuts(err)
+    inserts = [(err.rfind(b"\n", 0, pos) + 1, data) for pos, data in sorted(diverted, key=lambda d: d[0])]
+    for fd, data in received.items():
         if fd == 2:
-            placed = _GLOG_PLACER.fullmatch(body)
-            if (placed is not None and _placer_file(placed)) or _GLOG_EAGER.fullmatch(body):
-                found += 1
-                continue
-            if _GLOG_MAPPING.fullmatch(body):
-                in_mapping = True
-                found += 1
-                continue
-        elif _BARE.fullmatch(body):
-            found += 1
+            fd_cuts, fd_inserts = cuts, inserts
+        elif fd == 1:
+            fd_cuts, result.unsure = _bare_cuts(data, Counter(twins), shape_only=info_hidden and not twins)
+            fd_inserts = []
+        else:
+            fd_cuts, fd_inserts = [], []
+        result.shown[fd], result.log[fd], result.tensorflow[fd] = _assemble(data, fd_cuts, fd_inserts)
+    if 2 not in received and inserts:
+        result.shown[2], result.log[2], result.tensorflow[2] = _assemble(b"", [], inserts)
+    return result
+
+
+def _lines_with(data: bytes, pattern: re.Pattern[bytes]) -> Iterator[tuple[int, int]]:
+    """(start, end) of each whole line (newline included) of ``data`` that holds ``pattern``, in order."""
+    end = 0
+    for match in pattern.finditer(data):
+        if match.start() < end:
             continue
-        kept.append(line)
-    return b"".join(kept), found
+        start = data.rfind(b"\n", 0, match.start()) + 1
+        newline = data.find(b"\n", match.end())
+        if newline < 0:
+            return  # an unfinished last line: TensorFlow ends every line it writes
+        end = newline + 1
+        yield start, end
+
+
+def _glog_start(body: bytes) -> tuple[int, re.Match[bytes] | None] | None:
+    """Where a glog placement line of TensorFlow's starts in ``body`` (a line, or the end of one),
+    with the placer's match if it is one."""
+    for candidate in _GLOG_START.finditer(body):
+        at = candidate.start()
+        placed = _GLOG_PLACER.fullmatch(body, at)
+        if placed is not None:
+            if _placer_file(placed):
+                return at, placed
+            continue
+        if _GLOG_EAGER.fullmatch(body, at) or _GLOG_MAPPING.fullmatch(body, at):
+            return at, None
+    return None
+
+
+def _glog_cuts(data: bytes) -> tuple[list[tuple[int, int, bool]], Counter[bytes]]:
+    """TensorFlow's placement lines on fd 2 as (start, end, parse it), and the placer lines' bodies."""
+    cuts: list[tuple[int, int, bool]] = []
+    twins: Counter[bytes] = Counter()
+    mapping_end = -1
+    for start, end in _lines_with(data, _KEYWORDS):
+        body = data[start:end - 1]
+        if start == mapping_end and _MAPPING_ENTRY.fullmatch(body.rstrip(b"\r")):
+            cuts.append((start, end, True))
+            mapping_end = end
+            continue
+        found = _glog_start(body)
+        if found is None:
+            continue
+        at, placed = found
+        cuts.append((start + at, end, True))
+        if placed is not None:
+            twins[placed.group("placed")] += 1
+        elif _GLOG_MAPPING.fullmatch(body, at):
+            mapping_end = end
+    return cuts, twins
+
+
+def _bare_cuts(data: bytes, twins: Counter[bytes], shape_only: bool) -> tuple[list[tuple[int, int, bool]], int]:
+    """The placer's copies on fd 1 as (start, end, parse it): those with a glog twin (already counted
+    there, so not parsed again), or where no copy can have one, whole lines of the copy's shape."""
+    cuts: list[tuple[int, int, bool]] = []
+    unsure = 0
+    # the twins' lengths by what follows the node's name (`: (OP): DEVICE`; names hold no ": ("):
+    # where a line ends in it, those are the only places TensorFlow's line can start
+    found: dict[bytes, set[int]] = {}
+    for key in twins:
+        found.setdefault(key[key.rfind(b": ("):], set()).add(len(key))
+    # the longest first: the program's part as short as can be
+    lengths = {tail: sorted(sizes, reverse=True) for tail, sizes in found.items()}
+    for start, end in _lines_with(data, _JOB):
+        body = data[start:end - 1]
+        if twins[body] > 0:
+            twins[body] -= 1
+            cuts.append((start, end, False))
+            continue
+        at = body.rfind(b": (")
+        sizes = lengths.get(body[at:], []) if at > 0 else []
+        tail = next((size for size in sizes if size < len(body) and twins[body[-size:]] > 0), None)
+        if tail is not None:  # after the program's unfinished line: only TensorFlow's part is cut
+            twins[body[-tail:]] -= 1
+            cuts.append((end - 1 - tail, end, False))
+            continue
+        if not shape_only:
+            continue
+        if _COPY.fullmatch(body):
+            cuts.append((start, end, True))
+        elif at > 0 and _COPY_TAIL.fullmatch(body, at) and _NODE_CHAR.fullmatch(body, at - 1, at):
+            unsure += 1
+    return cuts, unsure
+
+
+def _assemble(data: bytes, cuts: list[tuple[int, int, bool]],
+              inserts: list[tuple[int, bytes]]) -> tuple[bytes, bytes, bytes]:
+    """``data`` less the cuts (shown); with the inserts (log); and only the parsed cuts and the
+    inserts, every other line left empty (tensorflow: line for line as the log)."""
+    shown: list[bytes] = []
+    log: list[bytes] = []
+    tensorflow: list[bytes] = []
+    pos = 0
+
+    def program(upto: int) -> None:
+        region = data[pos:upto]
+        shown.append(region)
+        log.append(region)
+        tensorflow.append(b"\n" * region.count(b"\n"))
+
+    pending = iter(inserts)
+    insert = next(pending, None)
+    for start, end, parsed in (*cuts, (len(data), len(data), False)):
+        while insert is not None and insert[0] <= start:  # at a line's start: never inside a cut
+            program(insert[0])
+            pos = insert[0]
+            log.append(insert[1])
+            tensorflow.append(insert[1])
+            insert = next(pending, None)
+        program(start)
+        log.append(data[start:end])
+        tensorflow.append(data[start:end] if parsed else b"\n" * data.count(b"\n", start, end))
+        pos = end
+    return b"".join(shown), b"".join(log), b"".join(tensorflow)
 
 
 def has_eager_line(data: bytes) -> bool:
