@@ -65,7 +65,9 @@ def session_config(tf: Any, options: RunOptions) -> Any:
         config.device_count["CPU"] = options.cpus
     if options.virtual_gpus:  # likewise the logical GPUs (untested here: no GPU on CI)
         config.gpu_options.experimental.virtual_devices.add(memory_limit_mb=[_VGPU_MB] * options.virtual_gpus)
-    if options.copies:  # grappler would otherwise fold the guide's matmuls into constants: nothing to copy
+    if options.copies:  # both constant folders would fold the guide's matmuls into constants: nothing to copy
         rewrite = config.graph_options.rewrite_options
-        rewrite.constant_folding = rewrite.OFF
+        rewrite.constant_folding = rewrite.OFF  # grappler's
+        # the older graph optimizer's: with grappler's alone off, MatMul still becomes MatMul/_0__cf__0
+        config.graph_options.optimizer_options.opt_level = tf.compat.v1.OptimizerOptions.L0
     return config
