@@ -126,8 +126,8 @@ def check_panel(check: GradientCheck, view: View) -> Panel:
     verdict = "passed" if check.passed else "FAILED"
     body = Text()
     body.append(f"averaged tower gradients vs the full-batch gradient on {clean(check.reference)} ({check.dtype}):\n")
-    body.append(f"max abs difference {check.max_abs:.3g}, max relative difference {check.max_rel:.3g} "
-                f"(of each gradient's largest magnitude); tolerance: relative <= {check.tolerance:g}: ")
+    body.append(f"max abs difference {check.max_abs:.3g}, max relative difference {check.max_rel:.3g}\n")
+    body.append(f"tolerance: relative <= {check.tolerance:g} (of each gradient's largest magnitude): ")
     body.append(verdict, style="bold green" if check.passed else "bold red")
     if check.note:
         body.append(f"\n{clean(check.note)}", style="italic")
