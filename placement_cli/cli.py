@@ -431,7 +431,7 @@ def _optional_gpus(value: str | None) -> str | None:
 
 
 def _training_devices(towers: int | None, devices: str | None, gpus: str | None, cpus: int | None,
-                      default: int, first_cpu: int) -> tuple[list[str], int | None]:
+                      default: int, first_cpu: int, unit: str = "towers") -> tuple[list[str], int | None]:
     """The towers' (or replicas') devices and the logical CPUs to make: --devices, --gpus, or
     ``default`` logical CPUs from /cpu:``first_cpu`` on."""
     from placement_cli.devices import parse_device, parse_indices  # noqa: PLC0415
@@ -442,7 +442,8 @@ def _training_devices(towers: int | None, devices: str | None, gpus: str | None,
     if devices or gpus:
         chosen = devices.split(",") if devices else [f"/gpu:{i}" for i in parse_indices(gpus or "")]
         if towers is not None and towers != len(chosen):
-            raise UsageProblem(f"--towers {towers} but {len(chosen)} devices given: give one device per tower")
+            raise UsageProblem(f"{towers} {unit} asked for but {len(chosen)} devices given: give one device per "
+                               f"{unit.rstrip('s')}")
         indices = [s.device_index for s in map(parse_device, chosen)
                    if s.device_type == "CPU" and s.device_index is not None]
         if cpus is None and indices and max(indices) > 0:
@@ -453,7 +454,8 @@ def _training_devices(towers: int | None, devices: str | None, gpus: str | None,
     return chosen, cpus if cpus is not None else first_cpu + count
 
 
-def _print_training(report: Any, *, as_json: bool, show_log: bool, all_rows: bool, soft: bool, filtered: Any) -> None:
+def _print_training(report: Any, *, as_json: bool, show_log: bool, all_rows: bool, soft: bool | None,
+                    filtered: Any) -> None:
     """A training lesson's report: JSON, or its tables (roles, placements or digest, losses, check, copies)."""
     if filtered.nothing_matched:
         _say(f"no placements match {filtered.filters.describe()} (of {filtered.total})")
@@ -530,6 +532,57 @@ def train(
     report = run_train(spec, RunOptions(soft=soft, mode="graph", cpus=cpus, virtual_gpus=virtual_gpus, copies=copies))
     narrowed = apply(report, Filters(device, op, node, top))
     _print_training(narrowed.report, as_json=as_json, show_log=log, all_rows=all_rows, soft=soft, filtered=narrowed)
+    _training_exit(report)
+
+
+class Reduce(str, Enum):
+    collective = "collective"
+    one_device = "one-device"
+    hierarchical = "hierarchical"
+    nccl = "nccl"
+
+
+@app.command()
+@guarded
+def mirrored(
+    replicas: Annotated[int | None, typer.Option("--replicas", metavar="N", callback=_capped("--replicas", 1, 16, "one logical device per replica"), help="How many replicas (default 2; with --devices or --gpus, one per device).")] = None,
+    devices: Annotated[str | None, typer.Option("--devices", metavar="DEV,DEV", callback=_devices_option, help="The replicas' devices, e.g. /gpu:0,/gpu:1 (default: logical CPUs /cpu:0../cpu:N-1).")] = None,
+    gpus: Annotated[str | None, typer.Option("--gpus", metavar="N,N|N-N", callback=_optional_gpus, help="Replicas on these GPUs: 0,1 or 0-3.")] = None,
+    reduce: Annotated[Reduce, typer.Option("--reduce", help="The cross-device all-reduce: collective (MirroredStrategy's default), one-device (ReductionToOneDevice), hierarchical (HierarchicalCopyAllReduce), nccl (NcclAllReduce, GPUs only).")] = Reduce.collective,
+    fit: Annotated[bool, typer.Option("--fit", help="Train with Keras fit instead of the custom loop (strategy.run, all_reduce, strategy.reduce).")] = False,
+    steps: Annotated[int, typer.Option("--steps", metavar="N", callback=_capped("--steps", 1, 1_000, "a lesson, not a training job"), help="Training steps to run.")] = 3,
+    batch: Annotated[int, typer.Option("--batch", metavar="N", callback=_capped("--batch", 1, 8_192, "synthetic 784-feature examples made per step"), help="Global batch per step, split evenly over the replicas.")] = 64,
+    lr: Annotated[float, typer.Option("--lr", metavar="RATE", callback=_lr_option, help="Learning rate of plain gradient descent.")] = 0.1,
+    cpus: CpusOpt = None,
+    virtual_gpus: VGpusOpt = None,
+    copies: Annotated[bool, typer.Option("--copies", help="The first step's _Send/_Recv with their bytes (eager run metadata); bytes a collective moves out of sight are computed, and marked so.")] = False,
+    device: DeviceFilterOpt = None,
+    op: OpFilterOpt = None,
+    node: NodeFilterOpt = None,
+    top: TopOpt = None,
+    log: LogOpt = False,
+    all_rows: AllOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Train the seed's 784-128-10 Keras model under tf.distribute.MirroredStrategy, for real.
+
+    Replicas run on logical CPUs by default (--cpus N, replicas on /cpu:0../cpu:N-1), on GPUs with
+    --gpus or --devices. Shows the replicas, where each variable's copies live, which all-reduce
+    was used, the placements grouped per replica, and the loss per step.
+    Example: placement mirrored --reduce one-device --copies
+    """
+    from placement_cli.filters import Filters, apply  # noqa: PLC0415
+    from placement_cli.lessons.mirrored import MirroredSpec, check_split  # noqa: PLC0415
+    from placement_cli.runtime.startup import RunOptions  # noqa: PLC0415
+
+    chosen, cpus = _training_devices(replicas, devices, gpus, cpus, default=2, first_cpu=0, unit="replicas")
+    check_split(batch, len(chosen))
+    from placement_cli.lessons.mirrored import mirrored as run_mirrored  # noqa: PLC0415
+
+    spec = MirroredSpec(devices=tuple(chosen), batch=batch, steps=steps, lr=lr, reduce=reduce.value, fit=fit)
+    report = run_mirrored(spec, RunOptions(mode="eager", cpus=cpus, virtual_gpus=virtual_gpus, copies=copies))
+    narrowed = apply(report, Filters(device, op, node, top))
+    _print_training(narrowed.report, as_json=as_json, show_log=log, all_rows=all_rows, soft=None, filtered=narrowed)
     _training_exit(report)
 
 

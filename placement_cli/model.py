@@ -226,6 +226,7 @@ class Training:
     notes: tuple[str, ...] = ()
     error: str | None = None  # what stopped the steps, when they did not all run
     roles: tuple[str, ...] = ()  # the groups of its placements, in the order tables show them
+    replicas: tuple[str, ...] = ()  # mirrored: the replicas' devices as the strategy resolved them
 
     @property
     def complete(self) -> bool:
@@ -239,7 +240,8 @@ class Training:
                 "variables": [v.to_dict() for v in self.variables], "reduction": self.reduction,
                 "reduction_source": self.reduction_source, "mode": self.mode,
                 "expected_copy_bytes": None if self.expected is None else self.expected.to_dict(),
-                "notes": list(self.notes), "error": self.error, "roles": list(self.roles)}
+                "notes": list(self.notes), "error": self.error, "roles": list(self.roles),
+                "replicas": list(self.replicas)}
 
 
 @dataclass(frozen=True)

@@ -165,7 +165,7 @@ def test_missing_gpus_fail_clearly_with_exit_1() -> None:
     (["--lr", "0"], "not a learning rate"),
     (["--devices", "/cpu:[red]1"], "/cpu:[red]1"),
     (["--gpus", "0", "--devices", "/gpu:1"], "not both"),
-    (["--towers", "3", "--devices", "/cpu:1,/cpu:2"], "one device per tower"),
+    (["--towers", "3", "--devices", "/cpu:1,/cpu:2"], "3 towers asked for but 2 devices given"),
     (["--batch", "64", "--towers", "3"], "does not split evenly over 3 towers"),
 ])
 def test_bad_usage_is_exit_2_before_tensorflow_starts(args: list[str], says: str) -> None:

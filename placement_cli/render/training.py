@@ -37,12 +37,34 @@ def setup_text(training: Training) -> Text:
                     f"{training.steps} step{'s' if training.steps != 1 else ''}; "
                     f"{training.parameters:,} parameters ({size(training.parameter_bytes)}).")
     else:
-        replicas = ", ".join(f"{clean(d)} (replica {i})" for i, d in enumerate(training.devices))
+        names = training.replicas or training.devices
+        replicas = ", ".join(f"{clean(short_name(d))} (replica {i})" for i, d in enumerate(names))
         text.append(f"replicas: {replicas}; {clean(training.mode)}.\n")
-        text.append(f"global batch {training.batch}, {training.dtype}, learning rate {training.lr:g}, "
-                    f"{training.steps} step{'s' if training.steps != 1 else ''}; "
-                    f"{training.parameters:,} parameters ({size(training.parameter_bytes)}).")
+        per = training.batch // max(len(training.devices), 1)
+        text.append(f"global batch {training.batch} ({per} per replica), {training.dtype}, learning rate "
+                    f"{training.lr:g}, {training.steps} step{'s' if training.steps != 1 else ''}; "
+                    f"{training.parameters:,} parameters ({size(training.parameter_bytes)}).\n")
+        if training.reduction:
+            reduction = clean(training.reduction)
+        elif not training.replicas:
+            reduction = "none (the strategy was not made)"
+        else:
+            reduction = "unknown (the strategy's private attribute could not be read)"
+        text.append("all-reduce: ")
+        text.append(reduction, style="bold")
+        text.append(f", from {clean(training.reduction_source)}.")
     return text
+
+
+def variables_table(training: Training, view: View) -> RowTable:
+    """Each variable and the devices its copies live on (a MirroredVariable: one per replica)."""
+    table = RowTable("Variables and where their copies live", [
+        Column("variable", MIDDLE, min_width=12), Column("shape"), Column("kind"),
+        Column("copies on", WRAP, min_width=12)], fit=view.fit)
+    for v in training.variables:
+        table.add_row(clean(v.name), "[" + ", ".join(map(str, v.shape)) + "]", clean(v.kind),
+                      ", ".join(clean(short_name(d)) for d in v.devices) or "?")
+    return table
 
 
 def _ordered_by_role(placements: Sequence[Placement], roles: Sequence[str]) -> list[Placement]:
@@ -159,13 +181,15 @@ def copies_renderables(report: Report, view: View) -> list[RenderableType]:
                                             Column("bytes", justify="right")], fit=view.fit)
     for t in totals:
         links.add_row(clean(short_name(t.source)), clean(short_name(t.target)), str(t.copies),
-                      size(t.bytes) + (" (computed)" if t.computed else ""))
+                      size(t.bytes) + (" (partly computed)" if t.computed else ""))
     parts.append(links)
     known = [c.bytes for c in copies]
     total = None if None in known else sum(b or 0 for b in known)
-    line = Text(f"per step: {size(total)} in {len(copies)} copies", style="bold")
-    if any(c.computed for c in copies):
-        line.append(" (some computed: see the note)", style="italic")
+    computed = sum(1 for c in copies if c.computed)
+    seen = len(copies) - computed
+    line = Text(f"per step: {size(total)} in {seen} cop{'y' if seen == 1 else 'ies'}", style="bold")
+    if computed:
+        line.append(f" and {computed} computed transfer{'s' if computed > 1 else ''} (see the note)", style="bold")
     parts.append(line)
     if training is not None and training.expected is not None:
         parts.append(_expected_line(training, total, copies))
@@ -193,6 +217,7 @@ def _expected_line(training: Training, total: int | None, copies: Sequence[Copy]
         text.append("matches", style="bold green")
     else:
         text.append(f"differs by {size(abs(total - expected.total))}", style="bold yellow")
+        text.append(" (copies the formula leaves out, or that did not happen: see the table)")
         devices = {short_name(d) for d in training.devices}
         if training.variables_on and short_name(training.variables_on) in devices:
             text.append(" (a tower shares the variables' device: its reads and gradients are not copied)")
@@ -230,6 +255,8 @@ def training_renderables(report: Report, view: View) -> list[RenderableType]:
         parts.append(literal(report.title, "bold underline"))
     if training is not None:
         parts.append(setup_text(training))
+        if training.lesson == "mirrored" and training.variables:
+            parts.append(variables_table(training, view))
     mapping = mapping_renderable(report)
     if mapping is not None:
         parts.append(mapping)
@@ -251,6 +278,8 @@ def training_renderables(report: Report, view: View) -> list[RenderableType]:
             parts.append(check_panel(training.check, view))
     if report.copies is not None:
         parts.extend(copies_renderables(report, view))
+    if training is not None:
+        parts.extend(Text(clean(note), style="italic") for note in training.notes)
     parts.extend(failure_panel(f, True, view.hints) for f in report.errors)
     if training is not None and not training.complete and not report.errors:
         ran = len(training.losses)

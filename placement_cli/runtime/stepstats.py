@@ -65,6 +65,7 @@ def copies_with_bytes(tf: Any, partition_graphs: Any, step_stats: Any, graph: An
                       virtual_gpus: bool = False) -> Iterator[Copy]:
     """One Copy per ``_Send`` of the partition graphs, with dtype, shape and bytes where known."""
     outputs = step_outputs(step_stats) if step_stats is not None else {}
+    partitioned = {node.name: node for partition in partition_graphs for node in partition.node}
     for partition in partition_graphs:
         for node in partition.node:
             if node.op != "_Send":
@@ -77,7 +78,9 @@ def copies_with_bytes(tf: Any, partition_graphs: Any, step_stats: Any, graph: An
             dst = attrs["_dst"].s.decode() if "_dst" in attrs else None
             shape, allocated = _described(outputs, producer, slot)
             if shape is None:
-                shape = _static_shape(graph, producer, slot) or _static_shape(graph, src, slot)
+                shape = _partition_shape(partitioned.get(producer), slot)
+            if shape is None:
+                shape = static_shape(graph, producer, slot) or static_shape(graph, src, slot)
             size = tensor_bytes(tf, dtype, shape) if dtype else None
             yield Copy(tensor=producer if slot == 0 else f"{producer}:{slot}", source=source, target=target,
                        dtype=dtype.name if dtype else None, shape=shape,
@@ -105,7 +108,23 @@ def _described(outputs: Mapping[str, Mapping[int, Output]], node: str, slot: int
     return (found[1], found[2]) if found else (None, None)
 
 
-def _static_shape(graph: Any, node: str | None, slot: int) -> tuple[int, ...] | None:
+def _partition_shape(node: Any, slot: int) -> tuple[int, ...] | None:
+    """The shape a partition graph itself gives: a Const's value (the empty float a control edge
+    between devices sends) or an ``_output_shapes`` attr."""
+    if node is None:
+        return None
+    if node.op == "Const" and "value" in node.attr:
+        proto = node.attr["value"].tensor.tensor_shape
+        if not proto.unknown_rank and all(d.size >= 0 for d in proto.dim):
+            return tuple(d.size for d in proto.dim)
+    if "_output_shapes" in node.attr:
+        shapes = node.attr["_output_shapes"].list.shape
+        if slot < len(shapes) and not shapes[slot].unknown_rank and all(d.size >= 0 for d in shapes[slot].dim):
+            return tuple(d.size for d in shapes[slot].dim)
+    return None
+
+
+def static_shape(graph: Any, node: str | None, slot: int) -> tuple[int, ...] | None:
     """The producer's static shape in the Python graph, when fully known."""
     if graph is None or not node:
         return None
