@@ -64,8 +64,60 @@ with tf.compat.v1.Session(graph=g, config=config) as sess:
         print(step + 1, sess.run([mean_loss, train_op], {images: x.astype("float32"), labels: y})[0])
 """
 
-BARES = {"train": TRAIN_BARE}
-COMMANDS = {"train": ["train"]}
+MIRRORED_BARE = """
+import numpy as np
+import tensorflow as tf
+tf.debugging.set_log_device_placement(True)
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+B, STEPS, LR = 64, 3, 0.1
+strategy = tf.distribute.MirroredStrategy(devices=["/cpu:0", "/cpu:1"])
+with strategy.scope():
+    model = tf.keras.Sequential([
+        tf.keras.Input((784,)),
+        tf.keras.layers.Dense(128, activation="relu", kernel_initializer=tf.keras.initializers.GlorotUniform(seed=2017)),
+        tf.keras.layers.Dense(10, activation="softmax", kernel_initializer=tf.keras.initializers.GlorotUniform(seed=2018)),
+    ])
+    loss_object = tf.keras.losses.SparseCategoricalCrossentropy(reduction="none")
+variables = model.trainable_variables
+
+def step_fn(x, y):
+    with tf.GradientTape() as tape:
+        loss = tf.nn.compute_average_loss(loss_object(y, model(x, training=True)), global_batch_size=B)
+    grads = tape.gradient(loss, variables)
+    context = tf.distribute.get_replica_context()
+    grads = context.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+
+    def update(strategy, grads):
+        for v, g in zip(variables, grads):
+            strategy.extended.update(v.value, lambda var, grad: var.assign_sub(LR * grad), args=(g,), group=False)
+
+    context.merge_call(update, args=(grads,))
+    return loss
+
+@tf.function
+def train_step(x, y):
+    return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(step_fn, args=(x, y)), axis=None)
+
+devices = strategy.extended.worker_devices
+rng = np.random.default_rng(2017)
+teacher = rng.standard_normal((784, 10))
+
+def sharded(array):
+    def value(context):
+        i = context.replica_id_in_sync_group
+        with tf.device(devices[i]):
+            return tf.constant(array[i * 32:(i + 1) * 32])
+    return strategy.experimental_distribute_values_from_function(value)
+
+for step in range(STEPS):
+    x = rng.standard_normal((B, 784)).astype("float32")
+    y = np.argmax(x @ teacher, axis=1).astype("int32")
+    print(step + 1, float(train_step(sharded(x), sharded(y))))
+"""
+
+BARES = {"train": TRAIN_BARE, "mirrored": MIRRORED_BARE}
+COMMANDS = {"train": ["train"], "mirrored": ["mirrored"]}
 
 
 def once(args: list[str]) -> float:

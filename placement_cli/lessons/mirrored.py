@@ -281,8 +281,8 @@ def expected_bytes(spec: MirroredSpec, replicas: tuple[str, ...]) -> ExpectedByt
     n = spec.replicas
     size = parameter_count() * 4
     specs = [try_parse(d) for d in replicas]
-    away = sum(1 for s in specs if s is not None and s.device_type == "CPU" and s.device_index != 0)
-    labels = away * (spec.batch // n) * 4
+    away = 0 if spec.fit else sum(1 for s in specs if s is not None and s.device_type == "CPU" and s.device_index != 0)
+    labels = away * (spec.batch // n) * 4  # Keras fit's distributed dataset puts each shard on its replica
     terms = ((f"gradients: 2 x ({n} - 1) x {size:,} B", 2 * (n - 1) * size),
              (f"losses: ({n} - 1) x 4 B", (n - 1) * 4),
              (f"labels: {away} replica{'s' if away != 1 else ''} off CPU:0 x {spec.batch // n} x 4 B", labels))

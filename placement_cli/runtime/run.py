@@ -9,7 +9,7 @@ from placement_cli.logparse import parse_text
 from placement_cli.model import Copy, Report
 from placement_cli.runtime.facts import GraphRecorder, kernel_checks, kernel_map
 from placement_cli.runtime.fdcapture import capture_fds
-from placement_cli.runtime.partitions import run_partitioned
+from placement_cli.runtime.stepstats import traced_run
 from placement_cli.runtime.startup import RunOptions, available_devices, tensorflow
 from placement_cli.why import Facts, explain
 
@@ -22,6 +22,7 @@ class Trial:
     groups: dict[str, str] = field(default_factory=dict)  # node -> group label (tower)
     eager: list[tuple[str, str | None, str | None]] = field(default_factory=list)  # (op, device, group) in run order
     copies: list[Copy] | None = None
+    executed: tuple[tuple[str, int], ...] | None = None  # --copies: op types the traced run executed
     result: Any = None
     error: str | None = None
     available: tuple[str, ...] = ()
@@ -31,8 +32,9 @@ def run_session(tf: Any, sess: Any, fetch: Any, options: RunOptions, trial: Tria
     """sess.run, asking for the partition graphs when the copies between devices are wanted."""
     if not options.copies:
         return sess.run(fetch)
-    value, trial.copies = run_partitioned(tf, sess, fetch)
-    return value
+    traced = traced_run(tf, sess, fetch, virtual_gpus=bool(options.virtual_gpus))
+    trial.copies, trial.executed = traced.copies, traced.executed
+    return traced.value
 
 
 def run_captured(build: Any, options: RunOptions, title: str) -> Report:
@@ -52,7 +54,8 @@ def run_captured(build: Any, options: RunOptions, title: str) -> Report:
     report = parse_text(log + ("\n" + trial.error if trial.error else ""))
     placements = explain(report.placements, facts_of(recorder, trial))
     copies = None if trial.copies is None else tuple(trial.copies)
-    return replace(report, placements=placements, title=title, result=trial.result, log=log, copies=copies)
+    return replace(report, placements=placements, title=title, result=trial.result, log=log, copies=copies,
+                   executed=trial.executed)
 
 
 def facts_of(recorder: GraphRecorder, trial: Trial) -> Facts:
