@@ -200,7 +200,7 @@ def _placement(node: str, group: str, device: str, line: int) -> Placement:
 
 def _render(renderable: Any, width: int = 100) -> str:
     console = Console(record=True, width=width, color_system=None)
-    console.print(renderable)
+    console.print(renderable, crop=False)  # as the commands print: a line too long shows as one
     return console.export_text()
 
 
@@ -217,7 +217,8 @@ def test_role_table_sums_the_middle_towers_of_a_big_run_unless_all() -> None:
 
 
 def test_training_report_renders_literally_and_at_40_columns() -> None:
-    copies = (Copy("[red]x", CPU.format(0), CPU.format(1), "float32", (2, 3), 24, "[red]x", "y", False),)
+    consumer = "tower_0/gradients/tower_0/MatMul_grad/tuple/control_dependency_1"
+    copies = (Copy("[red]x", CPU.format(0), CPU.format(1), "float32", (2, 3), 24, "[red]x", consumer, False),)
     training = Training(lesson="towers", devices=("/cpu:1",), batch=2, steps=2, lr=0.5, dtype="float32",
                         losses=(2.5, 2.0), parameters=6, parameter_bytes=24, input_bytes=8, variables_on="/cpu:0",
                         check=GradientCheck("float32", "/cpu:1", 1e-5, (("w", 1e-9, 1e-8, 0.1),)),

@@ -209,7 +209,7 @@ def copies_renderables(report: Report, view: View) -> list[RenderableType]:
 def _expected_line(training: Training, total: int | None, copies: Sequence[Copy]) -> Text:
     expected = training.expected
     assert expected is not None
-    terms = " + ".join(f"{size(b)} {clean(w.split(':')[0])}" for w, b in expected.terms)
+    terms = " + ".join(f"{size(b)} {clean(w.split(':')[0])}" for w, b in expected.terms if b)
     text = Text(f"expected ({clean(expected.formula)}): {terms} = {size(expected.total)}: ")
     if total is None:
         text.append("cannot compare (some sizes unknown)", style="yellow")
@@ -226,7 +226,7 @@ def _expected_line(training: Training, total: int | None, copies: Sequence[Copy]
 
 def _copies_table(copies: Sequence[Copy], view: View) -> RowTable:
     table = RowTable("Copies between devices, one traced step (_Send/_Recv)",
-                     [Column("tensor", MIDDLE, min_width=12), Column("consumer", MIDDLE, min_width=10),
+                     [Column("tensor", MIDDLE, min_width=12), Column("consumer", WRAP, min_width=10),
                       Column("from"), Column("to"), Column("dtype"), Column("shape"), Column("bytes", justify="right")],
                      fit=view.fit)
     links: dict[tuple[str, str], int] = {}
