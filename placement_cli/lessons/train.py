@@ -195,18 +195,22 @@ def parameter_count(spec: TrainSpec) -> int:
 
 
 def expected_bytes(spec: TrainSpec, size: int) -> ExpectedBytes:
-    """One step's copies, from the model's sizes, when every tower sits on another device than the
-    variables: each tower reads every variable and sends every gradient back, the batch goes out in
-    shards, and each tower's loss comes back for the mean."""
+    """One step's copies, from the model's sizes: each tower on another device than the variables
+    reads every variable and sends every gradient back, gets its shard of the batch, and sends its
+    loss back for the mean. A tower on the variables' own device copies nothing."""
+    home = try_parse(VARIABLES_ON)
+    away = sum(1 for d in spec.devices if not (home and (s := try_parse(d)) and home.satisfied_by(s)
+                                               and s.device_type == home.device_type))
     params = parameter_count(spec) * size
-    inputs = spec.batch * (FEATURES * size + 4)  # features and int32 labels
-    losses = spec.towers * size
-    n = spec.towers
-    terms = ((f"parameters down to {n} tower{'s' if n > 1 else ''} and gradients back: 2 x {params:,} B x {n}",
-              2 * params * n), (f"input: {spec.batch} examples x ({FEATURES} x {size} B + 4 B label)", inputs),
-             (f"fetched loss: {n} x {size} B", losses))
+    shard = spec.batch // spec.towers
+    towers = f"{away} tower{'s' if away != 1 else ''}" + (f" (of {spec.towers})" if away != spec.towers else "")
+    terms = ((f"parameters down to {towers} and gradients back: 2 x {params:,} B x {away}", 2 * params * away),
+             (f"input: {away} x {shard} examples x ({FEATURES} x {size} B + 4 B label)",
+              away * shard * (FEATURES * size + 4)),
+             (f"fetched loss: {away} x {size} B", away * size))
     return ExpectedBytes(total=sum(b for _, b in terms), terms=terms,
-                         formula="2 x parameter bytes x towers + input bytes + fetched losses")
+                         formula="2 x parameter bytes x towers + input bytes + fetched losses, "
+                                 f"for the towers off {VARIABLES_ON}")
 
 
 def gradient_check(spec: TrainSpec, names: list[str], averaged: list[Any], full: list[Any], note: str | None) -> GradientCheck:

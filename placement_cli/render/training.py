@@ -218,9 +218,6 @@ def _expected_line(training: Training, total: int | None, copies: Sequence[Copy]
     else:
         text.append(f"differs by {size(abs(total - expected.total))}", style="bold yellow")
         text.append(" (copies the formula leaves out, or that did not happen: see the table)")
-        devices = {short_name(d) for d in training.devices}
-        if training.variables_on and short_name(training.variables_on) in devices:
-            text.append(" (a tower shares the variables' device: its reads and gradients are not copied)")
     return text
 
 
