@@ -191,6 +191,8 @@ def test_expected_bytes_formula() -> None:
     found = expected_bytes(spec, 8)
     assert found.total == 2 * 570 * 8 * 3 + 66 * (24 * 8 + 4) + 3 * 8
     assert sum(b for _, b in found.terms) == found.total
+    shared = expected_bytes(TrainSpec(("/cpu:0", "/cpu:1")), 4)  # tower 0 beside the variables copies nothing
+    assert shared.total == 2 * 2280 + 32 * (24 * 4 + 4) + 4 == 7764
 
 
 def _placement(node: str, group: str, device: str, line: int) -> Placement:
