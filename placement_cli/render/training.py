@@ -192,7 +192,7 @@ def copies_renderables(report: Report, view: View) -> list[RenderableType]:
         line.append(f" and {computed} computed transfer{'s' if computed > 1 else ''} (see the note)", style="bold")
     parts.append(line)
     if training is not None and training.expected is not None:
-        parts.append(_expected_line(training, total, copies))
+        parts.append(_expected_line(training, total))
     if report.executed:
         nodes = sum(n for _, n in report.executed)
         ops = ", ".join(f"{n} {clean(op)}" for op, n in report.executed[:8])
@@ -206,7 +206,7 @@ def copies_renderables(report: Report, view: View) -> list[RenderableType]:
     return parts
 
 
-def _expected_line(training: Training, total: int | None, copies: Sequence[Copy]) -> Text:
+def _expected_line(training: Training, total: int | None) -> Text:
     expected = training.expected
     assert expected is not None
     terms = " + ".join(f"{size(b)} {clean(w.split(':')[0])}" for w, b in expected.terms if b)
