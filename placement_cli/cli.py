@@ -415,5 +415,189 @@ def trace(
     raise typer.Exit(traced.exit_code)
 
 
+class DType(str, Enum):
+    float32 = "float32"
+    float64 = "float64"
+
+
+def _capped(option: str, low: int, high: int, why: str) -> Callable[[int | None], int | None]:
+    """A bounded count whose refusal says why the bound is there."""
+
+    def check(value: int | None) -> int | None:
+        if value is not None and not low <= value <= high:
+            raise typer.BadParameter(f"{value} is out of range: {option} takes {low} to {high} ({why})")
+        return value
+
+    return check
+
+
+def _lr_option(value: float) -> float:
+    import math  # noqa: PLC0415
+
+    if not math.isfinite(value) or not 0 < value <= 100:
+        raise typer.BadParameter(f"{value} is not a learning rate: give a number above 0 and at most 100")
+    return value
+
+
+def _optional_gpus(value: str | None) -> str | None:
+    return None if value is None else _gpus_option(value)
+
+
+def _training_devices(towers: int | None, devices: str | None, gpus: str | None, cpus: int | None,
+                      default: int, first_cpu: int, unit: str = "towers") -> tuple[list[str], int | None]:
+    """The towers' (or replicas') devices and the logical CPUs to make: --devices, --gpus, or
+    ``default`` logical CPUs from /cpu:``first_cpu`` on."""
+    from placement_cli.devices import parse_device, parse_indices  # noqa: PLC0415
+    from placement_cli.errors import UsageProblem  # noqa: PLC0415
+
+    if devices and gpus:
+        raise UsageProblem("give --devices or --gpus, not both")
+    if devices or gpus:
+        chosen = devices.split(",") if devices else [f"/gpu:{i}" for i in parse_indices(gpus or "")]
+        if towers is not None and towers != len(chosen):
+            raise UsageProblem(f"{towers} {unit} asked for but {len(chosen)} devices given: give one device per "
+                               f"{unit.rstrip('s')}")
+        indices = [s.device_index for s in map(parse_device, chosen)
+                   if s.device_type == "CPU" and s.device_index is not None]
+        if cpus is None and indices and max(indices) > 0:
+            cpus = max(indices) + 1  # the logical CPUs the devices name
+        return chosen, cpus
+    count = default if towers is None else towers
+    chosen = [f"/cpu:{first_cpu + i}" for i in range(count)]
+    return chosen, cpus if cpus is not None else first_cpu + count
+
+
+def _print_training(report: Any, *, as_json: bool, show_log: bool, all_rows: bool, soft: bool | None,
+                    filtered: Any) -> None:
+    """A training lesson's report: JSON, or its tables (roles, placements or digest, losses, check, copies)."""
+    if filtered.nothing_matched:
+        _say(f"no placements match {filtered.filters.describe()} (of {filtered.total})")
+    if as_json:
+        from placement_cli.render.json import report_dict  # noqa: PLC0415
+
+        _print_json(report_dict(report, run=True, filtered=filtered))
+        return
+    from placement_cli.render.console import is_terminal, screen_rows  # noqa: PLC0415
+    from placement_cli.render.table import Hints, View, literal  # noqa: PLC0415
+    from placement_cli.render.training import training_group  # noqa: PLC0415
+
+    console = _console()
+    if show_log and report.log:
+        console.rule("TensorFlow's log")
+        console.print(literal(report.log.rstrip()))
+        console.rule()
+    view = View(all_rows=all_rows, screen_rows=screen_rows(console.file), fit=is_terminal(console.file),
+                hints=Hints.run_command(soft), filtered=filtered)
+    console.print(_ascii_safe(training_group(report, view)), crop=False)
+
+
+def _training_exit(report: Any) -> None:
+    """Exit 1 when the placement failed, the steps did not all run, or the gradient check failed."""
+    training = report.training
+    if report.failed or training is None or not training.complete:
+        raise typer.Exit(int(ExitCode.PLACEMENT_FAILED))
+    check = training.check
+    if check is not None and not check.passed:
+        _say(f"gradient check failed: max relative difference {check.max_rel:.3g} > tolerance {check.tolerance:g}")
+        raise typer.Exit(int(ExitCode.PLACEMENT_FAILED))
+
+
+@app.command()
+@guarded
+def train(
+    towers: Annotated[int | None, typer.Option("--towers", metavar="N", callback=_capped("--towers", 1, 32, "one logical device and about 60 ops per tower"), help="How many towers (default 2; with --devices or --gpus, one per device).")] = None,
+    devices: Annotated[str | None, typer.Option("--devices", metavar="DEV,DEV", callback=_devices_option, help="The towers' devices, e.g. /gpu:0,/gpu:1 (default: logical CPUs /cpu:1../cpu:N).")] = None,
+    gpus: Annotated[str | None, typer.Option("--gpus", metavar="N,N|N-N", callback=_optional_gpus, help="Towers on these GPUs: 0,1 or 0-3.")] = None,
+    steps: Annotated[int, typer.Option("--steps", metavar="N", callback=_capped("--steps", 1, 10_000, "a lesson, not a training job"), help="Training steps to run.")] = 5,
+    batch: Annotated[int, typer.Option("--batch", metavar="N", callback=_capped("--batch", 1, 65_536, "synthetic examples made per step"), help="Examples per step, split evenly over the towers.")] = 64,
+    lr: Annotated[float, typer.Option("--lr", metavar="RATE", callback=_lr_option, help="Learning rate of the one GradientDescentOptimizer.")] = 0.5,
+    dtype: Annotated[DType, typer.Option("--dtype", help="Type of the model and its data.")] = DType.float32,
+    check: Annotated[bool, typer.Option("--check", help="Compare the averaged tower gradient with the full-batch gradient on one device (exit 1 beyond the tolerance).")] = False,
+    soft: SoftOpt = False,
+    cpus: CpusOpt = None,
+    virtual_gpus: VGpusOpt = None,
+    copies: Annotated[bool, typer.Option("--copies", help="Trace the first step: every _Send/_Recv with its tensor, dtype, shape and bytes, totals per link and per step (both constant folders off).")] = False,
+    device: DeviceFilterOpt = None,
+    op: OpFilterOpt = None,
+    node: NodeFilterOpt = None,
+    top: TopOpt = None,
+    log: LogOpt = False,
+    all_rows: AllOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Train the cifar10 multi-GPU tower pattern for real: variables on the CPU, a loss and gradients
+    per tower, average_gradients and one apply_gradients on the CPU.
+
+    Towers run on logical CPUs by default (--cpus N+1, towers on /cpu:1../cpu:N), on GPUs with
+    --gpus or --devices. The placements are grouped by role; the why column says where the towers'
+    variable reads went.
+    Example: placement train --towers 2 --check --copies
+    """
+    from placement_cli.filters import Filters, apply  # noqa: PLC0415
+    from placement_cli.lessons.train import TrainSpec, check_split  # noqa: PLC0415
+    from placement_cli.runtime.startup import RunOptions  # noqa: PLC0415
+
+    chosen, cpus = _training_devices(towers, devices, gpus, cpus, default=2, first_cpu=1)
+    check_split(batch, len(chosen))
+    from placement_cli.lessons.train import train as run_train  # noqa: PLC0415
+
+    spec = TrainSpec(devices=tuple(chosen), batch=batch, steps=steps, lr=lr, dtype=dtype.value, check=check)
+    report = run_train(spec, RunOptions(soft=soft, mode="graph", cpus=cpus, virtual_gpus=virtual_gpus, copies=copies))
+    narrowed = apply(report, Filters(device, op, node, top))
+    _print_training(narrowed.report, as_json=as_json, show_log=log, all_rows=all_rows, soft=soft, filtered=narrowed)
+    _training_exit(report)
+
+
+class Reduce(str, Enum):
+    collective = "collective"
+    one_device = "one-device"
+    hierarchical = "hierarchical"
+    nccl = "nccl"
+
+
+@app.command()
+@guarded
+def mirrored(
+    replicas: Annotated[int | None, typer.Option("--replicas", metavar="N", callback=_capped("--replicas", 1, 16, "one logical device per replica"), help="How many replicas (default 2; with --devices or --gpus, one per device).")] = None,
+    devices: Annotated[str | None, typer.Option("--devices", metavar="DEV,DEV", callback=_devices_option, help="The replicas' devices, e.g. /gpu:0,/gpu:1 (default: logical CPUs /cpu:0../cpu:N-1).")] = None,
+    gpus: Annotated[str | None, typer.Option("--gpus", metavar="N,N|N-N", callback=_optional_gpus, help="Replicas on these GPUs: 0,1 or 0-3.")] = None,
+    reduce: Annotated[Reduce, typer.Option("--reduce", help="The cross-device all-reduce: collective (MirroredStrategy's default), one-device (ReductionToOneDevice), hierarchical (HierarchicalCopyAllReduce), nccl (NcclAllReduce, GPUs only).")] = Reduce.collective,
+    fit: Annotated[bool, typer.Option("--fit", help="Train with Keras fit instead of the custom loop (strategy.run, all_reduce, strategy.reduce).")] = False,
+    steps: Annotated[int, typer.Option("--steps", metavar="N", callback=_capped("--steps", 1, 1_000, "a lesson, not a training job"), help="Training steps to run.")] = 3,
+    batch: Annotated[int, typer.Option("--batch", metavar="N", callback=_capped("--batch", 1, 8_192, "synthetic 784-feature examples made per step"), help="Global batch per step, split evenly over the replicas.")] = 64,
+    lr: Annotated[float, typer.Option("--lr", metavar="RATE", callback=_lr_option, help="Learning rate of plain gradient descent.")] = 0.1,
+    cpus: CpusOpt = None,
+    virtual_gpus: VGpusOpt = None,
+    copies: Annotated[bool, typer.Option("--copies", help="The first step's _Send/_Recv with their bytes (eager run metadata); bytes a collective moves out of sight are computed, and marked so.")] = False,
+    device: DeviceFilterOpt = None,
+    op: OpFilterOpt = None,
+    node: NodeFilterOpt = None,
+    top: TopOpt = None,
+    log: LogOpt = False,
+    all_rows: AllOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Train the seed's 784-128-10 Keras model under tf.distribute.MirroredStrategy, for real.
+
+    Replicas run on logical CPUs by default (--cpus N, replicas on /cpu:0../cpu:N-1), on GPUs with
+    --gpus or --devices. Shows the replicas, where each variable's copies live, which all-reduce
+    was used, the placements grouped per replica, and the loss per step.
+    Example: placement mirrored --reduce one-device --copies
+    """
+    from placement_cli.filters import Filters, apply  # noqa: PLC0415
+    from placement_cli.lessons.mirrored import MirroredSpec, check_split  # noqa: PLC0415
+    from placement_cli.runtime.startup import RunOptions  # noqa: PLC0415
+
+    chosen, cpus = _training_devices(replicas, devices, gpus, cpus, default=2, first_cpu=0, unit="replicas")
+    check_split(batch, len(chosen))
+    from placement_cli.lessons.mirrored import mirrored as run_mirrored  # noqa: PLC0415
+
+    spec = MirroredSpec(devices=tuple(chosen), batch=batch, steps=steps, lr=lr, reduce=reduce.value, fit=fit)
+    report = run_mirrored(spec, RunOptions(mode="eager", cpus=cpus, virtual_gpus=virtual_gpus, copies=copies))
+    narrowed = apply(report, Filters(device, op, node, top))
+    _print_training(narrowed.report, as_json=as_json, show_log=log, all_rows=all_rows, soft=None, filtered=narrowed)
+    _training_exit(report)
+
+
 def main() -> None:
     app(prog_name="placement")

@@ -92,14 +92,158 @@ class PlacementFailure:
 
 @dataclass(frozen=True)
 class Copy:
-    """One cross-device transfer in the executed graph: a _Send/_Recv pair."""
+    """One cross-device transfer in the executed graph: a _Send/_Recv pair (or, ``computed``, the
+    traffic a collective op moves out of sight, worked out rather than seen)."""
 
     tensor: str
     source: str
     target: str
+    dtype: str | None = None  # what is known only where the run was traced (train, mirrored --copies)
+    shape: tuple[int, ...] | None = None
+    bytes: int | None = None  # per step
+    producer: str | None = None  # the original graph's producer and consumer (_Send's _src/_dst attrs)
+    consumer: str | None = None
+    physical: bool | None = None  # False: between logical devices sharing one memory; None: unknown
+    computed: bool = False
+
+    @property
+    def detailed(self) -> bool:
+        return self.dtype is not None or self.bytes is not None or self.computed
 
     def to_dict(self) -> dict[str, Any]:
-        return {"tensor": self.tensor, "from": self.source, "to": self.target}
+        data: dict[str, Any] = {"tensor": self.tensor, "from": self.source, "to": self.target}
+        if self.detailed:
+            data.update(dtype=self.dtype, shape=None if self.shape is None else list(self.shape), bytes=self.bytes,
+                        producer=self.producer, consumer=self.consumer, physical=self.physical,
+                        computed=self.computed)
+        return data
+
+
+@dataclass(frozen=True)
+class LinkTotal:
+    """The copies of one step from one device to another."""
+
+    source: str
+    target: str
+    copies: int
+    bytes: int | None  # None: some copy's size is unknown
+    computed: bool = False  # some of these bytes were worked out, not seen as _Send nodes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"from": self.source, "to": self.target, "copies": self.copies, "bytes": self.bytes,
+                "computed": self.computed}
+
+
+def link_totals(copies: tuple[Copy, ...]) -> tuple[LinkTotal, ...]:
+    """Copies and bytes per (from, to) link, in the order links first appear."""
+    found: dict[tuple[str, str], list[Copy]] = {}
+    for c in copies:
+        found.setdefault((c.source, c.target), []).append(c)
+    totals = []
+    for (source, target), group in found.items():
+        sizes = [c.bytes for c in group]
+        total = None if any(b is None for b in sizes) else sum(b for b in sizes if b is not None)
+        totals.append(LinkTotal(source, target, len(group), total, any(c.computed for c in group)))
+    return tuple(totals)
+
+
+@dataclass(frozen=True)
+class GradientCheck:
+    """The averaged tower gradient against the full-batch gradient on one device (``train --check``)."""
+
+    dtype: str
+    reference: str  # the device the full-batch gradient was computed on
+    tolerance: float  # the largest relative difference allowed (of the gradient's largest magnitude)
+    variables: tuple[tuple[str, float, float, float], ...]  # (variable, max abs diff, max rel diff, max |grad|)
+    note: str | None = None
+
+    @property
+    def max_abs(self) -> float:
+        return max((v[1] for v in self.variables), default=0.0)
+
+    @property
+    def max_rel(self) -> float:
+        return max((v[2] for v in self.variables), default=0.0)
+
+    @property
+    def passed(self) -> bool:
+        return all(rel <= self.tolerance for _, _, rel, _ in self.variables)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"dtype": self.dtype, "reference_device": self.reference, "max_abs_diff": self.max_abs,
+                "max_rel_diff": self.max_rel, "tolerance": {"rel": self.tolerance}, "passed": self.passed,
+                "note": self.note,
+                "variables": [{"name": n, "max_abs_diff": a, "max_rel_diff": r, "max_abs_gradient": g}
+                              for n, a, r, g in self.variables]}
+
+
+@dataclass(frozen=True)
+class VariableCopies:
+    """One model variable and the devices its copies (or its single self) live on."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    devices: tuple[str, ...]
+    kind: str  # the variable's class: ResourceVariable, MirroredVariable, ...
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype, "devices": list(self.devices),
+                "kind": self.kind}
+
+
+@dataclass(frozen=True)
+class ExpectedBytes:
+    """What one step should copy between devices, from the model's sizes: the sanity line."""
+
+    total: int
+    terms: tuple[tuple[str, int], ...]  # (what, bytes) summing to total
+    formula: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"bytes": self.total, "formula": self.formula, "terms": [{"what": w, "bytes": b} for w, b in self.terms]}
+
+
+@dataclass(frozen=True)
+class Training:
+    """What a training lesson (train, mirrored) set up and what its steps gave."""
+
+    lesson: str  # "towers" | "mirrored"
+    devices: tuple[str, ...]  # the towers' or replicas' devices, as asked
+    batch: int  # global batch per step
+    steps: int  # steps asked for
+    lr: float
+    dtype: str
+    losses: tuple[float, ...] = ()  # one per step that ran
+    parameters: int = 0
+    parameter_bytes: int = 0
+    input_bytes: int = 0  # one step's batch (features and labels)
+    variables_on: str | None = None  # towers: where the variables live
+    variables: tuple[VariableCopies, ...] = ()
+    reduction: str | None = None  # mirrored: the cross-device ops' class; None: unknown
+    reduction_source: str | None = None  # how it was chosen / read
+    mode: str | None = None  # mirrored: "custom loop" | "keras fit"
+    check: GradientCheck | None = None
+    expected: ExpectedBytes | None = None
+    notes: tuple[str, ...] = ()
+    error: str | None = None  # what stopped the steps, when they did not all run
+    roles: tuple[str, ...] = ()  # the groups of its placements, in the order tables show them
+    replicas: tuple[str, ...] = ()  # mirrored: the replicas' devices as the strategy resolved them
+
+    @property
+    def complete(self) -> bool:
+        return len(self.losses) == self.steps
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"lesson": self.lesson, "devices": list(self.devices), "batch": self.batch,
+                "steps_requested": self.steps, "lr": self.lr,
+                "dtype": self.dtype, "parameters": self.parameters, "parameter_bytes": self.parameter_bytes,
+                "input_bytes": self.input_bytes, "variables_on": self.variables_on,
+                "variables": [v.to_dict() for v in self.variables], "reduction": self.reduction,
+                "reduction_source": self.reduction_source, "mode": self.mode,
+                "expected_copy_bytes": None if self.expected is None else self.expected.to_dict(),
+                "notes": list(self.notes), "error": self.error, "roles": list(self.roles),
+                "replicas": list(self.replicas)}
 
 
 @dataclass(frozen=True)
@@ -121,6 +265,8 @@ class Report:
     # show, tower: the private TensorFlow APIs that were missing, and why (their reasons say unknown);
     # None where nobody kept count (then title, run_error and incomplete stay out of the JSON)
     incomplete: tuple[str, ...] | None = None
+    training: Training | None = None  # train, mirrored: the setup, losses per step, the gradient check
+    executed: tuple[tuple[str, int], ...] | None = None  # a traced step's executed op types and node counts
 
     @property
     def by_device(self) -> dict[str, int]:
@@ -152,6 +298,18 @@ class Report:
             data["result"] = self.result
             data["log"] = self.log
             data["copies"] = None if self.copies is None else [c.to_dict() for c in self.copies]
+            if self.copies is not None:
+                totals = link_totals(self.copies)
+                sizes = [t.bytes for t in totals]
+                data["copy_totals"] = {"links": [t.to_dict() for t in totals],
+                                       "per_step_bytes": None if None in sizes else sum(b or 0 for b in sizes)}
+            if self.executed is not None:
+                data["executed_ops"] = dict(self.executed)
+            if self.training is not None:
+                data["steps"] = len(self.training.losses)
+                data["losses"] = list(self.training.losses)
+                data["check"] = None if self.training.check is None else self.training.check.to_dict()
+                data["training"] = self.training.to_dict()
         if run and self.incomplete is not None:  # show, tower: what ran, what stopped it, which facts were missing
             data.update(title=self.title, run_error=self.run_error, incomplete=list(self.incomplete))
         return data

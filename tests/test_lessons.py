@@ -121,6 +121,18 @@ def test_virtual_gpus_split_one_gpu() -> None:
     assert data["result"] == TOWER_RESULT
 
 
+def test_copies_show_tower_results_travelling_to_the_reduce_device() -> None:
+    data = run_json("tower", "--devices", "/cpu:1,/cpu:2", "--cpus", "3", "--copies")
+    copies = {(c["tensor"], c["from"].rsplit("/", 1)[1], c["to"].rsplit("/", 1)[1]) for c in data["copies"]}
+    assert copies == {("MatMul", "device:CPU:1", "device:CPU:0"), ("MatMul_1", "device:CPU:2", "device:CPU:0")}
+    assert data["result"] == TOWER_RESULT
+    # both constant folders are off: the guide's MatMuls ran (folded, one would be a Const sending MatMul/_0__cf__0)
+    assert data["executed_ops"]["MatMul"] == 2
+    assert all(c["dtype"] == "float32" and c["shape"] == [2, 2] and c["bytes"] == 16 and c["physical"] is False
+               and c["consumer"] == "AddN" for c in data["copies"])
+    assert data["copy_totals"]["per_step_bytes"] == 32
+
+
 def test_copies_need_graph_mode() -> None:
     proc = run_cli("show", "--mode", "eager", "--copies")
     assert proc.returncode == 2 and "--copies needs --mode graph" in proc.stderr

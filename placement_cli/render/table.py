@@ -304,8 +304,12 @@ def format_result(result: object) -> str:
     return str(result)
 
 
-def copies_table(report: Report) -> RenderableType:
-    """The executed graph's copies between devices."""
+def copies_table(report: Report, view: View | None = None) -> RenderableType:
+    """The executed graph's copies between devices (with their bytes when the run was traced)."""
+    if report.copies and any(c.detailed for c in report.copies):
+        from placement_cli.render.training import copies_renderables  # noqa: PLC0415
+
+        return Group(*copies_renderables(report, view or View()))
     if not report.copies:
         return Text("No copies between devices: every op that exchanges tensors shares a device.")
     table = Table(title="Copies between devices (_Send/_Recv)", title_justify="left")
@@ -346,7 +350,7 @@ def report_renderables(report: Report, *, run: bool, summary: bool = False,
     if reasons is not None:
         parts.append(reasons)
     if report.copies is not None:
-        parts.append(copies_table(report))
+        parts.append(copies_table(report, view))
     parts.extend(failure_panel(f, run, view.hints) for f in report.errors)
     if run and report.result is not None:
         parts.append(result_renderable(report.result))

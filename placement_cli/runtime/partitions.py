@@ -11,14 +11,6 @@ from placement_cli.model import Copy
 _EDGE = re.compile(r"^edge_\d+_")  # TF names a sent tensor edge_<id>_<producer>
 
 
-def run_partitioned(tf: Any, sess: Any, fetch: Any) -> tuple[Any, list[Copy]]:
-    """sess.run, asking for the partition graphs: the value and the copies between devices."""
-    run_options = tf.compat.v1.RunOptions(output_partition_graphs=True)
-    metadata = tf.compat.v1.RunMetadata()
-    value = sess.run(fetch, options=run_options, run_metadata=metadata)
-    return value, list(sends(metadata.partition_graphs))
-
-
 def sends(partition_graphs: Any) -> Iterator[Copy]:
     """The copies between devices of an executed graph: one per _Send node."""
     for graph in partition_graphs:

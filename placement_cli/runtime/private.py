@@ -20,6 +20,8 @@ APIS = {
     "base_session": "tensorflow.python.client.session.BaseSession.run: asking Session runs for their partition graphs (--copies)",
     "context_initialized": "tensorflow.python.eager.context.context()._initialized: whether TensorFlow's eager context has started",
     "set_device": "Operation._set_device: the errors catalogue's pin that contradicts a colocation",
+    "cross_device_ops": "MirroredStrategy.extended._cross_device_ops: which all-reduce a MirroredStrategy uses (mirrored)",
+    "eager_run_metadata": "tensorflow.python.eager.context.enable_run_metadata/export_run_metadata: the partition graphs of a tf.function's runs (mirrored --copies)",
 }
 
 _disabled: set[str] = set()
@@ -154,3 +156,32 @@ def set_device(op: Any, device: str) -> bool:
         return True
 
     return bool(_get("set_device", load))
+
+
+def cross_device_ops(strategy: Any) -> tuple[str, str | None] | None:
+    """The class of the cross-device ops a MirroredStrategy reduces with, and for collectives the
+    implementation (RING, NCCL, AUTO) when it can be read; None: unknown."""
+
+    def load() -> tuple[str, str | None]:
+        ops = strategy.extended._cross_device_ops  # noqa: SLF001
+        if ops is None:
+            raise AttributeError("no cross-device ops chosen yet")
+        implementation = None
+        options = getattr(ops, "_options", None)
+        if options is not None and getattr(options, "implementation", None) is not None:
+            implementation = options.implementation.name
+        return type(ops).__name__, implementation
+
+    return _get("cross_device_ops", load)
+
+
+def eager_run_metadata() -> tuple[Callable[[], None], Callable[[], Any], Callable[[], None]] | None:
+    """(enable, export, disable) of the eager context's run metadata: the partition graphs each
+    tf.function call executed."""
+
+    def load() -> tuple[Callable[[], None], Callable[[], Any], Callable[[], None]]:
+        from tensorflow.python.eager import context  # noqa: PLC0415
+
+        return context.enable_run_metadata, context.export_run_metadata, context.disable_run_metadata
+
+    return _get("eager_run_metadata", load)

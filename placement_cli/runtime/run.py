@@ -16,7 +16,7 @@ from placement_cli.model import Copy, PlacementFailure, Report
 from placement_cli.runtime import private
 from placement_cli.runtime.facts import GraphRecorder, kernel_checks, kernel_map
 from placement_cli.runtime.fdcapture import capture_fds
-from placement_cli.runtime.partitions import run_partitioned
+from placement_cli.runtime.stepstats import traced_run
 from placement_cli.runtime.startup import RunOptions, available_devices, tensorflow
 from placement_cli.why import Facts, Span, explain
 
@@ -33,6 +33,7 @@ class Trial:
     groups: dict[str, str] = field(default_factory=dict)  # node -> group label (tower)
     spans: list[tuple[str | None, str | None, bool]] = field(default_factory=list)  # (request, group, calls_function)
     copies: list[Copy] | None = None
+    executed: tuple[tuple[str, int], ...] | None = None  # --copies: op types the traced run executed
     result: Any = None
     error: str | None = None  # TensorFlow's message, as raised
     error_class: str | None = None
@@ -101,8 +102,9 @@ def run_session(tf: Any, sess: Any, fetch: Any, options: RunOptions, trial: Tria
     """sess.run, asking for the partition graphs when the copies between devices are wanted."""
     if not options.copies:
         return sess.run(fetch)
-    value, trial.copies = run_partitioned(tf, sess, fetch)
-    return value
+    traced = traced_run(tf, sess, fetch, virtual_gpus=bool(options.virtual_gpus))
+    trial.copies, trial.executed = traced.copies, traced.executed
+    return traced.value
 
 
 def run_captured(build: Any, options: RunOptions, title: str) -> Report:
@@ -128,7 +130,7 @@ def run_captured(build: Any, options: RunOptions, title: str) -> Report:
     copies = None if trial.copies is None else tuple(trial.copies)
     errors, run_error = outcome(report.errors, trial)
     return replace(report, placements=placements, errors=errors, title=title, result=trial.result, log=log,
-                   copies=copies, run_error=run_error, incomplete=private.missing_facts())
+                   copies=copies, run_error=run_error, incomplete=private.missing_facts(), executed=trial.executed)
 
 
 def outcome(parsed: tuple[PlacementFailure, ...], trial: Trial) -> tuple[tuple[PlacementFailure, ...], str | None]:

@@ -1,0 +1,342 @@
+"""The cifar10 multi-GPU tower pattern, trained for real: variables once on the CPU (get_variable,
+reused by every tower), a loss and gradients per tower on its own device, average_gradients and
+one apply_gradients on the CPU, a few steps on synthetic data with a fixed seed."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from placement_cli.devices import try_parse
+from placement_cli.errors import UsageProblem
+from placement_cli.model import FREE, ExpectedBytes, GradientCheck, Placement, Report, Training, VariableCopies
+from placement_cli.runtime.run import Trial, run_captured
+from placement_cli.runtime.startup import RunOptions, session_config
+
+FEATURES, HIDDEN, CLASSES = 24, 16, 10  # the notes' small MLP: 24 -> 16 -> 10
+SEED = 2017
+VARIABLES_ON = "/cpu:0"
+MAX_TOWERS = 32
+MAX_STEPS = 10_000
+MAX_BATCH = 65_536
+# The largest relative difference (of the gradient's largest magnitude) the check allows: a few
+# hundred ulps of the dtype, far above summation-order noise (measured ~1e-8 / ~1e-17), far below a bug.
+TOLERANCE = {"float32": 1e-5, "float64": 1e-12}
+
+# Roles, in the order the table shows them; towers' roles are "tower i: ..." between input and averaging.
+VARIABLES, INPUT, AVERAGE, APPLY, LOSS, CHECK, INIT = ("variables", "input", "average_gradients",
+                                                       "apply_gradients", "loss", "check", "init")
+FORWARD, READS, GRADIENTS = "forward", "variable reads", "gradients"
+
+
+@dataclass(frozen=True)
+class TrainSpec:
+    """What `placement train` was asked to do."""
+
+    devices: tuple[str, ...]  # one per tower
+    batch: int = 64
+    steps: int = 5
+    lr: float = 0.1
+    dtype: str = "float32"
+    check: bool = False
+
+    @property
+    def towers(self) -> int:
+        return len(self.devices)
+
+
+def check_split(batch: int, towers: int) -> None:
+    """An uneven split is refused before TensorFlow starts: tf.split needs one, and the plain average
+    of the towers' gradients is only the full-batch gradient when every shard has the same size."""
+    if towers < 1:
+        raise UsageProblem("--towers must be at least 1")
+    if batch % towers:
+        below, above = batch - batch % towers, batch - batch % towers + towers
+        hint = f"--batch {above}" if not below else f"--batch {below} or --batch {above}"
+        raise UsageProblem(
+            f"--batch {batch} does not split evenly over {towers} towers ({batch} = {towers} x {batch // towers} "
+            f"+ {batch % towers}): tf.split needs an even split, and with uneven shards the plain average of "
+            f"the towers' gradients is not the full-batch gradient. Use {hint}.")
+
+
+def role_order(towers: int) -> list[str]:
+    per_tower = [f"tower {i}: {part}" for i in range(towers) for part in (FORWARD, READS, GRADIENTS)]
+    return [VARIABLES, INPUT, *per_tower, AVERAGE, APPLY, LOSS, CHECK, INIT]
+
+
+def synthetic_batches(spec: TrainSpec) -> list[tuple[Any, Any]]:
+    """One (features, labels) batch per step: Gaussian features, labels from a fixed random linear
+    teacher (so the loss can fall), all from one seed."""
+    import numpy as np  # noqa: PLC0415 - comes with TensorFlow; only run commands need it
+
+    rng = np.random.default_rng(SEED)
+    teacher = rng.standard_normal((FEATURES, CLASSES))
+    batches = []
+    for _ in range(spec.steps):
+        x = rng.standard_normal((spec.batch, FEATURES))
+        batches.append((x.astype(spec.dtype), np.argmax(x @ teacher, axis=1).astype("int32")))
+    return batches
+
+
+def _variable(tf: Any, name: str, shape: list[int], dtype: Any, initializer: Any) -> Any:
+    """The cifar10 example's _variable_on_cpu: created (or, reused, found) on the CPU whatever the tower."""
+    with tf.device(VARIABLES_ON):
+        return tf.compat.v1.get_variable(name, shape, dtype=dtype, initializer=initializer)
+
+
+def inference(tf: Any, x: Any, dtype: Any) -> Any:
+    """The model: 24 -> 16 (relu) -> 10 logits, its variables under variable_scope("model")."""
+    glorot = tf.compat.v1.glorot_uniform_initializer
+    with tf.compat.v1.variable_scope("model"):
+        w1 = _variable(tf, "w1", [FEATURES, HIDDEN], dtype, glorot(seed=SEED))
+        b1 = _variable(tf, "b1", [HIDDEN], dtype, tf.compat.v1.zeros_initializer())
+        w2 = _variable(tf, "w2", [HIDDEN, CLASSES], dtype, glorot(seed=SEED + 1))
+        b2 = _variable(tf, "b2", [CLASSES], dtype, tf.compat.v1.zeros_initializer())
+    hidden = tf.nn.relu(tf.matmul(x, w1) + b1)
+    return tf.matmul(hidden, w2) + b2
+
+
+def tower_loss(tf: Any, x: Any, y: Any, dtype: Any) -> Any:
+    logits = inference(tf, x, dtype)
+    return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+
+
+def average_gradients(tf: Any, tower_grads: list[list[tuple[Any, Any]]]) -> list[tuple[Any, Any]]:
+    """The cifar10 example's: per variable, expand_dims + concat over towers + reduce_mean."""
+    averaged = []
+    for grad_and_vars in zip(*tower_grads):
+        grads = [tf.expand_dims(g, 0) for g, _ in grad_and_vars]
+        averaged.append((tf.reduce_mean(tf.concat(grads, 0), 0), grad_and_vars[0][1]))
+    return averaged
+
+
+@dataclass
+class _Built:
+    graph: Any
+    images: Any
+    labels: Any
+    train_op: Any
+    loss: Any
+    init: Any
+    averaged: list[Any]
+    full: list[Any]  # --check: the full-batch gradients on one device
+    variables: list[Any]
+    roles: dict[str, str] = field(default_factory=dict)  # node -> role
+    reads: dict[str, tuple[int, str]] = field(default_factory=dict)  # tower read node -> (tower, variable node)
+
+
+def build(tf: Any, spec: TrainSpec) -> _Built:
+    """The tower graph, each node labelled with its role."""
+    dtype = tf.dtypes.as_dtype(spec.dtype)
+    graph = tf.Graph()
+    roles: dict[str, str] = {}
+    reads: dict[str, tuple[int, str]] = {}
+
+    def label(since: int, role: str) -> int:
+        ops = graph.get_operations()
+        for op in ops[since:]:
+            roles.setdefault(op.name, role)
+        return len(ops)
+
+    with graph.as_default():
+        mark = 0
+        with tf.device(VARIABLES_ON):
+            images = tf.compat.v1.placeholder(dtype, [spec.batch, FEATURES], name="images")
+            labels = tf.compat.v1.placeholder(tf.int32, [spec.batch], name="labels")
+            image_shards = tf.split(images, spec.towers)
+            label_shards = tf.split(labels, spec.towers)
+            opt = tf.compat.v1.train.GradientDescentOptimizer(spec.lr)
+        mark = label(mark, INPUT)
+        tower_grads, losses = [], []
+        with tf.compat.v1.variable_scope(tf.compat.v1.get_variable_scope()):
+            for i, device in enumerate(spec.devices):
+                with tf.device(device), tf.name_scope(f"tower_{i}"):
+                    loss = tower_loss(tf, image_shards[i], label_shards[i], dtype)
+                    tf.compat.v1.get_variable_scope().reuse_variables()  # towers 1.. reuse tower 0's variables
+                    tower_grads.append(opt.compute_gradients(loss))
+                    losses.append(loss)
+                for op in graph.get_operations()[mark:]:
+                    if op.name.startswith("model/"):
+                        roles[op.name] = VARIABLES
+                    elif op.name.startswith(f"tower_{i}/gradients/"):
+                        roles[op.name] = f"tower {i}: {GRADIENTS}"
+                    elif op.type == "ReadVariableOp":
+                        roles[op.name] = f"tower {i}: {READS}"
+                        reads[op.name] = (i, op.inputs[0].op.name)
+                    else:
+                        roles[op.name] = f"tower {i}: {FORWARD}"
+                mark = len(graph.get_operations())
+        variables = [v for _, v in tower_grads[0]]
+        with tf.device(VARIABLES_ON):
+            with tf.name_scope("average_gradients"):
+                averaged = average_gradients(tf, tower_grads)
+            mark = label(mark, AVERAGE)
+            train_op = opt.apply_gradients(averaged)
+            mark = label(mark, APPLY)
+            mean_loss = tf.reduce_mean(tf.stack(losses), name="loss")
+            mark = label(mark, LOSS)
+        full: list[Any] = []
+        if spec.check:
+            with tf.device(spec.devices[0]), tf.name_scope("check"):
+                with tf.compat.v1.variable_scope(tf.compat.v1.get_variable_scope(), reuse=True):
+                    full_loss = tower_loss(tf, images, labels, dtype)
+                full = tf.gradients(full_loss, variables)
+            mark = label(mark, CHECK)
+        with tf.device(VARIABLES_ON):
+            init = tf.compat.v1.global_variables_initializer()
+        label(mark, INIT)
+    return _Built(graph, images, labels, train_op, mean_loss, init, [g for g, _ in averaged], full, variables,
+                  roles, reads)
+
+
+def parameter_count(spec: TrainSpec) -> int:
+    return FEATURES * HIDDEN + HIDDEN + HIDDEN * CLASSES + CLASSES
+
+
+def expected_bytes(spec: TrainSpec, size: int) -> ExpectedBytes:
+    """One step's copies, from the model's sizes: each tower on another device than the variables
+    reads every variable and sends every gradient back, gets its shard of the batch, and sends its
+    loss back for the mean. A tower on the variables' own device copies nothing."""
+    home = try_parse(VARIABLES_ON)
+    away = sum(1 for d in spec.devices if not (home and (s := try_parse(d)) and home.satisfied_by(s)
+                                               and s.device_type == home.device_type))
+    params = parameter_count(spec) * size
+    shard = spec.batch // spec.towers
+    towers = f"{away} tower{'s' if away != 1 else ''}" + (f" (of {spec.towers})" if away != spec.towers else "")
+    terms = ((f"parameters down to {towers} and gradients back: 2 x {params:,} B x {away}", 2 * params * away),
+             (f"input: {away} x {shard} examples x ({FEATURES} x {size} B + 4 B label)",
+              away * shard * (FEATURES * size + 4)),
+             (f"fetched loss: {away} x {size} B", away * size))
+    return ExpectedBytes(total=sum(b for _, b in terms), terms=terms,
+                         formula="2 x parameter bytes x towers + input bytes + fetched losses, "
+                                 f"for the towers off {VARIABLES_ON}")
+
+
+def gradient_check(spec: TrainSpec, names: list[str], averaged: list[Any], full: list[Any], note: str | None) -> GradientCheck:
+    import numpy as np  # noqa: PLC0415
+
+    rows = []
+    for name, a, b in zip(names, averaged, full):
+        a, b = np.asarray(a, dtype="float64"), np.asarray(b, dtype="float64")
+        diff = float(np.max(np.abs(a - b))) if a.size else 0.0
+        scale = float(np.max(np.abs(b))) if b.size else 0.0
+        rel = diff / scale if scale > 0 else (0.0 if diff == 0 else math.inf)
+        rows.append((name, diff, rel, scale))
+    return GradientCheck(dtype=spec.dtype, reference=spec.devices[0], tolerance=TOLERANCE[spec.dtype],
+                         variables=tuple(rows), note=note)
+
+
+@dataclass
+class _TrainTrial(Trial):
+    """A Trial that also keeps what training produced."""
+
+    losses: list[float] = field(default_factory=list)
+    training: Training | None = None
+    reads: dict[str, tuple[int, str]] = field(default_factory=dict)
+    variables: list[VariableCopies] = field(default_factory=list)
+    executed: tuple[tuple[str, int], ...] | None = None
+
+
+def train(spec: TrainSpec, options: RunOptions) -> Report:
+    """Build the towers, run ``spec.steps`` real steps, and report placements, losses and copies."""
+    check_split(spec.batch, spec.towers)
+    trial = _TrainTrial()
+
+    def run(tf: Any, options: RunOptions) -> Trial:
+        note = None
+        if spec.check and tf.config.list_physical_devices("GPU"):
+            # TF32 matmuls (Ampere and newer) round float32 inputs to 10 bits: the check would measure them
+            tf.config.experimental.enable_tensor_float_32_execution(False)
+            note = "TensorFloat-32 was turned off for this run so that float32 matmuls are float32"
+        built = build(tf, spec)
+        trial.graph = built.graph
+        trial.groups = built.roles
+        trial.reads = built.reads
+        trial.variables = [VariableCopies(v.op.name, tuple(v.shape.as_list()), v.dtype.base_dtype.name,
+                                          (v.device or "",), type(v).__name__) for v in built.variables]
+        batches = synthetic_batches(spec)
+        size = tf.dtypes.as_dtype(spec.dtype).size
+        check = None
+        try:
+            with tf.compat.v1.Session(graph=built.graph, config=session_config(tf, options)) as sess:
+                sess.run(built.init)
+                if spec.check:
+                    x, y = batches[0]
+                    averaged, full = sess.run([built.averaged, built.full], {built.images: x, built.labels: y})
+                    names = [v.op.name for v in built.variables]
+                    check = gradient_check(spec, names, averaged, full, note)
+                for step, (x, y) in enumerate(batches):
+                    feed = {built.images: x, built.labels: y}
+                    fetch = [built.loss, built.train_op]
+                    if step == 0 and options.copies:
+                        from placement_cli.runtime.stepstats import traced_run  # noqa: PLC0415
+
+                        traced = traced_run(tf, sess, fetch, feed, virtual_gpus=bool(options.virtual_gpus))
+                        (loss, _), trial.copies, trial.executed = traced.value, traced.copies, traced.executed
+                    else:
+                        loss, _ = sess.run(fetch, feed)
+                    trial.losses.append(float(loss))
+        except tf.errors.OpError as exc:
+            trial.error = exc.message
+        trial.result = list(trial.losses) if len(trial.losses) == spec.steps else None
+        trial.training = Training(
+            lesson="towers", devices=spec.devices, batch=spec.batch, steps=spec.steps, lr=spec.lr, dtype=spec.dtype,
+            losses=tuple(trial.losses), parameters=parameter_count(spec),
+            parameter_bytes=parameter_count(spec) * size, input_bytes=spec.batch * (FEATURES * size + 4),
+            variables_on=VARIABLES_ON, check=check, expected=expected_bytes(spec, size), error=trial.error,
+            roles=tuple(role_order(spec.towers)))
+        return trial
+
+    towers = ", ".join(spec.devices)
+    title = (f"Tower training: {spec.towers} tower{'s' if spec.towers > 1 else ''} on {towers}, "
+             f"variables and averaging on {VARIABLES_ON}")
+    report = run_captured(run, options, title)
+    placements = explain_reads(report.placements, trial.reads)
+    training = trial.training
+    if training is not None:
+        where = {p.node: p.canonical for p in placements if p.kind == "placer" and p.op == "VarHandleOp"}
+        training = replace(training, variables=tuple(replace(v, devices=(where.get(v.name, v.devices[0]),))
+                                                     for v in trial.variables))
+    if training is not None and training.check is not None:
+        ran = group_device(placements, CHECK)
+        asked = training.check.reference
+        wanted = try_parse(asked)
+        if ran is not None and (wanted is None or not wanted.satisfied_by(ran.spec)):
+            check = replace(training.check, reference=f"{ran.short} (asked for {asked})")
+            training = replace(training, check=check)
+    return replace(report, placements=placements, training=training, executed=trial.executed)
+
+
+def group_device(placements: tuple[Placement, ...], group: str) -> Placement | None:
+    """A placement on the device most of a group's ops went to (None: the group placed nothing)."""
+    by_device: dict[str, list[Placement]] = {}
+    for p in placements:
+        if p.group == group:
+            by_device.setdefault(p.canonical, []).append(p)
+    if not by_device:
+        return None
+    return max(by_device.values(), key=len)[0]
+
+
+def explain_reads(placements: tuple[Placement, ...], reads: dict[str, tuple[int, str]]) -> tuple[Placement, ...]:
+    """The towers' ReadVariableOps ask for no device (a variable's read resets the device scope) and
+    the placer puts them with their resource variable: say so, and whether each step copies the value."""
+    where = {p.node: p for p in placements if p.kind == "placer" and p.node}
+    towers = {i: group_device(placements, f"tower {i}: {FORWARD}") for i, _ in reads.values()}
+    explained = []
+    for p in placements:
+        found = reads.get(p.node or "") if p.kind == "placer" else None
+        variable = where.get(found[1]) if found else None
+        if found and variable is not None and variable.canonical == p.canonical and p.status == FREE \
+                and (p.reason is None or p.reason.startswith("colocated with")):
+            tower = towers.get(found[0])
+            if tower is None:
+                cost = ""
+            elif tower.canonical == p.canonical:
+                cost = ", where its tower runs too: no copy"
+            else:
+                cost = ", not on its tower's device: every step copies the value there"
+            p = replace(p, reason=f"colocated with its variable {found[1]} (VarHandleOp) on {p.short}{cost}")
+        explained.append(p)
+    return tuple(explained)

@@ -1,0 +1,290 @@
+"""Rich renderables for the training lessons (train, mirrored): roles, losses, the gradient check,
+and the bytes each step copies between devices. They return; the commands print."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from rich.console import Group, RenderableType
+from rich.panel import Panel
+from rich.text import Text
+
+from placement_cli.devices import short_name
+from placement_cli.model import Copy, GradientCheck, Placement, Report, Training, link_totals
+from placement_cli.render.rows import MIDDLE, WRAP, Column, RowTable
+from placement_cli.render.table import (View, clean, counts_table, failure_panel, literal, mapping_renderable,
+                                        reasons_table, rows_table, shown_placements, table_rows)
+
+LOSS_HEAD, LOSS_TAIL = 10, 5  # a long run's loss table: the first and last steps (--all: every one)
+_OTHER = "(other)"
+
+
+def size(n: int | None) -> str:
+    """Bytes as ``15,528 B``; ``?`` when unknown."""
+    return "?" if n is None else f"{n:,} B"
+
+
+def setup_text(training: Training) -> Text:
+    """One paragraph: where the towers (or replicas) run, and the run's sizes."""
+    text = Text()
+    if training.lesson == "towers":
+        towers = ", ".join(f"{clean(d)} (tower {i})" for i, d in enumerate(training.devices))
+        per = training.batch // max(len(training.devices), 1)
+        text.append(f"towers: {towers}; variables, average_gradients and apply_gradients on "
+                    f"{clean(training.variables_on)}.\n")
+        text.append(f"batch {training.batch} ({per} per tower), {training.dtype}, learning rate {training.lr:g}, "
+                    f"{training.steps} step{'s' if training.steps != 1 else ''}; "
+                    f"{training.parameters:,} parameters ({size(training.parameter_bytes)}).")
+    else:
+        names = training.replicas or training.devices
+        replicas = ", ".join(f"{clean(short_name(d))} (replica {i})" for i, d in enumerate(names))
+        text.append(f"replicas: {replicas}; {clean(training.mode)}.\n")
+        per = training.batch // max(len(training.devices), 1)
+        text.append(f"global batch {training.batch} ({per} per replica), {training.dtype}, learning rate "
+                    f"{training.lr:g}, {training.steps} step{'s' if training.steps != 1 else ''}; "
+                    f"{training.parameters:,} parameters ({size(training.parameter_bytes)}).\n")
+        if training.reduction:
+            reduction = clean(training.reduction)
+        elif not training.replicas:
+            reduction = "none (the strategy was not made)"
+        else:
+            reduction = "unknown (the strategy's private attribute could not be read)"
+        text.append("all-reduce: ")
+        text.append(reduction, style="bold")
+        text.append(f", from {clean(training.reduction_source)}.")
+    return text
+
+
+def variables_table(training: Training, view: View) -> RowTable:
+    """Each variable and the devices its copies live on (a MirroredVariable: one per replica)."""
+    table = RowTable("Variables and where their copies live", [
+        Column("variable", MIDDLE, min_width=12), Column("shape"), Column("kind"),
+        Column("copies on", WRAP, min_width=12)], fit=view.fit)
+    for v in training.variables:
+        table.add_row(clean(v.name), "[" + ", ".join(map(str, v.shape)) + "]", clean(v.kind),
+                      ", ".join(clean(short_name(d)) for d in v.devices) or "?")
+    return table
+
+
+def _ordered_by_role(placements: Sequence[Placement], roles: Sequence[str]) -> list[Placement]:
+    rank = {r: i for i, r in enumerate(roles)}
+    return sorted(placements, key=lambda p: (rank.get(p.group or "", len(rank)), p.line))
+
+
+def role_table(placements: Sequence[Placement], roles: Sequence[str], view: View) -> RowTable:
+    """Placements per role, and on which devices: the lesson's shape at a glance. A run with many
+    towers shows the first two and the last one, and sums the rest (--all: every tower)."""
+    counts: dict[str, Counter[str]] = {}
+    for p in placements:
+        counts.setdefault(p.group or _OTHER, Counter())[p.canonical] += 1
+    order = [r for r in roles if r in counts] + sorted(r for r in counts if r not in roles)
+    towers = sorted({int(r.split()[1].rstrip(":")) for r in order if r.startswith(("tower ", "replica "))
+                     and r.split()[1].rstrip(":").isdigit()})
+    fold = not view.all_rows and len(order) > view.screen_rows and len(towers) > 3
+    folded = set(towers[2:-1]) if fold else set()
+    table = RowTable("Per role and device", [Column("role", MIDDLE, min_width=12), Column("devices", WRAP, min_width=12),
+                                             Column("ops", justify="right")], fit=view.fit)
+    summed: dict[str, Counter[str]] = {}
+    previous = None
+    for role in order:
+        number = _unit(role)
+        if number is not None and number in folded:
+            key = role.split(":", 1)[1].strip() if ":" in role else role
+            summed.setdefault(key, Counter()).update(counts[role])
+            if number == max(folded):
+                first, last = min(folded), max(folded)
+                kind = role.split()[0]
+                _role_row(table, f"{kind}s {first}-{last}: {key}", summed[key], previous != "fold")
+                previous = "fold"
+            continue
+        section = role.split(":")[0] if number is not None else role
+        _role_row(table, role, counts[role], previous is not None and section != previous)
+        previous = section
+    if fold:
+        table.caption = f"towers {min(folded)}-{max(folded)} summed (--all shows each)"
+    return table
+
+
+def _unit(role: str) -> int | None:
+    parts = role.split()
+    if len(parts) > 1 and parts[0] in ("tower", "replica"):
+        number = parts[1].rstrip(":")
+        return int(number) if number.isdigit() else None
+    return None
+
+
+def _role_row(table: RowTable, role: str, counts: Counter[str], new_section: bool) -> None:
+    ranked = sorted(counts.items(), key=lambda t: (-t[1], t[0]))
+    if len(ranked) > 4:
+        shown = ", ".join(f"{clean(short_name(d))} {n}" for d, n in ranked[:3])
+        devices = f"{shown}, {len(ranked) - 3} more devices {sum(n for _, n in ranked[3:])}"
+    else:
+        devices = ", ".join(f"{clean(short_name(d))} {n}" for d, n in ranked)
+    table.add_row(clean(role), devices, str(sum(counts.values())), new_section=new_section)
+
+
+def loss_table(training: Training, view: View) -> RenderableType:
+    losses = training.losses
+    if not losses:
+        return Text("No step ran: no loss to show.", style="italic")
+    table = RowTable("Loss per step", [Column("step", justify="right"), Column("loss", justify="right")], fit=view.fit)
+    steps = list(enumerate(losses, 1))
+    if not view.all_rows and len(steps) > LOSS_HEAD + LOSS_TAIL:
+        for step, loss in steps[:LOSS_HEAD]:
+            table.add_row(str(step), f"{loss:.6f}")
+        table.add_row("…", f"({len(steps) - LOSS_HEAD - LOSS_TAIL} steps)", new_section=True)
+        for i, (step, loss) in enumerate(steps[-LOSS_TAIL:]):
+            table.add_row(str(step), f"{loss:.6f}", new_section=i == 0)
+        table.caption = "--all shows every step; --json has them all"
+    else:
+        for step, loss in steps:
+            table.add_row(str(step), f"{loss:.6f}")
+    return table
+
+
+def check_panel(check: GradientCheck, view: View) -> Panel:
+    """The averaged tower gradient against the full-batch gradient: the pattern's proof in numbers."""
+    verdict = "passed" if check.passed else "FAILED"
+    body = Text()
+    body.append(f"averaged tower gradients vs the full-batch gradient on {clean(check.reference)} ({check.dtype}):\n")
+    body.append(f"max abs difference {check.max_abs:.3g}, max relative difference {check.max_rel:.3g}\n")
+    body.append(f"tolerance: relative <= {check.tolerance:g} (of each gradient's largest magnitude): ")
+    body.append(verdict, style="bold green" if check.passed else "bold red")
+    if check.note:
+        body.append(f"\n{clean(check.note)}", style="italic")
+    table = RowTable(None, [Column("variable", MIDDLE, min_width=8), Column("max abs diff", justify="right"),
+                            Column("max rel diff", justify="right"), Column("max |gradient|", justify="right")],
+                     fit=view.fit)
+    for name, diff, rel, scale in check.variables:
+        table.add_row(clean(name), f"{diff:.3g}", f"{rel:.3g}", f"{scale:.3g}")
+    return Panel(Group(body, table), title="Gradient check (--check)", title_align="left",
+                 border_style="green" if check.passed else "red")
+
+
+def copies_renderables(report: Report, view: View) -> list[RenderableType]:
+    """Every copy of one traced step with what it carries, the totals per link and per step, and the
+    sanity line from the model's sizes."""
+    copies = report.copies or ()
+    training = report.training
+    if not copies:
+        return [Text("No copies between devices in the traced step: every op that exchanges tensors shares a "
+                     "device.")]
+    parts: list[RenderableType] = []
+    if view.all_rows or len(copies) <= view.screen_rows:
+        parts.append(_copies_table(copies, view))
+    else:
+        parts.append(Text(f"{len(copies)} copies do not fit a screen: the totals per link follow "
+                          "(--all lists every copy; --json has them all).", style="italic"))
+    totals = link_totals(copies)
+    links = RowTable("Per link, one step", [Column("from"), Column("to"), Column("copies", justify="right"),
+                                            Column("bytes", justify="right")], fit=view.fit)
+    for t in totals:
+        links.add_row(clean(short_name(t.source)), clean(short_name(t.target)), str(t.copies),
+                      size(t.bytes) + (" (partly computed)" if t.computed else ""))
+    parts.append(links)
+    known = [c.bytes for c in copies]
+    total = None if None in known else sum(b or 0 for b in known)
+    computed = sum(1 for c in copies if c.computed)
+    seen = len(copies) - computed
+    line = Text(f"per step: {size(total)} in {seen} cop{'y' if seen == 1 else 'ies'}", style="bold")
+    if computed:
+        line.append(f" and {computed} computed transfer{'s' if computed > 1 else ''} (see the note)", style="bold")
+    parts.append(line)
+    if training is not None and training.expected is not None:
+        parts.append(_expected_line(training, total))
+    if report.executed:
+        nodes = sum(n for _, n in report.executed)
+        ops = ", ".join(f"{n} {clean(op)}" for op, n in report.executed[:8])
+        parts.append(Text(f"the traced step executed {nodes} nodes: {ops}"
+                          f"{', ...' if len(report.executed) > 8 else ''}", style="dim"))
+    if any(c.physical is False for c in copies):
+        logical = sorted({short_name(d) for c in copies if c.physical is False for d in (c.source, c.target)})
+        parts.append(Text(f"{', '.join(clean(d) for d in logical)} are logical devices sharing one memory: these "
+                          "bytes are what would cross a device boundary (e.g. to a GPU), not a memory copy made "
+                          "here.", style="italic"))
+    return parts
+
+
+def _expected_line(training: Training, total: int | None) -> Text:
+    expected = training.expected
+    assert expected is not None
+    terms = " + ".join(f"{size(b)} {clean(w.split(':')[0])}" for w, b in expected.terms if b)
+    text = Text(f"expected ({clean(expected.formula)}): {terms} = {size(expected.total)}: ")
+    if total is None:
+        text.append("cannot compare (some sizes unknown)", style="yellow")
+    elif total == expected.total:
+        text.append("matches", style="bold green")
+    else:
+        text.append(f"differs by {size(abs(total - expected.total))}", style="bold yellow")
+        text.append(" (copies the formula leaves out, or that did not happen: see the table)")
+    return text
+
+
+def _copies_table(copies: Sequence[Copy], view: View) -> RowTable:
+    table = RowTable("Copies between devices, one traced step (_Send/_Recv)",
+                     [Column("tensor", MIDDLE, min_width=12), Column("consumer", WRAP, min_width=10),
+                      Column("from"), Column("to"), Column("dtype"), Column("shape"), Column("bytes", justify="right")],
+                     fit=view.fit)
+    links: dict[tuple[str, str], int] = {}
+    for c in copies:
+        links.setdefault((c.source, c.target), len(links))
+    previous = None
+    for c in sorted(copies, key=lambda c: links[c.source, c.target]):
+        link = (c.source, c.target)
+        shape = "?" if c.shape is None else "[" + ", ".join(map(str, c.shape)) + "]"
+        table.add_row(clean(c.tensor), clean(c.consumer) or "-", clean(short_name(c.source)),
+                      clean(short_name(c.target)), clean(c.dtype) or "?", shape,
+                      size(c.bytes) + (" (computed)" if c.computed else ""),
+                      new_section=previous is not None and link != previous)
+        previous = link
+    return table
+
+
+def training_renderables(report: Report, view: View) -> list[RenderableType]:
+    """Everything `train` and `mirrored` show, in reading order."""
+    from placement_cli.render.digest import digest_renderables  # noqa: PLC0415
+
+    training = report.training
+    roles = training.roles if training else ()
+    parts: list[RenderableType] = []
+    if report.title:
+        parts.append(literal(report.title, "bold underline"))
+    if training is not None:
+        parts.append(setup_text(training))
+        if training.lesson == "mirrored" and training.variables:
+            parts.append(variables_table(training, view))
+    mapping = mapping_renderable(report)
+    if mapping is not None:
+        parts.append(mapping)
+    shown = shown_placements(report, run=True)
+    if shown:
+        parts.append(role_table(shown, roles, view))
+        rows = table_rows(_ordered_by_role(shown, roles), run=True)
+        if view.all_rows or len(rows) <= view.screen_rows:
+            parts.append(rows_table(rows, fit=view.fit))
+            parts.append(counts_table(report, view.filtered))
+        else:
+            parts.extend(digest_renderables(report, shown, len(rows), run=True, view=view))
+    reasons = reasons_table(report, view.fit)
+    if reasons is not None:
+        parts.append(reasons)
+    if training is not None:
+        parts.append(loss_table(training, view))
+        if training.check is not None:
+            parts.append(check_panel(training.check, view))
+    if report.copies is not None:
+        parts.extend(copies_renderables(report, view))
+    if training is not None:
+        parts.extend(Text(clean(note), style="italic") for note in training.notes)
+    parts.extend(failure_panel(f, True, view.hints) for f in report.errors)
+    if training is not None and not training.complete and not report.errors:
+        ran = len(training.losses)
+        message = training.error.splitlines()[0] if training.error else "no error was reported"
+        parts.append(Panel(literal(f"{ran} of {training.steps} steps ran. TensorFlow says: {message}"),
+                           title="Training did not finish", title_align="left", border_style="red"))
+    return parts
+
+
+def training_group(report: Report, view: View) -> Group:
+    return Group(*training_renderables(report, view))
