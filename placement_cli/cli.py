@@ -288,7 +288,7 @@ def parse(
     """
     from placement_cli.logparse import parse_paths  # noqa: PLC0415
 
-    report = parse_paths(files, keep=not summary)
+    report = parse_paths(files, keep=not summary, note=_say)
     _print_report(report, as_json=as_json, run=False, summary=summary)
     if not report.placement_count:
         names = ", ".join("standard input" if f == "-" else f for f in files)
