@@ -122,3 +122,11 @@ def test_overlong_line_keeps_line_numbers_and_its_ends(tmp_path: Path) -> None:
     data, _ = parse(write(tmp_path, huge + b"x" * (3 << 20) + b"\n" + BARE.encode()))
     assert data["placements"][0]["line"] == 3
     assert data["errors"][0]["kind"] == "colocation"
+
+
+def test_captured_text_is_never_refused_as_binary() -> None:
+    """`trace` and the notebook API parse what they captured: a script may print anything."""
+    from placement_cli.logparse import parse_text
+
+    report = parse_text("\x01\x02\x07" * 5000 + "\n" + BARE + "\ud800\0\n")
+    assert report.placement_count == 1

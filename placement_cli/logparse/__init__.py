@@ -17,10 +17,11 @@ __all__ = ["InputError", "parse_paths", "parse_text"]
 
 
 def parse_text(text: str) -> Report:
-    """Parse a captured log held in memory."""
+    """Parse a captured log held in memory (whatever a script printed into it: it is
+    never refused as binary)."""
     if not text:
         return Report()
-    return parse_streams([("<text>", io.BytesIO(text.encode("utf-8", "replace")))])
+    return parse_streams([("<text>", io.BytesIO(text.encode("utf-8", "replace")))], known_text=True)
 
 
 def _open(path: str, stack: ExitStack) -> tuple[str, BinaryIO]:

@@ -354,8 +354,9 @@ class _Parser:
         )
 
 
-def _feed_source(parser: _Parser, stream: BinaryIO, name: str, note: Note | None, empty_ok: bool) -> None:
-    opened = reader.open_text(stream, name, CHUNK, note, empty_ok=empty_ok)
+def _feed_source(parser: _Parser, stream: BinaryIO, name: str, note: Note | None, empty_ok: bool,
+                 known_text: bool = False) -> None:
+    opened = reader.open_text(stream, name, CHUNK, note, empty_ok=empty_ok, known_text=known_text)
     if opened is None:
         return
     layout, blocks = opened
@@ -364,13 +365,15 @@ def _feed_source(parser: _Parser, stream: BinaryIO, name: str, note: Note | None
         parser.feed(data, body_end)
 
 
-def parse_streams(sources: Iterable[tuple[str, BinaryIO]], *, keep: bool = True, note: Note | None = None) -> Report:
+def parse_streams(sources: Iterable[tuple[str, BinaryIO]], *, keep: bool = True, note: Note | None = None,
+                  known_text: bool = False) -> Report:
     """Parse one or more logs as one stream (line numbers run on across them). A source
-    named ``<stdin>`` that was already read to its end (``parse - -``) adds nothing."""
+    named ``<stdin>`` that was already read to its end (``parse - -``) adds nothing;
+    ``known_text``: never refuse the input as binary (a log placement captured itself)."""
     parser = _Parser(keep)
     stdin_read = False
     for name, stream in sources:
-        _feed_source(parser, stream, name, note, empty_ok=name == "<stdin>" and stdin_read)
+        _feed_source(parser, stream, name, note, empty_ok=name == "<stdin>" and stdin_read, known_text=known_text)
         stdin_read = stdin_read or name == "<stdin>"
     return parser.finish()
 

@@ -148,9 +148,10 @@ def wrap_width(sample: bytes) -> int | None:
 
 
 def open_text(stream: BinaryIO, name: str, size: int, note: Callable[[str], None] | None,
-              *, empty_ok: bool = False) -> tuple[Layout, Iterator[bytes]] | None:
+              *, empty_ok: bool = False, known_text: bool = False) -> tuple[Layout, Iterator[bytes]] | None:
     """Look at a source's start: its compression, encoding and wrap width, and whether it
-    is text at all (InputError if empty or binary). None for an empty ``empty_ok`` source."""
+    is text at all (InputError if empty or binary, unless ``known_text``: output placement
+    captured itself). None for an empty ``empty_ok`` source."""
     head = read_full(stream, max(size, 4096))
     if not head:
         if empty_ok:
@@ -185,11 +186,12 @@ def open_text(stream: BinaryIO, name: str, size: int, note: Callable[[str], None
         sample += block
         if len(sample) >= SAMPLE:
             break
-    if not sample:
+    if not sample and not known_text:
         raise InputError(f"{name}: not a text log (only NUL bytes)")
-    if _is_binary(sample):
+    if _is_binary(sample) and not known_text:
         raise InputError(f"{name}: not a text log (binary data)")
-    layout = Layout(encoding, bom, compression, wrap_width(sample[: sample.rfind(b"\n") + 1]))
+    head_text = sample[:SAMPLE]
+    layout = Layout(encoding, bom, compression, wrap_width(head_text[: head_text.rfind(b"\n") + 1]))
 
     def text() -> Iterator[bytes]:
         yield sample
