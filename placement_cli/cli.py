@@ -353,7 +353,7 @@ def parse(
     from placement_cli.logparse import parse_paths  # noqa: PLC0415
 
     filters = Filters(device, op, node, top)
-    narrowed = apply(parse_paths(files, keep=not summary or filters.active), filters, hide_plumbing=False)
+    narrowed = apply(parse_paths(files, keep=not summary or filters.active, note=_say), filters, hide_plumbing=False)
     report = narrowed.report
     _print_report(report, as_json=as_json, run=False, summary=summary, all_rows=all_rows, filtered=narrowed)
     if not narrowed.total:

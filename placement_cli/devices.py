@@ -7,6 +7,10 @@ from dataclasses import dataclass
 
 _PART = re.compile(r"(job|replica|task|device|cpu|gpu):([^/]*)", re.IGNORECASE)
 _TYPE_INDEX = re.compile(r"([A-Za-z][A-Za-z0-9_]*):(\d+|\*)")
+# A type as a log may print it: pluggable and test devices register names such as "_CUSTOM".
+_LOGGED_TYPE_INDEX = re.compile(r"([A-Za-z_][A-Za-z0-9_]*):(\d+|\*)")
+_JOB_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")  # TensorFlow's IsJobName
+_INT_MAX = 2**31 - 1  # ids past this do not name a device (TensorFlow stores them in an int)
 _BARE_TYPES = frozenset({"CPU", "GPU", "TPU", "CUSTOM", "EPU"})  # TF accepts these without "device:"
 
 
@@ -77,8 +81,11 @@ class DeviceSpec:
         return (other.device_type or "").upper() == self.device_type.upper()
 
 
-def parse_device(text: str) -> DeviceSpec:
-    """Parse any spelling TensorFlow has used for a device; raise DeviceSpecError if malformed."""
+def parse_device(text: str, *, logged: bool = False) -> DeviceSpec:
+    """Parse any spelling TensorFlow has used for a device; raise DeviceSpecError if malformed.
+
+    ``logged``: the name was printed by TensorFlow, so any device type it registered is
+    accepted (a pluggable device's ``/device:_CUSTOM:0``); options a user types stay strict."""
     raw = text.strip()
     if not raw:
         raise DeviceSpecError("empty device string")
@@ -98,7 +105,7 @@ def parse_device(text: str) -> DeviceSpec:
         if key in ("cpu", "gpu"):
             _set_type_index(fields, key, value, raw)
         elif key == "device":
-            type_index = _TYPE_INDEX.fullmatch(value)
+            type_index = (_LOGGED_TYPE_INDEX if logged else _TYPE_INDEX).fullmatch(value)
             if type_index is None:
                 raise DeviceSpecError(f"bad device component {chunk!r} in {raw!r}")
             _set_type_index(fields, type_index.group(1), type_index.group(2), raw)
@@ -118,6 +125,20 @@ def _set_type_index(fields: dict[str, object], kind: str, index: str, raw: str) 
         raise DeviceSpecError(f"device index must be a number in {raw!r}, not {index!r}")
     fields["device_type"] = kind.upper()
     fields["device_index"] = None if index == "*" else int(index)
+
+
+def tf_rejects(text: str) -> bool:
+    """True when TensorFlow's device-name grammar (``DeviceNameUtils::ParseFullName``)
+    cannot read ``text``: a job that is not a name, an id too big to be one, a type that
+    does not start with a letter. TensorFlow words this "Malformed device specification"
+    in graphs, but "unknown device" in eager mode."""
+    try:
+        spec = parse_device(text)
+    except DeviceSpecError:
+        return True
+    if spec.job is not None and not _JOB_NAME.fullmatch(spec.job):
+        return True
+    return any(n is not None and n > _INT_MAX for n in (spec.replica, spec.task, spec.device_index))
 
 
 def try_parse(text: str | None) -> DeviceSpec | None:

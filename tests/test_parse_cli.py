@@ -124,10 +124,12 @@ def test_no_placements_is_exit_0_with_message() -> None:
 
 
 def test_invalid_utf8_is_replaced_not_fatal(tmp_path: Path) -> None:
-    gbk = "张量: (Const): /job:localhost/replica:0/task:0/device:CPU:0\n".encode("gbk")
-    data = parse_json(write(tmp_path, b"\xd5\xfd\xd4\xda\xd4\xcb\xd0\xd0\r\n" + gbk + STDOUT_COPY.encode()))
-    assert data["summary"]["placements"] == 2
-    assert "\ufffd" in data["placements"][0]["node"]
+    gbk = "/job:localhost/replica:0/task:0/device:GPU:0 -> device: 0, name: 显卡\n".encode("gbk")
+    noise = "张量: (Const): /job:localhost/replica:0/task:0/device:CPU:0\n".encode("gbk")  # no TF node name
+    data = parse_json(write(tmp_path, b"\xd5\xfd\xd4\xda\xd4\xcb\xd0\xd0\r\n" + gbk + noise + STDOUT_COPY.encode()))
+    assert data["summary"]["placements"] == 1
+    assert data["placements"][0]["line"] == 4
+    assert "\ufffd" in data["device_mapping"][0]["description"]
 
 
 def test_utf16_windows_log(tmp_path: Path) -> None:
@@ -143,13 +145,29 @@ def test_ten_megabyte_single_line(tmp_path: Path) -> None:
 
 
 def test_markup_and_escape_codes_are_shown_literally(tmp_path: Path) -> None:
-    hostile = "[red]x\x1b[31m: (Const): /job:localhost/replica:0/task:0/device:CPU:0\n"
+    hostile = "Executing op [red]x\x1b[31m in device /job:[b]w\x1b[0m/replica:0/task:0/device:CPU:0\n"
     result = runner.invoke(app, ["parse", write(tmp_path, hostile)], env={"COLUMNS": "140"})
     assert result.exit_code == 0
-    assert "[red]x" in result.stdout
+    assert "[red]x" in result.stdout and "[b]w" in result.stdout
     assert "\x1b" not in result.stdout
     data = parse_json(write(tmp_path, hostile))
-    assert data["placements"][0]["node"] == "[red]x\x1b[31m"
+    assert data["placements"][0]["op"] == "[red]x\x1b[31m"
+    assert data["placements"][0]["job"] == "[b]w\x1b[0m"
+
+
+def test_node_names_follow_tensorflows_rule(tmp_path: Path) -> None:
+    """TF's IsValidNodeName: what a flushed notebook leaves of a line is not a node."""
+    lines = [
+        "(Mul): /job:localhost/replica:0/task:0/device:GPU:0",
+        "l): /job:localhost/replica:0/task:0/device:GPU:0",
+        "[red]x: (Const): /job:localhost/replica:0/task:0/device:CPU:0",
+        "-x: (Const): /job:localhost/replica:0/task:0/device:CPU:0",
+        "_arg_x_0_0: (_Arg): /job:localhost/replica:0/task:0/device:CPU:0",
+        "tower_0/MatMul>grad.1-x: (MatMul): /job:localhost/replica:0/task:0/device:CPU:0",
+        "    indented/in_a_mail: (Const): /job:localhost/replica:0/task:0/device:CPU:0",
+    ]
+    data = parse_json(write(tmp_path, "\n".join(lines) + "\n"))
+    assert [p["node"] for p in data["placements"]] == ["_arg_x_0_0", "tower_0/MatMul>grad.1-x", "indented/in_a_mail"]
 
 
 def test_json_output_is_pure_json_on_stdout() -> None:
@@ -160,3 +178,18 @@ def test_json_output_is_pure_json_on_stdout() -> None:
     assert set(error) == {"kind", "node", "requested_device", "message", "available_devices"}
     assert error["node"] == "MatMul"
     assert error["requested_device"] == "/device:GPU:2"
+
+
+@pytest.mark.parametrize("at", [1, 7, 8, 9])
+def test_pairing_blocks_do_not_cut_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, at: int) -> None:
+    """Copies pair within blocks of lines; a block's end falls anywhere, even inside a wrapped mapping line."""
+    from placement_cli.logparse import engine
+
+    monkeypatch.setattr(engine, "PAIR_LINES", 8)
+    lines = [f"noise {i}" for i in range(at - 1)] + [
+        "/job:localhost/replica:0/task:0/device:GPU:0 -> device: 0, name: Tesla K40c, pci bus",
+        "id: 0000:05:00.0",
+    ] + [GLOG_COPY.rstrip("\n"), STDOUT_COPY.rstrip("\n")] * 3
+    data = parse_json(write(tmp_path, "\n".join(lines) + "\n"))
+    assert data["device_mapping"][0]["description"].endswith("pci bus id: 0000:05:00.0")
+    assert data["summary"]["placements"] == 3

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from typing import BinaryIO
 
@@ -17,10 +17,11 @@ __all__ = ["InputError", "parse_paths", "parse_text"]
 
 
 def parse_text(text: str) -> Report:
-    """Parse a captured log held in memory."""
+    """Parse a captured log held in memory (whatever a script printed into it: it is
+    never refused as binary)."""
     if not text:
         return Report()
-    return parse_streams([("<text>", io.BytesIO(text.encode("utf-8", "replace")))])
+    return parse_streams([("<text>", io.BytesIO(text.encode("utf-8", "replace")))], known_text=True)
 
 
 def _open(path: str, stack: ExitStack) -> tuple[str, BinaryIO]:
@@ -36,19 +37,20 @@ def _open(path: str, stack: ExitStack) -> tuple[str, BinaryIO]:
         raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
-def parse_paths(paths: list[str], *, keep: bool = True) -> Report:
-    """Parse files (``-`` is standard input) as one stream; InputError if unreadable."""
+def parse_paths(paths: list[str], *, keep: bool = True, note: Callable[[str], None] | None = None) -> Report:
+    """Parse files (``-`` is standard input) as one stream; InputError if unreadable.
+
+    Compressed files (gzip, bzip2, xz) are read decompressed, and ``note`` is told so.
+    A second ``-`` reads what is left of standard input: nothing, as ``cat - -`` does."""
     if not keep and len(paths) == 1 and paths[0] != "-":
         from placement_cli.logparse import parallel  # noqa: PLC0415
 
-        if parallel.can_split(paths[0]):
-            return parallel.count_split(paths[0])
+        report = parallel.count_split(paths[0])
+        if report is not None:
+            return report
     with ExitStack() as stack:
         def sources() -> Iterator[tuple[str, BinaryIO]]:
             for path in paths:
                 yield _open(path, stack)
 
-        try:
-            return parse_streams(sources(), keep=keep)
-        except UnicodeDecodeError as exc:  # only possible in a UTF-16 log
-            raise InputError(f"cannot decode input: {exc}") from None
+        return parse_streams(sources(), keep=keep, note=note)

@@ -1,25 +1,31 @@
-"""Streams any mix of log dialects through literal-anchored regexes, chunk by chunk."""
+"""Streams any mix of log dialects through literal-anchored regexes, chunk by chunk.
+
+Each chunk comes with the lines that follow it (``reader.LOOKAHEAD``) and the lines
+before it (``rejoin.LOOKBACK``), so a record that spans lines is read the same wherever
+the chunks happen to end: what a chunk's records took of the next chunk's lines is
+passed on, and the next chunk leaves those lines alone.
+"""
 
 from __future__ import annotations
 
-import codecs
 import io
 import re
 from collections import Counter, deque
-from collections.abc import Iterable, Iterator
-from operator import attrgetter, itemgetter
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
+from operator import attrgetter, itemgetter
 from typing import Any, BinaryIO
 
-from placement_cli.devices import DeviceSpec, parse_device
-from placement_cli.errors import InputError
-from placement_cli.logparse import eager, mapping, placer
-from placement_cli.logparse.failures import TRIGGER, failure_from_text, needs_continuation
+from placement_cli.devices import DeviceSpec, DeviceSpecError, parse_device
+from placement_cli.logparse import eager, mapping, placer, reader, rejoin
+from placement_cli.logparse.failures import MAX_CHARS, MAX_LINES, TRIGGER, may_hold_failure, read_failure
 from placement_cli.model import DeviceMapping, Placement, PlacementFailure, Report
 
-CHUNK = 2 << 20
-# A bare stdout copy and its glog twin pair up when they are at most one chunk apart
-# (stdout is block-buffered, so its copies lag the glog copies by a few KiB).
+CHUNK = 2 << 20  # bytes read and parsed at a time; no answer depends on it
+# A bare stdout copy and its glog twin pair up when at most this many lines apart (up to
+# twice as many, depending on where blocks of this many lines end): stdout is
+# block-buffered, so its copies lag the glog copies by a few KiB.
+PAIR_LINES = 32768
 _GLOG = re.compile(placer.glog_pattern(detailed=True), re.M)
 _BARE = re.compile(placer.bare_pattern(detailed=True), re.M)
 _GLOG_COUNT = re.compile(placer.glog_pattern(detailed=False), re.M)
@@ -28,40 +34,70 @@ _EAGER = re.compile(eager.PATTERN, re.M)
 _MAPPING = re.compile(mapping.PATTERN, re.M)
 
 Key = bytes  # "node: (Op)/job:..." as printed, once normalised
+Note = Callable[[str], None]
 
 
 def _decode(raw: bytes) -> str:
     return raw.decode("utf-8", "replace")
 
 
-def _chunks(stream: BinaryIO, name: str, checked: bool = False) -> Iterator[bytes]:
-    """Yield chunks of whole lines; the last complete line is held back one chunk so a
-    wrapped continuation is always seen together with its first line. ``checked``: the
-    stream continues a file whose start was already checked for being text."""
-    first = stream.read(CHUNK)
-    if not first and not checked:
-        raise InputError(f"{name}: empty input (0 bytes)")
-    decoder = None
-    if not checked:
-        if first.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-            decoder = codecs.getincrementaldecoder("utf-16")("replace")
-        elif b"\0" in first[:65536]:
-            raise InputError(f"{name}: not a text log (binary data)")
-    carry = b""
-    data = first
-    while data:
-        if decoder is not None:
-            data = decoder.decode(data).encode("utf-8")
-        buf = carry + data
-        cut = buf.rfind(b"\n", 0, max(buf.rfind(b"\n"), 0))
-        if cut < 0:
-            carry = buf
-        else:
-            yield buf[: cut + 1]
-            carry = buf[cut + 1 :]
-        data = stream.read(CHUNK)
-    if carry:
-        yield carry
+def _is_record(line: str) -> bool:
+    return rejoin.is_record(line.encode("utf-8", "replace"))
+
+
+def _after_lines(data: bytes, count: int, start: int = 0) -> int:
+    """The offset just after ``count`` newlines from ``start`` (the end if fewer)."""
+    if count <= 0:
+        return start
+    if count < 8:
+        pos = start
+        for _ in range(count):
+            nl = data.find(b"\n", pos)
+            if nl < 0:
+                return len(data)
+            pos = nl + 1
+        return pos
+    parts = data[start:].split(b"\n", count)
+    return len(data) if len(parts) <= count else len(data) - len(parts[-1])
+
+
+def _last_lines(data: bytes, count: int) -> list[bytes]:
+    """The last ``count`` lines of text (its last line ends with a newline, or the text
+    ends there): empty lines included."""
+    end = len(data) - 1 if data.endswith(b"\n") else len(data)
+    start = end
+    for _ in range(count):
+        start = data.rfind(b"\n", 0, start)
+        if start < 0:
+            break
+    return data[start + 1 : end].split(b"\n") if data else []
+
+
+class _Lines:
+    """Lines of text from an offset, decoded as they are asked for (at most MAX_LINES);
+    rows a join took are passed over."""
+
+    def __init__(self, data: bytes, start: int) -> None:
+        self.data, self.pos = data, start
+        self.cache: list[str] = []
+        self.ends: list[int] = []  # where each line's newline is
+
+    def __call__(self, i: int) -> str | None:
+        while len(self.cache) <= i:
+            if len(self.cache) >= MAX_LINES or self.pos > len(self.data):
+                return None
+            nl = self.data.find(b"\n", self.pos)
+            stop = len(self.data) if nl < 0 else nl
+            if self.data[self.pos : stop] != rejoin.CONSUMED:
+                self.cache.append(_decode(self.data[self.pos : min(stop, self.pos + 4 * MAX_CHARS)]))
+                self.ends.append(stop)
+            self.pos = stop + 1
+        return self.cache[i]
+
+    def end(self, used: int) -> int:
+        """The offset of the newline that ends the first ``used`` lines."""
+        self(used - 1)
+        return self.ends[min(used, len(self.ends)) - 1]
 
 
 class _Failures:
@@ -70,23 +106,20 @@ class _Failures:
     def __init__(self) -> None:
         self.seen: dict[PlacementFailure, None] = {}
 
-    def scan(self, chunk: bytes) -> None:
-        end = -1
-        for hit in TRIGGER.finditer(chunk):
+    def scan(self, data: bytes, start: int, body_end: int) -> int:
+        """Read the errors whose first line lies in data[start:body_end]; the offset where
+        the last one read ends (its message may take lines after the body)."""
+        end = start - 1
+        for hit in TRIGGER.finditer(data, start, body_end):
             if hit.start() <= end:
                 continue
-            start = chunk.rfind(b"\n", 0, hit.start()) + 1
-            end = chunk.find(b"\n", hit.start())
-            end = len(chunk) if end < 0 else end
-            text = _decode(chunk[start:end])
-            if needs_continuation(text) and end < len(chunk):
-                nxt = chunk.find(b"\n", end + 1)
-                nxt = len(chunk) if nxt < 0 else nxt
-                text = text.rstrip() + " " + _decode(chunk[end + 1 : nxt]).strip()
-                end = nxt
-            failure = failure_from_text(text)
+            line_start = data.rfind(b"\n", 0, hit.start()) + 1
+            lines = _Lines(data, max(line_start, hit.start() - 1024))
+            failure, used = read_failure(lines, _is_record)
+            end = lines.end(used)
             if failure is not None:
                 self.seen.setdefault(failure)
+        return end + 1
 
     def result(self) -> tuple[PlacementFailure, ...]:
         return tuple(self.seen)
@@ -106,15 +139,21 @@ def _numbered(data: bytes, base: int, matches: Iterable[re.Match[bytes]]) -> Ite
 
 
 class _Parser:
-    """Consumes chunks; glog and eager lines count at once, bare copies one chunk later,
-    when it is known whether their glog twin was printed (before or after them)."""
+    """Consumes chunks; glog and eager lines count at once, a bare copy once it is known
+    whether its glog twin was printed near it (before or after it).
+
+    "Near" is counted in lines, so that no answer depends on where chunks end: the lines
+    are cut in blocks of PAIR_LINES, and a bare copy pairs with a twin in its own block
+    or one next to it; its block's bare copies are settled when the next block ends.
+    """
 
     def __init__(self, keep: bool) -> None:
         self.keep = keep
         self.failures = _Failures()
-        self.window: deque[Any] = deque(maxlen=2)  # glog keys of recent chunks (dicts when keeping)
-        self.pending: list = []
-        self._bare: list = []
+        self.window: deque[Any] = deque(maxlen=2)  # glog keys of the last two blocks (dicts when keeping)
+        self.block_keys: Any = {} if keep else set()  # ... and of the block being read
+        self.block_bare: list = []  # the bare copies of the block being read
+        self.pending: list = []  # ... and of the block before it
         self.placements: list[Placement] = []
         self.counts: Counter[bytes] = Counter()
         self.mappings: dict[str, str] = {}
@@ -122,89 +161,183 @@ class _Parser:
         self.newlines = 0
         self.last = b""
         self.specs: dict[bytes, DeviceSpec] = {}
-        # For a parser that starts mid-file (parse_split): its first chunk's glog keys, and
-        # the bare copies it counted as unpaired before it could see the glog lines before it.
-        self.first_glog: set[Key] | None = None
-        self.first_unpaired: list[tuple[Key, bytes]] | None = None
-        self.resolves = 0
+        self.wrap: int | None = None  # the console width of the source being read
+        self.lookback: list[bytes] = []  # the previous chunk's last lines, as parsed
+        self.taken = 0  # lines at the start of the next chunk that a record already took
+        self.read_to = 0  # ... and lines there inside an error message already read
+        # A parser that starts mid-file (parallel) leaves the bare copies of its first two
+        # blocks to merge_ranges, which knows the glog lines before them: at each of its
+        # first three block ends, the bare copies it would have settled and the block's keys.
+        self.held: list[tuple[list, Any]] | None = None
+
+    def start_source(self, wrap: int | None) -> None:
+        """A new file: nothing carries over from the last one's lines."""
+        self.wrap, self.lookback, self.taken, self.read_to = wrap, [], 0, 0
 
     def spec_of(self, device: bytes) -> DeviceSpec:
         spec = self.specs.get(device)
         if spec is None:
-            spec = self.specs[device] = parse_device(_decode(device))
+            try:
+                spec = parse_device(_decode(device), logged=True)
+            except DeviceSpecError:  # the device pattern is stricter than this; never abort a parse
+                spec = DeviceSpec()
+            self.specs[device] = spec
         return spec
 
-    def feed(self, chunk: bytes) -> None:
-        if TRIGGER.search(chunk):
-            self.failures.scan(chunk)
-        data = b"\n" + chunk.replace(*placer.NORMALISE)
-        if self.keep:
-            glog_keys = self._feed_full(data)
-        else:
-            glog = _GLOG_COUNT.findall(data)
-            self.counts.update(map(itemgetter(1), glog))
-            self.counts.update(map(itemgetter(1), _EAGER.findall(data)))
-            bare = _BARE_COUNT.findall(data)
-            glog_keys = set(map(itemgetter(0), glog))
-            if self.first_glog is None:
-                self.first_glog = glog_keys
-        self._resolve(glog_keys)
-        self.window.append(glog_keys)
-        self.pending = self._bare if self.keep else bare
-        self.newlines += chunk.count(b"\n")
-        self.last = chunk
+    def feed(self, data: bytes, body_end: int | None = None) -> None:
+        """One chunk: ``data[:body_end]`` is parsed, the rest only read as context."""
+        whole = body_end is None or body_end >= len(data)
+        body_end = len(data) if whole else body_end
+        body_lines = data.count(b"\n", 0, body_end)
+        taken, self.taken = self.taken, 0
+        if taken:  # lines a record of the previous chunk took are blank here
+            cut = _after_lines(data, taken)
+            data = (rejoin.CONSUMED + b"\n") * data.count(b"\n", 0, cut) + data[cut:]
+            body_end = len(data) if whole else _after_lines(data, body_lines)
+        found, records = self._find(data, body_end, body_lines)
+        if self.wrap or rejoin.needed(data, *records):
+            data, self.taken = self._rejoin(data, data.count(b"\n") + 1 if whole else body_lines)
+            body_end = len(data) if whole else _after_lines(data, body_lines)
+            found, records = self._find(data, body_end, body_lines)
+        self.taken = max(self.taken, taken - body_lines)
+        body = data[:body_end]
+        self.lookback = (self.lookback + _last_lines(body, rejoin.LOOKBACK))[-rejoin.LOOKBACK :]
+        start = _after_lines(data, self.read_to)
+        end = self.failures.scan(data, start, body_end) if may_hold_failure(body) else start
+        self.read_to = data.count(b"\n", body_end, end) if end > body_end else 0
+        for piece_end, text, glog, eagers, bare, lines, block_ends in found:
+            self._count(text, glog, eagers, bare, data[piece_end : _after_lines(data, 1, piece_end)])
+            self.newlines += lines
+            if block_ends:
+                self._end_block()
+        self.last = body[-1:]
 
-    def _feed_full(self, data: bytes) -> dict[Key, int]:
+    def _segments(self, body: bytes, lines: int) -> list[tuple[bytes, int, bool]]:
+        """The body (of ``lines`` newlines) cut where blocks of PAIR_LINES lines end:
+        each piece, its newlines, and whether it ends a block."""
+        pieces, line = [], self.newlines
+        while body:
+            left = PAIR_LINES - line % PAIR_LINES  # lines until this block ends
+            if lines < left:
+                pieces.append((body, lines, False))
+                break
+            cut = len(body) - len(body.split(b"\n", left)[-1])
+            pieces.append((body[:cut], left, True))
+            body, line, lines = body[cut:], line + left, lines - left
+        return pieces
+
+    def _find(self, data: bytes, body_end: int, body_lines: int) -> tuple[list, tuple[int, int]]:
+        """The placements of each block's piece of the body, and how many records body
+        and look-ahead hold (for rejoin.needed)."""
+        found, records, glog_records, piece_end = [], 0, 0, 0
+        for piece, lines, block_ends in self._segments(data[:body_end], body_lines):
+            piece_end += len(piece)
+            text = b"\n" + piece.replace(*placer.NORMALISE)
+            if self.keep:
+                glog, eagers, bare = list(_GLOG.finditer(text)), list(_EAGER.finditer(text)), list(_BARE.finditer(text))
+            else:
+                glog, eagers, bare = _GLOG_COUNT.findall(text), _EAGER.findall(text), _BARE_COUNT.findall(text)
+            found.append((piece_end, text, glog, eagers, bare, lines, block_ends))
+            records += len(glog) + len(eagers) + len(bare)
+            glog_records += len(glog)
+        if body_end < len(data):
+            more = b"\n" + data[body_end:].replace(*placer.NORMALISE)
+            extra = len(_GLOG_COUNT.findall(more))
+            records += extra + len(_EAGER.findall(more)) + len(_BARE_COUNT.findall(more))
+            glog_records += extra
+        return found, (records, glog_records)
+
+    def _rejoin(self, data: bytes, body_rows: int) -> tuple[bytes, int]:
+        """Join broken records; also how many rows after the body the joins took."""
+        context = len(self.lookback)
+        lines = self.lookback + data.split(b"\n")
+        joins = rejoin.rejoin(lines, context, self.wrap)
+        taken = max((last - context - body_rows + 1 for first, last in joins
+                     if first - context < body_rows <= last - context), default=0)
+        return b"\n".join(lines[context:]), taken
+
+    def _count(self, text: bytes, glog: list, eagers: list, bare: list, ahead: bytes) -> None:
+        """Count (or keep) a piece's placements; ``ahead`` is the line after it (a wrapped
+        mapping line goes on there)."""
+        if self.keep:
+            self._feed_full(text, glog, eagers, bare, ahead)
+        else:
+            self.counts.update(map(itemgetter(1), glog))
+            self.counts.update(map(itemgetter(1), eagers))
+            self.block_keys.update(map(itemgetter(0), glog))
+            self.block_bare += bare
+
+    def _feed_full(self, data: bytes, glog: list, eagers: list, bare: list, ahead: bytes) -> None:
         base = self.newlines
-        glog_keys: dict[Key, list[int]] = {}  # key -> indexes of its placements, in order
-        for line, m in _numbered(data, base, _GLOG.finditer(data)):
-            glog_keys.setdefault(m.group(1), []).append(len(self.placements))
+        for line, m in _numbered(data, base, glog):
+            self.block_keys.setdefault(m.group(1), deque()).append(len(self.placements))
             self.placements.append(self._placement(m, line))
-        for line, m in _numbered(data, base, _EAGER.finditer(data)):
+        for line, m in _numbered(data, base, eagers):
             op, dev = m.group(1, 2)
             self.placements.append(Placement(None, _decode(op), _decode(dev), self.spec_of(dev), "eager", line))
-        self._bare = [(m, line) for line, m in _numbered(data, base, _BARE.finditer(data))]
-        for m in _MAPPING.finditer(data):
+        self.block_bare += [(m, line) for line, m in _numbered(data, base, bare)]
+        full = data + ahead.replace(*placer.NORMALISE) if ahead else data
+        for m in _MAPPING.finditer(full):
+            if m.start() + 1 >= len(data):
+                break  # the line after the piece: the next piece reads it
             header, device, desc, cont = m.groups()
             self.mapping_seen = True
             if device:
-                text = _decode(desc).strip()
+                text = _decode(mapping.clean(desc))
                 if cont:
-                    text = f"{text} {_decode(cont).strip()}"
+                    text = f"{text} {_decode(mapping.clean(cont))}"
                 self.mappings.setdefault(_decode(device), text)
-        return glog_keys
 
     def _placement(self, m: re.Match[bytes], line: int) -> Placement:
         node, op, dev = m.group(2, 3, 4)
         return Placement(_decode(node), _decode(op) if op else None, _decode(dev), self.spec_of(dev),
                          "placer" if op else "legacy", line)
 
+    def _end_block(self) -> None:
+        """A block's glog keys are known: settle the bare copies of the block before it."""
+        newest = self.block_keys
+        if self.held is not None and len(self.held) < 3:
+            self.held.append((self.pending, newest))
+        else:
+            self._resolve(newest)
+        self.window.append(newest)
+        self.pending = self.block_bare
+        self.block_keys, self.block_bare = ({} if self.keep else set()), []
+
     def _resolve(self, newest: Any) -> None:
-        """Bare copies of the previous chunk count unless a glog twin is within one chunk."""
-        self.resolves += 1
+        """The pending bare copies count unless a glog twin is in their block or next to it."""
         if self.keep:
-            twins: dict[Key, list[int]] = {}
+            twins: dict[Key, deque[int]] = {}
             for chunk_keys in (*self.window, newest):
                 for key, indexes in chunk_keys.items():
-                    twins.setdefault(key, []).extend(indexes)
+                    twins.setdefault(key, deque()).extend(indexes)
             for m, line in self.pending:
                 indexes = twins.get(m.group(1))
                 if indexes is None:
                     self.placements.append(self._placement(m, line))
                     continue
-                index = indexes.pop(0) if len(indexes) > 1 else indexes[0]  # copies pair in order
+                index = indexes.popleft() if len(indexes) > 1 else indexes[0]  # copies pair in order
                 if line < self.placements[index].line:  # the bare copy was printed first
                     self.placements[index] = replace(self.placements[index], line=line)
         else:
             twins = newest.union(*self.window) if self.pending else set()
-            unpaired = [(key, dev) for key, dev in self.pending if key not in twins]
-            if self.resolves == 2:  # this resolved the first chunk's bare copies
-                self.first_unpaired = unpaired
-            self.counts.update(dev for _, dev in unpaired)
+            self.counts.update(dev for key, dev in self.pending if key not in twins)
         self.pending = []
 
+    def close(self) -> None:
+        """The end of the text: the last block ends, and nothing follows it."""
+        self._end_block()
+        if self.held is not None and len(self.held) < 3:
+            self.held.append((self.pending, self.block_keys))
+            self.pending = []
+        else:
+            self._resolve(self.block_keys)
+
     def finish(self) -> Report:
-        self._resolve({} if self.keep else set())
+        self.close()
+        return self.report()
+
+    def report(self) -> Report:
         counted = None
         if not self.keep:
             merged: Counter[str] = Counter()
@@ -221,19 +354,55 @@ class _Parser:
         )
 
 
-def count_range(path: str, start: int, end: int, *, last: bool) -> _Parser:
-    """Per-device counts of the lines in [start, end) of a file, with the state that
-    ``merge_ranges`` needs to pair copies across the boundary."""
+def _feed_source(parser: _Parser, stream: BinaryIO, name: str, note: Note | None, empty_ok: bool,
+                 known_text: bool = False) -> None:
+    opened = reader.open_text(stream, name, CHUNK, note, empty_ok=empty_ok, known_text=known_text)
+    if opened is None:
+        return
+    layout, blocks = opened
+    parser.start_source(layout.wrap)
+    for data, body_end in reader.Lines(CHUNK).chunks(blocks):
+        parser.feed(data, body_end)
+
+
+def parse_streams(sources: Iterable[tuple[str, BinaryIO]], *, keep: bool = True, note: Note | None = None,
+                  known_text: bool = False) -> Report:
+    """Parse one or more logs as one stream (line numbers run on across them). A source
+    named ``<stdin>`` that was already read to its end (``parse - -``) adds nothing;
+    ``known_text``: never refuse the input as binary (a log placement captured itself)."""
+    parser = _Parser(keep)
+    stdin_read = False
+    for name, stream in sources:
+        _feed_source(parser, stream, name, note, empty_ok=name == "<stdin>" and stdin_read, known_text=known_text)
+        stdin_read = stdin_read or name == "<stdin>"
+    return parser.finish()
+
+
+def layout_of(path: str) -> reader.Layout:
+    """How a file's bytes become text (InputError if they do not)."""
+    with open(path, "rb") as f:
+        opened = reader.open_text(f, path, CHUNK, None)
+    assert opened is not None
+    return opened[0]
+
+
+def count_range(path: str, start: int, end: int, layout: reader.Layout, *, start_line: int = 0) -> _Parser:
+    """Per-device counts of the lines in [start, end) of a file, which begin after
+    ``start_line`` lines, with the state ``merge_ranges`` needs to pair copies across the
+    boundary. ``start`` begins a line that stands on its own (see ``parallel``), so
+    nothing before it is needed; the range at the file's start is left open for the next."""
     parser = _Parser(keep=False)
+    start = max(start, layout.bom)
     with open(path, "rb") as f:
         f.seek(start)
-        reader = io.BufferedReader(_Slice(f, end - start), CHUNK)  # type: ignore[arg-type]
-        for chunk in _chunks(reader, path, checked=start > 0):
-            parser.feed(chunk)
-    if last:  # the head's last bare copies wait for the tail's first glog lines instead
-        parser._resolve(set())  # noqa: SLF001
-    if parser.resolves < 2:
-        parser.first_unpaired = []
+        stream = io.BufferedReader(_Slice(f, end - start), CHUNK)  # type: ignore[arg-type]
+        if start > layout.bom:
+            parser.held, parser.newlines = [], start_line
+        parser.start_source(layout.wrap)  # the whole file's layout, not one found in this range
+        for data, body_end in reader.Lines(CHUNK).chunks(reader.decoded(stream, layout.encoding, CHUNK)):
+            parser.feed(data, body_end)
+    if parser.held is not None:
+        parser.close()
     return parser
 
 
@@ -253,27 +422,25 @@ class _Slice(io.RawIOBase):
 
 
 def merge_ranges(head: _Parser, tail: _Parser) -> Report:
-    """One Report from two consecutive ranges: copies pair across the boundary as they
-    would have in one pass (the tail's first bare copies against the head's last glog lines)."""
-    head_twins = set().union(*head.window)
-    for key, dev in tail.first_unpaired or ():
-        if key in head_twins:
-            tail.counts[dev] -= 1
-    head._resolve(tail.first_glog or set())  # noqa: SLF001 - the head's last bare copies
+    """One Report from two consecutive ranges, as one pass would have counted them: the
+    block the boundary cuts is made whole again, and the bare copies the tail held back
+    are settled against the glog lines on both sides."""
+    held = list(tail.held or ()) + [([], set())] * 3
+    cut_keys = head.block_keys | held[0][1]  # the glog keys of the block the boundary cuts
+    before = list(head.window)
+    after = [held[1][1], held[2][1]]
+    settle = [
+        (head.pending, [*before, cut_keys]),  # the head's last whole block
+        (head.block_bare + held[1][0], [before[-1] if before else set(), cut_keys, after[0]]),
+        (held[2][0], [cut_keys, *after]),
+    ]
+    for bare, blocks in settle:
+        twins = set().union(*blocks)
+        head.counts.update(dev for key, dev in bare if key not in twins)
     head.counts.update(tail.counts)
     for failure in tail.failures.result():
         head.failures.seen.setdefault(failure)
     head.specs.update(tail.specs)
-    head.newlines += tail.newlines
+    head.newlines = tail.newlines
     head.last = tail.last or head.last
-    head.window.clear()
-    return head.finish()
-
-
-def parse_streams(sources: Iterable[tuple[str, BinaryIO]], *, keep: bool = True) -> Report:
-    """Parse one or more logs as one stream (line numbers run on across them)."""
-    parser = _Parser(keep)
-    for name, stream in sources:
-        for chunk in _chunks(stream, name):
-            parser.feed(chunk)
-    return parser.finish()
+    return head.report()

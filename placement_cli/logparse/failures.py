@@ -1,58 +1,235 @@
-"""Placement errors, in every wording TensorFlow has used since 0.x."""
+"""Placement errors, in every wording TensorFlow has used since 0.x.
+
+A message may run over several lines: TensorFlow's own tails (``Registered devices:``,
+``Registered kernels:``, ``All kernels registered for op``, an eager op's ``Device
+Name:``), and lines a console wrapped at a word. ``read_failure`` takes what follows
+only when its grammar says so, at most ``MAX_LINES`` lines, and never a placement line.
+Every search here is linear in the text: lists are cut with ``str.find``, repeats are
+possessive, and a message is cut at ``MAX_CHARS``.
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
-from placement_cli.devices import try_parse
+from placement_cli.devices import tf_rejects, try_parse
 from placement_cli.model import PlacementFailure
 
-# Cheap literal search that finds candidate lines inside a chunk of bytes.
-TRIGGER = re.compile(rb"Cannot assign a device|Could not satisfy (?:explicit )?device specification|Cannot colocate")
+MAX_LINES = 32  # lines one message may span, its first included
+MAX_CHARS = 16384  # characters of one message that are read
 
-_START = re.compile(r"Cannot assign a device|Could not satisfy (?:explicit )?device specification|Cannot colocate")
-_NODE = re.compile(
-    r"Cannot assign a device (?:for operation|to node) '?(?P<node>[^'\s:]+(?::[^'\s:]+)*)'?:"
+# Cheap literal searches that tell whether a chunk of bytes may hold an error at all (a
+# substring test runs at memchr speed; one regex of many branches does not): each of
+# TRIGGER's wordings holds one of these.
+_LIKELY = (b"Cannot ", b"device spec", b"unknown device.", b"find device for node", b"No OpKernel", b"No registered '")
+# Finds the candidate lines themselves.
+TRIGGER = re.compile(
+    rb"Cannot assign a device|Could not satisfy (?:explicit )?device specification|Cannot colocate"
+    rb"|Malformed device specification|unknown device\.|No OpKernel was registered"
+    rb"|Could not find device for node|No registered '|while parsing the device spec"
 )
-_NODE_COLOCATE = re.compile(r"Cannot colocate nodes \{\{colocation_node (?P<a>\S+?)\}\} and \{\{colocation_node (?P<b>\S+?)\}\}|Cannot colocate nodes '?(?P<c>[^'\s]+?)'? and")
-_EXPLICIT = re.compile(r"(?:explicitly )?assigned to (?P<req>\S+) but available devices are \[ ?(?P<avail>[^\]]*?) ?\]")
-_SATISFY = re.compile(r"Could not satisfy (?P<explicit>explicit )?device specification '(?P<req>[^']*)'(?P<rest>.*)")
-_AVAILABLE = re.compile(r"(?:[Aa]ll available devices|available devices(?: are)?:?) ?\[ ?(?P<avail>[^\]]*?) ?\]")
-_SUPPORTED = re.compile(r"Supported device types \[(?P<types>[^\]]*)\]")
-_NO_KERNEL = re.compile(r"no supported kernel for (?P<type>\w+) devices", re.IGNORECASE)
-_NOT_REGISTERED = re.compile(r"no devices matching that specification are registered")
+_START = re.compile(
+    r"Cannot assign a device|Could not satisfy (?:explicit )?device specification|Cannot colocate"
+    r"|Malformed device specification|No OpKernel was registered|Could not find device for node"
+    r"|No registered '|Multiple device types are not allowed|Unknown attribute '"
+)
+# "/job:ps/replica:0/task:3/device:CPU:0 unknown device." (eager); the name may hold a space.
+_UNKNOWN = " unknown device."
+_NODE = re.compile(r"Cannot assign a device (?:for operation|to node) '?+([^'\s:]++(?::[^'\s:]++)*+)'?+:")
+_NODE_COLOCATE = re.compile(
+    r"Cannot colocate nodes \{\{colocation_node (?P<a>\S+?)\}\} and \{\{colocation_node (?P<b>\S+?)\}\}"
+    r"|Cannot colocate nodes '?(?P<c>[^'\s]+?)'? and"
+)
+_ASSIGNED = re.compile(r"(?:explicitly )?assigned to (\S++) but available devices are \[")
+_SATISFY = re.compile(r"Could not satisfy (explicit )?device specification '([^'\n]*+)'")
+_NO_KERNEL = re.compile(r"no supported kernel for \w++ devices", re.IGNORECASE)
+_NOT_REGISTERED = "no devices matching that specification are registered"
+_MALFORMED = re.compile(r"Malformed device specification '([^'\n]*+)'")
+_SPEC_ERROR = re.compile(
+    r"Multiple device types are not allowed while parsing the device spec: (\S++)"
+    r"|Unknown attribute '[^'\n]*+' is encountered while parsing the device spec: '([^'\n]*+)'"
+)
+# Where the runtime wordings of a missing kernel name their node.
+_KERNEL_NODE = re.compile(
+    r"used by \{\{node ([^\s}]++)\}\}|used by node ([^\s(]++)|Could not find device for node: \{\{node ([^\s}]++)\}\}"
+    r"|compatible with node (?:\{\{node )?+([^\s}=]++)|in node: \{name:'([^'\n]++)'"
+)
+_TRACE_NODE = re.compile(r"^\s*\[\[(?:Node: |\{\{node )?+([^\s}\]=]++)")  # "\t [[Node: X = ...", "\t [[X]]"
+_DEVICE_ATTR = re.compile(r'_device="([^"\n]++)"')
+_KERNEL_TAIL = re.compile(
+    r"Registered devices: |Registered kernels:|All kernels registered for op |\s++device=|\s++<no registered kernels>"
+)
+_EAGER_TAIL = re.compile(r"Device Name: |Device: |Attrs: ")
+# A line that continues a wrapped placement error (a console broke it at a word).
+_WRAPPED_TAIL = re.compile(
+    r"\s*+(?:but available devices|available devices|was explicitly assigned|because no supported kernel"
+    r"|Make sure the device specification|Supported device types|All available devices|enable_soft_placement)"
+)
+_PLACEMENT_WORDINGS = ("Cannot assign", "Could not satisfy", "Cannot colocate")
+# Lines that begin a message of their own rather than go on with one.
+_NEW_MESSAGE = re.compile(
+    r"\s*+(?:[\w.]*(?:Error|Exception|Warning)\b|Traceback|File \"|\[\[|[IWEF]\d{4} |\d{4}-\d\d-\d\d)"
+)
+# The words of TensorFlow's placement errors (a console may cut any of them).
+_WORDS = frozenset(
+    "cannot assign device devices operation explicitly assigned available make sure specification refers valid "
+    "could not satisfy explicit because supported kernel kernels registered matching process colocate colocation "
+    "colocation_node nodes merge incompatible types with enable_soft_placement all debug info group following "
+    "requested assigned".split()
+)
 
 
-def _split_devices(text: str) -> tuple[str, ...]:
-    return tuple(d.strip() for d in text.split(",") if d.strip())
+def may_hold_failure(data: bytes) -> bool:
+    """Fast: False when ``data`` holds no error TensorFlow words in any way read here."""
+    return any(word in data for word in _LIKELY)
 
 
-def failure_from_text(text: str) -> PlacementFailure | None:
-    """Build a PlacementFailure from an error message (one line, or a wrapped pair)."""
-    start = _START.search(text)
-    if start is None:
+def _bracket_list(text: str, after: str) -> tuple[str, ...] | None:
+    """The comma-separated items of the first ``[...]`` that follows ``after``, or None."""
+    at = text.find(after)
+    if at < 0:
         return None
-    message = text[start.start():].strip()
+    opening = text.find("[", at + len(after))
+    if opening < 0 or text[at + len(after) : opening].strip(" :"):
+        return None
+    closing = text.find("]", opening)
+    if closing < 0:
+        return None
+    return tuple(d.strip() for d in text[opening + 1 : closing].split(",") if d.strip())
+
+
+def _unclosed(text: str) -> bool:
+    for after in ("available devices are", "All available devices", "Supported device types", "Registered devices:"):
+        at = text.find(after)
+        if at >= 0 and text.find("[", at) >= 0 and text.find("]", text.find("[", at)) < 0:
+            return True
+    return False
+
+
+def _mid_sentence(message: str, line: str) -> bool:
+    """A message cut after a letter, and a next line that goes on in lower case (a console
+    wrapped it): "... ]. Make" / " sure the device ...", "for operat" / "ion 'b': ..."."""
+    rest = line.lstrip()
+    return message[-1:].isalnum() and rest[:1].islower() and not _NEW_MESSAGE.match(line) \
+        and not _START.match(rest)
+
+
+def _glue(message: str, line: str) -> str:
+    """How a wrapped line joins its message: with no blank where the cut went through a
+    word of TensorFlow's wording, a quoted name or a device name; else with one."""
+    head, rest = message.rsplit(" ", 1)[-1], line.lstrip()
+    first = rest.split(" ", 1)[0]
+    if line[:1].isspace() or not head or not first:
+        return " "
+    left, right = re.search(r"[\w]*$", head).group(), re.match(r"[\w]*", first).group()  # type: ignore[union-attr]
+    if (left and right and (left + right).lower() in _WORDS) or message.count("'") % 2:
+        return ""
+    if "/" in head and try_parse(head) is None and try_parse((head + first).rstrip(".,]")) is not None:
+        return ""
+    return " "
+
+
+def _first_line(line: str) -> tuple[str, str] | None:
+    """(wording, the message's first line) of a line that reports a failure."""
+    if m := _START.search(line):
+        return m.group(), line[m.start() :].strip()
+    end = line.find(_UNKNOWN)
+    if end > 0:
+        start = line.rfind("/job:", 0, end)
+        if start == 0 or (start > 0 and line[start - 1].isspace()):
+            return "unknown device", line[start : end + len(_UNKNOWN)]
+    return None
+
+
+def read_failure(lines: Callable[[int], str | None],
+                 is_record: Callable[[str], bool] = lambda line: False) -> tuple[PlacementFailure | None, int]:
+    """The failure whose first line is ``lines(0)``, and how many lines it spans;
+    ``lines(i)`` is the i-th line from there, or None past the text's end."""
+    first = _first_line((lines(0) or "")[:MAX_CHARS])
+    if first is None:
+        return None, 1
+    wording, message = first
+    used = 1
+    placement = wording.startswith(_PLACEMENT_WORDINGS)
+    while used < MAX_LINES and len(message) < MAX_CHARS:
+        line = lines(used)
+        if line is None or not line.strip() or is_record(line):
+            break
+        if placement:
+            if not (message.endswith(":") and "Could not satisfy" not in message) and not _unclosed(message) \
+                    and not _WRAPPED_TAIL.match(line) and not _mid_sentence(message, line):
+                break
+            message = f"{message}{_glue(message, line)}{line.strip()}"
+        elif _KERNEL_TAIL.match(line) or (wording.startswith("Malformed") and _EAGER_TAIL.match(line)):
+            message = f"{message}\n{line.rstrip()}"
+        else:
+            break
+        used += 1
+    message = message[:MAX_CHARS]
+    trace = ""  # TensorFlow's "\t [[Node: X = Op[..., _device="..."]]" line after a message
+    for i in range(used, used + 3):
+        line = lines(i)
+        if line is None:
+            break
+        if _TRACE_NODE.match(line):
+            trace = line[:MAX_CHARS]
+            break
+    return _classify(wording, message, trace), used
+
+
+def _classify(wording: str, message: str, trace: str) -> PlacementFailure:
+    node = requested = None
+    available: tuple[str, ...] = ()
+    if wording == "unknown device":
+        requested = message.partition(_UNKNOWN)[0]
+        kind = "invalid_device_spec" if tf_rejects(requested) else "device_not_found"
+    elif wording.startswith("Malformed"):
+        kind = "invalid_device_spec"
+        if m := _MALFORMED.match(message):
+            requested = m.group(1)
+        if m := _KERNEL_NODE.search(message):
+            node = next(g for g in m.groups() if g)
+    elif wording.startswith(("Multiple device types", "Unknown attribute")):
+        kind = "invalid_device_spec"
+        if m := _SPEC_ERROR.match(message):
+            requested = (m.group(1) or m.group(2) or "").removesuffix(".") or None
+    elif wording.startswith(("No OpKernel", "Could not find device", "No registered")):
+        kind = "no_kernel"
+        if m := _KERNEL_NODE.search(message):
+            node = next(g for g in m.groups() if g)
+        if node is None and (m := _TRACE_NODE.match(trace)):
+            node = m.group(1)
+        if m := _DEVICE_ATTR.search(message) or _DEVICE_ATTR.search(trace):
+            requested = m.group(1)
+        available = _bracket_list(message, "Registered devices:") or ()
+    else:
+        return _placement_failure(message)
+    return PlacementFailure(kind=kind, node=node, requested_device=requested, message=message,
+                            available_devices=available)
+
+
+def _placement_failure(message: str) -> PlacementFailure:
     node = None
     if m := _NODE.search(message):
-        node = m.group("node")
+        node = m.group(1)
     requested = None
     available: tuple[str, ...] = ()
     kind = "unsatisfiable"
-    if m := _EXPLICIT.search(message):
-        requested, available = m.group("req"), _split_devices(m.group("avail"))
+    if m := _ASSIGNED.search(message):
+        requested, available = m.group(1), _bracket_list(message, "available devices are") or ()
         kind = "device_not_found"
     if m := _SATISFY.search(message):
-        requested = requested or m.group("req")
-        rest = m.group("rest")
+        requested = requested or m.group(2)
+        rest = message[m.end() :]
         if _NO_KERNEL.search(rest):
             kind = "no_kernel"
-        elif _NOT_REGISTERED.search(rest) or m.group("explicit"):
+        elif _NOT_REGISTERED in rest or m.group(1):
             kind = "device_not_found"
         else:  # eager wording: decide from the supported types
             kind = _eager_kind(requested, message)
-    if m := _AVAILABLE.search(message):
-        available = available or _split_devices(m.group("avail"))
+    if not available:
+        available = _available(message) or ()
     if message.startswith("Cannot colocate"):
         kind = "colocation"
         if m := _NODE_COLOCATE.search(message):
@@ -62,20 +239,32 @@ def failure_from_text(text: str) -> PlacementFailure | None:
     )
 
 
+def _available(message: str) -> tuple[str, ...] | None:
+    for after in ("All available devices", "all available devices", "available devices are", "available devices:",
+                  "available devices"):
+        found = _bracket_list(message, after)
+        if found is not None:
+            return found
+    return None
+
+
 def _eager_kind(requested: str | None, message: str) -> str:
     spec = try_parse(requested)
-    types = _SUPPORTED.search(message)
+    types = _bracket_list(message, "Supported device types")
     if spec is None or spec.device_type is None or types is None:
         return "unsatisfiable"
-    supported = {t.strip().upper() for t in types.group("types").split(",") if t.strip()}
-    available = _AVAILABLE.search(message)
-    names = _split_devices(available.group("avail")) if available else ()
+    supported = {t.upper() for t in types}
+    names = _available(message) or ()
     existing = {d.device_type for d in map(try_parse, names) if d}
     if spec.device_type in existing and spec.device_type not in supported:
         return "no_kernel"
     return "device_not_found"
 
 
-def needs_continuation(line: str) -> bool:
-    """The guide's wording wraps after ``Cannot assign a device to node 'b':``."""
-    return line.rstrip().endswith(":") and "Could not satisfy" not in line
+def failure_from_text(text: str) -> PlacementFailure | None:
+    """The first failure in an error message (one line, or TensorFlow's multi-line form)."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if _first_line(line[:MAX_CHARS]) is not None:
+            return read_failure(lambda k: lines[i + k] if i + k < len(lines) else None)[0]
+    return None

@@ -1,15 +1,27 @@
-"""``--summary`` of a big file on two cores: the file's second half is counted in a forked child."""
+"""``--summary`` of a big file on two cores: the file's second half is counted in a forked child.
+
+The halves meet at a line start where the line before and the line there are both
+whole placements, so no record, wrapped row or error message spans the boundary and
+each half reads its lines as one pass would. The second half is decoded as the first
+(UTF-16 included). Where no such place is found near the middle, the file is
+compressed, or the child fails, ``count_split`` returns None and the caller reads the
+file in one pass.
+"""
 
 from __future__ import annotations
 
+import codecs
 import os
 import pickle
 from typing import Any
 
-from placement_cli.logparse.engine import count_range, merge_ranges
+from placement_cli.logparse import rejoin
+from placement_cli.logparse.engine import count_range, layout_of, merge_ranges
+from placement_cli.logparse.reader import Layout, newline
 from placement_cli.model import Report
 
 SPLIT_MIN = 32 << 20  # smaller files are done before a second process would pay off
+SEARCH = 4 << 20  # how far past the middle a boundary is looked for
 
 
 def can_split(path: str) -> bool:
@@ -17,12 +29,50 @@ def can_split(path: str) -> bool:
         and os.path.getsize(path) >= SPLIT_MIN
 
 
-def _boundary(path: str, size: int) -> int:
-    """The start of the first line at or after the middle of the file."""
+def _is_record(raw: bytes, encoding: str) -> bool:
+    text = codecs.decode(raw, encoding, "replace").encode("utf-8", "replace").replace(b"\0", b"")
+    return rejoin.is_record(text)
+
+
+def boundary(path: str, size: int, layout: Layout) -> int | None:
+    """A line start at or after the middle between two whole placements, or None."""
+    nl = newline(layout.encoding)
+    unit = len(nl)
+    start = layout.bom + (size // 2 - layout.bom) // unit * unit
     with open(path, "rb") as f:
-        f.seek(size // 2)
-        f.readline()
-        return f.tell()
+        f.seek(start)
+        window = f.read(SEARCH)
+    ends = []  # offsets in window of aligned newlines
+    pos = 0
+    while True:
+        pos = window.find(nl, pos)
+        if pos < 0:
+            return None
+        if pos % unit == 0:
+            ends.append(pos)
+            if len(ends) >= 3:
+                before, at, after = ends[-3:]
+                if _is_record(window[before + unit : at], layout.encoding) \
+                        and _is_record(window[at + unit : after], layout.encoding):
+                    return start + at + unit
+        pos += 1
+
+
+def lines_before(path: str, offset: int, layout: Layout) -> int:
+    """How many lines the text before ``offset`` holds (the tail numbers its lines on)."""
+    count, left = 0, offset - layout.bom
+    decoder = None if layout.encoding == "utf-8" else codecs.getincrementaldecoder(layout.encoding)("replace")
+    buffer = bytearray(4 << 20)
+    with open(path, "rb", buffering=0) as f:
+        f.seek(layout.bom)
+        while left > 0:
+            n = f.readinto(memoryview(buffer)[: min(left, len(buffer))])
+            if not n:
+                break
+            left -= n
+            block = memoryview(buffer)[:n]
+            count += buffer.count(b"\n", 0, n) if decoder is None else decoder.decode(block).count("\n")
+    return count
 
 
 def _read_all(fd: int) -> bytes:
@@ -32,19 +82,28 @@ def _read_all(fd: int) -> bytes:
     return b"".join(parts)
 
 
-def count_split(path: str) -> Report:
-    """Count the two halves at once and merge them as if read in one pass."""
+def count_split(path: str) -> Report | None:
+    """Count the two halves at once and merge them as if read in one pass; None where
+    the file should be read in one pass instead."""
+    if not can_split(path):
+        return None
     size = os.path.getsize(path)
-    middle = _boundary(path, size)
+    layout = layout_of(path)
+    if layout.compression is not None:
+        return None
+    middle = boundary(path, size, layout)
+    if middle is None:
+        return None
+    lines = lines_before(path, middle, layout)
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: count the tail, send its state, leave without cleanup handlers
         status = 0
         try:
             os.close(read_end)
-            tail: Any = count_range(path, middle, size, last=True)
+            tail: Any = count_range(path, middle, size, layout, start_line=lines)
             tail.window.clear()
-            tail.last = tail.last[-1:]
+            tail.lookback = []
             with os.fdopen(write_end, "wb") as out:
                 pickle.dump(tail, out, protocol=pickle.HIGHEST_PROTOCOL)
         except BaseException:  # noqa: BLE001 - the parent falls back to one pass
@@ -53,11 +112,11 @@ def count_split(path: str) -> Report:
             os._exit(status)
     os.close(write_end)
     try:
-        head = count_range(path, 0, middle, last=False)
+        head = count_range(path, 0, middle, layout)
         payload = _read_all(read_end)
     finally:
         os.close(read_end)
         _, status = os.waitpid(pid, 0)
     if status != 0 or not payload:
-        raise RuntimeError("the counting child process failed")
+        return None
     return merge_ranges(head, pickle.loads(payload))  # noqa: S301 - our own child's data

@@ -3,7 +3,13 @@
 Each placement is printed twice: a bare copy on stdout and a glog copy on stderr
 (``... placer.cc:162] node: (Op): device``; TF 1.x wrote ``(Op)/job:`` with no
 space there, TF 0.x ``simple_placer.cc``). The op group is empty in the TF 0.x
-dialect, which is kind "legacy". Node names never hold spaces.
+dialect, which is kind "legacy".
+
+Node names follow TensorFlow's own rule (``IsValidNodeName`` in
+graph_constructor.cc): a letter, digit, ``.`` or, for internal nodes, ``_``, then
+letters, digits and ``_.-/``, with ``>`` between pieces; ``:`` is kept inside a name
+as the product spec allows. So a fragment such as ``(Mul): /job:...`` (what is left
+of a line a notebook flushed in two parts) is never read as a node named ``(Mul)``.
 """
 
 DEVICE = (
@@ -13,10 +19,14 @@ DEVICE = (
 # The engine first rewrites TF 1.x's "(Op)/job:" to "(Op): /job:", so both copies read alike.
 NORMALISE = (b")/job:", b"): /job:")
 _END = rb"[ \t\r]*+$"
+_NAME = rb"[A-Za-z0-9_.\-/>]"
+_NODE = rb"[A-Za-z0-9._]" + _NAME + rb"*+(?::" + _NAME + rb"++)*+"
 # Groups: whole line body (the pairing key), node, op, device.
-_DETAILED = rb"(([^\s:]++(?::[^\s:]++)*+): (?:\(([^\s()]*+)\): )?+(" + DEVICE + rb"))" + _END
+_DETAILED = rb"((" + _NODE + rb"): (?:\(([^\s()]*+)\): )?+(" + DEVICE + rb"))" + _END
 # Groups: whole line body, device: all a per-device count needs.
-_COUNTED = rb"([^\s:]++(?::[^\s:]++)*+: (?:\([^\s()]*+\): )?+(" + DEVICE + rb"))" + _END
+_COUNTED = rb"(" + _NODE + rb": (?:\([^\s()]*+\): )?+(" + DEVICE + rb"))" + _END
+# A bare copy may be indented (logs pasted into issues and mails often are).
+_INDENT = rb"[ \t]*+"
 
 
 def glog_pattern(detailed: bool) -> bytes:
@@ -26,4 +36,10 @@ def glog_pattern(detailed: bool) -> bytes:
 
 def bare_pattern(detailed: bool) -> bytes:
     """The bare copy starts its line (the engine prefixes every chunk with a newline)."""
-    return rb"\n" + (_DETAILED if detailed else _COUNTED)
+    return rb"\n" + _INDENT + (_DETAILED if detailed else _COUNTED)
+
+
+def line_pattern() -> bytes:
+    """One line (no newline in it) that is a glog or bare placer record, for ``fullmatch``."""
+    return rb"(?:[^\n]*?placer\.cc:\d++\] |" + _INDENT + rb")" + _COUNTED
+

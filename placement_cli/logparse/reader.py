@@ -1,0 +1,280 @@
+"""Raw input to UTF-8 text: compressed logs, UTF-8/16/32 with or without a BOM, NUL runs,
+binary data, overlong lines; then chunks of whole lines, each with lines of look-ahead."""
+
+from __future__ import annotations
+
+import codecs
+import importlib
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+from placement_cli.errors import InputError
+
+SAMPLE = 256 << 10  # text judged (binary or not, wrap width) before anything is parsed
+BINARY_SHARE = 0.03  # more control bytes than this in the sample: not a text log
+MAX_LINE = 256 << 10  # longer lines keep their head and tail (no record is this long)
+_HEAD = _TAIL = 96 << 10
+_CUT = b" [...] "
+LOOKAHEAD = 48  # lines after a chunk's body, so that multi-line records are seen whole
+# Control bytes that do not occur in text (NUL is removed before the count: a crash or
+# logrotate's copytruncate leaves runs of NULs in real logs). Kept: \b \t \n \v \f \r ESC.
+_TEXT_BYTES = bytes(b for b in range(256) if not (b <= 0x07 or 0x0E <= b <= 0x1A or 0x1C <= b <= 0x1F or b == 0x7F))
+_COMPRESSED = (  # magic, name, module and class (imported only for such a file)
+    (b"\x1f\x8b", "gzip", "gzip", "GzipFile"),
+    (b"BZh", "bzip2", "bz2", "BZ2File"),
+    (b"\xfd7zXZ\x00", "xz", "lzma", "LZMAFile"),
+)
+_BOMS = (  # longest first: the UTF-32 LE BOM starts with the UTF-16 LE one
+    (codecs.BOM_UTF32_LE, "utf-32-le"),
+    (codecs.BOM_UTF32_BE, "utf-32-be"),
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a source's bytes become text: found once, at its start."""
+
+    encoding: str = "utf-8"
+    bom: int = 0  # bytes of byte-order mark before the text
+    compression: str | None = None
+    wrap: int | None = None  # the width a console hard-wrapped every longer line at
+
+
+def newline(encoding: str) -> bytes:
+    """The bytes of "\\n" in an encoding, so a file can be split at a line."""
+    return "\n".encode(encoding)
+
+
+class _Prepend:
+    """A stream that first gives back bytes already read from it."""
+
+    def __init__(self, head: bytes, stream: BinaryIO) -> None:
+        self.head, self.stream = head, stream
+
+    def read(self, size: int = -1) -> bytes:
+        if self.head:
+            if size is None or size < 0:
+                data, self.head = self.head + self.stream.read(), b""
+                return data
+            data, self.head = self.head[:size], self.head[size:]
+            return data
+        return self.stream.read(size)
+
+    def readable(self) -> bool:
+        return True
+
+
+def read_full(stream: Any, size: int) -> bytes:
+    """Up to ``size`` bytes: pipes and decompressors may return less per read."""
+    parts, left = [], size
+    while left > 0:
+        part = stream.read(left)
+        if not part:
+            break
+        parts.append(part)
+        left -= len(part)
+    return b"".join(parts)
+
+
+def _utf16_without_bom(head: bytes) -> str | None:
+    """UTF-16 text of mostly ASCII characters: every other byte is NUL."""
+    sample = head[:4096]
+    pairs = len(sample) // 2
+    if pairs < 4:
+        return None
+    even = sample[0 : pairs * 2 : 2].count(0) / pairs
+    odd = sample[1 : pairs * 2 : 2].count(0) / pairs
+    if odd >= 0.6 and even <= 0.05:
+        return "utf-16-le"
+    if even >= 0.6 and odd <= 0.05:
+        return "utf-16-be"
+    return None
+
+
+def _encoding(head: bytes) -> tuple[str, int]:
+    for bom, encoding in _BOMS:
+        if head.startswith(bom):
+            return encoding, len(bom)
+    return _utf16_without_bom(head) or "utf-8", 0
+
+
+def decoded(stream: Any, encoding: str, size: int) -> Iterator[bytes]:
+    """UTF-8 blocks of a stream's text, NULs removed, undecodable bytes replaced."""
+    decoder = None if encoding == "utf-8" else codecs.getincrementaldecoder(encoding)("replace")
+    while True:
+        raw = stream.read(size)
+        text = raw if decoder is None else decoder.decode(raw, final=not raw).encode("utf-8", "replace")
+        if text:
+            yield text.replace(b"\0", b"")
+        if not raw:
+            return
+
+
+def _is_binary(text: bytes) -> bool:
+    sample = text[:SAMPLE]
+    return len(sample.translate(None, _TEXT_BYTES)) > BINARY_SHARE * len(sample)
+
+
+def _chars(line: bytes) -> int:
+    return len(line) if line.isascii() else len(line.decode("utf-8", "replace"))
+
+
+def wrap_width(sample: bytes) -> int | None:
+    """The width a console hard-wrapped this log at, if it looks hard-wrapped: no line is
+    longer, and many different lines that are not placements are exactly that long."""
+    from placement_cli.logparse.rejoin import is_record  # noqa: PLC0415
+
+    lines = [line.rstrip(b"\r") for line in sample.split(b"\n")[:-1]]
+    if not lines:
+        return None
+    widest = max(map(len, lines))
+    if widest < 40:
+        return None
+    lengths = [_chars(line) if len(line) * 4 >= widest else 0 for line in lines]
+    width = max(lengths)
+    full = [line for line, n in zip(lines, lengths, strict=True) if n == width]
+    long_lines = sum(1 for n in lengths if n * 2 >= width)
+    # Rows that differ only in numbers (four GPUs' mapping lines) are alike by chance.
+    if width < 40 or len({re.sub(rb"\d", b"", line) for line in full}) < 3 or len(full) * 10 < long_lines:
+        return None
+    if sum(1 for line in full if is_record(line)) * 2 > len(full):
+        return None  # equal-length placement lines, not a wrapped console
+    return width
+
+
+def open_text(stream: BinaryIO, name: str, size: int, note: Callable[[str], None] | None,
+              *, empty_ok: bool = False, known_text: bool = False) -> tuple[Layout, Iterator[bytes]] | None:
+    """Look at a source's start: its compression, encoding and wrap width, and whether it
+    is text at all (InputError if empty or binary, unless ``known_text``: output placement
+    captured itself). None for an empty ``empty_ok`` source."""
+    head = read_full(stream, max(size, 4096))
+    if not head:
+        if empty_ok:
+            return None
+        raise InputError(f"{name}: empty input (0 bytes)")
+    compression = None
+    source: Any = _Prepend(head, stream)
+    broken: tuple[type[BaseException], ...] = ()
+    for magic, kind, module, opener in _COMPRESSED:
+        if head.startswith(magic):
+            lib = importlib.import_module(module)
+            broken = (OSError, EOFError, ValueError, getattr(lib, "LZMAError", OSError),
+                      importlib.import_module("zlib").error)
+            opened = getattr(lib, opener)
+            compression = kind
+            source = opened(fileobj=source, mode="rb") if module == "gzip" else opened(source, mode="rb")
+            if note is not None:
+                note(f"{name}: {kind}-compressed, reading it decompressed")
+            try:
+                head = read_full(source, max(size, 4096))
+            except broken as exc:
+                raise InputError(f"{name}: corrupt {kind} data ({exc})") from None
+            if not head:
+                raise InputError(f"{name}: empty input ({kind} data of 0 bytes)")
+            source = _Prepend(head, source)
+            break
+    encoding, bom = _encoding(head)
+    source.read(bom)
+    blocks = decoded(source, encoding, size)
+    sample = b""
+    for block in blocks:  # read until the sample is full: a NUL hole may come first
+        sample += block
+        if len(sample) >= SAMPLE:
+            break
+    if not sample and not known_text:
+        raise InputError(f"{name}: not a text log (only NUL bytes)")
+    if _is_binary(sample) and not known_text:
+        raise InputError(f"{name}: not a text log (binary data)")
+    head_text = sample[:SAMPLE]
+    layout = Layout(encoding, bom, compression, wrap_width(head_text[: head_text.rfind(b"\n") + 1]))
+
+    def text() -> Iterator[bytes]:
+        yield sample
+        if not broken:
+            yield from blocks
+            return
+        try:
+            yield from blocks
+        except broken as exc:
+            raise InputError(f"{name}: corrupt {compression} data ({exc})") from None
+
+    return layout, text()
+
+
+def _shorten(line: bytes) -> bytes:
+    return line[:_HEAD] + _CUT + line[-_TAIL:]
+
+
+class Lines:
+    """Whole lines from text blocks, in chunks of at least ``size`` bytes (one line at
+    least), each followed by up to LOOKAHEAD more lines that start the next chunk. A line
+    over MAX_LINE bytes keeps its head and tail, the same whatever the blocks were."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.head: bytes | None = None  # the start of an overlong line being read
+        self.partial = b""  # the line being read (its last _TAIL bytes once overlong)
+
+    def _grow(self, data: bytes) -> None:
+        if self.head is not None:
+            self.partial = (self.partial + data)[-_TAIL:]
+            return
+        self.partial += data
+        if len(self.partial) > MAX_LINE:
+            self.head, self.partial = self.partial[:_HEAD], self.partial[-_TAIL:]
+
+    def _finish(self, rest: bytes) -> bytes:
+        line = self.partial + rest
+        if self.head is not None:
+            line = self.head + _CUT + line[-_TAIL:]
+        elif len(line) > MAX_LINE:
+            line = _shorten(line)
+        self.head, self.partial = None, b""
+        return line
+
+    def chunks(self, blocks: Iterator[bytes]) -> Iterator[tuple[bytes, int]]:
+        buf = bytearray()  # whole lines not yet in a chunk's body
+        for block in blocks:
+            first = block.find(b"\n")
+            if first < 0:
+                self._grow(block)
+                continue
+            buf += self._finish(block[:first])
+            cut = block.rfind(b"\n")
+            whole = block[first:cut + 1]  # from the newline that ended the line above
+            if _may_hold_long_line(whole):
+                parts = whole.split(b"\n")
+                if max(map(len, parts)) > MAX_LINE:
+                    whole = b"\n".join(_shorten(p) if len(p) > MAX_LINE else p for p in parts)
+            buf += whole
+            self._grow(block[cut + 1 :])
+            if len(buf) >= self.size:
+                split = _body_end(buf)
+                if split > 0:
+                    yield bytes(buf), split
+                    del buf[:split]
+        if self.partial or self.head is not None:
+            buf += self._finish(b"")
+        if buf:
+            yield bytes(buf), len(buf)
+
+
+def _may_hold_long_line(data: bytes) -> bool:
+    """A line over MAX_LINE bytes covers a whole half-MAX_LINE window without a newline."""
+    half = MAX_LINE // 2
+    return any(data.find(b"\n", at, at + half) < 0 for at in range(0, len(data) - half + 1, half))
+
+
+def _body_end(buf: bytearray) -> int:
+    """Where the body ends: LOOKAHEAD whole lines before the end (0: too few lines yet)."""
+    end = len(buf) - 1  # buf ends with a newline
+    for _ in range(LOOKAHEAD):
+        end = buf.rfind(b"\n", 0, end)
+        if end < 0:
+            return 0
+    return end + 1
