@@ -27,6 +27,7 @@ class ExitCode(IntEnum):
     PLACEMENT_FAILED = 1  # TensorFlow could not place the graph (InvalidArgumentError)
     USAGE = 2  # bad usage or unreadable input
     INTERNAL = 3  # a bug in placement itself; --traceback shows it
+    INTERRUPTED = 130  # Ctrl-C (SIGINT), as shells count it
 
 
 class Mode(str, Enum):
@@ -81,7 +82,7 @@ def guarded(fn: F) -> F:
         except (InputError, UsageProblem, DeviceSpecError) as exc:
             raise _fail(ExitCode.USAGE, str(exc)) from None
         except KeyboardInterrupt:
-            raise _fail(ExitCode.USAGE, "interrupted") from None
+            raise _fail(ExitCode.INTERRUPTED, "interrupted") from None
         except Exception as exc:
             if _state["traceback"]:
                 raise
@@ -295,7 +296,7 @@ def parse(
         _say(f"no placements found in {names}")
 
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@app.command(context_settings={"allow_interspersed_args": False})
 @guarded
 def trace(
     script: Annotated[str, typer.Argument(help="The Python script to run.", show_default=False)],
@@ -305,19 +306,23 @@ def trace(
     node: Annotated[str | None, typer.Option("--node", help="Only nodes whose name matches this regex.")] = None,
     top: Annotated[int | None, typer.Option("--top", min=1, help="Show at most N placements.")] = None,
     save_log: Annotated[str | None, typer.Option("--save-log", help="Keep the raw log in FILE.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Let --save-log overwrite an existing FILE.")] = False,
     log: Annotated[bool, typer.Option("--log", help="Echo TensorFlow's placement lines too, as they come.")] = False,
     copies: Annotated[bool, typer.Option("--copies", help="List the _Send/_Recv copies between devices of the script's tf.compat.v1.Session runs (their executed graphs, as grappler left them; asked for once per session and fetch).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Run your TensorFlow script with placement logging on from its first op, then show its placements.
 
+    placement's options go before SCRIPT; everything after SCRIPT is the script's, untouched.
     The script's own output reaches the terminal live (placement lines are consumed); with
     --json its stdout goes to stderr so the JSON on stdout stays clean. The exit code is the script's.
     The why column explains each op not where its graph asked, or on a CPU while a GPU exists.
     Example: placement trace train.py --epochs 1
     """
-    from placement_cli.runtime.tracer import filtered, run_traced  # noqa: PLC0415
+    from placement_cli.runtime.tracer import (  # noqa: PLC0415
+        check_script, filtered, open_save_log, reopen_closed_stdio, run_traced)
 
+    closed = reopen_closed_stdio()
     if node:
         import re  # noqa: PLC0415
 
@@ -325,20 +330,39 @@ def trace(
             re.compile(node)
         except re.error as exc:
             raise typer.BadParameter(f"bad regex {node!r}: {exc}", param_hint="--node") from None
-    sink = sys.stderr.buffer if as_json else sys.stdout.buffer
-    traced = run_traced(script, args or [], program_stdout=sink, echo_log=log, save_log=save_log, copies=copies,
-                        meanwhile=_load_renderers)
+    check_script(script)
+    saved = open_save_log(save_log, script, force) if save_log else None
+    traced = run_traced(script, args or [], stdout_fd=2 if as_json else 1, echo_log=log, save_log=saved,
+                        copies=copies, closed=closed, meanwhile=_load_renderers)
+    for note in traced.notes:
+        _say(note)
     report = filtered(traced.report, device, op, node, top)
-    if as_json:
-        _print_json({**report.to_dict(run=True), "exit_code": traced.exit_code})
-    else:
-        _console().rule(f"placement: {script} exited with code {traced.exit_code}")
-        _print_report(report, as_json=False, run=True)
+    try:
+        if traced.output_closed:
+            raise BrokenPipeError
+        if as_json:
+            _print_json({**report.to_dict(run=True), "exit_code": traced.exit_code})
+        else:
+            _console().rule(f"placement: {script} exited with code {traced.exit_code}")
+            _print_report(report, as_json=False, run=True)
+        sys.stdout.flush()
+    except BrokenPipeError:  # | head -1: the report has nowhere to go, which is no error
+        _silence_stdout()
+        raise typer.Exit(traced.exit_code) from None
     if not traced.report.placement_count:
         _say(f"no placements found in the output of {script}")
     if copies and traced.report.copies is None:
         _say(f"no tf.compat.v1.Session ran in {script}: --copies lists the copies of Session runs only")
     raise typer.Exit(traced.exit_code)
+
+
+def _silence_stdout() -> None:
+    """stdout is a closed pipe: point fd 1 at /dev/null so python's flush at exit stays quiet."""
+    import os  # noqa: PLC0415
+
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.close(null)
 
 
 def main() -> None:
