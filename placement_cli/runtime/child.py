@@ -1,32 +1,49 @@
-"""The child of `placement trace`: runs SCRIPT as `python SCRIPT` would, placement logging on.
+"""The child of `placement trace`: the user's script, run by plain `python SCRIPT ARGS`, with
+placement logging on from its first TensorFlow op.
 
-Run as ``python -m placement_cli.runtime.child CONTROL SCRIPT [ARGS...]``, where CONTROL is
-``FD:PARENT_PID:FLAGS`` (FD: the pipe to the parent; FLAGS: ``c`` to record Session copies,
-``0``/``1``/``2`` for each stdio fd that was closed when placement started). The script gets its
-own ``sys.argv``, ``__main__``, ``__file__``, ``sys.path[0]``, tracebacks and exit status, as under
-plain python. TensorFlow is imported only if the script imports it: an import hook turns placement
-logging on (and patches Sessions) right after ``import tensorflow``, before any op can run. Over
-the pipe the parent learns the script's TF_CPP_MIN_LOG_LEVEL when it imports TensorFlow (which
-then logs everything: the parent hides what that level would) and, at the end, the facts the
-recorder kept (see runtime.recording).
+python itself runs the script, so its ``sys.argv``, ``__main__``, ``__file__``, ``sys.path[0]``,
+tracebacks, stack and exit status are exactly those of `python SCRIPT ARGS`. ``start`` runs before
+the script's first line, from ``boot/sitecustomize.py`` (that folder is first on the child's
+PYTHONPATH, and $PLACEMENT_TRACE says what to do; both are taken back at once, so the script sees
+the environment and sys.path it would see without placement). It
+
+- sends C stdio's ``stdout`` and ``stderr``, where TensorFlow's C++ writes its log, to two pipes
+  of the parent; the script's own Python output goes straight to the real stdout and stderr;
+- makes the child die with placement (PR_SET_PDEATHSIG), so that it never runs on unsupervised;
+- imports TensorFlow only if the script does: an import hook turns placement logging on (and
+  patches Sessions) right after ``import tensorflow``, before any op can run, and tells the parent
+  the script's TF_CPP_MIN_LOG_LEVEL (TF then logs everything; the parent hides what that level
+  would hide);
+- at exit, after the script's own atexit handlers, sends the parent the uncaught exception as
+  python printed it (placement errors are read from it) and the facts the recorder kept.
+
+$PLACEMENT_TRACE is ``CONTROL,OUT,ERR:PARENT_PID:FLAGS``: the control pipe and the two log pipes;
+FLAGS: ``c`` record Session copies, ``p`` the user had a PYTHONPATH, ``1`` close fd 1 (--json
+sent the script's stdout to placement's stderr, which was closed when placement started).
 """
+
+from __future__ import annotations
 
 import os
 import sys
+from types import ModuleType
+from typing import Any
 
-_exit_by_sigint = False
+ENV = "PLACEMENT_TRACE"
+BOOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "boot")
 
 
 class _TensorFlowHook:
     """A meta path finder that only wraps the loader of the top-level ``tensorflow`` package."""
 
-    def __init__(self, control: int, copies: bool) -> None:
+    def __init__(self, control: int, log: int, copies: bool) -> None:
         self.control = control
+        self.log = log  # the pipe C stdio's stderr (TensorFlow's log) goes to
         self.copies = copies
-        self.recorder = None
-        self.saved_level: "str | None" = None
+        self.recorder: Any = None
+        self.saved_level: str | None = None
 
-    def find_spec(self, name, path=None, target=None):  # noqa: ANN001, ANN201 - importlib's protocol
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
         if name != "tensorflow":
             return None
         if self in sys.meta_path:
@@ -40,8 +57,7 @@ class _TensorFlowHook:
         return spec
 
     def before(self) -> None:
-        """TF reads TF_CPP_MIN_LOG_LEVEL once, at import: it logs everything here, and the parent
-        hides what the script's level would have hidden."""
+        """TF reads TF_CPP_MIN_LOG_LEVEL once, as it is imported: it logs everything here."""
         self.saved_level = os.environ.get("TF_CPP_MIN_LOG_LEVEL")
         send(self.control, b"L" + (self.saved_level or "").encode("utf-8", "replace") + b"\n")
         os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0"
@@ -52,7 +68,7 @@ class _TensorFlowHook:
         else:
             os.environ["TF_CPP_MIN_LOG_LEVEL"] = self.saved_level
 
-    def after(self, tf: object) -> None:
+    def after(self, tf: Any) -> None:
         try:
             from placement_cli.runtime.recording import Recorder  # noqa: PLC0415
 
@@ -66,17 +82,17 @@ class _TensorFlowHook:
 class _Loader:
     """``tensorflow``'s own loader, with logging switched on around it."""
 
-    def __init__(self, inner: object, hook: _TensorFlowHook) -> None:
+    def __init__(self, inner: Any, hook: _TensorFlowHook) -> None:
         self.inner = inner
         self.hook = hook
 
-    def __getattr__(self, name: str) -> object:
+    def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def create_module(self, spec):  # noqa: ANN001, ANN201
+    def create_module(self, spec: Any) -> Any:
         return self.inner.create_module(spec)
 
-    def exec_module(self, module) -> None:  # noqa: ANN001
+    def exec_module(self, module: ModuleType) -> None:
         self.hook.before()
         try:
             self.inner.exec_module(module)
@@ -98,17 +114,62 @@ def send(fd: int, data: bytes) -> None:
         pass
 
 
-def _send_facts(hook: _TensorFlowHook) -> None:
+def _at_exit(hook: _TensorFlowHook) -> None:
+    """Registered before the script's own handlers, so it runs after them."""
+    error = getattr(sys, "last_value", None)  # what python printed as the script's uncaught exception
+    if isinstance(error, BaseException) and not isinstance(error, (SystemExit, KeyboardInterrupt)):
+        try:
+            import traceback  # noqa: PLC0415
+
+            text = "".join(traceback.format_exception(type(error), error, error.__traceback__)).encode("utf-8", "replace")
+            send(hook.control, b"E%d\n" % len(text) + text)
+        except Exception:  # noqa: BLE001
+            pass
     if hook.recorder is None:
         return
     import json  # noqa: PLC0415
 
+    saved = os.dup(hook.log)
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, hook.log, inheritable=False)  # TF warns for each kernel lookup that fails: not the user's business
+    stderr_closed = not _is_open(2)
+    if stderr_closed:  # runtime.facts silences fd 2 around kernel lookups: it must exist meanwhile
+        os.dup2(null, 2, inheritable=False)
     try:
         facts = hook.recorder.facts()
     except Exception as exc:  # noqa: BLE001 - the program's own outcome matters more than our facts
         facts = {"error": f"{type(exc).__name__}: {exc}"}
+    finally:
+        os.dup2(saved, hook.log, inheritable=False)
+        os.close(saved)
+        os.close(null)
+        if stderr_closed:
+            os.close(2)
     data = json.dumps(facts).encode()
     send(hook.control, b"F%d\n" % len(data) + data)
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+def _out_of_the_way(fd: int) -> int:
+    """Our pipes move up to high fd numbers, where the script's own files do not land (its first
+    open() gets the fd it would get under plain python); close-on-exec, so that its children do
+    not hold them."""
+    import fcntl  # noqa: PLC0415
+
+    try:
+        high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 512)
+    except OSError:
+        os.set_inheritable(fd, False)
+        return fd
+    os.close(fd)
+    return high
 
 
 def _die_with_parent(parent: int) -> None:
@@ -125,104 +186,81 @@ def _die_with_parent(parent: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _line_buffer_c_stdout() -> None:
-    """TensorFlow's printf copy of each placement must reach the parent whole and beside its glog
-    twin, as on a terminal; C stdio would otherwise flush it in 4 KiB blocks cut mid-line."""
-    if os.isatty(1):
-        return
-    try:
-        import ctypes  # noqa: PLC0415
+def _capture_c_stdio(out: int, err: int) -> bool:
+    """Point C stdio's ``stdout`` and ``stderr`` at the parent's pipes: TensorFlow's printf copies
+    and its glog lines go there, and nothing of the script's Python output does. Needs a C library
+    whose stream pointers can be reassigned (glibc, macOS); False where they cannot."""
+    import ctypes  # noqa: PLC0415
 
+    if sys.platform == "darwin":
+        names = ("__stdoutp", "__stderrp")
+    else:
+        try:
+            glibc = (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc")
+        except (ValueError, OSError):
+            glibc = False
+        if not glibc:  # musl's stdout is a const pointer: never write to it
+            return False
+        names = ("stdout", "stderr")
+    try:
         libc = ctypes.CDLL(None)
-        stdout = ctypes.c_void_p.in_dll(libc, "stdout")
-        libc.setvbuf(stdout, None, 1, ctypes.c_size_t(0))  # _IOLBF
+        fdopen = libc.fdopen
+        fdopen.restype = ctypes.c_void_p
+        fdopen.argtypes = (ctypes.c_int, ctypes.c_char_p)
+        libc.setvbuf.argtypes = (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_size_t)
+        libc.fflush(None)
+        streams = [fdopen(fd, b"w") for fd in (out, err)]
+        if not all(streams):
+            return False
+        libc.setvbuf(streams[0], None, 1, 0)  # _IOLBF: each placement line whole, as it is printed
+        libc.setvbuf(streams[1], None, 2, 0)  # _IONBF, as C's stderr is
+        for name, stream in zip(names, streams):
+            ctypes.c_void_p.in_dll(libc, name).value = stream
     except (OSError, ValueError, AttributeError):
-        pass
+        return False
+    return True
 
 
-def _closed_stdio(flags: str) -> None:
-    """What python shows a script whose stdin/stdout/stderr was closed: None. fd 2 stays open
-    underneath (it carries TensorFlow's log to the parent, which discards the rest)."""
-    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
-        if str(fd) in flags:
-            if fd != 2:
-                os.close(fd)
-            setattr(sys, name, None)
-            setattr(sys, f"__{name}__", None)
+def _closed_stdout(flags: str) -> None:
+    """--json sends the script's stdout to placement's stderr: closed, if that was closed."""
+    if "1" in flags:
+        try:
+            os.close(1)
+        except OSError:
+            pass
+        sys.stdout = sys.__stdout__ = None
 
 
-def _at_exit() -> None:
-    """Registered before the script's own handlers, so it runs after them: an uncaught
-    KeyboardInterrupt ends the process by SIGINT, as python does."""
-    if not _exit_by_sigint:
+def _take_back_the_boot(boot: ModuleType, had_pythonpath: bool) -> None:
+    """PYTHONPATH, sys.path and sitecustomize as plain python would have them."""
+    value = os.environ.get("PYTHONPATH", "")
+    if had_pythonpath and value.startswith(BOOT + os.pathsep):
+        os.environ["PYTHONPATH"] = value[len(BOOT) + 1 :]
+    else:
+        os.environ.pop("PYTHONPATH", None)
+    sys.path[:] = [p for p in sys.path if p != BOOT]
+    sys.path_importer_cache.pop(BOOT, None)
+    import site  # noqa: PLC0415
+
+    if sys.modules.get("sitecustomize") is boot:
+        del sys.modules["sitecustomize"]
+    site.execsitecustomize()  # the user's own, if any, as site would have imported it
+    sys.modules.setdefault("sitecustomize", boot)  # the import under way expects a module there
+
+
+def start(boot: ModuleType) -> None:
+    control = os.environ.pop(ENV, None)
+    if control is None:
         return
-    import signal  # noqa: PLC0415
-
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            if stream is not None:
-                stream.flush()
-        except (OSError, ValueError):
-            pass
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    os.kill(os.getpid(), signal.SIGINT)
-
-
-def _run(script: str, args: list, hook: _TensorFlowHook) -> None:
-    global _exit_by_sigint
-    import builtins  # noqa: PLC0415
-    import types  # noqa: PLC0415
-    from importlib.machinery import SourceFileLoader  # noqa: PLC0415
-
-    path = script if os.path.isabs(script) else os.path.join(os.getcwd(), script)  # as python sets __file__
-    try:
-        with open(path, "rb") as f:
-            source = f.read()
-    except OSError as exc:
-        if sys.stderr is not None:
-            sys.stderr.write(f"{sys.executable}: can't open file {path!r}: [Errno {exc.errno}] {exc.strerror}\n")
-        raise SystemExit(2) from None
-    sys.argv = [script, *args]
-    sys.path[0] = os.path.dirname(os.path.realpath(script))
-    main = types.ModuleType("__main__")
-    main.__dict__.update(__file__=path, __cached__=None, __loader__=SourceFileLoader("__main__", path),
-                         __builtins__=builtins, __spec__=None, __package__=None, __annotations__={})
-    sys.modules["__main__"] = main
-    try:
-        exec(compile(source, path, "exec", dont_inherit=True), main.__dict__)  # noqa: S102 - running it is the point
-    except SystemExit:
-        _send_facts(hook)
-        raise
-    except BaseException as exc:  # noqa: BLE001 - printed as python prints an uncaught exception
-        tb = exc.__traceback__.tb_next if exc.__traceback__ else None  # the script's frames only
-        exc.__traceback__ = tb
-        try:
-            sys.excepthook(type(exc), exc, tb)
-        except Exception:  # noqa: BLE001
-            pass
-        _send_facts(hook)
-        _exit_by_sigint = isinstance(exc, KeyboardInterrupt)
-        del exc, tb
-        raise SystemExit(1) from None
-    _send_facts(hook)
-
-
-def main() -> None:
-    control, script, args = sys.argv[1], sys.argv[2], sys.argv[3:]
-    fd_text, parent, flags = control.split(":", 2)
-    fd = int(fd_text)
-    os.set_inheritable(fd, False)  # the script's own children must not hold the parent's pipe
+    fds, parent, flags = control.split(":", 2)
+    fd, out, err = (_out_of_the_way(int(f)) for f in fds.split(","))
     _die_with_parent(int(parent))
+    _take_back_the_boot(boot, "p" in flags)
+    if not _capture_c_stdio(out, err):
+        send(fd, b"X\n")
+    _closed_stdout(flags)
+    hook = _TensorFlowHook(fd, err, copies="c" in flags)
+    sys.meta_path.insert(0, hook)
     import atexit  # noqa: PLC0415
 
-    atexit.register(_at_exit)
-    _closed_stdio(flags)
-    if "1" not in flags:
-        _line_buffer_c_stdout()
-    hook = _TensorFlowHook(fd, copies="c" in flags)
-    sys.meta_path.insert(0, hook)
-    _run(script, args, hook)
-
-
-if __name__ == "__main__":
-    main()
+    atexit.register(_at_exit, hook)

@@ -1,18 +1,18 @@
 """`placement trace`: run a user's program as `python SCRIPT` would, placement logging on, then report.
 
-This is the parent. The child (runtime.child) runs in its own process group. When placement is in
-its terminal's foreground, the child's group gets the foreground (as a shell would give it), so
-Ctrl-C and Ctrl-Z reach the script exactly as without placement; every signal placement itself
-receives is forwarded to that group once. The child's stdout/stderr come back through a pty where
-ours is a terminal (one pty when both are the same terminal), one pipe when both go to the same
-file or pipe, else one each; runtime.splitter passes the program's bytes on as they come and keeps
-TensorFlow's placement lines for the report. No file is left behind in any exit path: the log to
-parse is an unlinked temporary file, and the child dies with placement (PR_SET_PDEATHSIG).
+This is the parent. The child (runtime.child) inherits placement's stdin, stdout and stderr: the
+program's own output goes where it would without placement, untouched and at full speed. Only C
+stdio's ``stdout`` and ``stderr``, where TensorFlow's C++ writes its log, come back through two
+pipes; runtime.splitter keeps TensorFlow's placement lines from them and passes the rest on. The
+child runs in its own process group; when placement is in its terminal's foreground, that group
+gets the foreground (as a shell would give it), so Ctrl-C and Ctrl-Z reach the script exactly as
+without placement; every signal placement itself receives is forwarded to the group once. No file
+is left behind in any exit path: the log to parse is an unlinked temporary file, and the child
+dies with placement (PR_SET_PDEATHSIG).
 """
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import json
 import os
@@ -22,7 +22,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import termios
 import threading
 import time
 from collections.abc import Callable
@@ -31,14 +30,14 @@ from typing import Any, BinaryIO
 
 from placement_cli.errors import UsageProblem
 from placement_cli.model import Copy, Report
+from placement_cli.runtime.child import BOOT, ENV
 from placement_cli.runtime.splitter import Channel, Splitter
 
-CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "child.py")
-FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2,
+             signal.SIGTSTP)
 INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-GRACE_IDLE = 0.1  # after the script exits: output still buffered in the pipes is read until idle this long
-GRACE_MAX = 1.0  # ... or this long at most (something it started may keep the pipes open)
-WINSIZE_EVERY = 0.25  # how often a terminal's size is copied to the child's pty
+GRACE_IDLE = 0.1  # after the script exits, its log still in the pipes is read until idle this long
+GRACE_MAX = 1.0  # ... or this long at most (a process it forked may hold the pipes open)
 READ = 1 << 20
 _PIPE_SIZE = 1 << 20
 _F_SETPIPE_SZ = 1031
@@ -56,7 +55,7 @@ class TraceResult:
 def reopen_closed_stdio() -> frozenset[int]:
     """The stdio fds that were closed when placement started (python then leaves sys.stdin,
     sys.stdout or sys.stderr None). /dev/null takes their place here, so nothing placement opens
-    lands on fd 0-2 and its own messages go nowhere; the child is told to show them closed."""
+    lands on fd 0-2 and its own messages go nowhere; the child is told to close them again."""
     closed = set()
     for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
         if getattr(sys, name) is not None:
@@ -103,51 +102,22 @@ def open_save_log(path: str, script: str, force: bool) -> BinaryIO:
 
 @dataclass
 class _Stream:
-    """Our end of one of the child's output channels."""
+    """Our end of one of the child's C stdio streams."""
 
     fd: int
-    sink: int | None  # where the program's bytes go; None: the user closed it
+    sink: int | None  # where what is not kept goes; None: the user closed it
     channel: Channel
-    pty: bool
     eof: bool = False
     dead: bool = False  # writing to the sink failed (a closed pipe, a gone terminal)
 
 
-def _same_file(a: int, b: int) -> bool:
-    try:
-        sa, sb = os.fstat(a), os.fstat(b)
-    except OSError:
-        return False
-    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
-
-
-def _winsize(fd: int) -> bytes | None:
-    try:
-        return fcntl.ioctl(fd, termios.TIOCGWINSZ, b"\0" * 8)
-    except OSError:
-        return None
-
-
-def _open_channel(sink: int | None) -> tuple[int, int, bool]:
-    """(our end, the child's end, is a pty): a pty where the sink is a terminal, else a pipe."""
-    if sink is not None and os.isatty(sink):
-        master, slave = os.openpty()
-        try:
-            attrs = termios.tcgetattr(sink)
-            attrs[1] &= ~termios.OPOST  # bytes pass unchanged (no \n -> \r\n): the real terminal does that
-            termios.tcsetattr(slave, termios.TCSANOW, attrs)
-        except termios.error:
-            pass
-        size = _winsize(sink)
-        if size:
-            fcntl.ioctl(slave, termios.TIOCSWINSZ, size)
-        return master, slave, True
+def _pipe() -> tuple[int, int]:
     read, write = os.pipe()
     try:
-        fcntl.fcntl(write, _F_SETPIPE_SZ, _PIPE_SIZE)  # fewer wake-ups for output-heavy programs
+        fcntl.fcntl(write, _F_SETPIPE_SZ, _PIPE_SIZE)  # fewer wake-ups for a chatty log
     except OSError:
         pass
-    return read, write, False
+    return read, write
 
 
 def _foreground_terminal() -> int | None:
@@ -176,83 +146,88 @@ def _set_foreground(tty: int, group: int) -> None:
         signal.signal(signal.SIGTTOU, old)
 
 
+def _still_running(group: int) -> bool:
+    """Does a live (not zombie) process remain in the child's process group?"""
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return True
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[2] == str(group).encode() and fields[0] != b"Z":
+            return True
+    return False
+
+
 class _Supervisor:
-    """Runs one traced child to its end: signals, terminal, output, facts."""
+    """Runs one traced child to its end: signals, terminal, TensorFlow's log, facts."""
 
     def __init__(self, script: str, args: list[str], *, stdout_fd: int, echo_log: bool,
                  save_log: BinaryIO | None, copies: bool, closed: frozenset[int]) -> None:
         self.script, self.args, self.copies, self.closed = script, args, copies, closed
+        self.stdout_fd = stdout_fd
         self.save_log = save_log
         self.parsed = tempfile.TemporaryFile()  # unlinked: gone with us whatever happens  # noqa: SIM115
         self.splitter = Splitter(self.parsed, echo_placement=echo_log,
                                  min_level=_level(os.environ.get("TF_CPP_MIN_LOG_LEVEL")))
-        self.stdout_fd = stdout_fd
         self.streams: list[_Stream] = []
         self.child: subprocess.Popen[bytes] | None = None
         self.tty: int | None = None
-        self.status: int | None = None  # exit code as os.waitstatus_to_exitcode gives it
+        self.status: int | None = None  # as os.waitstatus_to_exitcode gives it
         self.exit_time = 0.0
         self.last_data = 0.0
         self.control: int | None = None
         self.control_buf = bytearray()
         self.facts_raw: bytes | None = None
-        self.level_known = False
         self.wake_r = self.wake_w = -1
         self.saved_handlers: dict[int, Any] = {}
         self.saved_wakeup = -1
         self.interrupted = False
         self.output_closed = False
         self.notes: list[str] = []
-        self.next_winsize = 0.0
-        self.winsizes: dict[int, bytes | None] = {}
 
     # -- start -----------------------------------------------------------------------------
 
     def start(self) -> None:
         out_sink = None if self.stdout_fd in self.closed else self.stdout_fd
         err_sink = None if 2 in self.closed else 2
-        child_ends: list[int] = []
-        if out_sink is not None and err_sink is not None and _same_file(out_sink, err_sink):
-            ours, theirs, pty = _open_channel(out_sink)
-            child_ends.append(theirs)
-            self._add(ours, out_sink, "output", stdout=True, stderr=True, pty=pty)
-            out_child = err_child = theirs
-        else:
-            out_child = subprocess.DEVNULL
-            if out_sink is not None:
-                ours, out_child, pty = _open_channel(out_sink)
-                child_ends.append(out_child)
-                self._add(ours, out_sink, "stdout", stdout=True, stderr=False, pty=pty)
-            ours, err_child, pty = _open_channel(err_sink)
-            child_ends.append(err_child)
-            self._add(ours, err_sink, "stderr", stdout=False, stderr=True, pty=pty)
-        self.control, control_w = os.pipe()
-        try:
-            fcntl.fcntl(control_w, _F_SETPIPE_SZ, _PIPE_SIZE)
-        except OSError:
-            pass
-        child_ends.append(control_w)
-        flags = ("c" if self.copies else "") + ("0" if 0 in self.closed else "") \
-            + ("1" if out_sink is None else "") + ("2" if err_sink is None else "")
+        pipes = [_pipe(), _pipe(), _pipe()]  # control, C stdout, C stderr
+        self.control = pipes[0][0]
+        self.streams = [_Stream(pipes[1][0], out_sink, self.splitter.channel("stdout", stdout=True)),
+                        _Stream(pipes[2][0], err_sink, self.splitter.channel("stderr", stdout=False))]
+        theirs = [write for _, write in pipes]
+        for fd in theirs:
+            os.set_inheritable(fd, True)
+        pythonpath = os.environ.get("PYTHONPATH")
+        flags = ("c" if self.copies else "") + ("p" if pythonpath is not None else "") \
+            + ("1" if out_sink is None and self.stdout_fd != 1 else "")
+        env = {**os.environ, ENV: f"{','.join(map(str, theirs))}:{os.getpid()}:{flags}",
+               "PYTHONPATH": BOOT + (os.pathsep + pythonpath if pythonpath else "")}
         self.tty = _foreground_terminal()
         try:
             self.child = subprocess.Popen(  # noqa: S603 - the user's own script, by design
-                [sys.executable, CHILD, f"{control_w}:{os.getpid()}:{flags}", self.script, *self.args],
-                stdin=subprocess.DEVNULL if 0 in self.closed else None, stdout=out_child, stderr=err_child,
-                pass_fds=(control_w,), process_group=0)
+                [sys.executable, *(["--"] if self.script.startswith("-") else []), self.script, *self.args], env=env,
+                stdout=None if self.stdout_fd == 1 else self.stdout_fd,
+                close_fds=False, process_group=0)  # every fd placement inherited is the script's too
         finally:
-            for fd in child_ends:
+            for fd in theirs:
                 os.close(fd)
         if self.tty is not None:
             _set_foreground(self.tty, self.child.pid)
         self._install_signals()
         self.last_data = time.monotonic()
-
-    def _add(self, fd: int, sink: int | None, name: str, *, stdout: bool, stderr: bool, pty: bool) -> None:
-        channel = self.splitter.channel(name, stdout=stdout, stderr=stderr)
-        self.streams.append(_Stream(fd, sink, channel, pty))
-        if pty and sink is not None:
-            self.winsizes[sink] = _winsize(sink)
 
     def _install_signals(self) -> None:
         """Installed after the child started, so it inherits placement's own dispositions (an
@@ -260,14 +235,15 @@ class _Supervisor:
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_w, False)
         os.set_blocking(self.wake_r, False)
-        for sig in (*FORWARDED, signal.SIGTSTP):
+        for sig in FORWARDED:
             if signal.getsignal(sig) != signal.SIG_IGN:
                 self.saved_handlers[sig] = signal.signal(sig, self._forward)
         self.saved_handlers[signal.SIGCHLD] = signal.signal(signal.SIGCHLD, lambda *_: None)
         self.saved_wakeup = signal.set_wakeup_fd(self.wake_w, warn_on_full_buffer=False)
 
     def _forward(self, signum: int, _frame: object) -> None:
-        """Each signal placement receives goes to the child's group once."""
+        """Each signal placement receives goes to the child's group once. SIGTSTP stops the
+        script (placement follows it when it sees it stopped)."""
         if signum in INTERRUPTS:
             self.interrupted = True
         assert self.child is not None
@@ -283,32 +259,26 @@ class _Supervisor:
         assert self.control is not None
         for fd in (self.wake_r, self.control, *(s.fd for s in self.streams)):
             poller.register(fd, select.POLLIN)
-        # stderr first: a glog placer line is then known before its bare stdout copy is looked at
-        order = sorted(self.streams, key=lambda s: s.channel.stdout)
         while True:
-            now = time.monotonic()
-            events = poller.poll(self._timeout(now))
+            events = poller.poll(self._timeout(time.monotonic()))
             ready = {fd for fd, _ in events}
             if self.wake_r in ready or not events:
                 self._drain_wakeups()
                 self._reap()
-            if self.control in ready:
+            if self.control in ready:  # first: the script's log level comes before TF's lines
                 self._read_control(poller)
-            for stream in order:
+            for stream in self.streams:
                 if stream.fd in ready and not stream.eof:
                     self._read(stream, poller)
             self.splitter.tick()
-            self._write_out(poller)
-            self._follow_winsize()
+            self._write_out()
             if self._finished():
                 return
 
     def _timeout(self, now: float) -> int | None:
         times = [self.splitter.deadline()]
         if self.status is not None:
-            times += [self.last_data + GRACE_IDLE, self.exit_time + GRACE_MAX]
-        elif self.winsizes:
-            times.append(self.next_winsize)
+            times += [max(self.last_data, self.exit_time) + GRACE_IDLE, self.exit_time + GRACE_MAX]
         when = min((t for t in times if t is not None), default=None)
         return None if when is None else max(0, int((when - now) * 1000) + 1)
 
@@ -337,7 +307,7 @@ class _Supervisor:
 
     def _child_stopped(self, sig: int) -> None:
         """Ctrl-Z (or SIGSTOP, or reading the terminal from the background) stopped the script:
-        the whole job stops, as it would without placement; when it is continued, so is the script."""
+        the job stops, as it would without placement; when it is continued, so is the script."""
         assert self.child is not None
         if self.tty is not None and sig in (signal.SIGTTIN, signal.SIGTTOU):
             try:
@@ -378,91 +348,70 @@ class _Supervisor:
             newline = buf.find(b"\n")
             if newline < 0:
                 return
-            if buf[:1] == b"L":  # the script imports TensorFlow, with this TF_CPP_MIN_LOG_LEVEL
+            kind = buf[:1]
+            if kind == b"L":  # the script imports TensorFlow, with this TF_CPP_MIN_LOG_LEVEL
                 self.splitter.min_level = _level(bytes(buf[1:newline]).decode("utf-8", "replace"))
-                self.level_known = True
                 del buf[: newline + 1]
-            elif buf[:1] == b"F":  # the facts, at the end
+            elif kind in (b"F", b"E"):  # the facts, at the end; an uncaught exception as python printed it
                 size = int(buf[1:newline])
                 if len(buf) < newline + 1 + size:
                     return
-                self.facts_raw = bytes(buf[newline + 1 : newline + 1 + size])
+                data = bytes(buf[newline + 1 : newline + 1 + size])
                 del buf[: newline + 1 + size]
+                if kind == b"F":
+                    self.facts_raw = data
+                else:
+                    self._save(data)
+                    self.splitter.errors(data)
+            elif kind == b"X":
+                self.notes.append("TensorFlow's log cannot be captured on this platform "
+                                  "(C stdio's streams cannot be redirected): no placements recorded")
+                del buf[: newline + 1]
             else:
                 buf.clear()
 
     def _read(self, stream: _Stream, poller: select.poll) -> None:
-        try:
-            data = os.read(stream.fd, READ)
-        except OSError as exc:
-            if exc.errno != errno.EIO:  # a pty whose every slave is closed
-                raise
-            data = b""
+        data = os.read(stream.fd, READ)
         if not data:
-            self._close(stream, poller)
+            stream.eof = True
+            poller.unregister(stream.fd)
+            os.close(stream.fd)
+            self.splitter.close(stream.channel)
             return
         self.last_data = time.monotonic()
+        self._save(data)
+        self.splitter.feed(stream.channel, data)
+
+    def _save(self, data: bytes) -> None:
         if self.save_log is not None:
             try:
                 self.save_log.write(data)
             except OSError as exc:
                 self.notes.append(f"--save-log: stopped writing the log ({exc.strerror})")
                 self.save_log = None
-        self.splitter.feed(stream.channel, data)
 
-    def _close(self, stream: _Stream, poller: select.poll) -> None:
-        if stream.eof:
-            return
-        stream.eof = True
-        poller.unregister(stream.fd)
-        os.close(stream.fd)
-        self.splitter.close(stream.channel)
-
-    def _write_out(self, poller: select.poll) -> None:
+    def _write_out(self) -> None:
         for stream in self.streams:
             data = stream.channel.take()
             if not data or stream.sink is None or stream.dead:
                 continue
             try:
                 _write_all(stream.sink, data)
-            except OSError:  # EPIPE (| head -1 is done), EIO (the terminal is gone)...
+            except OSError:  # EPIPE (| head -1 is done), EIO (the terminal is gone): those lines go nowhere
                 stream.dead = True
-                if stream.sink == 1:
-                    self.output_closed = True
-                if stream.channel.stdout:
-                    # the script's next write to stdout fails as it would under plain python
-                    self._close(stream, poller)
-                    stream.channel.take()
-
-    def _follow_winsize(self) -> None:
-        if not self.winsizes or self.status is not None:
-            return
-        now = time.monotonic()
-        if now < self.next_winsize:
-            return
-        self.next_winsize = now + WINSIZE_EVERY
-        for stream in self.streams:
-            if stream.pty and stream.sink is not None and not stream.eof:
-                size = _winsize(stream.sink)
-                if size and size != self.winsizes.get(stream.sink):
-                    self.winsizes[stream.sink] = size
-                    try:
-                        fcntl.ioctl(stream.fd, termios.TIOCSWINSZ, size)
-                    except OSError:
-                        pass
+                self.output_closed = self.output_closed or stream.sink == 1
 
     def _finished(self) -> bool:
         if self.status is None:
             return False
-        open_streams = [s for s in self.streams if not s.eof]
-        if not open_streams and (self.control is None or self.facts_raw is not None):
-            return True
-        now = time.monotonic()
-        if now - max(self.last_data, self.exit_time) < GRACE_IDLE and now - self.exit_time < GRACE_MAX:
-            return False
-        if open_streams:
-            self.notes.append(f"{self.script} exited, but a process it started still holds its output; "
-                              "not waiting for it (what it writes from now on is not shown)")
+        if any(not s.eof for s in self.streams) or (self.control is not None and self.facts_raw is None):
+            now = time.monotonic()
+            if now - max(self.last_data, self.exit_time) < GRACE_IDLE and now - self.exit_time < GRACE_MAX:
+                return False
+        assert self.child is not None
+        if _still_running(self.child.pid):
+            self.notes.append(f"{self.script} exited; a process it started is still running "
+                              "(placement does not wait for it)")
         return True
 
     # -- end -------------------------------------------------------------------------------
@@ -497,7 +446,6 @@ class _Supervisor:
         from placement_cli.logparse.engine import parse_streams  # noqa: PLC0415
         from placement_cli.why import explain  # noqa: PLC0415
 
-        self.parsed.flush()
         size = self.parsed.seek(0, 2)
         self.parsed.seek(0)
         parsed = parse_streams([("<trace>", self.parsed)]) if size else Report()
@@ -530,9 +478,9 @@ def _level(value: str | None) -> int:
 def run_traced(script: str, args: list[str], *, stdout_fd: int = 1, echo_log: bool = False,
                save_log: BinaryIO | None = None, copies: bool = False, closed: frozenset[int] = frozenset(),
                meanwhile: Callable[[], None] | None = None) -> TraceResult:
-    """Run ``script`` in a child Python as `python SCRIPT ARGS` would, pass its output through live
-    (its stdout to ``stdout_fd``), then parse and explain what it placed. ``meanwhile`` runs in a
-    thread while the child does (the CLI loads its renderers then, on the other core)."""
+    """Run ``script`` in a child Python as `python SCRIPT ARGS` would (its stdout on ``stdout_fd``),
+    then parse and explain what it placed. ``meanwhile`` runs in a thread while the child does
+    (the CLI loads its renderers then, on the other core)."""
     check_script(script)
     supervisor = _Supervisor(script, args, stdout_fd=stdout_fd, echo_log=echo_log, save_log=save_log,
                              copies=copies, closed=closed)
