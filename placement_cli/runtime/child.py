@@ -234,8 +234,8 @@ def _closed_stdout(flags: str) -> None:
 def _take_back_the_boot(boot: ModuleType, had_pythonpath: bool) -> None:
     """PYTHONPATH, sys.path and sitecustomize as plain python would have them."""
     value = os.environ.get("PYTHONPATH", "")
-    if had_pythonpath and value.startswith(BOOT + os.pathsep):
-        os.environ["PYTHONPATH"] = value[len(BOOT) + 1 :]
+    if had_pythonpath:
+        os.environ["PYTHONPATH"] = value[len(BOOT) + 1 :] if value.startswith(BOOT + os.pathsep) else ""
     else:
         os.environ.pop("PYTHONPATH", None)
     sys.path[:] = [p for p in sys.path if p != BOOT]

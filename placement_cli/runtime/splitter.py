@@ -41,8 +41,8 @@ _MAPPING_LINE = re.compile(rb"/(?:job|device):\S+ -> [^\n]*\n")
 _PLACERS = (b"placer.cc", b"simple_placer.cc")
 _CONTINUATION = b"To enable the following instructions:"  # the second line of cpu_feature_guard's notice
 # Could an incomplete line still become one of the lines above? (a heuristic for holding only)
-_GLOG_START = re.compile(rb"[IWEF]\d{0,4}(?: [\d:.]*(?: +\d*(?: [^\s\]]*(?:\] [^\n]*)?)?)?)?"
-                         rb"|\d{1,4}(?:-[\d-]*(?: [\d:.]*(?:: ?(?:[IWEF](?: [^\s\]]*(?:\] [^\n]*)?)?)?)?)?)?")
+_GLOG_START = re.compile(rb"[IWEF]\d{0,4}(?: [\d:.]*(?: +\d*(?: [^\s\]]*(?:\](?: [^\n]*)?)?)?)?)?"
+                         rb"|\d{1,4}(?:-[\d-]*(?: [\d:.]*(?:: ?(?:[IWEF](?: [^\s\]]*(?:\](?: [^\n]*)?)?)?)?)?)?)?")
 _BARE_START = re.compile(rb"[^\s:]+(?::[^\s:]+)*(?::(?: (?:\([^\s()]*(?:\)(?::? ?(?:/[^\s]*)?)?)?)?)?)?")
 _ABSL_TEXT = b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
 SEVERITY = {b"I": 0, b"W": 1, b"E": 2, b"F": 3}
@@ -59,6 +59,7 @@ class Channel:
     pending: bytes = b""  # an incomplete last line, undecided
     held_since: float | None = None
     midline: bool = False  # part of the current line was passed on already: the rest is not TF's
+    line_start: bytes = b""  # ... that part (its end), still to be searched for a placement error
     in_mapping: bool = False  # the last line was a Device mapping header or one of its device lines
     after_hidden: bool = False  # the last line was a TF line kept off the terminal
     error_open: bool = False  # the next line continues a placement error
@@ -83,6 +84,7 @@ class Splitter:
         self.clock = clock
         self.channels: list[Channel] = []
         self._started = False
+        self._batch: list[tuple[int, bytes]] | None = None
 
     def channel(self, name: str, *, stdout: bool) -> Channel:
         ch = Channel(name, stdout)
@@ -112,19 +114,24 @@ class Splitter:
         """Placement errors in text the program printed elsewhere (its uncaught exception)."""
         if not text.endswith(b"\n"):
             text += b"\n"
-        self._errors(Channel("text", stdout=False), text, len(text))
+        self._errors(Channel("text", stdout=False), text, 0, len(text))
 
     # -- bytes -----------------------------------------------------------------------------
 
     def _drain(self, ch: Channel) -> None:
         data = ch.pending
         ch.pending = b""
-        if ch.midline:
+        if ch.midline:  # the rest of a line whose start was passed on: not TF's
             newline = data.find(b"\n")
             if newline < 0:
                 ch.out.append(data)
+                ch.line_start = (ch.line_start + data)[-LONGEST:]
                 return
             ch.out.append(data[: newline + 1])
+            line = ch.line_start + data[: newline + 1]
+            if b"Cannot " in line or b"Could not satisfy" in line:  # an error may still be in it
+                self._errors(ch, line, 0, len(line))
+            ch.line_start = b""
             data = data[newline + 1 :]
             ch.midline = False
         end = data.rfind(b"\n") + 1
@@ -144,21 +151,25 @@ class Splitter:
         ch.out.append(tail)
         ch.held_since = None
         ch.midline = True
+        ch.line_start = tail[-LONGEST:]
 
     def _may_be_tf(self, ch: Channel, tail: bytes) -> bool:
         if ch.stdout:
             return _BARE_START.fullmatch(tail) is not None
         return bool(_GLOG_START.fullmatch(tail) or _ABSL_TEXT.startswith(tail)
-                    or (ch.in_mapping and tail.startswith(b"/")))
+                    or (ch.in_mapping and tail.startswith(b"/"))
+                    or (ch.after_hidden and _CONTINUATION.startswith(tail[: len(_CONTINUATION)])))
 
     def _lines(self, ch: Channel, data: bytes, end: int) -> None:
         """Decide the whole lines in ``data[:end]``."""
-        pos = 0
+        pos = scanned = 0
+        self._batch = []  # lines for the parser, by where they start: in the order they came
         if ch.error_open:  # the line after a placement error that continues on it
-            self._parse(data[: data.find(b"\n") + 1])
+            scanned = data.find(b"\n") + 1
+            self._parse(data[:scanned], 0)
             ch.error_open = False
         if b"Cannot " in data or b"Could not satisfy" in data:
-            self._errors(ch, data, end)
+            self._errors(ch, data, scanned, end)
         if ch.in_mapping or ch.after_hidden:
             pos = self._continuations(ch, data, pos, end)
         if ch.stdout:
@@ -169,7 +180,7 @@ class Splitter:
             start, stop = m.start(), m.end()  # the line, with its newline, in ``data``
             if start < pos:
                 continue
-            shown = self._placed(data[start:stop]) if ch.stdout else self._glog(ch, m, data[start:stop])
+            shown = self._placed(data[start:stop], start) if ch.stdout else self._glog(ch, m, data[start:stop], start)
             if not shown:
                 ch.out.append(data[pos:start])
                 pos = stop
@@ -177,13 +188,16 @@ class Splitter:
                 after = self._continuations(ch, data, stop, end)
                 pos = after if after > stop else pos
         ch.out.append(data[pos:end] if pos else data[:end])
+        batch, self._batch = self._batch, None
+        for at, line in sorted(batch, key=lambda item: item[0]):
+            self._parse(line, at)
 
-    def _placed(self, line: bytes) -> bool:
+    def _placed(self, line: bytes, at: int) -> bool:
         """A printf copy of a placement: parsed beside its glog twin (the parser pairs them)."""
-        self._parse(line)
+        self._parse(line, at)
         return self.echo_placement
 
-    def _glog(self, ch: Channel, m: re.Match[bytes], line: bytes) -> bool:
+    def _glog(self, ch: Channel, m: re.Match[bytes], line: bytes, at: int) -> bool:
         """A glog line: True to show it, False to keep it off the terminal."""
         ch.in_mapping = ch.after_hidden = False
         if m.group("absl"):
@@ -193,7 +207,7 @@ class Splitter:
         msg = m.group("msg")
         placer = m.group("file").rsplit(b"/", 1)[-1] in _PLACERS and _PLACER_MSG.fullmatch(msg)
         if placer or _EAGER_MSG.fullmatch(msg) or msg.startswith(b"Device mapping"):
-            self._parse(line)
+            self._parse(line, at)
             ch.in_mapping = msg.startswith(b"Device mapping")
             return self.echo_placement
         shown = SEVERITY[m.group("sev") or m.group("sev2")] >= self.min_level
@@ -211,7 +225,7 @@ class Splitter:
             if m is None:
                 ch.in_mapping = False
                 break
-            self._parse(m.group())
+            self._parse(m.group(), pos)
             pos = m.end()
         if pos < end and ch.after_hidden:
             ch.after_hidden = False
@@ -221,10 +235,10 @@ class Splitter:
 
     # -- what the parser gets --------------------------------------------------------------
 
-    def _errors(self, ch: Channel, data: bytes, end: int) -> None:
+    def _errors(self, ch: Channel, data: bytes, start: int, end: int) -> None:
         """Lines naming a placement error, with the next line where the message continues there."""
         last = -1
-        for m in TRIGGER.finditer(data, 0, end):
+        for m in TRIGGER.finditer(data, start, end):
             if m.start() <= last:
                 continue
             start = data.rfind(b"\n", 0, m.start()) + 1
@@ -236,9 +250,12 @@ class Splitter:
                     ch.error_open = True
                 else:
                     line, last = data[start : after + 1], after
-            self._parse(line)
+            self._parse(line, start)
 
-    def _parse(self, line: bytes) -> None:
+    def _parse(self, line: bytes, at: int = 0) -> None:
+        if self._batch is not None:
+            self._batch.append((at, line))
+            return
         line = line.replace(b"\0", _REPLACEMENT)  # the parser takes NUL for a binary file
         if not self._started:
             self._started = True

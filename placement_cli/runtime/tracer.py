@@ -35,7 +35,6 @@ from placement_cli.runtime.splitter import Channel, Splitter
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2,
              signal.SIGTSTP)
-INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 GRACE_IDLE = 0.1  # after the script exits, its log still in the pipes is read until idle this long
 GRACE_MAX = 1.0  # ... or this long at most (a process it forked may hold the pipes open)
 READ = 1 << 20
@@ -47,7 +46,6 @@ _F_SETPIPE_SZ = 1031
 class TraceResult:
     report: Report
     exit_code: int
-    interrupted: bool = False  # placement received SIGINT, SIGTERM or SIGHUP and passed it on
     output_closed: bool = False  # our stdout went away during the run (| head): nowhere to print the report
     notes: tuple[str, ...] = ()  # what the user should hear on stderr
 
@@ -194,7 +192,6 @@ class _Supervisor:
         self.wake_r = self.wake_w = -1
         self.saved_handlers: dict[int, Any] = {}
         self.saved_wakeup = -1
-        self.interrupted = False
         self.output_closed = False
         self.notes: list[str] = []
 
@@ -244,8 +241,6 @@ class _Supervisor:
     def _forward(self, signum: int, _frame: object) -> None:
         """Each signal placement receives goes to the child's group once. SIGTSTP stops the
         script (placement follows it when it sees it stopped)."""
-        if signum in INTERRUPTS:
-            self.interrupted = True
         assert self.child is not None
         try:
             os.killpg(self.child.pid, signum)
@@ -458,8 +453,7 @@ class _Supervisor:
         facts, copied = _facts(self.facts_raw)
         report = replace(parsed, placements=explain(parsed.placements, facts), log=text,
                          title=f"trace of {self.script} (exit code {code})", copies=copied)
-        return TraceResult(report=report, exit_code=code, interrupted=self.interrupted,
-                           output_closed=self.output_closed, notes=tuple(self.notes))
+        return TraceResult(report=report, exit_code=code, output_closed=self.output_closed, notes=tuple(self.notes))
 
 
 def _write_all(fd: int, data: bytes) -> None:
