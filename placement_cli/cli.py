@@ -337,18 +337,20 @@ def trace(
     for note in traced.notes:
         _say(note)
     report = filtered(traced.report, device, op, node, top)
-    try:
-        if traced.output_closed:
-            raise BrokenPipeError
-        if as_json:
-            _print_json({**report.to_dict(run=True), "exit_code": traced.exit_code})
-        else:
-            _console().rule(f"placement: {script} exited with code {traced.exit_code}")
-            _print_report(report, as_json=False, run=True)
-        sys.stdout.flush()
-    except BrokenPipeError:  # | head -1: the report has nowhere to go, which is no error
+    output_closed = traced.output_closed
+    if not output_closed:
+        try:
+            if as_json:
+                _print_json({**report.to_dict(run=True), "exit_code": traced.exit_code})
+            else:
+                _console().rule(f"placement: {script} exited with code {traced.exit_code}")
+                _print_report(report, as_json=False, run=True)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            output_closed = True
+    if output_closed:  # | head -1: the report has nowhere to go, which is no error
         _silence_stdout()
-        raise typer.Exit(traced.exit_code) from None
+        raise typer.Exit(traced.exit_code)
     if not traced.report.placement_count:
         _say(f"no placements found in the output of {script}")
     if copies and traced.report.copies is None:

@@ -222,3 +222,13 @@ if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
 
 
+
+
+def test_ctrl_c_in_any_command_exits_130(tmp_path: Path) -> None:
+    """guarded(): an interrupted command exits 130 (SPEC), with one line and no traceback."""
+    proc = subprocess.Popen([*TRACE[:-1], "parse", "-"], cwd=tmp_path, env=environment(tmp_path),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(1.5)  # reading its standard input, which never ends
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and err == b"placement: interrupted\n"

@@ -201,10 +201,14 @@ def test_closed_stdio_is_what_python_would_show(tmp_path: Path) -> None:
     assert_clean(tmp_path)
 
 
-def test_the_child_does_not_import_tensorflow_for_the_script(tmp_path: Path) -> None:
+def test_neither_placement_nor_the_child_imports_tensorflow_for_the_script(tmp_path: Path) -> None:
     write(tmp_path, "import sys\nprint(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras')))\n")
-    proc = run([*TRACE, "prog.py"], tmp_path)
+    probe = ("import runpy, sys\nsys.argv = ['placement', 'trace', 'prog.py']\n"
+             "try:\n    runpy.run_module('placement_cli', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+             "sys.stderr.write('TF_LOADED=%s' % ('tensorflow' in sys.modules))\n")
+    proc = run([sys.executable, "-c", probe], tmp_path)
     assert proc.returncode == 0 and proc.stdout.startswith(b"[]\n")
+    assert proc.stderr.endswith(b"TF_LOADED=False")
 
 
 def test_exit_code_of_a_script_killed_by_a_signal(tmp_path: Path) -> None:
