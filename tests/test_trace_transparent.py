@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from trace_helpers import TRACE, assert_clean, plain_and_traced, program_stdout, run, write
+from trace_helpers import ROOT, TRACE, assert_clean, environment, plain_and_traced, program_stdout, run, write
 
 IDENTITY = r'''
 import json, os, signal, sys
@@ -71,6 +71,20 @@ def test_the_script_cannot_tell_it_is_traced(tmp_path: Path) -> None:
         assert json.loads(program_stdout(traced.stdout)) == json.loads(plain.stdout)
     assert json.loads(plain.stdout)["tensorflow"] is False
     assert_clean(tmp_path)
+
+
+def test_pythonpath_sys_path_and_the_users_own_sitecustomize(tmp_path: Path) -> None:
+    (tmp_path / "site").mkdir()
+    write(tmp_path / "site", "import sys\nsys.user_site_ran = True\n", "sitecustomize.py")
+    write(tmp_path, (
+        "import json, os, sys\n"
+        "print(json.dumps([os.environ.get('PYTHONPATH'), sys.path, getattr(sys, 'user_site_ran', False),\n"
+        "                  getattr(sys.modules.get('sitecustomize'), '__file__', None)]))\n"), "paths.py")
+    for pythonpath in (f"{ROOT}{os.pathsep}site", str(ROOT)):  # placement must be importable itself
+        env = {**environment(tmp_path), "PYTHONPATH": pythonpath}
+        plain, traced = plain_and_traced(tmp_path, "paths.py", env=env)
+        assert json.loads(program_stdout(traced.stdout)) == json.loads(plain.stdout), pythonpath
+    assert json.loads(plain.stdout)[2] is False and json.loads(program_stdout(traced.stdout))[3] is None
 
 
 def test_the_scripts_own_tf_cpp_min_log_level_is_left_to_it(tmp_path: Path) -> None:

@@ -42,8 +42,13 @@ class _TensorFlowHook:
         self.copies = copies
         self.recorder: Any = None
         self.saved_level: str | None = None
+        self.boot: ModuleType | None = None  # our sitecustomize, left in sys.modules for site's import
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if self.boot is not None:  # site's import of it is over: it goes, as if it never was
+            if sys.modules.get("sitecustomize") is self.boot:
+                del sys.modules["sitecustomize"]
+            self.boot = None
         if name != "tensorflow":
             return None
         if self in sys.meta_path:
@@ -255,7 +260,6 @@ def start(boot: ModuleType) -> None:
     fds, parent, flags = control.split(":", 2)
     fd, out, err = (_out_of_the_way(int(f)) for f in fds.split(","))
     _die_with_parent(int(parent))
-    _take_back_the_boot(boot, "p" in flags)
     if not _capture_c_stdio(out, err):
         send(fd, b"X\n")
     _closed_stdout(flags)
@@ -264,3 +268,6 @@ def start(boot: ModuleType) -> None:
     import atexit  # noqa: PLC0415
 
     atexit.register(_at_exit, hook)
+    _take_back_the_boot(boot, "p" in flags)  # last: the user's sitecustomize may import TensorFlow
+    if sys.modules.get("sitecustomize") is boot:
+        hook.boot = boot  # ... and the script's first import takes it out of sys.modules
