@@ -1,7 +1,13 @@
-"""`placement trace SCRIPT` vs the same script run with placement logging on, output to /dev/null.
+"""`placement trace SCRIPT` against the script alone, for two kinds of program.
 
-Prints the overhead ratio (target <= 1.1x), best of N, both measured in this run, interleaved.
-Usage: python benchmarks/trace_bench.py [N]
+1. A TensorFlow script: traced, against the same script run with placement logging on
+   (target <= 1.1x).
+2. An output-heavy script (no TensorFlow) printing MB megabytes: traced, against plain
+   ``python script.py`` (target <= 1.2x): the cost of passing output through.
+
+Output goes to /dev/null in every run. Runs are interleaved (a change in the machine's load hits
+both sides alike); each side's best of N is compared; both ratios are printed.
+Usage: python benchmarks/trace_bench.py [N] [MB]
 """
 
 from __future__ import annotations
@@ -26,6 +32,14 @@ for i in range(200):
 
 BASELINE = "import tensorflow as tf\ntf.debugging.set_log_device_placement(True)\n"
 
+# about 64 bytes a line, printed as a chatty program would: one print per line
+OUTPUT = """
+import sys
+line = "x" * 52
+for i in range({lines}):
+    print("line", i, line)
+"""
+
 
 def run(args: list[str]) -> float:
     start = time.perf_counter()
@@ -33,19 +47,30 @@ def run(args: list[str]) -> float:
     return time.perf_counter() - start
 
 
+def compare(name: str, alone: list[str], traced: list[str], runs: int, target: float) -> None:
+    base, trace = [], []
+    for _ in range(runs):
+        base.append(run(alone))
+        trace.append(run(traced))
+    print(f"{name}: alone {min(base):.2f} s; placement trace {min(trace):.2f} s; "
+          f"overhead {min(trace) / min(base):.2f}x (target <= {target}x), best of {runs} each", flush=True)
+
+
 def main() -> None:
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    megabytes = int(sys.argv[2]) if len(sys.argv) > 2 else 300
+    trace = [sys.executable, "-m", "placement_cli", "trace"]
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "work.py"
         script.write_text(WORK)
         logged = Path(tmp) / "logged.py"
         logged.write_text(BASELINE + WORK)
-        base, traced = [], []
-        for _ in range(runs):  # interleaved, so a change in the machine's load hits both sides alike
-            base.append(run([sys.executable, str(logged)]))
-            traced.append(run([sys.executable, "-m", "placement_cli", "trace", str(script)]))
-    print(f"script with logging on: {min(base):.2f} s; placement trace: {min(traced):.2f} s; "
-          f"overhead {min(traced) / min(base):.2f}x (target <= 1.1x), best of {runs} each")
+        chatty = Path(tmp) / "chatty.py"
+        chatty.write_text(OUTPUT.format(lines=megabytes * 1_000_000 // 64))
+        compare("TensorFlow script (alone: with logging on)", [sys.executable, str(logged)],
+                [*trace, str(script)], runs, 1.1)
+        compare(f"output-heavy script ({megabytes} MB)", [sys.executable, str(chatty)],
+                [*trace, str(chatty)], runs, 1.2)
 
 
 if __name__ == "__main__":

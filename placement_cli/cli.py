@@ -27,6 +27,7 @@ class ExitCode(IntEnum):
     PLACEMENT_FAILED = 1  # TensorFlow could not place the graph, or a run did not produce its result
     USAGE = 2  # bad usage or unreadable input
     INTERNAL = 3  # a bug in placement itself; --traceback shows it
+    INTERRUPTED = 130  # Ctrl-C (SIGINT), as shells count it
 
 
 class Mode(str, Enum):
@@ -113,7 +114,7 @@ def guarded(fn: F) -> F:
         except (InputError, UsageProblem, DeviceSpecError) as exc:
             raise _fail(ExitCode.USAGE, str(exc)) from None
         except KeyboardInterrupt:
-            raise _fail(ExitCode.USAGE, "interrupted") from None
+            raise _fail(ExitCode.INTERRUPTED, "interrupted") from None
         except Exception as exc:
             if _state["traceback"]:
                 raise
@@ -361,7 +362,7 @@ def parse(
         _say(f"no placements found in {names}")
 
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@app.command(context_settings={"allow_interspersed_args": False})
 @guarded
 def trace(
     script: Annotated[str, typer.Argument(metavar="SCRIPT", help="The Python script to run.", show_default=False)],
@@ -370,7 +371,8 @@ def trace(
     op: OpFilterOpt = None,
     node: NodeFilterOpt = None,
     top: TopOpt = None,
-    save_log: Annotated[str | None, typer.Option("--save-log", metavar="FILE", help="Keep the raw log in FILE.")] = None,
+    save_log: Annotated[str | None, typer.Option("--save-log", metavar="FILE", help="Keep TensorFlow's log (and the script's uncaught error) in FILE.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Let --save-log overwrite an existing FILE.")] = False,
     log: Annotated[bool, typer.Option("--log", help="Echo TensorFlow's placement lines too, as they come.")] = False,
     copies: Annotated[bool, typer.Option("--copies", help="List the _Send/_Recv copies between devices of the script's tf.compat.v1.Session runs (their executed graphs, as grappler left them; asked for once per session and fetch).")] = False,
     all_rows: AllOpt = False,
@@ -378,6 +380,7 @@ def trace(
 ) -> None:
     """Run your TensorFlow script with placement logging on from its first op, then show its placements.
 
+    placement's options go before SCRIPT; everything after SCRIPT is the script's, untouched.
     The script's own output reaches the terminal live (placement lines are consumed); with
     --json its stdout goes to stderr so the JSON on stdout stays clean. The exit code is the script's.
     The why column explains each op not where its graph asked, or on a CPU while a GPU exists.
@@ -385,29 +388,37 @@ def trace(
     """
     from placement_cli.filters import Filters, apply  # noqa: PLC0415
     from placement_cli.render.table import Hints, literal  # noqa: PLC0415
-    from placement_cli.runtime.tracer import run_traced  # noqa: PLC0415
+    from placement_cli.runtime.tracer import (  # noqa: PLC0415
+        check_script, open_save_log, reopen_closed_stdio, run_traced)
 
-    if node:
-        import re  # noqa: PLC0415
-
-        try:
-            re.compile(node)
-        except re.error as exc:
-            raise typer.BadParameter(f"bad regex {node!r}: {exc}", param_hint="--node") from None
-    sink = sys.stderr.buffer if as_json else sys.stdout.buffer
-    traced = run_traced(script, args or [], program_stdout=sink, echo_log=log, save_log=save_log, copies=copies,
-                        meanwhile=_load_renderers)
+    closed = reopen_closed_stdio()
+    check_script(script)
+    saved = open_save_log(save_log, script, force) if save_log else None
+    traced = run_traced(script, args or [], stdout_fd=2 if as_json else 1, echo_log=log, save_log=saved,
+                        copies=copies, closed=closed, meanwhile=_load_renderers)
+    for note in traced.notes:
+        _say(note)
     narrowed = apply(traced.report, Filters(device, op, node, top))
     report = narrowed.report
-    if as_json:
-        from placement_cli.render.json import report_dict  # noqa: PLC0415
+    output_closed = traced.output_closed
+    if not output_closed:
+        try:
+            if as_json:
+                from placement_cli.render.json import report_dict  # noqa: PLC0415
 
-        _print_json({**report_dict(report, run=True, filtered=narrowed), "exit_code": traced.exit_code})
-        if narrowed.nothing_matched:
-            _say(f"no placements match {narrowed.filters.describe()} (of {narrowed.total})")
-    else:
-        _console().rule(literal(f"placement: {script} exited with code {traced.exit_code}"))
-        _print_report(report, as_json=False, run=True, all_rows=all_rows, hints=Hints(source="program"), filtered=narrowed)
+                _print_json({**report_dict(report, run=True, filtered=narrowed), "exit_code": traced.exit_code})
+                if narrowed.nothing_matched:
+                    _say(f"no placements match {narrowed.filters.describe()} (of {narrowed.total})")
+            else:
+                _console().rule(literal(f"placement: {script} exited with code {traced.exit_code}"))
+                _print_report(report, as_json=False, run=True, all_rows=all_rows, hints=Hints(source="program"),
+                              filtered=narrowed)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            output_closed = True
+    if output_closed:  # | head -1: the report has nowhere to go, which is no error
+        _silence_stdout()
+        raise typer.Exit(traced.exit_code)
     if not traced.report.placement_count:
         _say(f"no placements found in the output of {script}")
     if copies and traced.report.copies is None:
@@ -597,6 +608,15 @@ def mirrored(
     narrowed = apply(report, Filters(device, op, node, top))
     _print_training(narrowed.report, as_json=as_json, show_log=log, all_rows=all_rows, soft=None, filtered=narrowed)
     _training_exit(report)
+
+
+def _silence_stdout() -> None:
+    """stdout is a closed pipe: point fd 1 at /dev/null so python's flush at exit stays quiet."""
+    import os  # noqa: PLC0415
+
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.close(null)
 
 
 def main() -> None:

@@ -1,55 +1,273 @@
-"""The child of `placement trace`: logging on before the program's first op, facts written when it ends.
+"""The child of `placement trace`: the user's script, run by plain `python SCRIPT ARGS`, with
+placement logging on from its first TensorFlow op.
 
-Run as ``python -m placement_cli.runtime.child SCRIPT [ARGS...]``. It turns placement logging on
-before TensorFlow's context initialises, makes every v1 Session log whatever its own ConfigProto
-says, remembers the graphs the placer will see (Session graphs, tf.function graphs) and, when the
-program ends in any way Python sees (return, exception, sys.exit, Ctrl-C), writes what those graphs
-asked for to the JSON file named by $PLACEMENT_TRACE_FACTS.
+python itself runs the script, so its ``sys.argv``, ``__main__``, ``__file__``, ``sys.path[0]``,
+tracebacks, stack and exit status are exactly those of `python SCRIPT ARGS`. ``start`` runs before
+the script's first line, from ``boot/sitecustomize.py`` (that folder is first on the child's
+PYTHONPATH, and $PLACEMENT_TRACE says what to do; both are taken back at once, so the script sees
+the environment and sys.path it would see without placement). It
+
+- sends C stdio's ``stdout`` and ``stderr``, where TensorFlow's C++ writes its log, to two pipes
+  of the parent; the script's own Python output goes straight to the real stdout and stderr;
+- makes the child die with placement (PR_SET_PDEATHSIG), so that it never runs on unsupervised;
+- imports TensorFlow only if the script does: an import hook turns placement logging on (and
+  patches Sessions) right after ``import tensorflow``, before any op can run, and tells the parent
+  the script's TF_CPP_MIN_LOG_LEVEL (TF then logs everything; the parent hides what that level
+  would hide);
+- at exit, after the script's own atexit handlers, sends the parent the uncaught exception as
+  python printed it (placement errors are read from it) and the facts the recorder kept.
+
+$PLACEMENT_TRACE is ``CONTROL,OUT,ERR:PARENT_PID:FLAGS``: the control pipe and the two log pipes;
+FLAGS: ``c`` record Session copies, ``p`` the user had a PYTHONPATH, ``1`` close fd 1 (--json
+sent the script's stdout to placement's stderr, which was closed when placement started).
 """
 
 from __future__ import annotations
 
-import json
 import os
-import runpy
 import sys
+from types import ModuleType
 from typing import Any
 
-FACTS_ENV = "PLACEMENT_TRACE_FACTS"
-COPIES_ENV = "PLACEMENT_TRACE_COPIES"
+ENV = "PLACEMENT_TRACE"
+BOOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "boot")
 
 
-def main() -> None:
-    script, args = sys.argv[1], sys.argv[2:]
-    sys.argv = [script, *args]
-    sys.path[0] = os.path.dirname(os.path.abspath(script))  # as `python SCRIPT` would have it
+class _TensorFlowHook:
+    """A meta path finder that only wraps the loader of the top-level ``tensorflow`` package."""
+
+    def __init__(self, control: int, log: int, copies: bool) -> None:
+        self.control = control
+        self.log = log  # the pipe C stdio's stderr (TensorFlow's log) goes to
+        self.copies = copies
+        self.recorder: Any = None
+        self.saved_level: str | None = None
+        self.boot: ModuleType | None = None  # our sitecustomize, left in sys.modules for site's import
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if self.boot is not None:  # site's import of it is over: it goes, as if it never was
+            if sys.modules.get("sitecustomize") is self.boot:
+                del sys.modules["sitecustomize"]
+            self.boot = None
+        if name != "tensorflow":
+            return None
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        import importlib.util  # noqa: PLC0415
+
+        spec = importlib.util.find_spec(name)
+        if spec is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        spec.loader = _Loader(spec.loader, self)
+        return spec
+
+    def before(self) -> None:
+        """TF reads TF_CPP_MIN_LOG_LEVEL once, as it is imported: it logs everything here."""
+        self.saved_level = os.environ.get("TF_CPP_MIN_LOG_LEVEL")
+        send(self.control, b"L" + (self.saved_level or "").encode("utf-8", "replace") + b"\n")
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0"
+
+    def restore(self) -> None:
+        if self.saved_level is None:
+            os.environ.pop("TF_CPP_MIN_LOG_LEVEL", None)
+        else:
+            os.environ["TF_CPP_MIN_LOG_LEVEL"] = self.saved_level
+
+    def after(self, tf: Any) -> None:
+        try:
+            from placement_cli.runtime.recording import Recorder  # noqa: PLC0415
+
+            recorder = Recorder(tf, copies=self.copies)
+            recorder.install()
+            self.recorder = recorder
+        except Exception:  # noqa: BLE001 - the script runs on, untraced, rather than broken by us
+            self.recorder = None
+
+
+class _Loader:
+    """``tensorflow``'s own loader, with logging switched on around it."""
+
+    def __init__(self, inner: Any, hook: _TensorFlowHook) -> None:
+        self.inner = inner
+        self.hook = hook
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def create_module(self, spec: Any) -> Any:
+        return self.inner.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self.hook.before()
+        try:
+            self.inner.exec_module(module)
+        finally:
+            self.hook.restore()
+            module.__loader__ = self.inner
+            if module.__spec__ is not None:
+                module.__spec__.loader = self.inner
+        self.hook.after(module)
+
+
+def send(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to the parent; a parent that is gone is not the script's problem."""
+    view = memoryview(data)
     try:
-        import tensorflow as tf  # noqa: PLC0415
-    except ImportError:
-        tf = None
-    recorder = None
-    if tf is not None:
-        from placement_cli.runtime.recording import Recorder  # noqa: PLC0415
-
-        recorder = Recorder(tf, copies=bool(os.environ.get(COPIES_ENV)))
-        recorder.install()
-    try:
-        runpy.run_path(script, run_name="__main__")
-    finally:
-        _write_facts(recorder)
+        while view:
+            view = view[os.write(fd, view):]
+    except OSError:
+        pass
 
 
-def _write_facts(recorder: Any) -> None:
-    path = os.environ.get(FACTS_ENV)
-    if not path or recorder is None:
+def _at_exit(hook: _TensorFlowHook) -> None:
+    """Registered before the script's own handlers, so it runs after them."""
+    error = getattr(sys, "last_value", None)  # what python printed as the script's uncaught exception
+    if isinstance(error, BaseException) and not isinstance(error, (SystemExit, KeyboardInterrupt)):
+        try:
+            import traceback  # noqa: PLC0415
+
+            text = "".join(traceback.format_exception(type(error), error, error.__traceback__)).encode("utf-8", "replace")
+            send(hook.control, b"E%d\n" % len(text) + text)
+        except Exception:  # noqa: BLE001
+            pass
+    if hook.recorder is None:
         return
+    import json  # noqa: PLC0415
+
+    saved = os.dup(hook.log)
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, hook.log, inheritable=False)  # TF warns for each kernel lookup that fails: not the user's business
+    stderr_closed = not _is_open(2)
+    if stderr_closed:  # runtime.facts silences fd 2 around kernel lookups: it must exist meanwhile
+        os.dup2(null, 2, inheritable=False)
     try:
-        facts = recorder.facts()
+        facts = hook.recorder.facts()
     except Exception as exc:  # noqa: BLE001 - the program's own outcome matters more than our facts
         facts = {"error": f"{type(exc).__name__}: {exc}"}
-    with open(path, "w", encoding="utf-8") as out:
-        json.dump(facts, out)
+    finally:
+        os.dup2(saved, hook.log, inheritable=False)
+        os.close(saved)
+        os.close(null)
+        if stderr_closed:
+            os.close(2)
+    data = json.dumps(facts).encode()
+    send(hook.control, b"F%d\n" % len(data) + data)
 
 
-if __name__ == "__main__":
-    main()
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+def _out_of_the_way(fd: int) -> int:
+    """Our pipes move up to high fd numbers, where the script's own files do not land (its first
+    open() gets the fd it would get under plain python); close-on-exec, so that its children do
+    not hold them."""
+    import fcntl  # noqa: PLC0415
+
+    try:
+        high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 512)
+    except OSError:
+        os.set_inheritable(fd, False)
+        return fd
+    os.close(fd)
+    return high
+
+
+def _die_with_parent(parent: int) -> None:
+    """If placement is killed (even by SIGKILL), the script must not run on unsupervised."""
+    import signal  # noqa: PLC0415
+
+    try:
+        import ctypes  # noqa: PLC0415
+
+        ctypes.CDLL(None).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG (Linux)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # it died before prctl took effect
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _capture_c_stdio(out: int, err: int) -> bool:
+    """Point C stdio's ``stdout`` and ``stderr`` at the parent's pipes: TensorFlow's printf copies
+    and its glog lines go there, and nothing of the script's Python output does. Needs a C library
+    whose stream pointers can be reassigned (glibc, macOS); False where they cannot."""
+    import ctypes  # noqa: PLC0415
+
+    if sys.platform == "darwin":
+        names = ("__stdoutp", "__stderrp")
+    else:
+        try:
+            glibc = (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc")
+        except (ValueError, OSError):
+            glibc = False
+        if not glibc:  # musl's stdout is a const pointer: never write to it
+            return False
+        names = ("stdout", "stderr")
+    try:
+        libc = ctypes.CDLL(None)
+        fdopen = libc.fdopen
+        fdopen.restype = ctypes.c_void_p
+        fdopen.argtypes = (ctypes.c_int, ctypes.c_char_p)
+        libc.setvbuf.argtypes = (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_size_t)
+        libc.fflush(None)
+        streams = [fdopen(fd, b"w") for fd in (out, err)]
+        if not all(streams):
+            return False
+        libc.setvbuf(streams[0], None, 1, 0)  # _IOLBF: each placement line whole, as it is printed
+        libc.setvbuf(streams[1], None, 2, 0)  # _IONBF, as C's stderr is
+        for name, stream in zip(names, streams):
+            ctypes.c_void_p.in_dll(libc, name).value = stream
+    except (OSError, ValueError, AttributeError):
+        return False
+    return True
+
+
+def _closed_stdout(flags: str) -> None:
+    """--json sends the script's stdout to placement's stderr: closed, if that was closed."""
+    if "1" in flags:
+        try:
+            os.close(1)
+        except OSError:
+            pass
+        sys.stdout = sys.__stdout__ = None
+
+
+def _take_back_the_boot(boot: ModuleType, had_pythonpath: bool) -> None:
+    """PYTHONPATH, sys.path and sitecustomize as plain python would have them."""
+    value = os.environ.get("PYTHONPATH", "")
+    if had_pythonpath:
+        os.environ["PYTHONPATH"] = value[len(BOOT) + 1 :] if value.startswith(BOOT + os.pathsep) else ""
+    else:
+        os.environ.pop("PYTHONPATH", None)
+    sys.path[:] = [p for p in sys.path if p != BOOT]
+    sys.path_importer_cache.pop(BOOT, None)
+    import site  # noqa: PLC0415
+
+    if sys.modules.get("sitecustomize") is boot:
+        del sys.modules["sitecustomize"]
+    site.execsitecustomize()  # the user's own, if any, as site would have imported it
+    sys.modules.setdefault("sitecustomize", boot)  # the import under way expects a module there
+
+
+def start(boot: ModuleType) -> None:
+    control = os.environ.pop(ENV, None)
+    if control is None:
+        return
+    fds, parent, flags = control.split(":", 2)
+    fd, out, err = (_out_of_the_way(int(f)) for f in fds.split(","))
+    _die_with_parent(int(parent))
+    if not _capture_c_stdio(out, err):
+        send(fd, b"X\n")
+    _closed_stdout(flags)
+    hook = _TensorFlowHook(fd, err, copies="c" in flags)
+    sys.meta_path.insert(0, hook)
+    import atexit  # noqa: PLC0415
+
+    atexit.register(_at_exit, hook)
+    _take_back_the_boot(boot, "p" in flags)  # last: the user's sitecustomize may import TensorFlow
+    if sys.modules.get("sitecustomize") is boot:
+        hook.boot = boot  # ... and the script's first import takes it out of sys.modules

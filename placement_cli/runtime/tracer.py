@@ -1,167 +1,511 @@
-"""`placement trace`: run a user's TensorFlow program with placement logging on from its first op."""
+"""`placement trace`: run a user's program as `python SCRIPT` would, placement logging on, then report.
+
+This is the parent. The child (runtime.child) inherits placement's stdin, stdout and stderr: the
+program's own output goes where it would without placement, untouched and at full speed. Only C
+stdio's ``stdout`` and ``stderr``, where TensorFlow's C++ writes its log, come back through two
+pipes; runtime.splitter keeps TensorFlow's placement lines from them and passes the rest on. The
+child runs in its own process group; when placement is in its terminal's foreground, that group
+gets the foreground (as a shell would give it), so Ctrl-C and Ctrl-Z reach the script exactly as
+without placement; every signal placement itself receives is forwarded to the group once. No file
+is left behind in any exit path: the log to parse is an unlinked temporary file, and the child
+dies with placement (PR_SET_PDEATHSIG).
+"""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
-import re
+import select
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import IO, Any
+from typing import Any, BinaryIO
 
 from placement_cli.errors import UsageProblem
-from placement_cli.logparse import parse_text
 from placement_cli.model import Copy, Report
-from placement_cli.runtime.child import COPIES_ENV, FACTS_ENV
-from placement_cli.why import Facts, explain, facts_from_dict
+from placement_cli.runtime.child import BOOT, ENV
+from placement_cli.runtime.splitter import Channel, Splitter
 
-# Lines TensorFlow writes about placement: consumed, not echoed (unless --log).
-_PLACEMENT_LINE = re.compile(
-    r"placer\.cc:\d+\] |Executing op \S+ (?:in device|on task) |^\S+: (?:\(\S*\): ?)?/job:\S+\s*$"
-    r"|direct_session\.cc:\d+\] Device mapping|^Device mapping:|^/job:\S+ -> "
-)
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2,
+             signal.SIGTSTP)
+GRACE_IDLE = 0.1  # after the script exits, its log still in the pipes is read until idle this long
+GRACE_MAX = 1.0  # ... or this long at most (a process it forked may hold the pipes open)
+READ = 1 << 20
+_PIPE_SIZE = 1 << 20
+_F_SETPIPE_SZ = 1031
 
 
 @dataclass(frozen=True)
 class TraceResult:
     report: Report
     exit_code: int
-    interrupted: bool = False
+    output_closed: bool = False  # our stdout went away during the run (| head): nowhere to print the report
+    notes: tuple[str, ...] = ()  # what the user should hear on stderr
 
 
-# TensorFlow's own log lines (absl and the older glog prefix), with their severity letter.
-_TF_LOG_LINE = re.compile(r"^(?:([IWE])\d{4} \d\d:\d\d:\d+\.\d+ +\d+ \S+:\d+\] "
-                          r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: ([IWE]) \S+:\d+\] "
-                          r"|WARNING: All log messages before absl::InitializeLog)")
-_SEVERITY = {"I": 0, "W": 1, "E": 2, None: 0}
-# The second line of TF's two-line start-up notice (cpu_feature_guard.cc).
-_CONTINUATION = "To enable the following instructions:"
+def reopen_closed_stdio() -> frozenset[int]:
+    """The stdio fds that were closed when placement started (python then leaves sys.stdin,
+    sys.stdout or sys.stderr None). /dev/null takes their place here, so nothing placement opens
+    lands on fd 0-2 and its own messages go nowhere; the child is told to close them again."""
+    closed = set()
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        if getattr(sys, name) is not None:
+            continue
+        closed.add(fd)
+        try:
+            os.fstat(fd)
+            null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)  # something else holds that fd now
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd, inheritable=False)
+                os.close(null)
+                null = fd
+        setattr(sys, name, open(null, "r" if fd == 0 else "w", closefd=False, encoding="utf-8"))  # noqa: SIM115
+    return frozenset(closed)
 
 
-@dataclass(frozen=True)
-class Echo:
-    """Which of the child's lines reach the terminal."""
+def check_script(script: str) -> None:
+    if not os.path.isfile(script):
+        raise UsageProblem(f"{script}: no such script")
 
-    placement: bool = False  # --log: TensorFlow's placement lines too
-    min_log_level: int = 0  # the user's TF_CPP_MIN_LOG_LEVEL: TF's lines below it stay hidden, as TF would
 
-    def shows(self, line: str, after_hidden: bool = False) -> bool:
-        if _PLACEMENT_LINE.search(line):
-            return self.placement
-        if self.min_log_level:
-            tf_line = _TF_LOG_LINE.match(line)
-            if tf_line and _SEVERITY[tf_line.group(1) or tf_line.group(2)] < self.min_log_level:
+def open_save_log(path: str, script: str, force: bool) -> BinaryIO:
+    """The --save-log file, opened before the script runs: never a directory, never an existing
+    file without --force, never the script itself."""
+    if os.path.isdir(path):
+        raise UsageProblem(f"--save-log {path}: is a directory")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UsageProblem(f"--save-log {path}: no such directory {folder}")
+    if os.path.lexists(path):
+        if os.path.exists(path) and os.path.samefile(path, script):
+            raise UsageProblem(f"--save-log {path}: that is the script itself")
+        if not force:
+            raise UsageProblem(f"--save-log {path}: the file exists (add --force to overwrite it)")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | (os.O_TRUNC if force else os.O_EXCL)
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as exc:
+        raise UsageProblem(f"--save-log {path}: cannot write it ({exc.strerror})") from None
+    return os.fdopen(fd, "wb")
+
+
+@dataclass
+class _Stream:
+    """Our end of one of the child's C stdio streams."""
+
+    fd: int
+    sink: int | None  # where what is not kept goes; None: the user closed it
+    channel: Channel
+    eof: bool = False
+    dead: bool = False  # writing to the sink failed (a closed pipe, a gone terminal)
+
+
+def _pipe() -> tuple[int, int]:
+    read, write = os.pipe()
+    try:
+        fcntl.fcntl(write, _F_SETPIPE_SZ, _PIPE_SIZE)  # fewer wake-ups for a chatty log
+    except OSError:
+        pass
+    return read, write
+
+
+def _foreground_terminal() -> int | None:
+    """An fd on our controlling terminal when our process group is its foreground, else None."""
+    try:
+        tty = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if os.tcgetpgrp(tty) == os.getpgrp():
+            return tty
+    except OSError:
+        pass
+    os.close(tty)
+    return None
+
+
+def _set_foreground(tty: int, group: int) -> None:
+    """tcsetpgrp from the background raises SIGTTOU: ignored for the switch, as shells do."""
+    old = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+    try:
+        os.tcsetpgrp(tty, group)
+    except OSError:
+        pass
+    finally:
+        signal.signal(signal.SIGTTOU, old)
+
+
+def _still_running(group: int) -> bool:
+    """Does a live (not zombie) process remain in the child's process group?"""
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return True
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[2] == str(group).encode() and fields[0] != b"Z":
+            return True
+    return False
+
+
+class _Supervisor:
+    """Runs one traced child to its end: signals, terminal, TensorFlow's log, facts."""
+
+    def __init__(self, script: str, args: list[str], *, stdout_fd: int, echo_log: bool,
+                 save_log: BinaryIO | None, copies: bool, closed: frozenset[int]) -> None:
+        self.script, self.args, self.copies, self.closed = script, args, copies, closed
+        self.stdout_fd = stdout_fd
+        self.save_log = save_log
+        self.parsed = tempfile.TemporaryFile()  # unlinked: gone with us whatever happens  # noqa: SIM115
+        self.splitter = Splitter(self.parsed, echo_placement=echo_log,
+                                 min_level=_level(os.environ.get("TF_CPP_MIN_LOG_LEVEL")))
+        self.streams: list[_Stream] = []
+        self.child: subprocess.Popen[bytes] | None = None
+        self.tty: int | None = None
+        self.status: int | None = None  # as os.waitstatus_to_exitcode gives it
+        self.exit_time = 0.0
+        self.last_data = 0.0
+        self.control: int | None = None
+        self.control_buf = bytearray()
+        self.facts_raw: bytes | None = None
+        self.wake_r = self.wake_w = -1
+        self.saved_handlers: dict[int, Any] = {}
+        self.saved_wakeup = -1
+        self.output_closed = False
+        self.notes: list[str] = []
+
+    # -- start -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        out_sink = None if self.stdout_fd in self.closed else self.stdout_fd
+        err_sink = None if 2 in self.closed else 2
+        pipes = [_pipe(), _pipe(), _pipe()]  # control, C stdout, C stderr
+        self.control = pipes[0][0]
+        self.streams = [_Stream(pipes[1][0], out_sink, self.splitter.channel("stdout", stdout=True)),
+                        _Stream(pipes[2][0], err_sink, self.splitter.channel("stderr", stdout=False))]
+        theirs = [write for _, write in pipes]
+        for fd in theirs:
+            os.set_inheritable(fd, True)
+        pythonpath = os.environ.get("PYTHONPATH")
+        flags = ("c" if self.copies else "") + ("p" if pythonpath is not None else "") \
+            + ("1" if out_sink is None and self.stdout_fd != 1 else "")
+        env = {**os.environ, ENV: f"{','.join(map(str, theirs))}:{os.getpid()}:{flags}",
+               "PYTHONPATH": BOOT + (os.pathsep + pythonpath if pythonpath else "")}
+        self.tty = _foreground_terminal()
+        try:
+            self.child = subprocess.Popen(  # noqa: S603 - the user's own script, by design
+                [sys.executable, *(["--"] if self.script.startswith("-") else []), self.script, *self.args], env=env,
+                stdout=None if self.stdout_fd == 1 else self.stdout_fd,
+                close_fds=False, process_group=0)  # every fd placement inherited is the script's too
+        finally:
+            for fd in theirs:
+                os.close(fd)
+        if self.tty is not None:
+            _set_foreground(self.tty, self.child.pid)
+        self._install_signals()
+        self.last_data = time.monotonic()
+
+    def _install_signals(self) -> None:
+        """Installed after the child started, so it inherits placement's own dispositions (an
+        ignored signal stays ignored, as under plain python)."""
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_w, False)
+        os.set_blocking(self.wake_r, False)
+        for sig in FORWARDED:
+            if signal.getsignal(sig) != signal.SIG_IGN:
+                self.saved_handlers[sig] = signal.signal(sig, self._forward)
+        self.saved_handlers[signal.SIGCHLD] = signal.signal(signal.SIGCHLD, lambda *_: None)
+        self.saved_wakeup = signal.set_wakeup_fd(self.wake_w, warn_on_full_buffer=False)
+
+    def _forward(self, signum: int, _frame: object) -> None:
+        """Each signal placement receives goes to the child's group once. SIGTSTP stops the
+        script (placement follows it when it sees it stopped)."""
+        assert self.child is not None
+        try:
+            os.killpg(self.child.pid, signum)
+        except OSError:
+            pass
+
+    # -- run -------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        poller = select.poll()
+        assert self.control is not None
+        for fd in (self.wake_r, self.control, *(s.fd for s in self.streams)):
+            poller.register(fd, select.POLLIN)
+        while True:
+            events = poller.poll(self._timeout(time.monotonic()))
+            ready = {fd for fd, _ in events}
+            if self.wake_r in ready or not events:
+                self._drain_wakeups()
+                self._reap()
+            if self.control in ready:  # first: the script's log level comes before TF's lines
+                self._read_control(poller)
+            for stream in self.streams:
+                if stream.fd in ready and not stream.eof:
+                    self._read(stream, poller)
+            self.splitter.tick()
+            self._write_out()
+            if self._finished():
+                return
+
+    def _timeout(self, now: float) -> int | None:
+        times = [self.splitter.deadline()]
+        if self.status is not None:
+            times += [max(self.last_data, self.exit_time) + GRACE_IDLE, self.exit_time + GRACE_MAX]
+        when = min((t for t in times if t is not None), default=None)
+        return None if when is None else max(0, int((when - now) * 1000) + 1)
+
+    def _drain_wakeups(self) -> None:
+        try:
+            while os.read(self.wake_r, 512):
+                pass
+        except BlockingIOError:
+            pass
+
+    def _reap(self) -> None:
+        if self.status is not None or self.child is None:
+            return
+        try:
+            pid, status = os.waitpid(self.child.pid, os.WNOHANG | os.WUNTRACED)
+        except ChildProcessError:
+            pid, status = self.child.pid, 0
+        if pid == 0:
+            return
+        if os.WIFSTOPPED(status):
+            self._child_stopped(os.WSTOPSIG(status))
+            return
+        self.status = os.waitstatus_to_exitcode(status)
+        self.child.returncode = self.status
+        self.exit_time = time.monotonic()
+
+    def _child_stopped(self, sig: int) -> None:
+        """Ctrl-Z (or SIGSTOP, or reading the terminal from the background) stopped the script:
+        the job stops, as it would without placement; when it is continued, so is the script."""
+        assert self.child is not None
+        if self.tty is not None and sig in (signal.SIGTTIN, signal.SIGTTOU):
+            try:
+                if os.tcgetpgrp(self.tty) == self.child.pid:  # stopped just before it got the terminal
+                    os.killpg(self.child.pid, signal.SIGCONT)
+                    return
+            except OSError:
+                pass
+        if self.tty is not None:
+            _set_foreground(self.tty, os.getpgrp())
+            os.killpg(os.getpgrp(), signal.SIGSTOP)
+        else:
+            os.kill(os.getpid(), signal.SIGSTOP)
+        # continued (fg or bg): the script goes on too, with the terminal if we have it again
+        if self.tty is not None:
+            try:
+                if os.tcgetpgrp(self.tty) == os.getpgrp():
+                    _set_foreground(self.tty, self.child.pid)
+            except OSError:
+                pass
+        try:
+            os.killpg(self.child.pid, signal.SIGCONT)
+        except OSError:
+            pass
+
+    def _read_control(self, poller: select.poll) -> None:
+        assert self.control is not None
+        data = os.read(self.control, READ)
+        if not data:
+            poller.unregister(self.control)
+            os.close(self.control)
+            self.control = None
+            return
+        self.last_data = time.monotonic()
+        buf = self.control_buf
+        buf += data
+        while buf:
+            newline = buf.find(b"\n")
+            if newline < 0:
+                return
+            kind = buf[:1]
+            if kind == b"L":  # the script imports TensorFlow, with this TF_CPP_MIN_LOG_LEVEL
+                self.splitter.min_level = _level(bytes(buf[1:newline]).decode("utf-8", "replace"))
+                del buf[: newline + 1]
+            elif kind in (b"F", b"E"):  # the facts, at the end; an uncaught exception as python printed it
+                size = int(buf[1:newline])
+                if len(buf) < newline + 1 + size:
+                    return
+                data = bytes(buf[newline + 1 : newline + 1 + size])
+                del buf[: newline + 1 + size]
+                if kind == b"F":
+                    self.facts_raw = data
+                else:
+                    self._save(data)
+                    self.splitter.errors(data)
+            elif kind == b"X":
+                self.notes.append("TensorFlow's log cannot be captured on this platform "
+                                  "(C stdio's streams cannot be redirected): no placements recorded")
+                del buf[: newline + 1]
+            else:
+                buf.clear()
+
+    def _read(self, stream: _Stream, poller: select.poll) -> None:
+        data = os.read(stream.fd, READ)
+        if not data:
+            stream.eof = True
+            poller.unregister(stream.fd)
+            os.close(stream.fd)
+            self.splitter.close(stream.channel)
+            return
+        self.last_data = time.monotonic()
+        self._save(data)
+        self.splitter.feed(stream.channel, data)
+
+    def _save(self, data: bytes) -> None:
+        if self.save_log is not None:
+            try:
+                self.save_log.write(data)
+            except OSError as exc:
+                self.notes.append(f"--save-log: stopped writing the log ({exc.strerror})")
+                self.save_log = None
+
+    def _write_out(self) -> None:
+        for stream in self.streams:
+            data = stream.channel.take()
+            if not data or stream.sink is None or stream.dead:
+                continue
+            try:
+                _write_all(stream.sink, data)
+            except OSError:  # EPIPE (| head -1 is done), EIO (the terminal is gone): those lines go nowhere
+                stream.dead = True
+                self.output_closed = self.output_closed or stream.sink == 1
+
+    def _finished(self) -> bool:
+        if self.status is None:
+            return False
+        if any(not s.eof for s in self.streams) or (self.control is not None and self.facts_raw is None):
+            now = time.monotonic()
+            if now - max(self.last_data, self.exit_time) < GRACE_IDLE and now - self.exit_time < GRACE_MAX:
                 return False
-            if after_hidden and line.startswith(_CONTINUATION):
-                return False
+        assert self.child is not None
+        if _still_running(self.child.pid):
+            self.notes.append(f"{self.script} exited; a process it started is still running "
+                              "(placement does not wait for it)")
         return True
 
+    # -- end -------------------------------------------------------------------------------
 
-def _pump(source: IO[bytes], sink: IO[bytes] | None, log: IO[bytes], lock: threading.Lock, echo: Echo) -> None:
-    """Copy the child's output line by line: everything into the log, the program's own
-    lines (and placement lines too with --log) on to ``sink`` as they come."""
-    hidden = False
-    for raw in iter(source.readline, b""):
-        with lock:
-            log.write(raw)
-        if sink is None:
-            continue
-        hidden = not echo.shows(raw.decode("utf-8", "replace"), hidden)
-        if not hidden:
-            sink.write(raw)
-            sink.flush()
+    def cleanup(self) -> None:
+        """Every exit path: signals back as they were, the terminal back, no child left, no fd open."""
+        if self.wake_w >= 0:
+            signal.set_wakeup_fd(self.saved_wakeup)
+        for sig, handler in self.saved_handlers.items():
+            signal.signal(sig, handler)
+        self.saved_handlers.clear()
+        if self.child is not None and self.status is None:  # placement failed while the script ran
+            try:
+                os.killpg(self.child.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            self.child.wait()
+        if self.tty is not None:
+            _set_foreground(self.tty, os.getpgrp())
+            os.close(self.tty)
+            self.tty = None
+        for stream in self.streams:
+            if not stream.eof:
+                stream.eof = True
+                os.close(stream.fd)
+        for fd in (self.control, self.wake_r, self.wake_w):
+            if fd is not None and fd >= 0:
+                os.close(fd)
+        self.control, self.wake_r, self.wake_w = None, -1, -1
+
+    def result(self) -> TraceResult:
+        from placement_cli.logparse.engine import parse_streams  # noqa: PLC0415
+        from placement_cli.why import explain  # noqa: PLC0415
+
+        size = self.parsed.seek(0, 2)
+        self.parsed.seek(0)
+        parsed = parse_streams([("<trace>", self.parsed)]) if size else Report()
+        self.parsed.seek(0)
+        text = self.parsed.read().decode("utf-8", "replace")
+        self.parsed.close()
+        code = self.status if self.status is not None else 1
+        if code < 0:
+            code = 128 - code  # killed by a signal: the shell's convention
+        facts, copied = _facts(self.facts_raw)
+        report = replace(parsed, placements=explain(parsed.placements, facts), log=text,
+                         title=f"trace of {self.script} (exit code {code})", copies=copied)
+        return TraceResult(report=report, exit_code=code, output_closed=self.output_closed, notes=tuple(self.notes))
 
 
-def _min_log_level(value: str | None) -> int:
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(fd, view):]
+        except BlockingIOError:  # a sink someone left non-blocking: wait until it takes more
+            select.select([], [fd], [])
+
+
+def _level(value: str | None) -> int:
     return int(value) if value and value.strip().isdigit() else 0
 
 
-def run_traced(script: str, args: list[str], *, program_stdout: IO[bytes], echo_log: bool,
-               save_log: str | None = None, copies: bool = False,
+def run_traced(script: str, args: list[str], *, stdout_fd: int = 1, echo_log: bool = False,
+               save_log: BinaryIO | None = None, copies: bool = False, closed: frozenset[int] = frozenset(),
                meanwhile: Callable[[], None] | None = None) -> TraceResult:
-    """Run ``script`` in a child Python, tee its output live, then parse and explain what it placed.
-    ``meanwhile`` runs while the child does (the CLI loads its renderers then, on the other core)."""
-    if not os.path.isfile(script):
-        raise UsageProblem(f"{script}: no such script")
-    lock = threading.Lock()
-    interrupted = False
-    with tempfile.TemporaryFile() as log, tempfile.TemporaryDirectory(prefix="placement-") as scratch:
-        facts_path = os.path.join(scratch, "facts.json")
-        # TF_CPP_MIN_LOG_LEVEL >= 1 would drop the eager placement lines: TF logs everything in the
-        # child, and the user's level only decides what reaches the terminal.
-        echo = Echo(placement=echo_log, min_log_level=_min_log_level(os.environ.get("TF_CPP_MIN_LOG_LEVEL")))
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", "TF_CPP_MIN_LOG_LEVEL": "0", FACTS_ENV: facts_path,
-               COPIES_ENV: "1" if copies else ""}
-        child = subprocess.Popen([sys.executable, "-m", "placement_cli.runtime.child", script, *args], stdin=None,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-        pumps = [
-            threading.Thread(target=_pump, args=(child.stdout, program_stdout, log, lock, echo), daemon=True),
-            threading.Thread(target=_pump, args=(child.stderr, sys.stderr.buffer, log, lock, echo), daemon=True),
-        ]
-        for pump in pumps:
-            pump.start()
-        try:
-            if meanwhile is not None:
-                meanwhile()
-            code = child.wait()
-        except KeyboardInterrupt:
-            interrupted = True
-            child.send_signal(signal.SIGINT)
-            try:
-                code = child.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                code = child.wait()
-        finally:
-            if child.poll() is None:
-                child.kill()
-                child.wait()
-        for pump in pumps:
-            pump.join(timeout=10)
-        log.seek(0)
-        text = log.read().decode("utf-8", "replace")
-        facts, copied = read_facts(facts_path)
-    if save_log:
-        with open(save_log, "w", encoding="utf-8") as out:
-            out.write(text)
-    if code < 0:
-        code = 128 - code  # killed by a signal: the shell's convention
-    parsed = parse_text(text)
-    report = replace(parsed, placements=explain(parsed.placements, facts), log=text,
-                     title=f"trace of {script} (exit code {code})", copies=copied)
-    return TraceResult(report=report, exit_code=code, interrupted=interrupted)
-
-
-def read_facts(path: str) -> tuple[Facts, tuple[Copy, ...] | None]:
-    """What the child recorded beside the log (copies: None when no Session ran); nothing if it
-    could not write it."""
+    """Run ``script`` in a child Python as `python SCRIPT ARGS` would (its stdout on ``stdout_fd``),
+    then parse and explain what it placed. ``meanwhile`` runs in a thread while the child does
+    (the CLI loads its renderers then, on the other core)."""
+    check_script(script)
+    supervisor = _Supervisor(script, args, stdout_fd=stdout_fd, echo_log=echo_log, save_log=save_log,
+                             copies=copies, closed=closed)
+    helper = threading.Thread(target=meanwhile, daemon=True) if meanwhile is not None else None
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
+        supervisor.start()
+        if helper is not None:
+            helper.start()
+        supervisor.run()
+    finally:
+        supervisor.cleanup()
+        if save_log is not None:
+            try:
+                save_log.close()
+            except OSError as exc:
+                supervisor.notes.append(f"--save-log: the log may be incomplete ({exc.strerror})")
+    if helper is not None:
+        helper.join()
+    return supervisor.result()
+
+
+def _facts(raw: bytes | None) -> tuple[Any, tuple[Copy, ...] | None]:
+    """What the child recorded beside the log (copies: None when no Session ran); no facts if it
+    could not send them (killed, or it never imported TensorFlow)."""
+    from placement_cli.why import Facts, facts_from_dict  # noqa: PLC0415
+
+    try:
+        data = json.loads(raw) if raw else None
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
         return Facts(), None
     facts = facts_from_dict(data)
     copies = data.get("copies") if facts.graphs_known else None
     return facts, None if copies is None else tuple(Copy(*c) for c in copies)
-
-
-def filtered(report: Report, device: str | None, op: str | None, node: str | None, top: int | None) -> Report:
-    """The placements matching every filter given (device type or name, op type, node regex)."""
-    placements: list[Any] = list(report.placements)
-    if device:
-        want = device.upper().lstrip("/")
-        placements = [p for p in placements
-                      if want in (p.spec.device_type, p.short.upper()) or want == p.canonical.upper().lstrip("/")]
-    if op:
-        placements = [p for p in placements if p.op == op or p.op == f"_Mkl{op}"]
-    if node:
-        pattern = re.compile(node)
-        placements = [p for p in placements if p.node and pattern.search(p.node)]
-    if top:
-        placements = placements[:top]
-    return replace(report, placements=tuple(placements), counted=tuple(report.by_device.items()))

@@ -1,0 +1,1 @@
+"""The folder put first on the PYTHONPATH of `placement trace`'s child, for its sitecustomize alone."""

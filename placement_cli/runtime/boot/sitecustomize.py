@@ -1,0 +1,20 @@
+"""Imported by site as python starts `placement trace`'s child (this folder is on the child's
+PYTHONPATH for that alone): placement_cli.runtime.child sets up before the script's first line,
+then takes this folder off sys.path and imports the user's own sitecustomize, if any."""
+
+import os
+import sys
+
+
+def _boot() -> None:
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    sys.path.insert(0, root)
+    try:
+        from placement_cli.runtime import child
+    finally:
+        sys.path.remove(root)
+    child.start(sys.modules[__name__])
+
+
+_boot()
+del _boot

@@ -1,0 +1,56 @@
+"""`placement trace` on a hostile TensorFlow script: its own log level, output that looks like
+TensorFlow's, and a placement error it does not catch. One TensorFlow start-up."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from trace_helpers import TRACE, assert_clean, run, write
+
+pytestmark = pytest.mark.tf
+CPU = "/job:localhost/replica:0/task:0/device:CPU:0"
+
+HOSTILE = f'''
+import os, sys
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"  # before TF is imported: TF would print none of its INFO..ERROR lines
+import tensorflow as tf
+print("level", os.environ["TF_CPP_MIN_LOG_LEVEL"])
+print("a.device: {CPU}")
+print("x: (MatMul): {CPU}")
+print("Device mapping: this is my text")
+print("/job:localhost/replica:0/task:0/device:GPU:0 -> device: 0, name: fake")
+print("I0000 00:00:1795270798.642321    6213 placer.cc:162] y: (Add): {CPU}", file=sys.stderr)
+print("sum", tf.matmul(tf.ones([2, 2]), tf.ones([2, 2])).numpy().sum(), flush=True)
+graph = tf.Graph()
+with graph.as_default():
+    with tf.device("/device:CPU:7"):
+        far = tf.constant(1.0, name="far")
+    with tf.compat.v1.Session(graph=graph, config=tf.compat.v1.ConfigProto(allow_soft_placement=False)) as sess:
+        sess.run(far)
+'''
+
+
+def test_a_hostile_tensorflow_script(tmp_path: Path) -> None:
+    write(tmp_path, HOSTILE)
+    proc = run([*TRACE, "--json", "prog.py"], tmp_path, timeout=300)
+    assert proc.returncode == 1, proc.stderr[-3000:]  # the uncaught placement error: python's exit status
+    data = json.loads(proc.stdout)
+    program = proc.stderr.decode()  # --json: the program's stdout and stderr, both here
+    # the script's own lines, untouched, and TensorFlow's (INFO to ERROR) none: level 3 is the script's
+    for line in ("level 3", f"a.device: {CPU}", f"x: (MatMul): {CPU}", "Device mapping: this is my text",
+                 "-> device: 0, name: fake", f"placer.cc:162] y: (Add): {CPU}", "sum 8.0"):
+        assert line in program, line
+    assert "cpu_feature_guard" not in program and "Executing op" not in program
+    assert "placer.cc:162] far" not in program and "WARNING: All log messages" not in program
+    assert "Traceback (most recent call last):" in program and "Cannot assign a device for operation far" in program
+    # ... and none of them counted as placements
+    placed = {(p["node"], p["op"]) for p in data["placements"]}
+    assert ("a.device", None) not in placed and ("x", "MatMul") not in placed and ("y", "Add") not in placed
+    assert any(p["kind"] == "eager" and p["op"] == "MatMul" for p in data["placements"])
+    assert not any("fake" in m["description"] or "my text" in m["description"] for m in data["device_mapping"])
+    assert [e["node"] for e in data["errors"]] == ["far"]
+    assert data["exit_code"] == 1
+    assert_clean(tmp_path)

@@ -1,0 +1,116 @@
+"""Running `placement trace` and plain python side by side, on a terminal or not, and checking
+that nothing is left behind (processes, temporary files)."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).parent.parent
+TRACE = [sys.executable, "-m", "placement_cli", "trace"]
+
+
+def environment(tmp: Path, **extra: str) -> dict[str, str]:
+    """The test's environment, with a fresh TMPDIR (checked empty afterwards) and placement importable."""
+    tmpdir = tmp / "tmpdir"
+    tmpdir.mkdir(exist_ok=True)
+    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "120", "TMPDIR": str(tmpdir), **extra}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env.pop("PYTHONUNBUFFERED", None)  # as a user's shell has it: plain python doesn't set it either
+    return env
+
+
+def write(tmp: Path, body: str, name: str = "prog.py") -> Path:
+    script = tmp / name
+    script.write_text(body)
+    return script
+
+
+def run(args: list[str], tmp: Path, *, timeout: float = 60, **kwargs: Any) -> subprocess.CompletedProcess[bytes]:
+    kwargs.setdefault("env", environment(tmp))
+    if "stdout" not in kwargs and "stderr" not in kwargs:
+        kwargs["capture_output"] = True
+    return subprocess.run(args, cwd=tmp, timeout=timeout, check=False, **kwargs)
+
+
+def plain_and_traced(tmp: Path, script: str, *args: str, **kwargs: Any) -> tuple[subprocess.CompletedProcess[bytes], subprocess.CompletedProcess[bytes]]:
+    return run([sys.executable, script, *args], tmp, **kwargs), run([*TRACE, script, *args], tmp, **kwargs)
+
+
+def program_stdout(traced: bytes) -> bytes:
+    """What the program printed, before placement's report (its rule line)."""
+    cut = traced.find(b"\xe2\x94\x80\xe2\x94\x80 placement: ")
+    cut = traced.rfind(b"\n", 0, cut) + 1 if cut >= 0 else len(traced)
+    return traced[:cut]
+
+
+def gone(pid: int) -> bool:
+    """The process no longer runs (a zombie waiting for init to reap it counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except FileNotFoundError:
+        return True
+
+
+def wait_gone(pid: int, timeout: float = 10) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if gone(pid):
+            return True
+        time.sleep(0.05)
+    return gone(pid)
+
+
+def assert_clean(tmp: Path) -> None:
+    """placement left no temporary file or directory behind."""
+    assert list((tmp / "tmpdir").iterdir()) == []
+
+
+class Terminal:
+    """placement run on a pseudo-terminal of its own, as from an interactive shell: it is the
+    session leader and its process group is the terminal's foreground."""
+
+    def __init__(self, args: list[str], tmp: Path, env: dict[str, str] | None = None) -> None:
+        env = env or environment(tmp)
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:  # pragma: no cover - the child execs at once
+            os.chdir(tmp)
+            os.execve(args[0], args, env)
+        self.output = b""
+
+    def read_until(self, needle: bytes, timeout: float = 60) -> bool:
+        end = time.monotonic() + timeout
+        while needle not in self.output and time.monotonic() < end:
+            ready, _, _ = select.select([self.fd], [], [], 0.05)
+            if ready:
+                try:
+                    data = os.read(self.fd, 65536)
+                except OSError:  # EIO: every process on the terminal is gone
+                    break
+                if not data:
+                    break
+                self.output += data
+        return needle in self.output
+
+    def type(self, data: bytes) -> None:
+        os.write(self.fd, data)
+
+    def wait(self, timeout: float = 60) -> int:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            self.read_until(b"\0never", 0.05)
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.read_until(b"\0never", 0.2)
+                os.close(self.fd)
+                return os.waitstatus_to_exitcode(status)
+        os.kill(self.pid, signal.SIGKILL)
+        raise TimeoutError(self.output.decode(errors="replace")[-2000:])
