@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import sys
 from collections.abc import Callable
@@ -35,7 +36,7 @@ class Mode(str, Enum):
     eager = "eager"
 
 
-_state = {"traceback": False}
+_state: dict[str, Any] = {"traceback": False, "code": 0}  # code: the exit code a command has decided on so far
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout instead of tables.")]
 SoftOpt = Annotated[bool, typer.Option("--soft/--no-soft", help="allow_soft_placement: fall back to an existing device.")]
@@ -87,11 +88,16 @@ def _ascii_only() -> bool:
 
 
 def _say(message: str) -> None:
-    """One diagnostic line on stderr, never wrapped, control characters removed."""
+    """One diagnostic line on stderr, never wrapped, control characters removed (nothing if stderr is closed)."""
     from placement_cli.render.table import clean  # noqa: PLC0415
 
-    sys.stderr.write(f"placement: {clean(message)}\n")
-    sys.stderr.flush()
+    if sys.stderr is None:
+        return
+    try:
+        sys.stderr.write(f"placement: {clean(message)}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):  # stderr closed or full: the exit code still says what happened
+        pass
 
 
 def _fail(code: ExitCode, message: str) -> typer.Exit:
@@ -115,12 +121,31 @@ def guarded(fn: F) -> F:
             raise _fail(ExitCode.USAGE, str(exc)) from None
         except KeyboardInterrupt:
             raise _fail(ExitCode.INTERRUPTED, "interrupted") from None
+        except BrokenPipeError:  # | head -1: the reader has all it wanted, which is no error
+            _silence_stdout()
+            raise typer.Exit(_state["code"]) from None
+        except OSError as exc:
+            if exc.errno not in _OUTPUT_ERRNOS:
+                raise _internal(exc) from None
+            _silence_stdout()
+            where = f"{exc.filename}: " if exc.filename else ""
+            # a run that failed keeps its 1; output that could not be written is never a success
+            raise _fail(ExitCode(_state["code"] or ExitCode.USAGE),
+                        f"cannot write the output: {where}{exc.strerror or exc}") from None
         except Exception as exc:
-            if _state["traceback"]:
-                raise
-            raise _fail(ExitCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc} (rerun with --traceback)") from None
+            raise _internal(exc) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+# Errors of writing to a closed, full or broken output (stdout, a --save-log file).
+_OUTPUT_ERRNOS = frozenset({errno.EPIPE, errno.ENOSPC, errno.EBADF, errno.EIO, errno.EDQUOT, errno.EFBIG})
+
+
+def _internal(exc: Exception) -> typer.Exit:
+    if _state["traceback"]:
+        raise exc
+    return _fail(ExitCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc} (rerun with --traceback)")
 
 
 def _device_option(value: str | None) -> str | None:
@@ -146,6 +171,7 @@ def _print_report(report: Any, *, as_json: bool, run: bool, show_log: bool = Fal
         from placement_cli.render.json import render_json  # noqa: PLC0415
 
         sys.stdout.write(render_json(report, run=run, filtered=filtered, ascii_only=_ascii_only()) + "\n")
+        sys.stdout.flush()  # a closed or full output fails here, inside the command, with its exit code
         return
     from placement_cli.render.console import AsciiSafe, is_terminal, screen_rows  # noqa: PLC0415
     from placement_cli.render.table import View, literal, report_group  # noqa: PLC0415
@@ -158,12 +184,14 @@ def _print_report(report: Any, *, as_json: bool, run: bool, show_log: bool = Fal
     view = View(all_rows=all_rows, screen_rows=screen_rows(console.file), fit=is_terminal(console.file),
                 hints=hints, filtered=filtered)
     console.print(AsciiSafe(report_group(report, run=run, summary=summary, view=view)), crop=False)
+    sys.stdout.flush()
 
 
 def _print_json(data: Any) -> None:
     from placement_cli.render.json import dumps  # noqa: PLC0415
 
     sys.stdout.write(dumps(data, ascii_only=_ascii_only()) + "\n")
+    sys.stdout.flush()  # a closed or full output fails here, inside the command, with its exit code
 
 
 def _load_renderers() -> None:
@@ -181,6 +209,8 @@ def _say_incomplete(incomplete: Any, what: str = "reasons are incomplete (those 
 def _finish_run(report: Any, as_json: bool, show_log: bool, *, all_rows: bool = False, soft: bool = False) -> None:
     from placement_cli.render.table import Hints  # noqa: PLC0415
 
+    if report.result is None:
+        _state["code"] = int(ExitCode.PLACEMENT_FAILED)
     _print_report(report, as_json=as_json, run=True, show_log=show_log, all_rows=all_rows,
                   hints=Hints.run_command(soft))
     _say_incomplete(report.incomplete)
@@ -204,6 +234,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
     traceback: Annotated[bool, typer.Option("--traceback", help="Show Python tracebacks of unexpected errors.")] = False,
     version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_version, help="Print the version and exit.")] = False,
 ) -> None:
@@ -212,6 +243,8 @@ def _root(
     Examples: placement show, placement tower --gpus 2,3 --soft, placement parse run.log
     """
     _state["traceback"] = traceback
+    if sys.stdout is None and ctx.invoked_subcommand != "trace":  # `placement show >&-`
+        raise _fail(ExitCode.USAGE, "standard output is closed: there is nowhere to write the report")
 
 
 @app.command()

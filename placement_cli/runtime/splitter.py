@@ -20,12 +20,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from placement_cli.logparse.failures import TRIGGER, needs_continuation
+from placement_cli.logparse.failures import MAX_LINES, TRIGGER, may_hold_failure
 from placement_cli.logparse.placer import DEVICE
 
 HOLD = 0.03  # an incomplete last line that may be the start of a TF line waits at most this long
 LONGEST = 16384  # a partial line longer than this is never held
 
+# A line of TensorFlow's own log (glog/absl prefix) or a placer record: never part of an error message.
+_LOG_LINE = re.compile(rb"[IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [^\s:]+:\d+\] |[^\s:]+(?::[^\s:]+)*: \([^\s()]*\): /job:")
 _PREFIX = (rb"(?:(?P<sev>[IWEF])\d{4} \d\d:\d\d:\d+\.\d+ +\d+ "  # absl: I0000 00:00:1795.5 6213 placer.cc:162]
            rb"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: (?P<sev2>[IWEF]) )"  # TF <= 2.15: 2024-01-02 10:00:00.5: I
            rb"(?P<file>[^\s\]:]+):\d+\] (?P<msg>[^\n]*)")
@@ -62,7 +64,7 @@ class Channel:
     line_start: bytes = b""  # ... that part (its end), still to be searched for a placement error
     in_mapping: bool = False  # the last line was a Device mapping header or one of its device lines
     after_hidden: bool = False  # the last line was a TF line kept off the terminal
-    error_open: bool = False  # the next line continues a placement error
+    error_more: int = 0  # how many of the next lines may still continue a placement error
     eof: bool = False
 
     def take(self) -> bytes:
@@ -164,11 +166,11 @@ class Splitter:
         """Decide the whole lines in ``data[:end]``."""
         pos = scanned = 0
         self._batch = []  # lines for the parser, by where they start: in the order they came
-        if ch.error_open:  # the line after a placement error that continues on it
-            scanned = data.find(b"\n") + 1
-            self._parse(data[:scanned], 0)
-            ch.error_open = False
-        if b"Cannot " in data or b"Could not satisfy" in data:
+        if ch.error_more:  # lines after a placement error that may continue it
+            scanned = self._continued(ch, data, 0, end)
+            if scanned:
+                self._parse(data[:scanned], 0)
+        if may_hold_failure(data[:end]):
             self._errors(ch, data, scanned, end)
         if ch.in_mapping or ch.after_hidden:
             pos = self._continuations(ch, data, pos, end)
@@ -236,21 +238,32 @@ class Splitter:
     # -- what the parser gets --------------------------------------------------------------
 
     def _errors(self, ch: Channel, data: bytes, start: int, end: int) -> None:
-        """Lines naming a placement error, with the next line where the message continues there."""
+        """Lines naming a placement error, with the lines after it where the message may continue
+        (the parser decides which do; it reads at most MAX_LINES of one message)."""
         last = -1
         for m in TRIGGER.finditer(data, start, end):
             if m.start() <= last:
                 continue
             start = data.rfind(b"\n", 0, m.start()) + 1
-            last = data.find(b"\n", m.start())
-            line = data[start : last + 1]
-            if needs_continuation(line.decode("utf-8", "replace")):
-                after = data.find(b"\n", last + 1)
-                if after < 0:
-                    ch.error_open = True
-                else:
-                    line, last = data[start : after + 1], after
-            self._parse(line, start)
+            last = data.find(b"\n", m.start(), end)
+            last = end - 1 if last < 0 else last
+            ch.error_more = MAX_LINES - 1
+            last = self._continued(ch, data, last + 1, end) - 1
+            self._parse(data[start : last + 1], start)
+
+    @staticmethod
+    def _continued(ch: Channel, data: bytes, pos: int, end: int) -> int:
+        """Where the lines that may continue an error end: at a blank line, a line of TensorFlow's
+        log (it is parsed as such), or after ``error_more`` lines."""
+        while ch.error_more and pos < end:
+            nxt = data.find(b"\n", pos, end)
+            if nxt < 0:
+                break
+            if not data[pos:nxt].strip() or _LOG_LINE.match(data, pos, nxt):
+                ch.error_more = 0
+                break
+            pos, ch.error_more = nxt + 1, ch.error_more - 1
+        return pos
 
     def _parse(self, line: bytes, at: int = 0) -> None:
         if self._batch is not None:
