@@ -94,6 +94,9 @@ def parse_device(text: str, *, logged: bool = False) -> DeviceSpec:
     for chunk in body.split("/")[1:]:
         if not chunk:
             raise DeviceSpecError(f"empty component in device string {raw!r}")
+        if chunk.upper() in _BARE_TYPES and "device_type" not in fields:  # "/gpu": any GPU, as TF reads it
+            _set_type_index(fields, chunk, "*", raw)
+            continue
         match = _PART.fullmatch(chunk)
         if match is None:
             type_index = _TYPE_INDEX.fullmatch(chunk)
@@ -114,14 +117,14 @@ def parse_device(text: str, *, logged: bool = False) -> DeviceSpec:
                 raise DeviceSpecError(f"empty job name in {raw!r}")
             fields["job"] = value
         else:
-            if not value.isdigit():
+            if not (value.isascii() and value.isdigit()):
                 raise DeviceSpecError(f"{key} must be a number in {raw!r}, not {value!r}")
             fields[key] = int(value)
     return DeviceSpec(**fields)  # type: ignore[arg-type]
 
 
 def _set_type_index(fields: dict[str, object], kind: str, index: str, raw: str) -> None:
-    if not (index.isdigit() or index == "*"):
+    if not ((index.isascii() and index.isdigit()) or index == "*"):
         raise DeviceSpecError(f"device index must be a number in {raw!r}, not {index!r}")
     fields["device_type"] = kind.upper()
     fields["device_index"] = None if index == "*" else int(index)
@@ -200,7 +203,12 @@ def parse_option_device(text: str) -> DeviceSpec:
     for chunk in (raw if raw.startswith("/") else "/" + raw).split("/")[1:]:
         if not chunk:
             raise DeviceSpecError(f"empty component in device string {_brief(raw)!r}")
-        key, _, value = chunk.partition(":")
+        key, colon, value = chunk.partition(":")
+        if not colon and key.upper() in _BARE_TYPES and key.lower() in ("cpu", "gpu"):
+            if "device type" in seen:
+                raise DeviceSpecError(f"more than one device type in {_brief(raw)!r}")
+            seen.add("device type")  # "/gpu": any GPU, as TensorFlow reads it
+            continue
         if key.lower() in _FIELDS and key != key.lower():
             raise DeviceSpecError(f"{_brief(key)!r} in {_brief(raw)!r}: TensorFlow only reads {key.lower()!r} "
                                   "in lower case")

@@ -123,3 +123,20 @@ def test_gpu_index_lists() -> None:
     assert parse_option_indices("2,3") == [2, 3]
     assert parse_option_indices("0-3, 6") == [0, 1, 2, 3, 6]
     assert len(parse_option_indices("0-63")) == MAX_TOWERS
+
+
+@pytest.mark.parametrize("text, canonical", [
+    ("/gpu", "/job:localhost/replica:0/task:0/device:GPU:*"),
+    ("cpu", "/job:localhost/replica:0/task:0/device:CPU:*"),
+    ("/job:ps/cpu", "/job:ps/replica:0/task:0/device:CPU:*"),
+])
+def test_a_device_type_without_an_index_means_any_such_device_as_tensorflow_reads_it(text: str, canonical: str) -> None:
+    assert parse_option_device(text).canonical == canonical == parse_device(text).canonical
+
+
+@pytest.mark.parametrize("text", ["/gpu/cpu", "/device:GPU", "/replica:\u00b2", "/cpu:\u00b2"])
+def test_still_refused(text: str) -> None:
+    with pytest.raises(DeviceSpecError):
+        parse_option_device(text)
+    with pytest.raises(DeviceSpecError):
+        parse_device(text)
