@@ -19,7 +19,7 @@ from typing import Any
 from typer.testing import CliRunner
 
 from placement_cli.cli import app
-from placement_cli.runtime import partitions, private
+from placement_cli.runtime import private, stepstats
 
 # The commands whose answers are checked as they are (the lessons' own tests read these).
 LESSONS = [
@@ -50,16 +50,16 @@ WITHOUT_EACH_API = [
 ]
 
 executed: dict[str, list[dict[str, str]]] = {}
-_sends = partitions.sends
+_executed_ops = stepstats.executed_ops
 _current: list[str] = []
 
 
-def _recording_sends(graphs: Any) -> Any:
+def _recording(graphs: Any) -> Any:
     executed[" ".join(_current)] = [{"name": n.name, "op": n.op, "device": n.device} for g in graphs for n in g.node]
-    return _sends(graphs)
+    return _executed_ops(graphs)
 
 
-partitions.sends = _recording_sends  # the executed graphs of the --copies runs, as TensorFlow ran them
+stepstats.executed_ops = _recording  # the executed graphs of the --copies runs, as TensorFlow ran them
 
 
 def run(args: list[str], api: str | None) -> dict[str, Any]:

@@ -132,7 +132,7 @@ def test_nccl_on_cpus_is_the_lesson_not_a_crash() -> None:
     (["--batch", "10000"], "--batch takes 1 to 8192"),
     (["--reduce", "ring"], "ring"),
     (["--batch", "63"], "does not split evenly over 2 replicas"),
-    (["--devices", "/cpu:0,/device:CPU:0"], "the same device twice"),
+    (["--devices", "/cpu:0,/device:CPU:0"], "are the same device"),
     (["--replicas", "3", "--gpus", "0,1"], "3 replicas asked for but 2 devices given"),
 ])
 def test_bad_usage_is_exit_2_before_tensorflow_starts(args: list[str], says: str) -> None:
