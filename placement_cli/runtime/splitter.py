@@ -26,8 +26,10 @@ from placement_cli.logparse.placer import DEVICE
 HOLD = 0.03  # an incomplete last line that may be the start of a TF line waits at most this long
 LONGEST = 16384  # a partial line longer than this is never held
 
-# A line of TensorFlow's own log (glog/absl prefix) or a placer record: never part of an error message.
-_LOG_LINE = re.compile(rb"[IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [^\s:]+:\d+\] |[^\s:]+(?::[^\s:]+)*: \([^\s()]*\): /job:")
+# A line of TensorFlow's own log (glog/absl prefix), a placer record or a Device mapping line:
+# never part of an error message.
+_LOG_LINE = re.compile(rb"[IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [^\s:]+:\d+\] |[^\s:]+(?::[^\s:]+)*: \([^\s()]*\): /job:"
+                       rb"|/(?:job|device):\S+ -> ")
 _PREFIX = (rb"(?:(?P<sev>[IWEF])\d{4} \d\d:\d\d:\d+\.\d+ +\d+ "  # absl: I0000 00:00:1795.5 6213 placer.cc:162]
            rb"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: (?P<sev2>[IWEF]) )"  # TF <= 2.15: 2024-01-02 10:00:00.5: I
            rb"(?P<file>[^\s\]:]+):\d+\] (?P<msg>[^\n]*)")
@@ -131,7 +133,13 @@ class Splitter:
                 return
             ch.out.append(data[: newline + 1])
             line = ch.line_start + data[: newline + 1]
-            if b"Cannot " in line or b"Could not satisfy" in line:  # an error may still be in it
+            if ch.error_more:  # this line comes right after an error: it may continue it
+                if line.strip() and not _LOG_LINE.match(line):
+                    self._parse(line)
+                    ch.error_more -= 1
+                else:
+                    ch.error_more = 0
+            elif may_hold_failure(line):  # an error may still be in it
                 self._errors(ch, line, 0, len(line))
             ch.line_start = b""
             data = data[newline + 1 :]
