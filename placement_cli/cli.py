@@ -48,16 +48,40 @@ CopiesOpt = Annotated[bool, typer.Option("--copies", help="Show the executed gra
 VGpusOpt = Annotated[int | None, typer.Option("--virtual-gpus", min=1, max=16, metavar="N", help="Split one physical GPU into N logical GPUs.")]
 
 
-def _regex_option(value: str | None) -> str | None:
-    if value is None:
-        return None
-    from placement_cli.filters import FilterError, compile_node  # noqa: PLC0415
+def _checked(check: Callable[[str], object], tidy: Callable[[str], str] = str.strip) -> Callable[[Any], Any]:
+    """An option's callback: ``check(value)`` raises a ValueError (DeviceSpecError, FilterError) for
+    a value that TensorFlow or placement would refuse, and its words become the usage error (exit 2).
+    Checks import their module when called, so --help stays light."""
 
-    try:
-        compile_node(value)
-    except FilterError as exc:
-        raise typer.BadParameter(str(exc)) from None
-    return value
+    def callback(value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            check(value)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+        return tidy(value)
+
+    return callback
+
+
+def _devices_module() -> Any:
+    import placement_cli.devices  # noqa: PLC0415
+
+    return placement_cli.devices
+
+
+def _compile_node(value: str) -> object:
+    from placement_cli.filters import compile_node  # noqa: PLC0415
+
+    return compile_node(value)
+
+
+_regex_option = _checked(_compile_node, tidy=str)
+_device_option = _checked(lambda value: _devices_module().parse_option_device(value))  # strip: as TF reads it
+_gpus_option = _checked(lambda value: _devices_module().parse_option_indices(value), tidy=str)
+_devices_option = _checked(lambda value: _devices_module().parse_option_devices(value),
+                           tidy=lambda value: ",".join(d.strip() for d in value.split(",")))
 
 
 # Filters of the commands that read a program's placements (parse, trace); every one ignores case.
@@ -146,19 +170,6 @@ def _internal(exc: Exception) -> typer.Exit:
     if _state["traceback"]:
         raise exc
     return _fail(ExitCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc} (rerun with --traceback)")
-
-
-def _device_option(value: str | None) -> str | None:
-    """A device TensorFlow will read as written: its grammar is checked here, before any run (exit 2)."""
-    if value is None:
-        return None
-    from placement_cli.devices import DeviceSpecError, parse_option_device  # noqa: PLC0415
-
-    try:
-        parse_option_device(value)
-    except DeviceSpecError as exc:
-        raise typer.BadParameter(str(exc)) from None
-    return value.strip()
 
 
 def _print_report(report: Any, *, as_json: bool, run: bool, show_log: bool = False, summary: bool = False,
@@ -269,28 +280,6 @@ def show(
 
     report = matmul(device, inputs_on, _options(soft, mode, cpus, virtual_gpus, copies))
     _finish_run(report, as_json, log, all_rows=all_rows, soft=soft)
-
-
-def _gpus_option(value: str) -> str:
-    from placement_cli.devices import DeviceSpecError, parse_option_indices  # noqa: PLC0415
-
-    try:
-        parse_option_indices(value)
-    except DeviceSpecError as exc:
-        raise typer.BadParameter(str(exc)) from None
-    return value
-
-
-def _devices_option(value: str | None) -> str | None:
-    if value is None:
-        return None
-    from placement_cli.devices import DeviceSpecError, parse_option_devices  # noqa: PLC0415
-
-    try:
-        parse_option_devices(value)
-    except DeviceSpecError as exc:
-        raise typer.BadParameter(str(exc)) from None
-    return ",".join(d.strip() for d in value.split(","))
 
 
 @app.command()
@@ -483,10 +472,6 @@ def _lr_option(value: float) -> float:
     return value
 
 
-def _optional_gpus(value: str | None) -> str | None:
-    return None if value is None else _gpus_option(value)
-
-
 def _training_devices(towers: int | None, devices: str | None, gpus: str | None, cpus: int | None,
                       default: int, first_cpu: int, unit: str = "towers") -> tuple[list[str], int | None]:
     """The towers' (or replicas') devices and the logical CPUs to make: --devices, --gpus, or
@@ -551,7 +536,7 @@ def _training_exit(report: Any) -> None:
 def train(
     towers: Annotated[int | None, typer.Option("--towers", metavar="N", callback=_capped("--towers", 1, 32, "one logical device and about 60 ops per tower"), help="How many towers (default 2; with --devices or --gpus, one per device).")] = None,
     devices: Annotated[str | None, typer.Option("--devices", metavar="DEV,DEV", callback=_devices_option, help="The towers' devices, e.g. /gpu:0,/gpu:1 (default: logical CPUs /cpu:1../cpu:N).")] = None,
-    gpus: Annotated[str | None, typer.Option("--gpus", metavar="N,N|N-N", callback=_optional_gpus, help="Towers on these GPUs: 0,1 or 0-3.")] = None,
+    gpus: Annotated[str | None, typer.Option("--gpus", metavar="N,N|N-N", callback=_gpus_option, help="Towers on these GPUs: 0,1 or 0-3.")] = None,
     steps: Annotated[int, typer.Option("--steps", metavar="N", callback=_capped("--steps", 1, 10_000, "a lesson, not a training job"), help="Training steps to run.")] = 5,
     batch: Annotated[int, typer.Option("--batch", metavar="N", callback=_capped("--batch", 1, 65_536, "synthetic examples made per step"), help="Examples per step, split evenly over the towers.")] = 64,
     lr: Annotated[float, typer.Option("--lr", metavar="RATE", callback=_lr_option, help="Learning rate of the one GradientDescentOptimizer.")] = 0.5,
@@ -604,7 +589,7 @@ class Reduce(str, Enum):
 def mirrored(
     replicas: Annotated[int | None, typer.Option("--replicas", metavar="N", callback=_capped("--replicas", 1, 16, "one logical device per replica"), help="How many replicas (default 2; with --devices or --gpus, one per device).")] = None,
     devices: Annotated[str | None, typer.Option("--devices", metavar="DEV,DEV", callback=_devices_option, help="The replicas' devices, e.g. /gpu:0,/gpu:1 (default: logical CPUs /cpu:0../cpu:N-1).")] = None,
-    gpus: Annotated[str | None, typer.Option("--gpus", metavar="N,N|N-N", callback=_optional_gpus, help="Replicas on these GPUs: 0,1 or 0-3.")] = None,
+    gpus: Annotated[str | None, typer.Option("--gpus", metavar="N,N|N-N", callback=_gpus_option, help="Replicas on these GPUs: 0,1 or 0-3.")] = None,
     reduce: Annotated[Reduce, typer.Option("--reduce", help="The cross-device all-reduce: collective (MirroredStrategy's default), one-device (ReductionToOneDevice), hierarchical (HierarchicalCopyAllReduce), nccl (NcclAllReduce, GPUs only).")] = Reduce.collective,
     fit: Annotated[bool, typer.Option("--fit", help="Train with Keras fit instead of the custom loop (strategy.run, all_reduce, strategy.reduce).")] = False,
     steps: Annotated[int, typer.Option("--steps", metavar="N", callback=_capped("--steps", 1, 1_000, "a lesson, not a training job"), help="Training steps to run.")] = 3,
