@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from placement_cli.errors import UsageProblem
+from placement_cli.lessons.split import check_even
 from placement_cli.model import Copy, ExpectedBytes, Placement, Report, Training, VariableCopies
 from placement_cli.runtime import private
 from placement_cli.runtime.facts import GraphRecorder
@@ -56,12 +57,7 @@ def _spec(device: str) -> Any:
 
 def check_split(batch: int, replicas: int) -> None:
     """Each replica gets an equal shard of the global batch (placement shards it by hand)."""
-    if batch % replicas:
-        below, above = batch - batch % replicas, batch - batch % replicas + replicas
-        hint = f"--batch {above}" if not below else f"--batch {below} or --batch {above}"
-        raise UsageProblem(f"--batch {batch} does not split evenly over {replicas} replicas "
-                           f"({batch} = {replicas} x {batch // replicas} + {batch % replicas}): each replica "
-                           f"takes an equal shard of the global batch. Use {hint}.")
+    check_even(batch, replicas, "replicas", "each replica takes an equal shard of the global batch")
 
 
 def role_order(replicas: int) -> list[str]:

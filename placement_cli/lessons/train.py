@@ -10,6 +10,7 @@ from typing import Any
 
 from placement_cli.devices import try_parse
 from placement_cli.errors import UsageProblem
+from placement_cli.lessons.split import check_even
 from placement_cli.model import FREE, ExpectedBytes, GradientCheck, Placement, Report, Training, VariableCopies
 from placement_cli.runtime.run import Trial, run_captured
 from placement_cli.runtime.startup import RunOptions, session_config
@@ -51,13 +52,8 @@ def check_split(batch: int, towers: int) -> None:
     of the towers' gradients is only the full-batch gradient when every shard has the same size."""
     if towers < 1:
         raise UsageProblem("--towers must be at least 1")
-    if batch % towers:
-        below, above = batch - batch % towers, batch - batch % towers + towers
-        hint = f"--batch {above}" if not below else f"--batch {below} or --batch {above}"
-        raise UsageProblem(
-            f"--batch {batch} does not split evenly over {towers} towers ({batch} = {towers} x {batch // towers} "
-            f"+ {batch % towers}): tf.split needs an even split, and with uneven shards the plain average of "
-            f"the towers' gradients is not the full-batch gradient. Use {hint}.")
+    check_even(batch, towers, "towers", "tf.split needs an even split, and with uneven shards the plain "
+               "average of the towers' gradients is not the full-batch gradient")
 
 
 def role_order(towers: int) -> list[str]:
