@@ -26,10 +26,6 @@ from placement_cli.logparse.placer import DEVICE
 HOLD = 0.03  # an incomplete last line that may be the start of a TF line waits at most this long
 LONGEST = 16384  # a partial line longer than this is never held
 
-# A line of TensorFlow's own log (glog/absl prefix), a placer record or a Device mapping line:
-# never part of an error message.
-_LOG_LINE = re.compile(rb"[IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [^\s:]+:\d+\] |[^\s:]+(?::[^\s:]+)*: \([^\s()]*\): /job:"
-                       rb"|/(?:job|device):\S+ -> ")
 _PREFIX = (rb"(?:(?P<sev>[IWEF])\d{4} \d\d:\d\d:\d+\.\d+ +\d+ "  # absl: I0000 00:00:1795.5 6213 placer.cc:162]
            rb"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: (?P<sev2>[IWEF]) )"  # TF <= 2.15: 2024-01-02 10:00:00.5: I
            rb"(?P<file>[^\s\]:]+):\d+\] (?P<msg>[^\n]*)")
@@ -41,7 +37,11 @@ _PLACED = _NODE + rb": \([^\s()]*\)(?:: )?" + DEVICE  # TF 2.x ``node: (Op): dev
 _BARE = re.compile(rb"\n" + _PLACED + rb"[ \t\r]*(?=\n)")
 _PLACER_MSG = re.compile(_PLACED + rb"[ \t\r]*")
 _EAGER_MSG = re.compile(rb"Executing op \S+ (?:in device|on task) " + DEVICE + rb"[ \t\r]*")
-_MAPPING_LINE = re.compile(rb"/(?:job|device):\S+ -> [^\n]*\n")
+_MAPPING_START = rb"/(?:job|device):\S+ -> "
+_MAPPING_LINE = re.compile(_MAPPING_START + rb"[^\n]*\n")
+# A line of TensorFlow's own log (glog/absl prefix), a placer record or a Device mapping line:
+# never part of an error message.
+_LOG_LINE = re.compile(_PREFIX + rb"|" + _PLACED + rb"|" + _MAPPING_START)
 _PLACERS = (b"placer.cc", b"simple_placer.cc")
 _CONTINUATION = b"To enable the following instructions:"  # the second line of cpu_feature_guard's notice
 # Could an incomplete line still become one of the lines above? (a heuristic for holding only)
