@@ -185,17 +185,25 @@ def _print_report(report: Any, *, as_json: bool, run: bool, show_log: bool = Fal
         sys.stdout.flush()  # a closed or full output fails here, inside the command, with its exit code
         return
     from placement_cli.render.console import AsciiSafe, is_terminal, screen_rows  # noqa: PLC0415
-    from placement_cli.render.table import View, literal, report_group  # noqa: PLC0415
+    from placement_cli.render.table import View, report_group  # noqa: PLC0415
 
     console = _console()
-    if show_log and report.log:
-        console.rule("TensorFlow's log")
-        console.print(literal(report.log.rstrip()), soft_wrap=True)  # lines kept whole, as TensorFlow wrote them
-        console.rule()
+    if show_log:
+        _print_log(console, report)
     view = View(all_rows=all_rows, screen_rows=screen_rows(console.file), fit=is_terminal(console.file),
                 hints=hints, filtered=filtered)
     console.print(AsciiSafe(report_group(report, run=run, summary=summary, view=view)), crop=False)
     sys.stdout.flush()
+
+
+def _print_log(console: Any, report: Any) -> None:
+    """--log: TensorFlow's log as it wrote it, each line kept whole (also in files and pipes)."""
+    from placement_cli.render.table import literal  # noqa: PLC0415
+
+    if report.log:
+        console.rule("TensorFlow's log")
+        console.print(literal(report.log.rstrip()), soft_wrap=True)
+        console.rule()
 
 
 def _print_json(data: Any) -> None:
@@ -499,6 +507,7 @@ def _training_devices(towers: int | None, devices: str | None, gpus: str | None,
 def _print_training(report: Any, *, as_json: bool, show_log: bool, all_rows: bool, soft: bool | None,
                     filtered: Any) -> None:
     """A training lesson's report: JSON, or its tables (roles, placements or digest, losses, check, copies)."""
+    _state["code"] = _training_code(report)  # kept if the output cannot be written
     if filtered.nothing_matched:
         _say(f"no placements match {filtered.filters.describe()} (of {filtered.total})")
     if as_json:
@@ -507,28 +516,34 @@ def _print_training(report: Any, *, as_json: bool, show_log: bool, all_rows: boo
         _print_json(report_dict(report, run=True, filtered=filtered))
         return
     from placement_cli.render.console import is_terminal, screen_rows  # noqa: PLC0415
-    from placement_cli.render.table import Hints, View, literal  # noqa: PLC0415
+    from placement_cli.render.table import Hints, View  # noqa: PLC0415
     from placement_cli.render.training import training_group  # noqa: PLC0415
 
     console = _console()
-    if show_log and report.log:
-        console.rule("TensorFlow's log")
-        console.print(literal(report.log.rstrip()))
-        console.rule()
+    if show_log:
+        _print_log(console, report)
     view = View(all_rows=all_rows, screen_rows=screen_rows(console.file), fit=is_terminal(console.file),
                 hints=Hints.run_command(soft), filtered=filtered)
     console.print(_ascii_safe(training_group(report, view)), crop=False)
 
 
-def _training_exit(report: Any) -> None:
-    """Exit 1 when the placement failed, the steps did not all run, or the gradient check failed."""
+def _training_code(report: Any) -> int:
+    """1 when the placement failed, the steps did not all run, or the gradient check failed."""
     training = report.training
     if report.failed or training is None or not training.complete:
-        raise typer.Exit(int(ExitCode.PLACEMENT_FAILED))
+        return int(ExitCode.PLACEMENT_FAILED)
     check = training.check
+    return int(ExitCode.PLACEMENT_FAILED) if check is not None and not check.passed else int(ExitCode.OK)
+
+
+def _training_exit(report: Any) -> None:
+    """Exit with the lesson's code, saying why when only the gradient check failed."""
+    code = _training_code(report)
+    check = report.training.check if report.training is not None else None
     if check is not None and not check.passed:
         _say(f"gradient check failed: max relative difference {check.max_rel:.3g} > tolerance {check.tolerance:g}")
-        raise typer.Exit(int(ExitCode.PLACEMENT_FAILED))
+    if code:
+        raise typer.Exit(code)
 
 
 @app.command()
