@@ -1,0 +1,178 @@
+"""Cluster descriptions as TensorFlow writes them: a ClusterSpec dict, or TF_CONFIG (no tensorflow)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from placement_cli.errors import UsageProblem
+
+_JOB_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")  # TensorFlow's IsJobName
+# host:port, host a name, an IPv4 address or a bracketed IPv6 address
+_ADDRESS = re.compile(r"(?P<host>\[[0-9A-Fa-f:.%a-zA-Z]+\]|[A-Za-z0-9_.\-]+):(?P<port>\d{1,5})")
+_MAX_TASKS = 1024
+_MAX_TEXT = 1 << 20  # a cluster description bigger than this is not one
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task of a cluster: its job, its index in the job and its address."""
+
+    job: str
+    index: int
+    address: str
+
+    @property
+    def host(self) -> str:
+        return self.address.rsplit(":", 1)[0].strip("[]")
+
+    @property
+    def port(self) -> int:
+        return int(self.address.rsplit(":", 1)[1])
+
+    @property
+    def target(self) -> str:
+        return f"grpc://{self.address}"
+
+    @property
+    def name(self) -> str:
+        """``/job:ps/task:0``, as a device name spells the task."""
+        return f"/job:{self.job}/task:{self.index}"
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Every task of a cluster, and (from TF_CONFIG) which one this process is."""
+
+    jobs: dict[str, tuple[Task, ...]] = field(default_factory=dict)
+    me: tuple[str, int] | None = None  # TF_CONFIG's task: (type, index)
+    source: str = "cluster spec"
+
+    @property
+    def tasks(self) -> tuple[Task, ...]:
+        return tuple(task for job in self.jobs.values() for task in job)
+
+    def as_dict(self) -> dict[str, list[str] | dict[int, str]]:
+        """The ClusterSpec dict TensorFlow takes (``tf.train.ClusterSpec(cluster.as_dict())``); a job
+        whose indices have gaps keeps TensorFlow's sparse form ``{index: address}``."""
+        out: dict[str, list[str] | dict[int, str]] = {}
+        for job, tasks in self.jobs.items():
+            dense = [task.index for task in tasks] == list(range(len(tasks)))
+            out[job] = [t.address for t in tasks] if dense else {t.index: t.address for t in tasks}
+        return out
+
+    def count(self, job: str) -> int:
+        return len(self.jobs.get(job, ()))
+
+
+def from_text(text: str, source: str) -> Cluster:
+    """A cluster from JSON text: a ClusterSpec dict (``{"ps": [...], "worker": [...]}``) or a
+    TF_CONFIG object (``{"cluster": {...}, "task": {"type": ..., "index": ...}}``)."""
+    if len(text) > _MAX_TEXT:
+        raise UsageProblem(f"{source}: not a cluster description (over {_MAX_TEXT} characters)")
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise UsageProblem(f"{source}: not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise UsageProblem(f"{source}: a cluster is a JSON object of job names, e.g. "
+                           '{"ps": ["localhost:2222"], "worker": ["localhost:2223"]}')
+    me = None
+    if "cluster" in data:
+        me = _task_of(data.get("task"), source)
+        data = data["cluster"]
+        if not isinstance(data, dict):
+            raise UsageProblem(f"{source}: \"cluster\" must be a JSON object of job names")
+    cluster = Cluster(jobs=_jobs(data, source), me=me, source=source)
+    if me is not None and me[0] != "evaluator" and me[1] not in {t.index for t in cluster.jobs.get(me[0], ())}:
+        raise UsageProblem(f"{source}: its task {me[0]}:{me[1]} is not in the cluster")
+    return cluster
+
+
+def from_file(path: str) -> Cluster:
+    """A cluster from a JSON file (``--cluster-spec FILE``; ``-`` is not accepted)."""
+    try:
+        raw = Path(path).read_bytes()[: _MAX_TEXT + 1]
+    except IsADirectoryError:
+        raise UsageProblem(f"{path}: is a directory, not a cluster description") from None
+    except OSError as exc:
+        raise UsageProblem(f"{path}: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise UsageProblem(f"{path}: not a UTF-8 JSON file") from None
+    return from_text(text, path)
+
+
+def from_environment(environ: os._Environ[str] | dict[str, str] | None = None) -> Cluster | None:
+    """The cluster TF_CONFIG describes, or None when it is unset or empty."""
+    value = (os.environ if environ is None else environ).get("TF_CONFIG", "")
+    if not value.strip():
+        return None
+    return from_text(value, "TF_CONFIG")
+
+
+def _task_of(task: Any, source: str) -> tuple[str, int] | None:
+    if task is None:
+        return None
+    if not isinstance(task, dict) or not isinstance(task.get("type"), str):
+        raise UsageProblem(f"{source}: \"task\" must be an object such as {{\"type\": \"worker\", \"index\": 0}}")
+    index = task.get("index", 0)
+    if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+        raise UsageProblem(f"{source}: the task's index must be a whole number from 0")
+    return task["type"], index
+
+
+def _jobs(data: dict[Any, Any], source: str) -> dict[str, tuple[Task, ...]]:
+    if not data:
+        raise UsageProblem(f"{source}: the cluster has no jobs")
+    jobs: dict[str, tuple[Task, ...]] = {}
+    total = 0
+    for job, addresses in data.items():
+        if not isinstance(job, str) or not _JOB_NAME.fullmatch(job):
+            raise UsageProblem(f"{source}: {job!r} is not a job name (a letter, then letters, digits or _)")
+        if isinstance(addresses, dict):  # TensorFlow's sparse form: {"1": "host:port"}
+            pairs = []
+            for key, address in addresses.items():
+                if not str(key).isdigit():
+                    raise UsageProblem(f"{source}: job {job!r}: task index {key!r} is not a whole number")
+                pairs.append((int(key), address))
+        elif isinstance(addresses, list):
+            pairs = list(enumerate(addresses))
+        else:
+            raise UsageProblem(f"{source}: job {job!r} must list its tasks' addresses")
+        if not pairs:
+            raise UsageProblem(f"{source}: job {job!r} has no tasks")
+        total += len(pairs)
+        if total > _MAX_TASKS:
+            raise UsageProblem(f"{source}: more than {_MAX_TASKS} tasks")
+        jobs[job] = tuple(Task(job, index, _address(address, f"{source}: job {job!r} task {index}"))
+                          for index, address in sorted(pairs))
+    seen: dict[str, str] = {}
+    for task in (t for tasks in jobs.values() for t in tasks):
+        if task.address in seen:
+            raise UsageProblem(f"{source}: {task.address} is given to both {seen[task.address]} and {task.name}")
+        seen[task.address] = task.name
+    return jobs
+
+
+def _address(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise UsageProblem(f"{where}: the address must be a string such as \"localhost:2222\"")
+    text = value.strip()
+    if text.startswith("grpc://"):
+        text = text[len("grpc://"):]
+    match = _ADDRESS.fullmatch(text)
+    if match is None or not 0 < int(match["port"]) < 65536:
+        shown = value if len(value) <= 80 else value[:77] + "..."
+        raise UsageProblem(f"{where}: {shown!r} is not HOST:PORT with a port from 1 to 65535")
+    return text
+
+
+def from_target(target: str) -> str:
+    """``grpc://HOST:PORT`` (or ``HOST:PORT``) checked, as ``HOST:PORT``."""
+    return _address(target, "target")

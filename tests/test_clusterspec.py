@@ -1,0 +1,63 @@
+"""Cluster descriptions: TensorFlow's ClusterSpec dict and TF_CONFIG, read without tensorflow."""
+
+import json
+
+import pytest
+
+from placement_cli import clusterspec
+from placement_cli.errors import UsageProblem
+
+
+def test_cluster_spec_dict_lists_tasks_in_order():
+    cluster = clusterspec.from_text(json.dumps({"ps": ["localhost:2222", "h:1"], "worker": ["grpc://[::1]:9"]}), "f")
+    assert [t.name for t in cluster.tasks] == ["/job:ps/task:0", "/job:ps/task:1", "/job:worker/task:0"]
+    assert cluster.tasks[2].target == "grpc://[::1]:9"
+    assert cluster.tasks[2].host == "::1" and cluster.tasks[2].port == 9
+    assert cluster.as_dict() == {"ps": ["localhost:2222", "h:1"], "worker": ["[::1]:9"]}
+    assert cluster.me is None
+
+
+def test_tf_config_names_this_task_and_keeps_sparse_jobs():
+    text = json.dumps({"cluster": {"ps": ["a:1"], "worker": {"2": "b:2"}}, "task": {"type": "worker", "index": 2}})
+    cluster = clusterspec.from_environment({"TF_CONFIG": text})
+    assert cluster is not None and cluster.me == ("worker", 2) and cluster.source == "TF_CONFIG"
+    assert cluster.as_dict() == {"ps": ["a:1"], "worker": {2: "b:2"}}
+    assert clusterspec.from_environment({"TF_CONFIG": "  "}) is None
+    assert clusterspec.from_environment({}) is None
+
+
+@pytest.mark.parametrize("text, words", [
+    ("[]", "JSON object"),
+    ("{", "not JSON"),
+    ("{}", "no jobs"),
+    ('{"p s": ["a:1"]}', "not a job name"),
+    ('{"ps": []}', "has no tasks"),
+    ('{"ps": "a:1"}', "must list"),
+    ('{"ps": ["a:0"]}', "port from 1 to 65535"),
+    ('{"ps": ["a:65536"]}', "port from 1 to 65535"),
+    ('{"ps": ["a"]}', "HOST:PORT"),
+    ('{"ps": [5]}', "must be a string"),
+    ('{"ps": {"x": "a:1"}}', "not a whole number"),
+    ('{"ps": ["a:1"], "worker": ["a:1"]}', "given to both"),
+    ('{"cluster": {"ps": ["a:1"]}, "task": {"type": "worker", "index": 0}}', "not in the cluster"),
+    ('{"cluster": {"ps": ["a:1"]}, "task": {"type": "ps", "index": -1}}', "whole number from 0"),
+    ('{"cluster": {"ps": ["a:1"]}, "task": "ps"}', "must be an object"),
+    ('{"cluster": ["a:1"]}', "JSON object of job names"),
+])
+def test_bad_descriptions_are_usage_problems_that_say_why(text, words):
+    with pytest.raises(UsageProblem, match=words):
+        clusterspec.from_text(text, "spec.json")
+
+
+def test_files_unreadable_or_not_utf8_are_usage_problems(tmp_path):
+    with pytest.raises(UsageProblem, match="is a directory"):
+        clusterspec.from_file(str(tmp_path))
+    with pytest.raises(UsageProblem, match="No such file"):
+        clusterspec.from_file(str(tmp_path / "missing.json"))
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(b'{"ps": ["\xff:1"]}')
+    with pytest.raises(UsageProblem, match="not a UTF-8"):
+        clusterspec.from_file(str(bad))
+    good = tmp_path / "good.json"
+    good.write_bytes(b'\xef\xbb\xbf{"worker": ["localhost:5"]}')
+    assert clusterspec.from_file(str(good)).count("worker") == 1
