@@ -6,6 +6,7 @@ import errno
 import functools
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from enum import Enum, IntEnum
 from typing import Annotated, Any, TypeVar
 
@@ -90,13 +91,89 @@ OpFilterOpt = Annotated[str | None, typer.Option("--op", metavar="OP", help="Onl
 NodeFilterOpt = Annotated[str | None, typer.Option("--node", metavar="REGEX", callback=_regex_option, help="Only nodes whose name matches REGEX.")]
 TopOpt = Annotated[int | None, typer.Option("--top", min=1, metavar="N", help="Only the first N placements a table shows (TensorFlow's plumbing not counted).")]
 
+# Pictures: the same options on every command that has what they draw (add them to a new command with
+# its parameters and one _pictures(...) call before it runs, one _save_pictures(...) after it printed).
+SvgOpt = Annotated[str | None, typer.Option("--svg", metavar="FILE", help="Also write the tables, as printed, to FILE as an SVG (for slides; fonts found offline). Not with --json.")]
+DotOpt = Annotated[str | None, typer.Option("--dot", metavar="FILE", help="Write the graph that ran to FILE as Graphviz DOT: nodes coloured and grouped by assigned device, edges between devices red and labelled copy (with bytes under --copies).")]
+GraphSvgOpt = Annotated[str | None, typer.Option("--graph-svg", metavar="FILE", help="Write the graph that ran to FILE as an SVG that needs no Graphviz: one lane per device, nodes by depth, copies between devices in red.")]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Let --svg, --dot and --graph-svg overwrite an existing FILE.")]
+TensorBoardOpt = Annotated[str | None, typer.Option("--tensorboard", metavar="DIR", help="Write a TensorBoard event file in DIR (made if missing): the graph with each node's assigned device, and the run's step stats. Graph mode only.")]
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _console() -> Any:
+    """The console reports print on; with --svg, one console for the whole command that records it all."""
     from placement_cli.render.console import make_console  # noqa: PLC0415 - keeps --help fast
 
-    return make_console()
+    if not _state.get("record"):
+        return make_console()
+    if _state.get("console") is None:
+        _state["console"] = make_console(record=True)
+    return _state["console"]
+
+
+@dataclass(frozen=True)
+class Pictures:
+    """The files a command writes beside what it prints (checked before it runs)."""
+
+    svg: str | None = None
+    dot: str | None = None
+    graph_svg: str | None = None
+    force: bool = False
+    command: str = "placement"
+
+
+def _pictures(command: str, *, as_json: bool, force: bool, svg: str | None = None, dot: str | None = None,
+              graph_svg: str | None = None, protect: tuple[str, ...] = ()) -> Pictures:
+    """Check the pictures' files before anything runs (exit 2 for one that cannot be written), and
+    start recording the tables when --svg asks for them."""
+    from placement_cli.errors import UsageProblem  # noqa: PLC0415
+    from placement_cli.outputs import check_distinct, check_file  # noqa: PLC0415
+
+    if svg is not None and as_json:
+        raise UsageProblem("--svg draws the tables, and --json prints none: give one of them")
+    named = (("--svg", svg), ("--dot", dot), ("--graph-svg", graph_svg))
+    check_distinct(named)
+    for option, path in named:
+        if path is not None:
+            check_file(option, path, force, protect)
+    _state["record"] = svg is not None
+    return Pictures(svg, dot, graph_svg, force, command)
+
+
+def _save_pictures(pictures: Pictures, report: Any = None) -> None:
+    """Write what the command printed (--svg) and the graph of ``report`` (--dot, --graph-svg)."""
+    from placement_cli.outputs import write_file  # noqa: PLC0415
+
+    if pictures.svg is not None:
+        from placement_cli.render.svg import render_svg  # noqa: PLC0415
+
+        write_file(pictures.svg, render_svg(_console(), pictures.command), pictures.force)
+    if report is not None and pictures.dot is not None:
+        from placement_cli.render.graph import render_dot  # noqa: PLC0415
+
+        write_file(pictures.dot, render_dot(report), pictures.force)
+    if report is not None and pictures.graph_svg is not None:
+        from placement_cli.render.graph import render_graph_svg  # noqa: PLC0415
+
+        write_file(pictures.graph_svg, render_graph_svg(report), pictures.force)
+
+
+def _tensorboard(path: str | None, mode: Mode = Mode.graph) -> str | None:
+    """--tensorboard's folder, made and checked before TensorFlow runs; refused in eager mode."""
+    if path is None:
+        return None
+    from placement_cli.outputs import check_folder  # noqa: PLC0415
+
+    if mode is Mode.eager:
+        raise typer.BadParameter("--tensorboard needs --mode graph (eager ops run without a Session graph to store)")
+    return check_folder("--tensorboard", path)
+
+
+def _say_tensorboard(path: str | None) -> None:
+    if path is not None:
+        _say(f"TensorBoard event file written in {path}: see it with  tensorboard --logdir {path}")
 
 
 def _ascii_safe(renderable: Any) -> Any:
@@ -225,24 +302,29 @@ def _say_incomplete(incomplete: Any, what: str = "reasons are incomplete (those 
         _say(f"{what}: TensorFlow's " + "; ".join(incomplete))
 
 
-def _finish_run(report: Any, as_json: bool, show_log: bool, *, all_rows: bool = False, soft: bool = False) -> None:
+def _finish_run(report: Any, as_json: bool, show_log: bool, *, all_rows: bool = False, soft: bool = False,
+                pictures: Pictures = Pictures(), tensorboard: str | None = None) -> None:
     from placement_cli.render.table import Hints  # noqa: PLC0415
 
     if report.result is None:
         _state["code"] = int(ExitCode.PLACEMENT_FAILED)
     _print_report(report, as_json=as_json, run=True, show_log=show_log, all_rows=all_rows,
                   hints=Hints.run_command(soft))
+    _save_pictures(pictures, report)
+    _say_tensorboard(tensorboard)
     _say_incomplete(report.incomplete)
     if report.result is None:  # a run that did not produce its result never exits 0
         raise typer.Exit(int(ExitCode.PLACEMENT_FAILED))
 
 
-def _options(soft: bool, mode: Mode, cpus: int | None, virtual_gpus: int | None, copies: bool = False) -> Any:
+def _options(soft: bool, mode: Mode, cpus: int | None, virtual_gpus: int | None, copies: bool = False,
+             tensorboard: str | None = None) -> Any:
     from placement_cli.runtime.startup import RunOptions  # noqa: PLC0415
 
     if copies and mode is Mode.eager:
         raise typer.BadParameter("--copies needs --mode graph (eager ops run one by one: no partition graphs)")
-    return RunOptions(soft=soft, mode=mode.value, cpus=cpus, virtual_gpus=virtual_gpus, copies=copies)
+    return RunOptions(soft=soft, mode=mode.value, cpus=cpus, virtual_gpus=virtual_gpus, copies=copies,
+                      tensorboard=_tensorboard(tensorboard, mode))
 
 
 def _version(value: bool) -> None:
@@ -261,7 +343,7 @@ def _root(
 
     Examples: placement show, placement tower --gpus 2,3 --soft, placement parse run.log
     """
-    _state["traceback"] = traceback
+    _state.update(traceback=traceback, record=False, console=None)
     if sys.stdout is None and ctx.invoked_subcommand != "trace":  # `placement show >&-`
         raise _fail(ExitCode.USAGE, "standard output is closed: there is nowhere to write the report")
 
@@ -279,6 +361,11 @@ def show(
     log: LogOpt = False,
     all_rows: AllOpt = False,
     as_json: JsonOpt = False,
+    svg: SvgOpt = None,
+    dot: DotOpt = None,
+    graph_svg: GraphSvgOpt = None,
+    tensorboard: TensorBoardOpt = None,
+    force: ForceOpt = False,
 ) -> None:
     """Run the guide's matmul (a 2x3 times b 3x2) with placement logging and show where each op went.
 
@@ -286,8 +373,10 @@ def show(
     """
     from placement_cli.lessons.guide import matmul  # noqa: PLC0415
 
-    report = matmul(device, inputs_on, _options(soft, mode, cpus, virtual_gpus, copies))
-    _finish_run(report, as_json, log, all_rows=all_rows, soft=soft)
+    pictures = _pictures("placement show", as_json=as_json, force=force, svg=svg, dot=dot, graph_svg=graph_svg)
+    options = _options(soft, mode, cpus, virtual_gpus, copies, tensorboard)
+    report = matmul(device, inputs_on, options)
+    _finish_run(report, as_json, log, all_rows=all_rows, soft=soft, pictures=pictures, tensorboard=options.tensorboard)
 
 
 @app.command()
@@ -305,6 +394,11 @@ def tower(
     log: LogOpt = False,
     all_rows: AllOpt = False,
     as_json: JsonOpt = False,
+    svg: SvgOpt = None,
+    dot: DotOpt = None,
+    graph_svg: GraphSvgOpt = None,
+    tensorboard: TensorBoardOpt = None,
+    force: ForceOpt = False,
 ) -> None:
     """Run the guide's multi-tower graph: one matmul per device, summed with tf.add_n.
 
@@ -318,13 +412,15 @@ def tower(
     if devices and source is not None and source.name != "DEFAULT":
         raise typer.BadParameter("give the towers with --gpus or with --devices, not both", param_hint="--gpus")
     towers = devices.split(",") if devices else [f"/gpu:{i}" for i in parse_option_indices(gpus)]
-    report = run_tower(towers, reduce_on, _options(soft, mode, cpus, virtual_gpus, copies))
-    _finish_run(report, as_json, log, all_rows=all_rows, soft=soft)
+    pictures = _pictures("placement tower", as_json=as_json, force=force, svg=svg, dot=dot, graph_svg=graph_svg)
+    options = _options(soft, mode, cpus, virtual_gpus, copies, tensorboard)
+    report = run_tower(towers, reduce_on, options)
+    _finish_run(report, as_json, log, all_rows=all_rows, soft=soft, pictures=pictures, tensorboard=options.tensorboard)
 
 
 @app.command()
 @guarded
-def errors(as_json: JsonOpt = False) -> None:
+def errors(as_json: JsonOpt = False, svg: SvgOpt = None, force: ForceOpt = False) -> None:
     """Run a catalogue of placement failures for real and show each error, and what --soft does instead.
 
     All cases share one TensorFlow start-up; GPU-only cases are reported as not run on machines without one.
@@ -332,6 +428,7 @@ def errors(as_json: JsonOpt = False) -> None:
     """
     from placement_cli.lessons.failures import catalogue  # noqa: PLC0415
 
+    pictures = _pictures("placement errors", as_json=as_json, force=force, svg=svg)
     found = catalogue()
     if as_json:
         _print_json(found)
@@ -339,6 +436,7 @@ def errors(as_json: JsonOpt = False) -> None:
         from placement_cli.render.errors import render_catalogue  # noqa: PLC0415
 
         _console().print(_ascii_safe(render_catalogue(found)))
+        _save_pictures(pictures)
     _say_incomplete(found.get("incomplete"), "the catalogue is incomplete (what needs it says unknown or is not run)")
 
 
@@ -348,6 +446,8 @@ def devices(
     cpus: CpusOpt = None,
     virtual_gpus: VGpusOpt = None,
     as_json: JsonOpt = False,
+    svg: SvgOpt = None,
+    force: ForceOpt = False,
 ) -> None:
     """List the physical and logical devices TensorFlow sees, and the Device mapping a Session logs.
 
@@ -356,11 +456,13 @@ def devices(
     from placement_cli.runtime.inventory import inventory  # noqa: PLC0415
     from placement_cli.render.inventory import render_inventory  # noqa: PLC0415
 
+    pictures = _pictures("placement devices", as_json=as_json, force=force, svg=svg)
     found = inventory(_options(False, Mode.graph, cpus, virtual_gpus))
     if as_json:
         _print_json(found)
     else:
         _console().print(_ascii_safe(render_inventory(found)))
+        _save_pictures(pictures)
 
 
 @app.command()
@@ -374,6 +476,8 @@ def parse(
     top: TopOpt = None,
     all_rows: AllOpt = False,
     as_json: JsonOpt = False,
+    svg: SvgOpt = None,
+    force: ForceOpt = False,
 ) -> None:
     """Parse placement logs of any TensorFlow version (0.x to 2.x), mixed with any other output.
 
@@ -383,10 +487,12 @@ def parse(
     from placement_cli.filters import Filters, apply  # noqa: PLC0415
     from placement_cli.logparse import parse_paths  # noqa: PLC0415
 
+    pictures = _pictures("placement parse", as_json=as_json, force=force, svg=svg, protect=tuple(files))
     filters = Filters(device, op, node, top)
     narrowed = apply(parse_paths(files, keep=not summary or filters.active, note=_say), filters, hide_plumbing=False)
     report = narrowed.report
     _print_report(report, as_json=as_json, run=False, summary=summary, all_rows=all_rows, filtered=narrowed)
+    _save_pictures(pictures)
     if not narrowed.total:
         names = ", ".join("standard input" if f == "-" else f for f in files)
         _say(f"no placements found in {names}")
@@ -402,11 +508,12 @@ def trace(
     node: NodeFilterOpt = None,
     top: TopOpt = None,
     save_log: Annotated[str | None, typer.Option("--save-log", metavar="FILE", help="Keep TensorFlow's log (and the script's uncaught error) in FILE.")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Let --save-log overwrite an existing FILE.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Let --save-log and --svg overwrite an existing FILE.")] = False,
     log: Annotated[bool, typer.Option("--log", help="Echo TensorFlow's placement lines too, as they come.")] = False,
     copies: Annotated[bool, typer.Option("--copies", help="List the _Send/_Recv copies between devices of the script's tf.compat.v1.Session runs (their executed graphs, as grappler left them; asked for once per session and fetch).")] = False,
     all_rows: AllOpt = False,
     as_json: JsonOpt = False,
+    svg: SvgOpt = None,
 ) -> None:
     """Run your TensorFlow script with placement logging on from its first op, then show its placements.
 
@@ -423,6 +530,10 @@ def trace(
 
     closed = reopen_closed_stdio()
     check_script(script)
+    from placement_cli.outputs import check_distinct  # noqa: PLC0415
+
+    check_distinct((("--save-log", save_log), ("--svg", svg)))
+    pictures = _pictures("placement trace", as_json=as_json, force=force, svg=svg, protect=(script,))
     saved = open_save_log(save_log, script, force) if save_log else None
     traced = run_traced(script, args or [], stdout_fd=2 if as_json else 1, echo_log=log, save_log=saved,
                         copies=copies, closed=closed, meanwhile=_load_renderers)
@@ -443,6 +554,7 @@ def trace(
                 _console().rule(literal(f"placement: {script} exited with code {traced.exit_code}"))
                 _print_report(report, as_json=False, run=True, all_rows=all_rows, hints=Hints(source="program"),
                               filtered=narrowed)
+                _save_pictures(pictures)
             sys.stdout.flush()
         except BrokenPipeError:
             output_closed = True
@@ -568,6 +680,11 @@ def train(
     log: LogOpt = False,
     all_rows: AllOpt = False,
     as_json: JsonOpt = False,
+    svg: SvgOpt = None,
+    dot: DotOpt = None,
+    graph_svg: GraphSvgOpt = None,
+    tensorboard: TensorBoardOpt = None,
+    force: ForceOpt = False,
 ) -> None:
     """Train the cifar10 multi-GPU tower pattern for real: variables on the CPU, a loss and gradients
     per tower, average_gradients and one apply_gradients on the CPU.
@@ -583,12 +700,17 @@ def train(
 
     chosen, cpus = _training_devices(towers, devices, gpus, cpus, default=2, first_cpu=1)
     check_split(batch, len(chosen))
+    pictures = _pictures("placement train", as_json=as_json, force=force, svg=svg, dot=dot, graph_svg=graph_svg)
+    board = _tensorboard(tensorboard)
     from placement_cli.lessons.train import train as run_train  # noqa: PLC0415
 
     spec = TrainSpec(devices=tuple(chosen), batch=batch, steps=steps, lr=lr, dtype=dtype.value, check=check)
-    report = run_train(spec, RunOptions(soft=soft, mode="graph", cpus=cpus, virtual_gpus=virtual_gpus, copies=copies))
+    report = run_train(spec, RunOptions(soft=soft, mode="graph", cpus=cpus, virtual_gpus=virtual_gpus, copies=copies,
+                                        tensorboard=board))
     narrowed = apply(report, Filters(device, op, node, top))
     _print_training(narrowed.report, as_json=as_json, show_log=log, all_rows=all_rows, soft=soft, filtered=narrowed)
+    _save_pictures(pictures, narrowed.report)
+    _say_tensorboard(board)
     _training_exit(report)
 
 
@@ -620,6 +742,10 @@ def mirrored(
     log: LogOpt = False,
     all_rows: AllOpt = False,
     as_json: JsonOpt = False,
+    svg: SvgOpt = None,
+    dot: DotOpt = None,
+    graph_svg: GraphSvgOpt = None,
+    force: ForceOpt = False,
 ) -> None:
     """Train the seed's 784-128-10 Keras model under tf.distribute.MirroredStrategy, for real.
 
@@ -634,12 +760,14 @@ def mirrored(
 
     chosen, cpus = _training_devices(replicas, devices, gpus, cpus, default=2, first_cpu=0, unit="replicas")
     check_split(batch, len(chosen))
+    pictures = _pictures("placement mirrored", as_json=as_json, force=force, svg=svg, dot=dot, graph_svg=graph_svg)
     from placement_cli.lessons.mirrored import mirrored as run_mirrored  # noqa: PLC0415
 
     spec = MirroredSpec(devices=tuple(chosen), batch=batch, steps=steps, lr=lr, reduce=reduce.value, fit=fit)
     report = run_mirrored(spec, RunOptions(mode="eager", cpus=cpus, virtual_gpus=virtual_gpus, copies=copies))
     narrowed = apply(report, Filters(device, op, node, top))
     _print_training(narrowed.report, as_json=as_json, show_log=log, all_rows=all_rows, soft=None, filtered=narrowed)
+    _save_pictures(pictures, narrowed.report)
     _training_exit(report)
 
 

@@ -120,6 +120,16 @@ class Copy:
 
 
 @dataclass(frozen=True)
+class Edge:
+    """One edge of a graph that ran: ``target`` reads an output of ``source`` (or, ``control``, only
+    waits for it). Node names as the placer log names them."""
+
+    source: str
+    target: str
+    control: bool = False
+
+
+@dataclass(frozen=True)
 class LinkTotal:
     """The copies of one step from one device to another."""
 
@@ -267,6 +277,8 @@ class Report:
     incomplete: tuple[str, ...] | None = None
     training: Training | None = None  # train, mirrored: the setup, losses per step, the gradient check
     executed: tuple[tuple[str, int], ...] | None = None  # a traced step's executed op types and node counts
+    # runs: the edges of the graphs that ran (Session graph, tf.function graphs), for the pictures; not in the JSON
+    edges: tuple[Edge, ...] | None = None
 
     @property
     def by_device(self) -> dict[str, int]:

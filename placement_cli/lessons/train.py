@@ -12,7 +12,7 @@ from placement_cli.devices import try_parse
 from placement_cli.errors import UsageProblem
 from placement_cli.lessons.split import check_even
 from placement_cli.model import FREE, ExpectedBytes, GradientCheck, Placement, Report, Training, VariableCopies
-from placement_cli.runtime.run import Trial, run_captured
+from placement_cli.runtime.run import Trial, run_captured, run_traced_step
 from placement_cli.runtime.startup import RunOptions, session_config
 
 FEATURES, HIDDEN, CLASSES = 24, 16, 10  # the notes' small MLP: 24 -> 16 -> 10
@@ -265,11 +265,8 @@ def train(spec: TrainSpec, options: RunOptions) -> Report:
                 for step, (x, y) in enumerate(batches):
                     feed = {built.images: x, built.labels: y}
                     fetch = [built.loss, built.train_op]
-                    if step == 0 and options.copies:
-                        from placement_cli.runtime.stepstats import traced_run  # noqa: PLC0415
-
-                        traced = traced_run(tf, sess, fetch, feed, virtual_gpus=bool(options.virtual_gpus))
-                        (loss, _), trial.copies, trial.executed = traced.value, traced.copies, traced.executed
+                    if step == 0:  # the first step is traced for --copies and --tensorboard
+                        loss, _ = run_traced_step(tf, sess, fetch, feed, options, trial)
                     else:
                         loss, _ = sess.run(fetch, feed)
                     trial.losses.append(float(loss))

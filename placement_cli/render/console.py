@@ -61,11 +61,12 @@ def _width(stream: IO[str] | Any) -> int:
     return max(columns or FILE_WIDTH, MIN_WIDTH)
 
 
-def make_console(stream: IO[str] | None = None) -> Console:
-    """The console for reports on ``stream`` (stdout by default)."""
+def make_console(stream: IO[str] | None = None, record: bool = False) -> Console:
+    """The console for reports on ``stream`` (stdout by default); ``record``: it also keeps what it
+    printed, for --svg (what it writes to the stream is the same)."""
     stream = stream if stream is not None else sys.stdout
     tolerate_encoding(stream)
-    return Console(file=stream, highlight=False, width=_width(stream))
+    return Console(file=stream, highlight=False, width=_width(stream), record=record)
 
 
 def screen_rows(stream: IO[str] | Any) -> int:

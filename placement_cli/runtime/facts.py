@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from placement_cli.devices import try_parse
+from placement_cli.model import Edge
 from placement_cli.runtime import private
 from placement_cli.runtime.fdcapture import silenced
 from placement_cli.why import NodeFacts, merge_nodes
@@ -105,3 +106,14 @@ class GraphRecorder:
               groups: Mapping[str, str] | None = None) -> dict[tuple[str, str | None], NodeFacts]:
         return merge_nodes(record for graph in list(self.graphs.values())
                            for record in graph_nodes(graph.get_operations(), kernels, check, groups))
+
+    def edges(self) -> tuple[Edge, ...]:
+        """Every recorded graph's edges, producer -> consumer (control edges marked), each once."""
+        found: dict[Edge, None] = {}
+        for graph in list(self.graphs.values()):
+            for op in graph.get_operations():
+                for tensor in op.inputs:
+                    found[Edge(tensor.op.name, op.name)] = None
+                for control in op.control_inputs:
+                    found.setdefault(Edge(control.name, op.name, control=True), None)
+        return tuple(found)

@@ -16,7 +16,7 @@ from placement_cli.model import Copy, PlacementFailure, Report
 from placement_cli.runtime import private
 from placement_cli.runtime.facts import GraphRecorder, kernel_checks, kernel_map
 from placement_cli.runtime.fdcapture import capture_fds
-from placement_cli.runtime.stepstats import traced_run
+from placement_cli.runtime.stepstats import metadata_run, traced_run
 from placement_cli.runtime.startup import RunOptions, available_devices, tensorflow
 from placement_cli.why import Facts, Span, explain
 
@@ -34,6 +34,7 @@ class Trial:
     spans: list[tuple[str | None, str | None, bool]] = field(default_factory=list)  # (request, group, calls_function)
     copies: list[Copy] | None = None
     executed: tuple[tuple[str, int], ...] | None = None  # --copies: op types the traced run executed
+    metadata: Any = None  # --copies, --tensorboard: the traced run's RunMetadata (step stats)
     result: Any = None
     error: str | None = None  # TensorFlow's message, as raised
     error_class: str | None = None
@@ -99,12 +100,21 @@ def spans_of(trial: Trial, marks: list[int]) -> tuple[Span, ...]:
 
 
 def run_session(tf: Any, sess: Any, fetch: Any, options: RunOptions, trial: Trial) -> Any:
-    """sess.run, asking for the partition graphs when the copies between devices are wanted."""
-    if not options.copies:
-        return sess.run(fetch)
-    traced = traced_run(tf, sess, fetch, virtual_gpus=bool(options.virtual_gpus))
-    trial.copies, trial.executed = traced.copies, traced.executed
-    return traced.value
+    """sess.run, traced when the copies between devices or TensorBoard's step stats are wanted."""
+    return run_traced_step(tf, sess, fetch, None, options, trial)
+
+
+def run_traced_step(tf: Any, sess: Any, fetch: Any, feed: Any, options: RunOptions, trial: Trial) -> Any:
+    """One sess.run: with --copies, traced and its copies kept; with --tensorboard, traced and its
+    RunMetadata kept; else plain."""
+    if options.copies:
+        traced = traced_run(tf, sess, fetch, feed, virtual_gpus=bool(options.virtual_gpus))
+        trial.copies, trial.executed, trial.metadata = traced.copies, traced.executed, traced.metadata
+        return traced.value
+    if options.tensorboard:
+        value, trial.metadata = metadata_run(tf, sess, fetch, feed)
+        return value
+    return sess.run(fetch, feed)
 
 
 def run_captured(build: Any, options: RunOptions, title: str) -> Report:
@@ -129,8 +139,13 @@ def run_captured(build: Any, options: RunOptions, title: str) -> Report:
     placements = explain(report.placements, facts_of(recorder, trial, spans_of(trial, marks)))
     copies = None if trial.copies is None else tuple(trial.copies)
     errors, run_error = outcome(report.errors, trial)
+    if options.tensorboard and trial.graph is not None:
+        from placement_cli.runtime.events import write_events  # noqa: PLC0415
+
+        write_events(tf, trial.graph, placements, trial.metadata, options.tensorboard)
     return replace(report, placements=placements, errors=errors, title=title, result=trial.result, log=log,
-                   copies=copies, run_error=run_error, incomplete=private.missing_facts(), executed=trial.executed)
+                   copies=copies, run_error=run_error, incomplete=private.missing_facts(), executed=trial.executed,
+                   edges=recorder.edges())
 
 
 def outcome(parsed: tuple[PlacementFailure, ...], trial: Trial) -> tuple[tuple[PlacementFailure, ...], str | None]:

@@ -19,6 +19,7 @@ class RunOptions:
     cpus: int | None = None
     virtual_gpus: int | None = None
     copies: bool = False  # record the executed graph's _Send/_Recv pairs (constant folding off)
+    tensorboard: str | None = None  # graph mode: write a TensorBoard event file (graph, assigned devices, step stats) here
 
 
 _TF: Any = None

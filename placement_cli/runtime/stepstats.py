@@ -28,17 +28,24 @@ class Traced:
     value: Any
     copies: list[Copy]
     executed: tuple[tuple[str, int], ...]  # (op type, nodes) of the partition graphs, most first
+    metadata: Any = None  # the run's RunMetadata (step stats, partition graphs)
 
 
 def traced_run(tf: Any, sess: Any, fetches: Any, feed_dict: Any = None, *, virtual_gpus: bool = False) -> Traced:
     """``sess.run`` traced (FULL_TRACE, partition graphs): the value and every copy with its bytes."""
+    value, metadata = metadata_run(tf, sess, fetches, feed_dict)
+    copies = list(copies_with_bytes(tf, metadata.partition_graphs, metadata.step_stats, sess.graph,
+                                    virtual_gpus=virtual_gpus))
+    return Traced(value, copies, executed_ops(metadata.partition_graphs), metadata)
+
+
+def metadata_run(tf: Any, sess: Any, fetches: Any, feed_dict: Any = None) -> tuple[Any, Any]:
+    """``sess.run`` traced (FULL_TRACE, partition graphs): its value and its RunMetadata."""
     run_options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE,
                                           output_partition_graphs=True)
     metadata = tf.compat.v1.RunMetadata()
     value = sess.run(fetches, feed_dict=feed_dict, options=run_options, run_metadata=metadata)
-    copies = list(copies_with_bytes(tf, metadata.partition_graphs, metadata.step_stats, sess.graph,
-                                    virtual_gpus=virtual_gpus))
-    return Traced(value, copies, executed_ops(metadata.partition_graphs))
+    return value, metadata
 
 
 def executed_ops(partition_graphs: Any) -> tuple[tuple[str, int], ...]:

@@ -1,0 +1,96 @@
+"""Files the pictures are written to: checked before TensorFlow runs, written whole or not at all.
+
+The rule (as ``trace --save-log``): an existing file is never replaced without ``--force``; a file
+is written to a temporary name beside it and then moved into place, so a failed write (a full disk)
+never leaves half a picture nor loses the file it would have replaced.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import tempfile
+from collections.abc import Iterable
+
+from placement_cli.errors import UsageProblem
+
+
+def check_file(option: str, path: str, force: bool, protect: Iterable[str] = ()) -> None:
+    """Refuse (UsageProblem, exit 2) a FILE that cannot be written: a directory, a missing or
+    unwritable folder, an existing file without --force, one of the ``protect`` files (the script)."""
+    if not path:
+        raise UsageProblem(f"{option}: give a file name")
+    if os.path.isdir(path):
+        raise UsageProblem(f"{option} {path}: is a directory")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UsageProblem(f"{option} {path}: no such directory {folder}")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageProblem(f"{option} {path}: cannot write in {folder} (permission denied)")
+    if os.path.lexists(path):
+        for other in protect:
+            if os.path.exists(path) and os.path.exists(other) and os.path.samefile(path, other):
+                raise UsageProblem(f"{option} {path}: that is the script itself")
+        if not force:
+            raise UsageProblem(f"{option} {path}: the file exists (add --force to overwrite it)")
+        if not os.access(path, os.W_OK):
+            raise UsageProblem(f"{option} {path}: cannot overwrite it (permission denied)")
+
+
+def check_distinct(named: Iterable[tuple[str, str | None]]) -> None:
+    """Two options may not name the same file: the second picture would replace the first."""
+    seen: dict[str, str] = {}
+    for option, path in named:
+        if not path:
+            continue
+        key = os.path.realpath(path)
+        if key in seen:
+            raise UsageProblem(f"{seen[key]} and {option} both name {path}: give each its own file")
+        seen[key] = option
+
+
+def check_folder(option: str, path: str) -> str:
+    """A folder to write new files in (made when missing): its path, or UsageProblem."""
+    if not path:
+        raise UsageProblem(f"{option}: give a folder")
+    if os.path.lexists(path) and not os.path.isdir(path):
+        raise UsageProblem(f"{option} {path}: is not a folder")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise UsageProblem(f"{option} {path}: cannot make the folder ({exc.strerror or exc})") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UsageProblem(f"{option} {path}: cannot write in it (permission denied)")
+    return path
+
+
+def write_file(path: str, text: str, force: bool) -> None:
+    """``text`` (UTF-8) into ``path``, whole: through a temporary file beside it. Without ``force``,
+    a file that appeared meanwhile is kept (FileExistsError)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, temporary = tempfile.mkstemp(prefix=".placement-", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out:
+            out.write(text)
+        os.chmod(temporary, 0o666 & ~_umask())
+        if force:
+            os.replace(temporary, path)
+            return
+        try:
+            os.link(temporary, path)  # fails if the path exists: nothing is replaced
+        except OSError as exc:
+            if exc.errno == errno.EEXIST:
+                raise UsageProblem(f"{path}: the file appeared meanwhile; kept it (add --force to overwrite it)") from None
+            if os.path.lexists(path):
+                raise
+            os.replace(temporary, path)  # a file system without hard links
+            return
+    finally:
+        if os.path.lexists(temporary):
+            os.unlink(temporary)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

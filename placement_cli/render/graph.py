@@ -1,0 +1,274 @@
+"""The graph that ran, coloured by the device each node was placed on: Graphviz DOT text, and an SVG
+that needs nothing installed (one lane per device, nodes by depth). Renderers return text.
+
+Nodes are the placements the tables show (TensorFlow's plumbing, _Arg/_Retval and the single-op
+functions eager ops are wrapped in, is left out, and the picture says how many). Edges are the
+recorded graphs' producer -> consumer edges between those nodes; an edge whose ends sit on different
+devices is a copy, labelled with its bytes per step when --copies measured them.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+
+from placement_cli.filters import is_plumbing
+from placement_cli.i18n import _
+from placement_cli.model import Report
+
+# One colour per device, in the order devices sort; distinct on white, readable under black text.
+PALETTE = ("#8dd3c7", "#fdb462", "#bebada", "#fb8072", "#80b1d3", "#b3de69", "#fccde5", "#ffed6f",
+           "#bc80bd", "#ccebc5", "#d9d9d9", "#e5c494")
+CROSSING = "#c0392b"  # edges between devices
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    op: str
+    device: str  # canonical
+    depth: int
+
+
+@dataclass(frozen=True)
+class Link:
+    source: str
+    target: str
+    control: bool
+    crossing: bool
+    bytes: int | None  # per step, when --copies measured the copy
+
+
+@dataclass(frozen=True)
+class Picture:
+    """What both pictures draw."""
+
+    title: str
+    devices: tuple[str, ...]
+    nodes: tuple[Node, ...]
+    links: tuple[Link, ...]
+    hidden: int  # plumbing placements left out
+    edges_known: bool  # False: the run kept no graph edges (a parsed log, an eager op)
+
+    def colour(self, device: str) -> str:
+        return PALETTE[self.devices.index(device) % len(PALETTE)]
+
+    @staticmethod
+    def short(device: str) -> str:
+        """CPU:1 for a local device, the whole name for a remote one."""
+        from placement_cli.devices import try_parse  # noqa: PLC0415
+
+        spec = try_parse(device)
+        return spec.short if spec else device
+
+
+def picture(report: Report) -> Picture:
+    """The nodes, their devices and depths, and the edges between them."""
+    nodes: dict[str, tuple[str, str]] = {}
+    hidden = 0
+    for p in report.placements:
+        if not p.node:
+            continue
+        if is_plumbing(p):
+            hidden += 1
+            continue
+        nodes.setdefault(p.node, (p.op or "?", p.canonical))
+    sizes = _copy_bytes(report)
+    links: dict[tuple[str, str], Link] = {}
+    for e in report.edges or ():
+        if e.source in nodes and e.target in nodes and e.source != e.target:
+            crossing = nodes[e.source][1] != nodes[e.target][1]
+            key = (e.source, e.target)
+            if key not in links or links[key].control and not e.control:
+                size = sizes.get((e.source, nodes[e.target][1])) if crossing and not e.control else None
+                links[key] = Link(e.source, e.target, e.control, crossing, size)
+    depth = depths(list(nodes), [(link.source, link.target) for link in links.values()])
+    devices = tuple(sorted({where[1] for where in nodes.values()}))
+    return Picture(title=report.title or "placement", devices=devices,
+                   nodes=tuple(Node(n, op, device, depth[n]) for n, (op, device) in nodes.items()),
+                   links=tuple(links.values()), hidden=hidden, edges_known=report.edges is not None)
+
+
+def _copy_bytes(report: Report) -> dict[tuple[str, str], int]:
+    """(producer node, target device) -> bytes per step of that copy, where --copies measured them."""
+    from placement_cli.devices import try_parse  # noqa: PLC0415
+
+    found: dict[tuple[str, str], int] = {}
+    for c in report.copies or ():
+        if c.bytes is None or c.computed:
+            continue
+        producer = c.producer or c.tensor.rsplit(":", 1)[0]
+        target = try_parse(c.target)
+        key = (producer, target.canonical if target else c.target)
+        found[key] = found.get(key, 0) + c.bytes
+    return found
+
+
+def depths(names: list[str], edges: list[tuple[str, str]]) -> dict[str, int]:
+    """Each node's depth: the longest path to it from a node with no inputs. Nodes on a cycle
+    (a v1 while loop's back edge) follow their predecessors already placed, in name order."""
+    preds: dict[str, list[str]] = defaultdict(list)
+    succs: dict[str, list[str]] = defaultdict(list)
+    for a, b in edges:
+        preds[b].append(a)
+        succs[a].append(b)
+    waiting = {n: len(preds[n]) for n in names}
+    depth: dict[str, int] = {}
+    ready = [n for n in names if waiting[n] == 0]
+    while True:
+        while ready:
+            n = ready.pop()
+            depth[n] = max((depth[p] + 1 for p in preds[n] if p in depth), default=0)
+            for s in succs[n]:
+                waiting[s] -= 1
+                if waiting[s] == 0:
+                    ready.append(s)
+        left = sorted(n for n in names if n not in depth)
+        if not left:
+            return depth
+        ready.append(left[0])  # break the cycle at the first name left
+        waiting[left[0]] = 0
+
+
+def _size(count: int) -> str:
+    return f"{count:,} B"
+
+
+def clean(text: str) -> str:
+    return _CONTROL.sub("\N{REPLACEMENT CHARACTER}", text)
+
+
+# ----------------------------------------------------------------------------------------------- DOT
+
+def dot_string(text: str) -> str:
+    """A DOT double-quoted string showing ``text`` literally: backslashes (else \\N, \\G... would
+    expand), quotes and newlines escaped, other control characters replaced."""
+    text = clean(text).replace("\\", "\\\\").replace('"', '\\"')
+    return '"' + text.replace("\r\n", "\n").replace("\r", "\n").replace("\n", "\\n") + '"'
+
+
+def render_dot(report: Report) -> str:
+    """Graphviz DOT: one cluster per device, nodes filled with their device's colour, edges between
+    devices red and bold, labelled ``copy`` and the bytes when measured."""
+    pic = picture(report)
+    ids = {n.name: f"n{i}" for i, n in enumerate(pic.nodes)}
+    out = ["digraph placement {",
+           f"  label={dot_string(pic.title + _note(pic))};",
+           '  labelloc="t"; rankdir="LR"; compound=true;',
+           '  node [shape="box", style="filled,rounded", fontname="monospace", fontsize=10];',
+           '  edge [color="#888888"];']
+    for i, device in enumerate(pic.devices):
+        colour = pic.colour(device)
+        out.append(f"  subgraph cluster_{i} {{")
+        out.append(f'    label={dot_string(pic.short(device))}; tooltip={dot_string(device)}; color="{colour}"; penwidth=2;')
+        for n in pic.nodes:
+            if n.device == device:
+                out.append(f'    {ids[n.name]} [label={dot_string(n.name + chr(10) + n.op)}, '
+                           f'tooltip={dot_string(n.name)}, fillcolor="{colour}"];')
+        out.append("  }")
+    for link in pic.links:
+        attrs = []
+        if link.crossing:
+            label = _("copy") + ("" if link.bytes is None else f" {_size(link.bytes)}")
+            attrs += [f'color="{CROSSING}"', 'penwidth=2', f"label={dot_string(label)}", f'fontcolor="{CROSSING}"']
+        if link.control:
+            attrs.append('style="dashed"')
+        out.append(f"  {ids[link.source]} -> {ids[link.target]}" + (f" [{', '.join(attrs)}]" if attrs else "") + ";")
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def _note(pic: Picture) -> str:
+    notes = []
+    if pic.hidden:
+        notes.append(_("{count} TensorFlow plumbing nodes (_Arg, _Retval, eager wrappers) not drawn").format(
+            count=pic.hidden))
+    if not pic.edges_known:
+        notes.append(_("edges unknown: this report kept no graph"))
+    return "".join("\n" + n for n in notes)
+
+
+# ------------------------------------------------------------------------------------ lane SVG
+
+NODE_W, NODE_H, COL_GAP, ROW_GAP = 150, 30, 40, 8
+LANE_HEAD, LANE_PAD, TOP = 22, 10, 60
+LEFT = 10
+
+
+def render_graph_svg(report: Report) -> str:
+    """One horizontal lane per device; a node's column is its depth, nodes of one lane and depth stack
+    downwards. Edges inside a lane are thin grey; edges between devices are the copies, red, with bytes."""
+    pic = picture(report)
+    rows: dict[tuple[str, int], int] = defaultdict(int)
+    spot: dict[str, tuple[int, int]] = {}
+    for n in sorted(pic.nodes, key=lambda n: (n.depth, n.name)):
+        spot[n.name] = (n.depth, rows[(n.device, n.depth)])
+        rows[(n.device, n.depth)] += 1
+    lane_rows = {d: max([r for (dev, _d), r in rows.items() if dev == d], default=1) for d in pic.devices}
+    lane_top: dict[str, int] = {}
+    y = TOP
+    for d in pic.devices:
+        lane_top[d] = y
+        y += LANE_HEAD + lane_rows[d] * (NODE_H + ROW_GAP) + LANE_PAD
+    columns = max((n.depth for n in pic.nodes), default=0) + 1
+    width = LEFT * 2 + columns * (NODE_W + COL_GAP)
+    height = y + 10
+    device_of = {n.name: n.device for n in pic.nodes}
+
+    def box(name: str) -> tuple[int, int]:
+        col, row = spot[name]
+        return (LEFT + col * (NODE_W + COL_GAP),
+                lane_top[device_of[name]] + LANE_HEAD + row * (NODE_H + ROW_GAP))
+
+    e = html.escape
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" font-family="DejaVu Sans, Liberation Sans, Arial, '
+           'Noto Sans CJK SC, Microsoft YaHei, sans-serif" font-size="11">',
+           f'<title>{e(clean(pic.title))}</title>',
+           '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" markerHeight="6" '
+           'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#888"/></marker>'
+           f'<marker id="copy" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" markerHeight="6" '
+           f'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="{CROSSING}"/></marker></defs>',
+           f'<rect width="{width}" height="{height}" fill="white"/>',
+           f'<text x="{LEFT}" y="20" font-size="15" font-weight="bold">{e(clean(pic.title))}</text>']
+    for i, line in enumerate(_note(pic).strip("\n").split("\n") if _note(pic) else []):
+        out.append(f'<text x="{LEFT}" y="{38 + 14 * i}" fill="#555">{e(line)}</text>')
+    for d in pic.devices:
+        top = lane_top[d]
+        h = LANE_HEAD + lane_rows[d] * (NODE_H + ROW_GAP)
+        out.append(f'<g class="lane" data-device="{e(d)}">'
+                   f'<rect x="2" y="{top}" width="{width - 4}" height="{h}" fill="{pic.colour(d)}" '
+                   'fill-opacity="0.18" stroke="#999"/>'
+                   f'<text x="{LEFT}" y="{top + 15}" font-weight="bold">{e(pic.short(d))}</text>'
+                   f'<title>{e(d)}</title></g>')
+    for link in sorted(pic.links, key=lambda link: link.crossing):  # copies drawn last, on top
+        x1, y1 = box(link.source)
+        x2, y2 = box(link.target)
+        x1, y1, y2 = x1 + NODE_W, y1 + NODE_H // 2, y2 + NODE_H // 2
+        if link.crossing:
+            label = _("copy") + ("" if link.bytes is None else f" {_size(link.bytes)}")
+            dash = ' stroke-dasharray="4 3"' if link.control else ""
+            out.append(f'<g class="copy" data-from="{e(clean(link.source))}" data-to="{e(clean(link.target))}">'
+                       f'<line x1="{x1}" y1="{y1}" x2="{x2}" y2="{y2}" stroke="{CROSSING}" stroke-width="2"{dash} '
+                       'marker-end="url(#copy)"/>'
+                       f'<text x="{x1 + (x2 - x1) // 4}" y="{y1 + (y2 - y1) // 4 - 3}" fill="{CROSSING}" '
+                       f'text-anchor="middle">{e(label)}</text></g>')
+        else:
+            dash = ' stroke-dasharray="4 3"' if link.control else ""
+            out.append(f'<line class="edge" x1="{x1}" y1="{y1}" x2="{x2}" y2="{y2}" stroke="#888"{dash} '
+                       'marker-end="url(#arrow)"/>')
+    for n in pic.nodes:
+        x, y = box(n.name)
+        short = clean(n.name.rsplit("/", 1)[-1])
+        short = short if len(short) <= 22 else short[:21] + "\N{HORIZONTAL ELLIPSIS}"
+        out.append(f'<g class="node" data-device="{e(n.device)}"><title>{e(clean(n.name))} ({e(clean(n.op))})</title>'
+                   f'<rect x="{x}" y="{y}" width="{NODE_W}" height="{NODE_H}" rx="5" fill="{pic.colour(n.device)}" '
+                   'stroke="#333"/>'
+                   f'<text x="{x + 5}" y="{y + 12}">{e(short)}</text>'
+                   f'<text x="{x + 5}" y="{y + 25}" fill="#444" font-size="9">{e(clean(n.op))}</text></g>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
