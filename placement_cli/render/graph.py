@@ -109,8 +109,9 @@ def _copy_bytes(report: Report) -> dict[tuple[str, str], int]:
 
 
 def depths(names: list[str], edges: list[tuple[str, str]]) -> dict[str, int]:
-    """Each node's depth: the longest path to it from a node with no inputs. Nodes on a cycle
-    (a v1 while loop's back edge) follow their predecessors already placed, in name order."""
+    """Each node's depth: the longest path to it from a node with no inputs; then each node with no
+    inputs moves to just before its first consumer. Nodes on a cycle (a v1 while loop's back edge)
+    follow their predecessors already placed, in name order."""
     preds: dict[str, list[str]] = defaultdict(list)
     succs: dict[str, list[str]] = defaultdict(list)
     for a, b in edges:
@@ -129,13 +130,25 @@ def depths(names: list[str], edges: list[tuple[str, str]]) -> dict[str, int]:
                     ready.append(s)
         left = sorted(n for n in names if n not in depth)
         if not left:
-            return depth
+            break
         ready.append(left[0])  # break the cycle at the first name left
         waiting[left[0]] = 0
+    for n in names:  # a source (a constant, a variable) sits just before its first consumer, not all in column 0
+        if not preds[n] and succs[n]:
+            depth[n] = max(0, min(depth[s] for s in succs[n]) - 1)
+    return depth
 
 
 def _size(count: int) -> str:
     return f"{count:,} B"
+
+
+def _label(link: Link) -> str:
+    """A crossing edge's label: a data edge is a copy (with its bytes when measured); a control edge
+    only orders the two nodes."""
+    if link.control:
+        return _("control")
+    return _("copy") + ("" if link.bytes is None else f" {_size(link.bytes)}")
 
 
 def clean(text: str) -> str:
@@ -173,8 +186,7 @@ def render_dot(report: Report) -> str:
     for link in pic.links:
         attrs = []
         if link.crossing:
-            label = _("copy") + ("" if link.bytes is None else f" {_size(link.bytes)}")
-            attrs += [f'color="{CROSSING}"', 'penwidth=2', f"label={dot_string(label)}", f'fontcolor="{CROSSING}"']
+            attrs += [f'color="{CROSSING}"', 'penwidth=2', f"label={dot_string(_label(link))}", f'fontcolor="{CROSSING}"']
         if link.control:
             attrs.append('style="dashed"')
         out.append(f"  {ids[link.source]} -> {ids[link.target]}" + (f" [{', '.join(attrs)}]" if attrs else "") + ";")
@@ -250,9 +262,10 @@ def render_graph_svg(report: Report) -> str:
         x2, y2 = box(link.target)
         x1, y1, y2 = x1 + NODE_W, y1 + NODE_H // 2, y2 + NODE_H // 2
         if link.crossing:
-            label = _("copy") + ("" if link.bytes is None else f" {_size(link.bytes)}")
+            label = _label(link)
             dash = ' stroke-dasharray="4 3"' if link.control else ""
-            out.append(f'<g class="copy" data-from="{e(clean(link.source))}" data-to="{e(clean(link.target))}">'
+            kind = "control" if link.control else "copy"
+            out.append(f'<g class="{kind}" data-from="{e(clean(link.source))}" data-to="{e(clean(link.target))}">'
                        f'<line x1="{x1}" y1="{y1}" x2="{x2}" y2="{y2}" stroke="{CROSSING}" stroke-width="2"{dash} '
                        'marker-end="url(#copy)"/>'
                        f'<text x="{x1 + (x2 - x1) // 4}" y="{y1 + (y2 - y1) // 4 - 3}" fill="{CROSSING}" '
