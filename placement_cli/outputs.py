@@ -30,7 +30,7 @@ def check_file(option: str, path: str, force: bool, protect: Iterable[str] = ())
     if os.path.lexists(path):
         for other in protect:
             if os.path.exists(path) and os.path.exists(other) and os.path.samefile(path, other):
-                raise UsageProblem(f"{option} {path}: that is the script itself")
+                raise UsageProblem(f"{option} {path}: that is an input of this command (the script, a log)")
         if not force:
             raise UsageProblem(f"{option} {path}: the file exists (add --force to overwrite it)")
         if not os.access(path, os.W_OK):

@@ -1,0 +1,293 @@
+"""Pictures: --svg (the tables), --dot and --graph-svg (the graph by assigned device), --tensorboard.
+
+The TensorFlow runs are shared through module fixtures: one tower run writes every picture at once
+(and one plain run is compared with it), one train run writes DOT and TensorBoard beside its JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import LOGS, run_cli
+from placement_cli.devices import try_parse
+from placement_cli.errors import UsageProblem
+from placement_cli.model import Copy, Edge, Placement, Report
+from placement_cli.outputs import check_file, write_file
+from placement_cli.render.graph import depths, dot_string, render_dot, render_graph_svg
+from placement_cli.render.svg import offline_format
+
+SVG = "{http://www.w3.org/2000/svg}"
+TOWER = ["tower", "--devices", "/cpu:1,/cpu:2", "--cpus", "3", "--copies"]
+LOG = str(next(LOGS.joinpath("tf2.21").glob("*.log")))
+
+
+# ------------------------------------------------------------------------------- a tiny DOT reader
+
+_CLUSTER = re.compile(r"subgraph (cluster_\d+) \{\n(.*?)\n  \}", re.S)
+_NODE = re.compile(r'^\s*(n\d+) \[label="((?:[^"\\]|\\.)*)".*fillcolor="(#[0-9a-f]{6})"', re.M)
+_EDGE = re.compile(r"^\s*(n\d+) -> (n\d+)(?: \[(.*)\])?;$", re.M)
+_LABEL = re.compile(r'label="((?:[^"\\]|\\.)*)"')
+
+
+def unquote(text: str) -> str:
+    return re.sub(r"\\(.)", lambda m: "\n" if m.group(1) == "n" else m.group(1), text)
+
+
+def read_dot(text: str) -> dict[str, Any]:
+    """Clusters (device label -> colour, node ids), nodes (id -> name, cluster, colour), edges."""
+    clusters, nodes = {}, {}
+    for cid, body in _CLUSTER.findall(text):
+        label = unquote(_LABEL.search(body).group(1))
+        colour = re.search(r'color="(#[0-9a-f]{6})"', body).group(1)
+        members = []
+        for nid, node_label, fill in _NODE.findall(body):
+            nodes[nid] = {"name": unquote(node_label).split("\n")[0], "cluster": label, "fill": fill}
+            members.append(nid)
+        clusters[label] = {"colour": colour, "nodes": members}
+    edges = [(a, b, attrs or "") for a, b, attrs in _EDGE.findall(text)]
+    return {"clusters": clusters, "nodes": nodes, "edges": edges}
+
+
+# ----------------------------------------------------------------------------------- shared runs
+
+@pytest.fixture(scope="module")
+def tower_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    where = tmp_path_factory.mktemp("tower")
+    files = {"svg": where / "t.svg", "dot": where / "t.dot", "graph": where / "g.svg", "tb": where / "tb"}
+    pictured = run_cli(*TOWER, "--svg", str(files["svg"]), "--dot", str(files["dot"]),
+                       "--graph-svg", str(files["graph"]), "--tensorboard", str(files["tb"]))
+    plain = run_cli(*TOWER)
+    return {"files": files, "pictured": pictured, "plain": plain}
+
+
+@pytest.fixture(scope="module")
+def train_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    where = tmp_path_factory.mktemp("train")
+    files = {"dot": where / "t.dot", "graph": where / "g.svg", "tb": where / "tb"}
+    proc = run_cli("train", "--copies", "--steps", "2", "--all", "--json", "--dot", str(files["dot"]),
+                   "--graph-svg", str(files["graph"]), "--tensorboard", str(files["tb"]))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return {"files": files, "report": json.loads(proc.stdout), "stderr": proc.stderr}
+
+
+def _assigned(report: dict[str, Any]) -> dict[str, str]:
+    return {p["node"]: p["canonical"] for p in report["placements"] if p["kind"] == "placer"}
+
+
+# ------------------------------------------------------------------------------------------ --svg
+
+def test_svg_is_the_terminal_output_and_leaves_it_unchanged(tower_run: dict[str, Any]) -> None:
+    pictured, plain = tower_run["pictured"], tower_run["plain"]
+    assert pictured.returncode == 0, pictured.stderr[-3000:]
+    assert pictured.stdout == plain.stdout
+    text = tower_run["files"]["svg"].read_text()
+    root = ET.fromstring(text)  # valid XML
+    assert root.tag == f"{SVG}svg"
+    drawn = "".join(root.itertext()).replace("\xa0", " ")
+    for word in ("Placements", "MatMul_1", "AddN", "as requested", "16 B"):
+        assert word in drawn
+    assert not re.search(r"url\(\s*[\"']?https?:", text) and "@font-face" not in text
+    assert "monospace" in text and "Noto Sans CJK SC" in text
+
+
+def test_parse_svg_without_tensorflow(tmp_path: Path) -> None:
+    out = tmp_path / "p.svg"
+    plain = run_cli("parse", LOG)
+    pictured = run_cli("parse", LOG, "--svg", str(out))
+    assert pictured.returncode == plain.returncode == 0
+    assert pictured.stdout == plain.stdout
+    drawn = "".join(ET.parse(out).getroot().itertext()).replace("\xa0", " ")
+    assert "Per device" in drawn
+
+
+def test_offline_format_drops_rich_web_fonts_and_keeps_its_placeholders() -> None:
+    template = offline_format()
+    assert "https://" not in template.split("-->", 1)[1]  # only rich's comment names a web address
+    for field in ("{width}", "{height}", "{matrix}", "{styles}", "{unique_id}"):
+        assert field in template
+
+
+# ------------------------------------------------------------------------------------------ --dot
+
+def test_dot_colours_and_groups_every_node_by_its_assigned_device(train_run: dict[str, Any]) -> None:
+    dot = read_dot(train_run["files"]["dot"].read_text())
+    assigned = _assigned(train_run["report"])
+    short = {d: try_parse(d).short for d in set(assigned.values())}
+    colours = [c["colour"] for c in dot["clusters"].values()]
+    assert len(set(colours)) == len(colours) == len(set(assigned.values())) == 3
+    assert dot["nodes"]
+    for node in dot["nodes"].values():
+        assert node["cluster"] == short[assigned[node["name"]]]
+        assert node["fill"] == dot["clusters"][node["cluster"]]["colour"]
+    names = {nid: n["name"] for nid, n in dot["nodes"].items()}
+    crossing = [(a, b, attrs) for a, b, attrs in dot["edges"]
+                if dot["nodes"][a]["cluster"] != dot["nodes"][b]["cluster"]]
+    assert crossing
+    for a, b, attrs in crossing:
+        assert "#c0392b" in attrs, (names[a], names[b])
+    sizes = [int(m.replace(",", "")) for m in re.findall(r'label="copy ([\d,]+) B"', "\n".join(a for *_, a in crossing))]
+    assert sizes and all(s > 0 for s in sizes)
+    inside = [attrs for a, b, attrs in dot["edges"] if dot["nodes"][a]["cluster"] == dot["nodes"][b]["cluster"]]
+    assert inside and not any("copy" in attrs for attrs in inside)
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed here (placement does not need it)")
+def test_graphviz_renders_the_dot(train_run: dict[str, Any], tmp_path: Path) -> None:
+    out = tmp_path / "g.svg"
+    subprocess.run(["dot", "-Tsvg", str(train_run["files"]["dot"]), "-o", str(out)], check=True, timeout=120)
+    assert ET.parse(out).getroot().tag == f"{SVG}svg"
+
+
+def _hostile_report() -> Report:
+    names = ['say "hi"', "back\\slash\\N", "two\nlines", "<b>bold</b>", "[red]x"]
+    devices = ["/job:localhost/replica:0/task:0/device:CPU:0", "/job:localhost/replica:0/task:0/device:CPU:1"]
+    placements = tuple(Placement(n, "Op", devices[i % 2], try_parse(devices[i % 2]), "placer", i + 1)
+                       for i, n in enumerate(names))
+    edges = tuple(Edge(a, b) for a, b in zip(names, names[1:]))
+    copies = (Copy("say \"hi\":0", devices[0], devices[1], dtype="float32", bytes=24, producer='say "hi"'),)
+    return Report(placements=placements, edges=edges, copies=copies, title="t")
+
+
+def test_dot_shows_hostile_names_literally() -> None:
+    text = render_dot(_hostile_report())
+    dot = read_dot(text)
+    assert {n["name"] for n in dot["nodes"].values()} == {'say "hi"', "back\\slash\\N", "two", "<b>bold</b>", "[red]x"}
+    assert '"two\\nlines\\nOp"' in text  # a newline in a name stays a line break of the label
+    assert len(dot["edges"]) == 4 and all("#c0392b" in attrs for *_, attrs in dot["edges"])
+    assert 'label="copy 24 B"' in text
+    assert dot_string("a\x1b[31m") == '"a\N{REPLACEMENT CHARACTER}[31m"'
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed here")
+def test_graphviz_reads_hostile_names() -> None:
+    subprocess.run(["dot", "-Tsvg"], input=render_dot(_hostile_report()).encode(), check=True,
+                   capture_output=True, timeout=60)
+
+
+# ------------------------------------------------------------------------------------ --graph-svg
+
+def _lanes_and_copies(path: Path) -> tuple[list[str], list[Any], list[Any]]:
+    root = ET.parse(path).getroot()
+    groups = list(root.iter(f"{SVG}g"))
+    lanes = [g.get("data-device") for g in groups if g.get("class") == "lane"]
+    nodes = [g for g in groups if g.get("class") == "node"]
+    copies = [g for g in groups if g.get("class") == "copy"]
+    return lanes, nodes, copies
+
+
+def test_graph_svg_has_one_lane_per_device_and_the_copies(tower_run: dict[str, Any], train_run: dict[str, Any]) -> None:
+    lanes, nodes, copies = _lanes_and_copies(tower_run["files"]["graph"])
+    assert [try_parse(d).short for d in lanes] == ["CPU:0", "CPU:1", "CPU:2"]
+    assert {n.get("data-device") for n in nodes} == set(lanes) and len(nodes) == 7
+    labels = sorted("".join(c.itertext()) for c in copies)
+    assert labels == ["copy 16 B", "copy 16 B"]
+    assert sorted(c.get("data-from") for c in copies) == ["MatMul", "MatMul_1"]
+    lanes, nodes, copies = _lanes_and_copies(train_run["files"]["graph"])
+    assigned = _assigned(train_run["report"])
+    assert set(lanes) == set(assigned.values())
+    assert copies and all(assigned[c.get("data-from")] != assigned[c.get("data-to")] for c in copies)
+
+
+def test_hostile_names_make_valid_svg() -> None:
+    root = ET.fromstring(render_graph_svg(_hostile_report()))
+    titles = {"".join(t.itertext()) for g in root.iter(f"{SVG}g") if g.get("class") == "node" for t in g}
+    assert any("<b>bold</b>" in t for t in titles)
+
+
+def test_depth_is_the_longest_path_and_survives_cycles() -> None:
+    found = depths(["a", "b", "c", "d", "k"], [("a", "b"), ("b", "c"), ("a", "c"), ("c", "d"), ("d", "c"), ("k", "d")])
+    assert found["a"] == 0 and found["b"] == 1 and found["c"] >= 2 and found["d"] > found["c"] - 1
+    assert found["k"] == found["d"] - 1  # a source sits just before its consumer
+
+
+# ---------------------------------------------------------------------------------- --tensorboard
+
+def _events(folder: Path) -> tuple[Any, list[str]]:
+    """The GraphDef and the run-metadata tags of the one event file in ``folder``, read with TensorFlow."""
+    code = (
+        "import sys, json, tensorflow as tf\n"
+        "gd, tags = None, []\n"
+        "for e in tf.compat.v1.train.summary_iterator(sys.argv[1]):\n"
+        "    if e.graph_def: gd = tf.compat.v1.GraphDef.FromString(e.graph_def)\n"
+        "    if e.HasField('tagged_run_metadata'):\n"
+        "        rm = tf.compat.v1.RunMetadata.FromString(e.tagged_run_metadata.run_metadata)\n"
+        "        tags.append([e.tagged_run_metadata.tag, len(rm.step_stats.dev_stats)])\n"
+        "print(json.dumps({'nodes': {n.name: n.device for n in gd.node}, 'tags': tags}))\n")
+    files = list(folder.iterdir())
+    assert len(files) == 1 and files[0].name.startswith("events.out.tfevents")
+    proc = subprocess.run([sys.executable, "-c", code, str(files[0])], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    return found["nodes"], found["tags"]
+
+
+def test_tensorboard_graph_carries_every_assigned_device(train_run: dict[str, Any]) -> None:
+    nodes, tags = _events(train_run["files"]["tb"])
+    assigned = _assigned(train_run["report"])
+    assert set(nodes) == set(assigned)  # the placer log names every node of the graph
+    for name, device in nodes.items():
+        assert try_parse(device).canonical == assigned[name], name
+    assert tags and tags[0][0] == "step1" and tags[0][1] >= 3  # step stats of three devices
+    assert "tensorboard --logdir" in train_run["stderr"]
+
+
+def test_tensorboard_of_the_tower_run(tower_run: dict[str, Any]) -> None:
+    nodes, _ = _events(tower_run["files"]["tb"])
+    assert {n: try_parse(d).short for n, d in nodes.items()} == {
+        "Const": "CPU:1", "Const_1": "CPU:1", "MatMul": "CPU:1", "Const_2": "CPU:2", "Const_3": "CPU:2",
+        "MatMul_1": "CPU:2", "AddN": "CPU:0"}
+
+
+# --------------------------------------------------------------------------- refusals (no TensorFlow)
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["show", "--mode", "eager", "--tensorboard", "{tmp}/tb"], "--tensorboard needs --mode graph"),
+    (["show", "--json", "--svg", "{tmp}/x.svg"], "--json prints none"),
+    (["show", "--svg", "{tmp}/missing/x.svg"], "no such directory"),
+    (["show", "--dot", "{tmp}"], "is a directory"),
+    (["show", "--dot", "{tmp}/same", "--graph-svg", "{tmp}/same"], "both name"),
+    (["show", "--svg", "{tmp}/exists.svg"], "the file exists (add --force"),
+    (["train", "--tensorboard", "{tmp}/exists.svg"], "is not a folder"),
+    (["parse", "{log}", "--svg", "{log}", "--force"], "that is an input of this command"),
+])
+def test_pictures_are_refused_before_anything_runs(tmp_path: Path, args: list[str], says: str) -> None:
+    (tmp_path / "exists.svg").write_text("keep me")
+    proc = run_cli(*(a.format(tmp=tmp_path, log=LOG) for a in args))
+    assert proc.returncode == 2, proc.stderr
+    assert says in proc.stderr and proc.stderr.count("\n") <= 12 and "Traceback" not in proc.stderr
+    assert "Placements" not in proc.stdout
+    assert (tmp_path / "exists.svg").read_text() == "keep me"
+
+
+def test_unwritable_folder_is_exit_2(tmp_path: Path) -> None:
+    if os.geteuid() == 0:
+        pytest.skip("root writes in any folder")
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    proc = run_cli("parse", LOG, "--svg", str(locked / "x.svg"))
+    assert proc.returncode == 2 and "permission denied" in proc.stderr
+
+
+def test_write_file_keeps_or_replaces_whole(tmp_path: Path) -> None:
+    target = tmp_path / "p.svg"
+    write_file(str(target), "one", force=False)
+    assert target.read_text() == "one"
+    with pytest.raises(UsageProblem):
+        check_file("--svg", str(target), force=False)
+    with pytest.raises(UsageProblem):  # appeared between the check and the write: kept
+        write_file(str(target), "two", force=False)
+    assert target.read_text() == "one"
+    check_file("--svg", str(target), force=True)
+    write_file(str(target), "two", force=True)
+    assert target.read_text() == "two"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.svg"]  # no temporary file left behind
