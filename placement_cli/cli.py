@@ -508,12 +508,14 @@ def trace(
     node: NodeFilterOpt = None,
     top: TopOpt = None,
     save_log: Annotated[str | None, typer.Option("--save-log", metavar="FILE", help="Keep TensorFlow's log (and the script's uncaught error) in FILE.")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Let --save-log and --svg overwrite an existing FILE.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Let --save-log, --svg, --dot and --graph-svg overwrite an existing FILE.")] = False,
     log: Annotated[bool, typer.Option("--log", help="Echo TensorFlow's placement lines too, as they come.")] = False,
     copies: Annotated[bool, typer.Option("--copies", help="List the _Send/_Recv copies between devices of the script's tf.compat.v1.Session runs (their executed graphs, as grappler left them; asked for once per session and fetch).")] = False,
     all_rows: AllOpt = False,
     as_json: JsonOpt = False,
     svg: SvgOpt = None,
+    dot: DotOpt = None,
+    graph_svg: GraphSvgOpt = None,
 ) -> None:
     """Run your TensorFlow script with placement logging on from its first op, then show its placements.
 
@@ -532,8 +534,9 @@ def trace(
     check_script(script)
     from placement_cli.outputs import check_distinct  # noqa: PLC0415
 
-    check_distinct((("--save-log", save_log), ("--svg", svg)))
-    pictures = _pictures("placement trace", as_json=as_json, force=force, svg=svg, protect=(script,))
+    check_distinct((("--save-log", save_log), ("--svg", svg), ("--dot", dot), ("--graph-svg", graph_svg)))
+    pictures = _pictures("placement trace", as_json=as_json, force=force, svg=svg, dot=dot, graph_svg=graph_svg,
+                         protect=(script,))
     saved = open_save_log(save_log, script, force) if save_log else None
     traced = run_traced(script, args or [], stdout_fd=2 if as_json else 1, echo_log=log, save_log=saved,
                         copies=copies, closed=closed, meanwhile=_load_renderers)
@@ -550,11 +553,12 @@ def trace(
                 _print_json({**report_dict(report, run=True, filtered=narrowed), "exit_code": traced.exit_code})
                 if narrowed.nothing_matched:
                     _say(f"no placements match {narrowed.filters.describe()} (of {narrowed.total})")
+                _save_pictures(pictures, report)
             else:
                 _console().rule(literal(f"placement: {script} exited with code {traced.exit_code}"))
                 _print_report(report, as_json=False, run=True, all_rows=all_rows, hints=Hints(source="program"),
                               filtered=narrowed)
-                _save_pictures(pictures)
+                _save_pictures(pictures, report)
             sys.stdout.flush()
         except BrokenPipeError:
             output_closed = True

@@ -291,3 +291,16 @@ def test_write_file_keeps_or_replaces_whole(tmp_path: Path) -> None:
     write_file(str(target), "two", force=True)
     assert target.read_text() == "two"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.svg"]  # no temporary file left behind
+
+
+def test_trace_draws_the_graphs_its_script_built(tmp_path: Path) -> None:
+    script = Path(__file__).parent.parent / "samples" / "tf1_session.py"
+    dot_file, svg_file = tmp_path / "t.dot", tmp_path / "t.svg"
+    proc = run_cli("trace", "--dot", str(dot_file), "--graph-svg", str(svg_file), str(script))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    dot = read_dot(dot_file.read_text())
+    names = {nid: n["name"] for nid, n in dot["nodes"].items()}
+    assert sorted(names.values()) == ["MatMul", "a", "b"]
+    assert sorted((names[a], names[b]) for a, b, _ in dot["edges"]) == [("a", "MatMul"), ("b", "MatMul")]
+    lanes, nodes, _ = _lanes_and_copies(svg_file)
+    assert [try_parse(d).short for d in lanes] == ["CPU:0"] and len(nodes) == 3

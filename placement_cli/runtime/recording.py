@@ -111,4 +111,6 @@ class Recorder:
             "kernels": None if kernels is None else {op: sorted(types) for op, types in kernels.items()},
             # None: not asked for, or no Session ran (the copies of tf.functions are not recorded)
             "copies": [list(c) for c in self.copies] if self.copies is not None and self._partitioned else None,
+            # the recorded graphs' edges, for the pictures (--dot, --graph-svg): [producer, consumer, control]
+            "edges": [[e.source, e.target, e.control] for e in self.graphs.edges()],
         }

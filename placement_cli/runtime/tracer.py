@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from typing import Any, BinaryIO
 
 from placement_cli.errors import UsageProblem
-from placement_cli.model import Copy, Report
+from placement_cli.model import Copy, Edge, Report
 from placement_cli.runtime.child import BOOT, ENV
 from placement_cli.runtime.splitter import Channel, Splitter
 
@@ -449,9 +449,9 @@ class _Supervisor:
         code = self.status if self.status is not None else 1
         if code < 0:
             code = 128 - code  # killed by a signal: the shell's convention
-        facts, copied = _facts(self.facts_raw)
+        facts, copied, edges = _facts(self.facts_raw)
         report = replace(parsed, placements=explain(parsed.placements, facts), log=text,
-                         title=f"trace of {self.script} (exit code {code})", copies=copied)
+                         title=f"trace of {self.script} (exit code {code})", copies=copied, edges=edges)
         return TraceResult(report=report, exit_code=code, output_closed=self.output_closed, notes=tuple(self.notes))
 
 
@@ -495,9 +495,9 @@ def run_traced(script: str, args: list[str], *, stdout_fd: int = 1, echo_log: bo
     return supervisor.result()
 
 
-def _facts(raw: bytes | None) -> tuple[Any, tuple[Copy, ...] | None]:
-    """What the child recorded beside the log (copies: None when no Session ran); no facts if it
-    could not send them (killed, or it never imported TensorFlow)."""
+def _facts(raw: bytes | None) -> tuple[Any, tuple[Copy, ...] | None, tuple[Edge, ...] | None]:
+    """What the child recorded beside the log (copies: None when no Session ran; edges: None when
+    none were sent); no facts if it could not send them (killed, or it never imported TensorFlow)."""
     from placement_cli.why import Facts, facts_from_dict  # noqa: PLC0415
 
     try:
@@ -505,7 +505,12 @@ def _facts(raw: bytes | None) -> tuple[Any, tuple[Copy, ...] | None]:
     except ValueError:
         data = None
     if not isinstance(data, dict):
-        return Facts(), None
+        return Facts(), None, None
     facts = facts_from_dict(data)
     copies = data.get("copies") if facts.graphs_known else None
-    return facts, None if copies is None else tuple(Copy(*c) for c in copies)
+    edges = data.get("edges")
+    if isinstance(edges, list):
+        edges = tuple(Edge(str(e[0]), str(e[1]), bool(e[2])) for e in edges if isinstance(e, list) and len(e) == 3)
+    else:
+        edges = None
+    return facts, None if copies is None else tuple(Copy(*c) for c in copies), edges
