@@ -129,10 +129,11 @@ def _pictures(command: str, *, as_json: bool, force: bool, svg: str | None = Non
     """Check the pictures' files before anything runs (exit 2 for one that cannot be written), and
     start recording the tables when --svg asks for them."""
     from placement_cli.errors import UsageProblem  # noqa: PLC0415
+    from placement_cli.i18n import _  # noqa: PLC0415
     from placement_cli.outputs import check_distinct, check_file  # noqa: PLC0415
 
     if svg is not None and as_json:
-        raise UsageProblem("--svg draws the tables, and --json prints none: give one of them")
+        raise UsageProblem(_("--svg draws the tables, and --json prints none: give one of them"))
     named = (("--svg", svg), ("--dot", dot), ("--graph-svg", graph_svg))
     check_distinct(named)
     for option, path in named:
@@ -164,16 +165,19 @@ def _tensorboard(path: str | None, mode: Mode = Mode.graph) -> str | None:
     """--tensorboard's folder, made and checked before TensorFlow runs; refused in eager mode."""
     if path is None:
         return None
+    from placement_cli.i18n import _  # noqa: PLC0415
     from placement_cli.outputs import check_folder  # noqa: PLC0415
 
     if mode is Mode.eager:
-        raise typer.BadParameter("--tensorboard needs --mode graph (eager ops run without a Session graph to store)")
+        raise typer.BadParameter(_("--tensorboard needs --mode graph (eager ops run without a Session graph to store)"))
     return check_folder("--tensorboard", path)
 
 
 def _say_tensorboard(path: str | None) -> None:
+    from placement_cli.i18n import _  # noqa: PLC0415
+
     if path is not None:
-        _say(f"TensorBoard event file written in {path}: see it with  tensorboard --logdir {path}")
+        _say(_("TensorBoard event file written in {path}: see it with  tensorboard --logdir {path}").format(path=path))
 
 
 def _ascii_safe(renderable: Any) -> Any:

@@ -13,28 +13,31 @@ import tempfile
 from collections.abc import Iterable
 
 from placement_cli.errors import UsageProblem
+from placement_cli.i18n import _
 
 
 def check_file(option: str, path: str, force: bool, protect: Iterable[str] = ()) -> None:
     """Refuse (UsageProblem, exit 2) a FILE that cannot be written: a directory, a missing or
     unwritable folder, an existing file without --force, one of the ``protect`` files (the script)."""
     if not path:
-        raise UsageProblem(f"{option}: give a file name")
+        raise UsageProblem(_("{option}: give a file name").format(option=option))
     if os.path.isdir(path):
-        raise UsageProblem(f"{option} {path}: is a directory")
+        raise UsageProblem(_("{option} {path}: is a directory").format(option=option, path=path))
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
-        raise UsageProblem(f"{option} {path}: no such directory {folder}")
+        raise UsageProblem(_("{option} {path}: no such directory {folder}").format(option=option, path=path, folder=folder))
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise UsageProblem(f"{option} {path}: cannot write in {folder} (permission denied)")
+        raise UsageProblem(_("{option} {path}: cannot write in {folder} (permission denied)").format(
+            option=option, path=path, folder=folder))
     if os.path.lexists(path):
         for other in protect:
             if os.path.exists(path) and os.path.exists(other) and os.path.samefile(path, other):
-                raise UsageProblem(f"{option} {path}: that is an input of this command (the script, a log)")
+                raise UsageProblem(_("{option} {path}: that is an input of this command (the script, a log)").format(
+                    option=option, path=path))
         if not force:
-            raise UsageProblem(f"{option} {path}: the file exists (add --force to overwrite it)")
+            raise UsageProblem(_("{option} {path}: the file exists (add --force to overwrite it)").format(option=option, path=path))
         if not os.access(path, os.W_OK):
-            raise UsageProblem(f"{option} {path}: cannot overwrite it (permission denied)")
+            raise UsageProblem(_("{option} {path}: cannot overwrite it (permission denied)").format(option=option, path=path))
 
 
 def check_distinct(named: Iterable[tuple[str, str | None]]) -> None:
@@ -45,22 +48,24 @@ def check_distinct(named: Iterable[tuple[str, str | None]]) -> None:
             continue
         key = os.path.realpath(path)
         if key in seen:
-            raise UsageProblem(f"{seen[key]} and {option} both name {path}: give each its own file")
+            raise UsageProblem(_("{first} and {option} both name {path}: give each its own file").format(
+                first=seen[key], option=option, path=path))
         seen[key] = option
 
 
 def check_folder(option: str, path: str) -> str:
     """A folder to write new files in (made when missing): its path, or UsageProblem."""
     if not path:
-        raise UsageProblem(f"{option}: give a folder")
+        raise UsageProblem(_("{option}: give a folder").format(option=option))
     if os.path.lexists(path) and not os.path.isdir(path):
-        raise UsageProblem(f"{option} {path}: is not a folder")
+        raise UsageProblem(_("{option} {path}: is not a folder").format(option=option, path=path))
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as exc:
-        raise UsageProblem(f"{option} {path}: cannot make the folder ({exc.strerror or exc})") from None
+        raise UsageProblem(_("{option} {path}: cannot make the folder ({why})").format(
+            option=option, path=path, why=exc.strerror or exc)) from None
     if not os.access(path, os.W_OK | os.X_OK):
-        raise UsageProblem(f"{option} {path}: cannot write in it (permission denied)")
+        raise UsageProblem(_("{option} {path}: cannot write in it (permission denied)").format(option=option, path=path))
     return path
 
 
@@ -80,7 +85,8 @@ def write_file(path: str, text: str, force: bool) -> None:
             os.link(temporary, path)  # fails if the path exists: nothing is replaced
         except OSError as exc:
             if exc.errno == errno.EEXIST:
-                raise UsageProblem(f"{path}: the file appeared meanwhile; kept it (add --force to overwrite it)") from None
+                raise UsageProblem(_("{path}: the file appeared meanwhile; kept it (add --force to overwrite it)").format(
+                    path=path)) from None
             if os.path.lexists(path):
                 raise
             os.replace(temporary, path)  # a file system without hard links

@@ -304,3 +304,11 @@ def test_trace_draws_the_graphs_its_script_built(tmp_path: Path) -> None:
     assert sorted((names[a], names[b]) for a, b, _ in dot["edges"]) == [("a", "MatMul"), ("b", "MatMul")]
     lanes, nodes, _ = _lanes_and_copies(svg_file)
     assert [try_parse(d).short for d in lanes] == ["CPU:0"] and len(nodes) == 3
+
+
+def test_devices_svg_draws_its_tables(tmp_path: Path) -> None:
+    out = tmp_path / "d.svg"
+    proc = run_cli("devices", "--cpus", "2", "--svg", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    drawn = "".join(ET.parse(out).getroot().itertext()).replace("\xa0", " ")
+    assert "CPU:1" in drawn and "CPU:1" in proc.stdout

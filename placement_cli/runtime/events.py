@@ -7,6 +7,7 @@ GraphDef's ``node.device`` before it is stored. Writing needs TensorFlow only, n
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Iterable
 from typing import Any
 
@@ -34,13 +35,16 @@ def assigned_graph_def(graph: Any, placements: Iterable[Placement]) -> tuple[Any
 def write_events(tf: Any, graph: Any, placements: Iterable[Placement], metadata: Any, logdir: str) -> None:
     """One event file under ``logdir``: the graph with assigned devices and, when the run was traced,
     its RunMetadata (TensorBoard colours nodes by device from both)."""
-    graph_def, _ = assigned_graph_def(graph, placements)
-    with graph.as_default():  # FileWriter refuses eager mode: it must be made inside a graph
-        writer = tf.compat.v1.summary.FileWriter(logdir)
-        try:
-            # the Event add_graph(graph_def=...) would make, without its deprecation warning on stderr
-            writer.add_event(tf.compat.v1.Event(graph_def=graph_def.SerializeToString()))
-            if metadata is not None:
-                writer.add_run_metadata(metadata, RUN_TAG)
-        finally:
-            writer.close()
+    graph_def, _count = assigned_graph_def(graph, placements)
+    try:
+        with graph.as_default():  # FileWriter refuses eager mode: it must be made inside a graph
+            writer = tf.compat.v1.summary.FileWriter(logdir)
+            try:
+                # the Event add_graph(graph_def=...) would make, without its deprecation warning on stderr
+                writer.add_event(tf.compat.v1.Event(graph_def=graph_def.SerializeToString()))
+                if metadata is not None:
+                    writer.add_run_metadata(metadata, RUN_TAG)
+            finally:
+                writer.close()
+    except (OSError, tf.errors.OpError) as exc:  # the folder went away or filled up: an output error (exit 2)
+        raise OSError(errno.EIO, getattr(exc, "message", None) or str(exc), logdir) from None
