@@ -312,3 +312,16 @@ def test_devices_svg_draws_its_tables(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     drawn = "".join(ET.parse(out).getroot().itertext()).replace("\xa0", " ")
     assert "CPU:1" in drawn and "CPU:1" in proc.stdout
+
+
+def test_plumbing_is_left_out_and_the_picture_says_so() -> None:
+    device = "/job:localhost/replica:0/task:0/device:CPU:0"
+    spec = try_parse(device)
+    report = Report(placements=(Placement("x", "_Arg", device, spec, "placer", 1),
+                                Placement("y", "Neg", device, spec, "placer", 2)),
+                    edges=(Edge("x", "y"),), title="t")
+    dot = read_dot(render_dot(report))
+    assert [n["name"] for n in dot["nodes"].values()] == ["y"] and not dot["edges"]
+    assert "1 TensorFlow plumbing nodes" in render_dot(report)
+    assert "1 TensorFlow plumbing nodes" in "".join(ET.fromstring(render_graph_svg(report)).itertext())
+    assert "edges unknown" in render_dot(Report(placements=report.placements, title="t"))

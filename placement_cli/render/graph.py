@@ -247,7 +247,7 @@ def render_graph_svg(report: Report) -> str:
            f'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="{CROSSING}"/></marker></defs>',
            f'<rect width="{width}" height="{height}" fill="white"/>',
            f'<text x="{LEFT}" y="20" font-size="15" font-weight="bold">{e(clean(pic.title))}</text>']
-    for i, line in enumerate(_note(pic).strip("\n").split("\n") if _note(pic) else []):
+    for i, line in enumerate(_note(pic).split("\n")[1:]):
         out.append(f'<text x="{LEFT}" y="{38 + 14 * i}" fill="#555">{e(line)}</text>')
     for d in pic.devices:
         top = lane_top[d]
