@@ -325,3 +325,11 @@ def test_plumbing_is_left_out_and_the_picture_says_so() -> None:
     assert "1 TensorFlow plumbing nodes" in render_dot(report)
     assert "1 TensorFlow plumbing nodes" in "".join(ET.fromstring(render_graph_svg(report)).itertext())
     assert "edges unknown" in render_dot(Report(placements=report.placements, title="t"))
+
+
+def test_eager_ops_and_empty_pictures_say_what_is_missing() -> None:
+    device = "/job:localhost/replica:0/task:0/device:CPU:0"
+    eager = Placement(None, "MatMul", device, try_parse(device), "eager", 1)
+    text = render_dot(Report(placements=(eager,), edges=(), title="t"))
+    assert "1 eager ops not drawn" in text and "nothing was placed" in text
+    ET.fromstring(render_graph_svg(Report(title="t")))  # an empty picture is still a valid SVG

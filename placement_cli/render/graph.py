@@ -52,6 +52,7 @@ class Picture:
     nodes: tuple[Node, ...]
     links: tuple[Link, ...]
     hidden: int  # plumbing placements left out
+    unnamed: int  # eager ops: placed one by one, in no graph, so in no picture
     edges_known: bool  # False: the run kept no graph edges (a parsed log, an eager op)
 
     def colour(self, device: str) -> str:
@@ -69,9 +70,10 @@ class Picture:
 def picture(report: Report) -> Picture:
     """The nodes, their devices and depths, and the edges between them."""
     nodes: dict[str, tuple[str, str]] = {}
-    hidden = 0
+    hidden = unnamed = 0
     for p in report.placements:
         if not p.node:
+            unnamed += 1
             continue
         if is_plumbing(p):
             hidden += 1
@@ -90,7 +92,8 @@ def picture(report: Report) -> Picture:
     devices = tuple(sorted({where[1] for where in nodes.values()}))
     return Picture(title=report.title or "placement", devices=devices,
                    nodes=tuple(Node(n, op, device, depth[n]) for n, (op, device) in nodes.items()),
-                   links=tuple(links.values()), hidden=hidden, edges_known=report.edges is not None)
+                   links=tuple(links.values()), hidden=hidden, unnamed=unnamed,
+                   edges_known=report.edges is not None)
 
 
 def _copy_bytes(report: Report) -> dict[tuple[str, str], int]:
@@ -199,6 +202,11 @@ def _note(pic: Picture) -> str:
     if pic.hidden:
         notes.append(_("{count} TensorFlow plumbing nodes (_Arg, _Retval, eager wrappers) not drawn").format(
             count=pic.hidden))
+    if pic.unnamed:
+        notes.append(_("{count} eager ops not drawn (they run one by one, outside any graph)").format(
+            count=pic.unnamed))
+    if not pic.nodes:
+        notes.append(_("nothing was placed: no graph to draw"))
     if not pic.edges_known:
         notes.append(_("edges unknown: this report kept no graph"))
     return "".join("\n" + n for n in notes)
@@ -221,8 +229,9 @@ def render_graph_svg(report: Report) -> str:
         spot[n.name] = (n.depth, rows[(n.device, n.depth)])
         rows[(n.device, n.depth)] += 1
     lane_rows = {d: max([r for (dev, _d), r in rows.items() if dev == d], default=1) for d in pic.devices}
+    notes = _note(pic).split("\n")[1:]
     lane_top: dict[str, int] = {}
-    y = TOP
+    y = max(TOP, 48 + 14 * len(notes))  # under the title and its notes
     for d in pic.devices:
         lane_top[d] = y
         y += LANE_HEAD + lane_rows[d] * (NODE_H + ROW_GAP) + LANE_PAD
@@ -247,7 +256,7 @@ def render_graph_svg(report: Report) -> str:
            f'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="{CROSSING}"/></marker></defs>',
            f'<rect width="{width}" height="{height}" fill="white"/>',
            f'<text x="{LEFT}" y="20" font-size="15" font-weight="bold">{e(clean(pic.title))}</text>']
-    for i, line in enumerate(_note(pic).split("\n")[1:]):
+    for i, line in enumerate(notes):
         out.append(f'<text x="{LEFT}" y="{38 + 14 * i}" fill="#555">{e(line)}</text>')
     for d in pic.devices:
         top = lane_top[d]
