@@ -333,3 +333,11 @@ def test_eager_ops_and_empty_pictures_say_what_is_missing() -> None:
     text = render_dot(Report(placements=(eager,), edges=(), title="t"))
     assert "1 eager ops not drawn" in text and "nothing was placed" in text
     ET.fromstring(render_graph_svg(Report(title="t")))  # an empty picture is still a valid SVG
+
+
+def test_force_replaces_an_existing_picture(tmp_path: Path) -> None:
+    out = tmp_path / "p.svg"
+    out.write_text("old slide")
+    proc = run_cli("parse", LOG, "--svg", str(out), "--force")
+    assert proc.returncode == 0, proc.stderr
+    assert ET.parse(out).getroot().tag == f"{SVG}svg"
