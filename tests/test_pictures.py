@@ -211,28 +211,36 @@ def test_depth_is_the_longest_path_and_survives_cycles() -> None:
 
 # ---------------------------------------------------------------------------------- --tensorboard
 
-def _events(folder: Path) -> tuple[Any, list[str]]:
-    """The GraphDef and the run-metadata tags of the one event file in ``folder``, read with TensorFlow."""
+@pytest.fixture(scope="module")
+def events(tower_run: dict[str, Any], train_run: dict[str, Any]) -> dict[str, Any]:
+    """Each run's event file read back with TensorFlow (one start-up for both): its GraphDef's node
+    devices and its run-metadata tags with their number of devices."""
     code = (
         "import sys, json, tensorflow as tf\n"
-        "gd, tags = None, []\n"
-        "for e in tf.compat.v1.train.summary_iterator(sys.argv[1]):\n"
-        "    if e.graph_def: gd = tf.compat.v1.GraphDef.FromString(e.graph_def)\n"
-        "    if e.HasField('tagged_run_metadata'):\n"
-        "        rm = tf.compat.v1.RunMetadata.FromString(e.tagged_run_metadata.run_metadata)\n"
-        "        tags.append([e.tagged_run_metadata.tag, len(rm.step_stats.dev_stats)])\n"
-        "print(json.dumps({'nodes': {n.name: n.device for n in gd.node}, 'tags': tags}))\n")
-    files = list(folder.iterdir())
-    assert len(files) == 1 and files[0].name.startswith("events.out.tfevents")
-    proc = subprocess.run([sys.executable, "-c", code, str(files[0])], capture_output=True, text=True, timeout=120,
+        "found = []\n"
+        "for path in sys.argv[1:]:\n"
+        "    gd, tags = None, []\n"
+        "    for e in tf.compat.v1.train.summary_iterator(path):\n"
+        "        if e.graph_def: gd = tf.compat.v1.GraphDef.FromString(e.graph_def)\n"
+        "        if e.HasField('tagged_run_metadata'):\n"
+        "            rm = tf.compat.v1.RunMetadata.FromString(e.tagged_run_metadata.run_metadata)\n"
+        "            tags.append([e.tagged_run_metadata.tag, len(rm.step_stats.dev_stats)])\n"
+        "    found.append({'nodes': {n.name: n.device for n in gd.node}, 'tags': tags})\n"
+        "print(json.dumps(found))\n")
+    paths = []
+    for folder in (tower_run["files"]["tb"], train_run["files"]["tb"]):
+        files = list(folder.iterdir())
+        assert len(files) == 1 and files[0].name.startswith("events.out.tfevents")
+        paths.append(str(files[0]))
+    proc = subprocess.run([sys.executable, "-c", code, *paths], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
     assert proc.returncode == 0, proc.stderr[-2000:]
-    found = json.loads(proc.stdout.strip().splitlines()[-1])
-    return found["nodes"], found["tags"]
+    tower, train = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {"tower": tower, "train": train}
 
 
-def test_tensorboard_graph_carries_every_assigned_device(train_run: dict[str, Any]) -> None:
-    nodes, tags = _events(train_run["files"]["tb"])
+def test_tensorboard_graph_carries_every_assigned_device(train_run: dict[str, Any], events: dict[str, Any]) -> None:
+    nodes, tags = events["train"]["nodes"], events["train"]["tags"]
     assigned = _assigned(train_run["report"])
     assert set(nodes) == set(assigned)  # the placer log names every node of the graph
     for name, device in nodes.items():
@@ -241,8 +249,8 @@ def test_tensorboard_graph_carries_every_assigned_device(train_run: dict[str, An
     assert "tensorboard --logdir" in train_run["stderr"]
 
 
-def test_tensorboard_of_the_tower_run(tower_run: dict[str, Any]) -> None:
-    nodes, _ = _events(tower_run["files"]["tb"])
+def test_tensorboard_of_the_tower_run(events: dict[str, Any]) -> None:
+    nodes = events["tower"]["nodes"]
     assert {n: try_parse(d).short for n, d in nodes.items()} == {
         "Const": "CPU:1", "Const_1": "CPU:1", "MatMul": "CPU:1", "Const_2": "CPU:2", "Const_3": "CPU:2",
         "MatMul_1": "CPU:2", "AddN": "CPU:0"}
