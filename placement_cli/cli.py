@@ -144,21 +144,31 @@ def _pictures(command: str, *, as_json: bool, force: bool, svg: str | None = Non
 
 
 def _save_pictures(pictures: Pictures, report: Any = None) -> None:
-    """Write what the command printed (--svg) and the graph of ``report`` (--dot, --graph-svg)."""
+    """Write what the command printed (--svg) and the graph of ``report`` (--dot, --graph-svg). A file
+    that cannot be written after all (its folder went away, a read-only or full disk) is one line and
+    exit 2, or the command's own 1."""
+    from placement_cli.i18n import _  # noqa: PLC0415
     from placement_cli.outputs import write_file  # noqa: PLC0415
 
+    wanted: list[tuple[str, str, Callable[[], str]]] = []
     if pictures.svg is not None:
         from placement_cli.render.svg import render_svg  # noqa: PLC0415
 
-        write_file(pictures.svg, render_svg(_console(), pictures.command), pictures.force)
-    if report is not None and pictures.dot is not None:
-        from placement_cli.render.graph import render_dot  # noqa: PLC0415
+        wanted.append(("--svg", pictures.svg, lambda: render_svg(_console(), pictures.command)))
+    if report is not None:
+        from placement_cli.render.graph import render_dot, render_graph_svg  # noqa: PLC0415
 
-        write_file(pictures.dot, render_dot(report), pictures.force)
-    if report is not None and pictures.graph_svg is not None:
-        from placement_cli.render.graph import render_graph_svg  # noqa: PLC0415
-
-        write_file(pictures.graph_svg, render_graph_svg(report), pictures.force)
+        if pictures.dot is not None:
+            wanted.append(("--dot", pictures.dot, lambda: render_dot(report)))
+        if pictures.graph_svg is not None:
+            wanted.append(("--graph-svg", pictures.graph_svg, lambda: render_graph_svg(report)))
+    for option, path, render in wanted:
+        try:
+            write_file(path, render(), pictures.force)
+        except OSError as exc:
+            raise _fail(ExitCode(_state["code"] or ExitCode.USAGE),
+                        _("{option} {path}: cannot write it ({why})").format(
+                            option=option, path=path, why=exc.strerror or exc)) from None
 
 
 def _tensorboard(path: str | None, mode: Mode = Mode.graph) -> str | None:

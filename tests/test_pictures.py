@@ -349,3 +349,20 @@ def test_force_replaces_an_existing_picture(tmp_path: Path) -> None:
     proc = run_cli("parse", LOG, "--svg", str(out), "--force")
     assert proc.returncode == 0, proc.stderr
     assert ET.parse(out).getroot().tag == f"{SVG}svg"
+
+
+def test_a_picture_that_cannot_be_written_after_all_is_one_line_exit_2(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    import placement_cli.outputs
+    from placement_cli.cli import app
+
+    def full_disk(path: str, text: str, force: bool) -> None:
+        raise OSError(28, "No space left on device", path)
+
+    monkeypatch.setattr(placement_cli.outputs, "write_file", full_disk)
+    result = CliRunner().invoke(app, ["parse", LOG, "--svg", str(tmp_path / "p.svg")])
+    assert result.exit_code == 2
+    assert "--svg" in result.output and "No space left on device" in result.output
+    assert "Traceback" not in result.output
