@@ -12,6 +12,7 @@ from rich.text import Text
 
 from placement_cli.devices import short_name
 from placement_cli.model import Copy, GradientCheck, Placement, Report, Training, link_totals
+from placement_cli.i18n import _
 from placement_cli.render.rows import MIDDLE, WRAP, Column, RowTable
 from placement_cli.render.table import (View, clean, counts_table, failure_panel, literal, mapping_renderable,
                                         reasons_table, rows_table, shown_placements, table_rows)
@@ -50,7 +51,7 @@ def setup_text(training: Training) -> Text:
             reduction = "none (the strategy was not made)"
         else:
             reduction = "unknown (the strategy's private attribute could not be read)"
-        text.append("all-reduce: ")
+        text.append(_("all-reduce: "))
         text.append(reduction, style="bold")
         text.append(f", from {clean(training.reduction_source)}.")
     return text
@@ -58,9 +59,9 @@ def setup_text(training: Training) -> Text:
 
 def variables_table(training: Training, view: View) -> RowTable:
     """Each variable and the devices its copies live on (a MirroredVariable: one per replica)."""
-    table = RowTable("Variables and where their copies live", [
-        Column("variable", MIDDLE, min_width=12), Column("shape"), Column("kind"),
-        Column("copies on", WRAP, min_width=12)], fit=view.fit)
+    table = RowTable(_("Variables and where their copies live"), [
+        Column(_("variable"), MIDDLE, min_width=12), Column(_("shape")), Column(_("kind")),
+        Column(_("copies on"), WRAP, min_width=12)], fit=view.fit)
     for v in training.variables:
         table.add_row(clean(v.name), "[" + ", ".join(map(str, v.shape)) + "]", clean(v.kind),
                       ", ".join(clean(short_name(d)) for d in v.devices) or "?")
@@ -83,8 +84,8 @@ def role_table(placements: Sequence[Placement], roles: Sequence[str], view: View
                      and r.split()[1].rstrip(":").isdigit()})
     fold = not view.all_rows and len(order) > view.screen_rows and len(towers) > 3
     folded = set(towers[2:-1]) if fold else set()
-    table = RowTable("Per role and device", [Column("role", MIDDLE, min_width=12), Column("devices", WRAP, min_width=12),
-                                             Column("ops", justify="right")], fit=view.fit)
+    table = RowTable(_("Per role and device"), [Column(_("role"), MIDDLE, min_width=12), Column(_("devices"), WRAP, min_width=12),
+                                             Column(_("ops"), justify="right")], fit=view.fit)
     summed: dict[str, Counter[str]] = {}
     previous = None
     for role in order:
@@ -102,7 +103,7 @@ def role_table(placements: Sequence[Placement], roles: Sequence[str], view: View
         _role_row(table, role, counts[role], previous is not None and section != previous)
         previous = section
     if fold:
-        table.caption = f"towers {min(folded)}-{max(folded)} summed (--all shows each)"
+        table.caption = _("towers {first}-{last} summed (--all shows each)").format(first=min(folded), last=max(folded))
     return table
 
 
@@ -127,8 +128,8 @@ def _role_row(table: RowTable, role: str, counts: Counter[str], new_section: boo
 def loss_table(training: Training, view: View) -> RenderableType:
     losses = training.losses
     if not losses:
-        return Text("No step ran: no loss to show.", style="italic")
-    table = RowTable("Loss per step", [Column("step", justify="right"), Column("loss", justify="right")], fit=view.fit)
+        return Text(_("No step ran: no loss to show."), style="italic")
+    table = RowTable(_("Loss per step"), [Column(_("step"), justify="right"), Column(_("loss"), justify="right")], fit=view.fit)
     steps = list(enumerate(losses, 1))
     if not view.all_rows and len(steps) > LOSS_HEAD + LOSS_TAIL:
         for step, loss in steps[:LOSS_HEAD]:
@@ -153,12 +154,12 @@ def check_panel(check: GradientCheck, view: View) -> Panel:
     body.append(verdict, style="bold green" if check.passed else "bold red")
     if check.note:
         body.append(f"\n{clean(check.note)}", style="italic")
-    table = RowTable(None, [Column("variable", MIDDLE, min_width=8), Column("max abs diff", justify="right"),
-                            Column("max rel diff", justify="right"), Column("max |gradient|", justify="right")],
+    table = RowTable(None, [Column(_("variable"), MIDDLE, min_width=8), Column(_("max abs diff"), justify="right"),
+                            Column(_("max rel diff"), justify="right"), Column(_("max |gradient|"), justify="right")],
                      fit=view.fit)
     for name, diff, rel, scale in check.variables:
         table.add_row(clean(name), f"{diff:.3g}", f"{rel:.3g}", f"{scale:.3g}")
-    return Panel(Group(body, table), title="Gradient check (--check)", title_align="left",
+    return Panel(Group(body, table), title=_("Gradient check (--check)"), title_align="left",
                  border_style="green" if check.passed else "red")
 
 
@@ -177,8 +178,8 @@ def copies_renderables(report: Report, view: View) -> list[RenderableType]:
         parts.append(Text(f"{len(copies)} copies do not fit a screen: the totals per link follow "
                           "(--all lists every copy; --json has them all).", style="italic"))
     totals = link_totals(copies)
-    links = RowTable("Per link, one step", [Column("from"), Column("to"), Column("copies", justify="right"),
-                                            Column("bytes", justify="right")], fit=view.fit)
+    links = RowTable(_("Per link, one step"), [Column(_("from")), Column(_("to")), Column(_("copies"), justify="right"),
+                                            Column(_("bytes"), justify="right")], fit=view.fit)
     for t in totals:
         links.add_row(clean(short_name(t.source)), clean(short_name(t.target)), str(t.copies),
                       size(t.bytes) + (" (partly computed)" if t.computed else ""))
@@ -212,9 +213,9 @@ def _expected_line(training: Training, total: int | None) -> Text:
     terms = " + ".join(f"{size(b)} {clean(w.split(':')[0])}" for w, b in expected.terms if b)
     text = Text(f"expected ({clean(expected.formula)}): {terms} = {size(expected.total)}: ")
     if total is None:
-        text.append("cannot compare (some sizes unknown)", style="yellow")
+        text.append(_("cannot compare (some sizes unknown)"), style="yellow")
     elif total == expected.total:
-        text.append("matches", style="bold green")
+        text.append(_("matches"), style="bold green")
     else:
         text.append(f"differs by {size(abs(total - expected.total))}", style="bold yellow")
         text.append(" (copies the formula leaves out, or that did not happen: see the table)")
@@ -222,9 +223,9 @@ def _expected_line(training: Training, total: int | None) -> Text:
 
 
 def _copies_table(copies: Sequence[Copy], view: View) -> RowTable:
-    table = RowTable("Copies between devices, one traced step (_Send/_Recv)",
-                     [Column("tensor", MIDDLE, min_width=12), Column("consumer", WRAP, min_width=10),
-                      Column("from"), Column("to"), Column("dtype"), Column("shape"), Column("bytes", justify="right")],
+    table = RowTable(_("Copies between devices, one traced step (_Send/_Recv)"),
+                     [Column(_("tensor"), MIDDLE, min_width=12), Column(_("consumer"), WRAP, min_width=10),
+                      Column(_("from")), Column(_("to")), Column(_("dtype")), Column(_("shape")), Column(_("bytes"), justify="right")],
                      fit=view.fit)
     links: dict[tuple[str, str], int] = {}
     for c in copies:
@@ -282,7 +283,7 @@ def training_renderables(report: Report, view: View) -> list[RenderableType]:
         ran = len(training.losses)
         message = training.error.splitlines()[0] if training.error else "no error was reported"
         parts.append(Panel(literal(f"{ran} of {training.steps} steps ran. TensorFlow says: {message}"),
-                           title="Training did not finish", title_align="left", border_style="red"))
+                           title=_("Training did not finish"), title_align="left", border_style="red"))
     return parts
 
 
