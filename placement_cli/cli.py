@@ -84,6 +84,22 @@ _devices_option = _checked(lambda value: _devices_module().parse_option_devices(
                            tidy=lambda value: ",".join(d.strip() for d in value.split(",")))
 
 
+class Lang(str, Enum):
+    en = "en"
+    zh = "zh"
+
+
+def _lang_option(value: Lang | None) -> Lang | None:
+    """Choose the language before anything is rendered; no --lang: the locale's."""
+    from placement_cli.i18n import use  # noqa: PLC0415
+
+    use(value.value if value else None)
+    return value
+
+
+LangOpt = Annotated[Lang | None, typer.Option("--lang", callback=_lang_option, show_default=False, help="Language of tables, statuses, reasons and hints: en or zh (default: the locale's, LC_ALL/LC_MESSAGES/LANG). --json stays English.")]
+
+
 # Filters of the commands that read a program's placements (parse, trace); every one ignores case.
 DeviceFilterOpt = Annotated[str | None, typer.Option("--device", metavar="DEV", help="Only placements on DEV: a device type or device (GPU, CPU:0, /job:ps).")]
 OpFilterOpt = Annotated[str | None, typer.Option("--op", metavar="OP", help="Only placements of op type OP (MatMul also matches oneDNN's _MklMatMul).")]
@@ -278,6 +294,7 @@ def show(
     copies: CopiesOpt = False,
     log: LogOpt = False,
     all_rows: AllOpt = False,
+    lang: LangOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run the guide's matmul (a 2x3 times b 3x2) with placement logging and show where each op went.
@@ -304,6 +321,7 @@ def tower(
     copies: CopiesOpt = False,
     log: LogOpt = False,
     all_rows: AllOpt = False,
+    lang: LangOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run the guide's multi-tower graph: one matmul per device, summed with tf.add_n.
@@ -324,7 +342,7 @@ def tower(
 
 @app.command()
 @guarded
-def errors(as_json: JsonOpt = False) -> None:
+def errors(lang: LangOpt = None, as_json: JsonOpt = False) -> None:
     """Run a catalogue of placement failures for real and show each error, and what --soft does instead.
 
     All cases share one TensorFlow start-up; GPU-only cases are reported as not run on machines without one.
@@ -347,6 +365,7 @@ def errors(as_json: JsonOpt = False) -> None:
 def devices(
     cpus: CpusOpt = None,
     virtual_gpus: VGpusOpt = None,
+    lang: LangOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """List the physical and logical devices TensorFlow sees, and the Device mapping a Session logs.
@@ -373,6 +392,7 @@ def parse(
     node: NodeFilterOpt = None,
     top: TopOpt = None,
     all_rows: AllOpt = False,
+    lang: LangOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Parse placement logs of any TensorFlow version (0.x to 2.x), mixed with any other output.
@@ -406,6 +426,7 @@ def trace(
     log: Annotated[bool, typer.Option("--log", help="Echo TensorFlow's placement lines too, as they come.")] = False,
     copies: Annotated[bool, typer.Option("--copies", help="List the _Send/_Recv copies between devices of the script's tf.compat.v1.Session runs (their executed graphs, as grappler left them; asked for once per session and fetch).")] = False,
     all_rows: AllOpt = False,
+    lang: LangOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run your TensorFlow script with placement logging on from its first op, then show its placements.
@@ -567,6 +588,7 @@ def train(
     top: TopOpt = None,
     log: LogOpt = False,
     all_rows: AllOpt = False,
+    lang: LangOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Train the cifar10 multi-GPU tower pattern for real: variables on the CPU, a loss and gradients
@@ -619,6 +641,7 @@ def mirrored(
     top: TopOpt = None,
     log: LogOpt = False,
     all_rows: AllOpt = False,
+    lang: LangOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Train the seed's 784-128-10 Keras model under tf.distribute.MirroredStrategy, for real.
@@ -641,6 +664,117 @@ def mirrored(
     narrowed = apply(report, Filters(device, op, node, top))
     _print_training(narrowed.report, as_json=as_json, show_log=log, all_rows=all_rows, soft=None, filtered=narrowed)
     _training_exit(report)
+
+
+def _step_option(value: str | None) -> str | None:
+    from placement_cli.lessons.demo import select  # noqa: PLC0415 - no TensorFlow: the steps are data
+
+    if value is not None:
+        try:
+            select(value)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+    return value
+
+
+@app.command()
+@guarded
+def demo(
+    list_steps: Annotated[bool, typer.Option("--list", help="List the steps and exit.")] = False,
+    step: Annotated[str | None, typer.Option("--step", metavar="K|K-M|K,M", callback=_step_option, help="Run only these steps: 3, 3-5 or 2,4.")] = None,
+    pause: Annotated[bool | None, typer.Option("--pause/--no-pause", show_default=False, help="Wait for Enter between steps (default: when stdin and stdout are terminals).")] = None,
+    all_rows: AllOpt = False,
+    lang: LangOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Walk through the guide's lessons in order, for a class: each step explains, shows the code
+    that runs, runs it live and says what to notice in the result.
+
+    Devices, logging placement, manual placement, a device that does not exist, soft placement,
+    towers, copies between devices, then the training lessons (train, mirrored), all in one
+    TensorFlow start-up. Without GPUs the GPU steps run on logical CPUs, and say so.
+    Example: placement demo --lang zh --step 4-5
+    """
+    from placement_cli.lessons.demo import STEPS, select  # noqa: PLC0415
+
+    chosen = select(step)
+    if list_steps:
+        if as_json:
+            _print_json({"steps": [{"number": k, "key": s.key, "title": s.title} for k, s in enumerate(STEPS, 1)]})
+        else:
+            from placement_cli.render.demo import steps_table  # noqa: PLC0415
+
+            _console().print(_ascii_safe(steps_table(STEPS)))
+        return
+    from placement_cli.lessons.demo import run_step, start  # noqa: PLC0415
+
+    machine = start()
+    if as_json:
+        _demo_json(chosen, machine)
+        return
+    _demo_tables(chosen, machine, _pausing(pause), all_rows)
+
+
+def _pausing(pause: bool | None) -> bool:
+    from placement_cli.render.console import is_terminal  # noqa: PLC0415
+
+    return pause if pause is not None else is_terminal(sys.stdin) and is_terminal(sys.stdout)
+
+
+def _demo_failed(failed: list[str]) -> None:
+    if failed:
+        _say(f"{len(failed)} step(s) failed: {'; '.join(failed)}")
+        raise typer.Exit(int(ExitCode.PLACEMENT_FAILED))
+
+
+def _demo_tables(chosen: list[int], machine: Any, pause: bool, all_rows: bool) -> None:
+    from placement_cli.lessons.demo import STEPS, gpu_note, run_step  # noqa: PLC0415
+    from placement_cli.render.console import is_terminal, screen_rows  # noqa: PLC0415
+    from placement_cli.render.demo import machine_note, pause_prompt, step_group  # noqa: PLC0415
+    from placement_cli.render.table import View  # noqa: PLC0415
+
+    console = _console()
+    note = machine_note(gpu_note(machine))
+    if note is not None:
+        console.print(_ascii_safe(note))
+    view = View(all_rows=all_rows, screen_rows=screen_rows(console.file), fit=is_terminal(console.file))
+    failed: list[str] = []
+    for i, k in enumerate(chosen):
+        step = STEPS[k - 1]
+        if pause and i:
+            console.print(_ascii_safe(pause_prompt(k, step.title)), end="")
+            sys.stdout.flush()
+            if sys.stdin is None or not sys.stdin.readline():  # EOF: no one to press Enter, go on unpaused
+                console.print()
+                pause = False
+        outcome = run_step(step, machine)
+        console.print(_ascii_safe(step_group(k, len(STEPS), step, outcome, step.args(machine), view)), crop=False)
+        sys.stdout.flush()
+        if not outcome.ok:
+            failed.append(f"step {k} ({step.key}): {outcome.problem}")
+    _demo_failed(failed)
+
+
+def _demo_json(chosen: list[int], machine: Any) -> None:
+    from placement_cli.lessons.demo import STEPS, gpu_note, run_step  # noqa: PLC0415
+    from placement_cli.render.demo import notice_text  # noqa: PLC0415
+    from placement_cli.render.json import report_dict  # noqa: PLC0415
+
+    steps, failed = [], []
+    for k in chosen:
+        step = STEPS[k - 1]
+        outcome = run_step(step, machine)
+        result = outcome.result
+        if outcome.kind in ("report", "training"):
+            result = report_dict(result, run=True)
+        steps.append({"number": k, "key": step.key, "title": step.title, "explanation": step.explain,
+                      "code": step.source(), "args": step.args(machine), "code_ran": outcome.ran,
+                      "ok": outcome.ok, "problem": outcome.problem,
+                      "notice": notice_text(outcome, translate=False) if outcome.ok else None, "result": result})
+        if not outcome.ok:
+            failed.append(f"step {k} ({step.key}): {outcome.problem}")
+    _print_json({"gpus": machine.gpus, "note": gpu_note(machine), "steps": steps})
+    _demo_failed(failed)
 
 
 def _silence_stdout() -> None:
