@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from placement_cli.devices import short_name
 from placement_cli.i18n import N_
 from placement_cli.runtime.startup import RunOptions
 
@@ -78,7 +79,7 @@ def _devices(machine: Machine) -> Outcome:
     from placement_cli.runtime.inventory import inventory  # noqa: PLC0415
 
     found = inventory(_options())
-    logical = [d["name"] for d in found["logical"]]
+    logical = [short_name(d["canonical"]) for d in found["logical"]]
     gpus = [d for d in found["physical"] if d["device_type"] == "GPU"]
     if gpus:
         return Outcome("inventory", found, N_("TensorFlow sees {gpus} GPU(s) and {count} logical devices: {names}."),
@@ -92,12 +93,11 @@ def _logging(machine: Machine) -> Outcome:
     from placement_cli.lessons.guide import matmul  # noqa: PLC0415
 
     report = matmul(None, None, _options())
-    product = next((p for p in report.placements if p.op and "MatMul" in p.op), None)
-    if report.result is None or product is None:
+    shown = [p for p in report.placements if p.node in ("a", "b", "MatMul")]
+    if report.result is None or not shown:
         return Outcome("report", report, ok=False, problem="the matmul did not run")
-    return Outcome("report", report, N_("Nothing was pinned, yet the log names a device for every op: "
-                                        "{node} ({op}) ran on {device}."),
-                   {"node": product.node, "op": product.op, "device": product.short})
+    return Outcome("report", report, N_("Nothing was pinned, yet the log names a device for every op: {where}."),
+                   {"where": ", ".join(f"{p.node} -> {p.short}" for p in sorted(shown, key=lambda p: p.line))})
 
 
 def _manual(machine: Machine) -> Outcome:
@@ -125,7 +125,7 @@ def _missing(machine: Machine) -> Outcome:
     return Outcome("report", report, N_("TensorFlow refused to run: {node} asked for {requested}, which does not "
                                         "exist ({kind}); it has {available}."),
                    {"node": failure.node or "?", "requested": machine.missing, "kind": failure.kind,
-                    "available": ", ".join(d.rsplit("/", 1)[-1] for d in failure.available_devices) or "?"})
+                    "available": ", ".join(short_name(d) for d in failure.available_devices) or "?"})
 
 
 def _soft(machine: Machine) -> Outcome:
@@ -165,7 +165,7 @@ def _copies(machine: Machine) -> Outcome:
     report = _towers(machine, copies=True)
     if report.result is None or report.copies is None:
         return Outcome("report", report, ok=False, problem="the copies were not recorded")
-    links = sorted({f"{c.source.rsplit('/', 1)[-1]} -> {c.target.rsplit('/', 1)[-1]}" for c in report.copies})
+    links = sorted({f"{short_name(c.source)} -> {short_name(c.target)}" for c in report.copies})
     return Outcome("report", report, N_("{count} tensors crossed devices ({links}): each crossing is a _Send/_Recv "
                                         "pair TensorFlow added."),
                    {"count": len(report.copies), "links": ", ".join(links) or "-"})
