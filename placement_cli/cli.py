@@ -91,9 +91,14 @@ class Lang(str, Enum):
 
 def _lang_option(value: Lang | None) -> Lang | None:
     """Choose the language before anything is rendered; no --lang: the locale's."""
-    from placement_cli.i18n import use  # noqa: PLC0415
+    from placement_cli.i18n import from_locale, use  # noqa: PLC0415
 
-    use(value.value if value else None)
+    language = value.value if value else from_locale()
+    if language != "en" and _ascii_only():  # PYTHONIOENCODING=ascii: Chinese would print as "??"
+        if value:
+            _say(f"--lang {language}: standard output cannot encode it ({sys.stdout.encoding}); English is used")
+        language = "en"
+    use(language)
     return value
 
 

@@ -155,6 +155,9 @@ def _wrap(text: str, width: int, ellipsis: str = "…") -> list[str]:
     return [line if cell_len(line) <= width else _head(line, width) for line in lines]
 
 
+_NO_LINE_START = frozenset("，。、；：！？）」』】》,.;:!?)]")
+
+
 def _wrap_cells(words: list[str], width: int) -> list[str]:
     """Words onto lines by their width in cells (textwrap counts characters): Chinese text, which
     has no spaces, breaks between any two wide characters; ASCII runs inside it stay whole."""
@@ -164,14 +167,18 @@ def _wrap_cells(words: list[str], width: int) -> list[str]:
             tokens.append(" ")
         tokens += re.findall(r"[\x00-\x7f]+|.", word)
     lines: list[str] = []
-    line = ""
+    line: list[str] = []
     for token in tokens:
-        if line and cell_len(line + token) > width:
-            lines.append(line.rstrip())
-            line = "" if token == " " else token
+        if line and cell_len("".join(line) + token) > width:
+            carry = []
+            if token[0] in _NO_LINE_START and len(line) > 1:  # "）" or "，" never starts a line
+                carry = [line.pop()]
+            lines.append("".join(line).rstrip())
+            line = [] if token == " " and not carry else [*carry, token]
         else:
-            line += token
-    return [*lines, line.rstrip()] if line.strip() else lines or [""]
+            line.append(token)
+    last = "".join(line).rstrip()
+    return [*lines, last] if last.strip() else lines or [""]
 
 
 @dataclass(frozen=True)
