@@ -13,6 +13,7 @@ from placement_cli.devices import short_name
 from placement_cli.i18n import N_
 from placement_cli.runtime.startup import RunOptions
 
+SOFT_CONFIG = "tf.compat.v1.ConfigProto(log_device_placement=True, allow_soft_placement=True)"
 CPUS = 3  # logical CPUs made once, before TensorFlow starts: /cpu:0 plus two stand-ins for GPUs
 
 
@@ -241,8 +242,8 @@ STEPS: list[Step] = [
          lambda m: {"device": m.missing, "inputs_on": None}),
     Step("soft", N_("Soft placement"),
          N_("The same graph with allow_soft_placement=True: TensorFlow moves what cannot run where it asked "
-            "to a device that exists."), ((GUIDE, "matmul_graph"), (GUIDE, "session_config")), _soft,
-         lambda m: {"device": m.missing, "inputs_on": None, "allow_soft_placement": True}),
+            "to a device that exists."), ((GUIDE, "matmul_graph"),), _soft,
+         lambda m: {"device": m.missing, "inputs_on": None, "config": SOFT_CONFIG}),
     Step("towers", N_("Multi-tower graph on several devices"),
          N_("One matmul per device (a tower each), summed with tf.add_n on the CPU: the pattern of multi-GPU "
             "training."), ((GUIDE, "tower_graph"),), _tower, lambda m: {"devices": m.towers, "reduce_on": "/cpu:0"}),

@@ -47,7 +47,7 @@ def _run_eager(tf: Any, compute: Any, trial: Trial, options: RunOptions) -> Tria
 
 
 def matmul_graph(tf: Any, device: str | None, inputs_on: str | None) -> Any:
-    """The guide's matmul in graph mode (``placement demo`` shows this source: it is what runs)."""
+    """The guide's matmul: a (2x3) times b (3x2), each made under the device it is pinned to."""
     with _on(tf, inputs_on):
         a = tf.constant(A_VALUES, shape=[2, 3], name="a")
         b = tf.constant(A_VALUES, shape=[3, 2], name="b")

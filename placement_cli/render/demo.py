@@ -28,7 +28,8 @@ def steps_table(steps: list[Any]) -> Table:
 
 def arguments_line(args: dict[str, Any]) -> str:
     """The values the shown code ran with, as Python (a comment above the code)."""
-    return "# " + _("run with") + ": " + ", ".join(f"{k}={v!r}" for k, v in args.items()) if args else ""
+    shown = [f"{k}={v}" if k == "config" else f"{k}={v!r}" for k, v in args.items()]
+    return "# " + _("run with") + ": " + ", ".join(shown) if args else ""
 
 
 def notice_text(outcome: Any, translate: bool = True) -> str:
@@ -69,7 +70,7 @@ def step_group(number: int, total: int, step: Any, outcome: Any, args: dict[str,
         Panel(Syntax(code, "python", theme="ansi_dark", background_color="default", word_wrap=True),
               title=_("The code that runs"), title_align="left", border_style="blue"),
         _result(outcome, View(all_rows=view.all_rows, screen_rows=view.screen_rows, fit=view.fit,
-                              hints=Hints.run_command(False))),
+                              hints=Hints(source="program"))),
     ]
     if outcome.ok:
         parts.append(Panel(Text(clean(notice_text(outcome))), title=_("What to notice"), title_align="left",
