@@ -6,6 +6,7 @@ from contextlib import nullcontext
 from typing import Any
 
 from placement_cli.model import Report
+from placement_cli.render import words
 from placement_cli.runtime.run import Trial, run_captured, run_session
 from placement_cli.runtime.startup import RunOptions, session_config
 
@@ -103,10 +104,9 @@ def matmul(device: str | None, inputs_on: str | None, options: RunOptions) -> Re
 
         return _run_graph(tf, lambda: matmul_graph(tf, device, inputs), trial, options)
 
-    pins = [f"all on {device}"] if device else []
-    if inputs_on:
-        pins.append(f"a and b on {inputs_on}")
-    title = f"Guide matmul ({', '.join([options.mode + ' mode', *pins])})"
+    template = {(False, False): words.MATMUL, (True, False): words.MATMUL_PINNED,
+                (False, True): words.MATMUL_INPUTS, (True, True): words.MATMUL_BOTH}[bool(device), bool(inputs_on)]
+    title = template.format(mode=options.mode, device=device, inputs=inputs_on)
     return run_captured(build, options, title)
 
 
@@ -138,10 +138,6 @@ def tower(devices: list[str], reduce_on: str, options: RunOptions) -> Report:
 
         return _run_graph(tf, lambda: tower_graph(tf, devices, reduce_on, trial.groups), trial, options)
 
-    where = ", ".join(devices)
-    if summed:
-        title = f"Guide towers on {where}, summed on {reduce_on} ({options.mode} mode)"
-    else:
-        title = (f"Guide towers on {where} ({options.mode} mode): one tower, so nothing is summed "
-                 "(no tf.add_n ran; --reduce-on unused)")
+    template = words.TOWERS if summed else words.ONE_TOWER
+    title = template.format(devices=", ".join(devices), reduce_on=reduce_on, mode=options.mode)
     return run_captured(build, options, title)

@@ -353,7 +353,7 @@ def report_renderables(report: Report, *, run: bool, summary: bool = False,
     view = view or View()
     parts: list[RenderableType] = []
     if report.title:
-        parts.append(literal(report.title, "bold underline"))
+        parts.append(literal(words.title(report.title), "bold underline"))
     counted = False
     if not summary:
         mapping = mapping_renderable(report)

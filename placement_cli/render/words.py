@@ -25,6 +25,27 @@ COLOCATED_KIND = N_("colocated with {partner} ({kind}) on {device}")
 REASONS = (MISSING, UNCHECKED, HAS_KERNEL, NO_KERNEL, NO_TYPED_KERNEL, COLOCATED_KIND, COLOCATED, UNKNOWN)
 
 
+# The lessons' report titles (JSON keeps them in English).
+MATMUL = N_("Guide matmul ({mode} mode)")
+MATMUL_PINNED = N_("Guide matmul ({mode} mode, all on {device})")
+MATMUL_INPUTS = N_("Guide matmul ({mode} mode, a and b on {inputs})")
+MATMUL_BOTH = N_("Guide matmul ({mode} mode, all on {device}, a and b on {inputs})")
+TOWERS = N_("Guide towers on {devices}, summed on {reduce_on} ({mode} mode)")
+ONE_TOWER = N_("Guide towers on {devices} ({mode} mode): one tower, so nothing is summed "
+               "(no tf.add_n ran; --reduce-on unused)")
+TRAINING = N_("Tower training: {count} towers on {devices}, variables and averaging on {variables}")
+TRAINING_ONE = N_("Tower training: 1 tower on {devices}, variables and averaging on {variables}")
+MIRRORED_LOOP = N_("MirroredStrategy over {devices} (custom loop, --reduce {reduce})")
+MIRRORED_FIT = N_("MirroredStrategy over {devices} (Keras fit, --reduce {reduce})")
+TITLES = (MATMUL_BOTH, MATMUL_PINNED, MATMUL_INPUTS, MATMUL, TOWERS, ONE_TOWER, TRAINING_ONE, TRAINING,
+          MIRRORED_LOOP, MIRRORED_FIT)
+
+
+def title(text: str | None) -> str:
+    """A report's title in the chosen language (a title from elsewhere, e.g. trace's, as it is)."""
+    return from_templates(text, TITLES)
+
+
 def status(value: str) -> str:
     """A status label in the chosen language (an unknown one as it is)."""
     return translated(STATUSES[value]) if value in STATUSES else value
