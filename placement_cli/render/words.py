@@ -37,7 +37,8 @@ TRAINING = N_("Tower training: {count} towers on {devices}, variables and averag
 TRAINING_ONE = N_("Tower training: 1 tower on {devices}, variables and averaging on {variables}")
 MIRRORED_LOOP = N_("MirroredStrategy over {devices} (custom loop, --reduce {reduce})")
 MIRRORED_FIT = N_("MirroredStrategy over {devices} (Keras fit, --reduce {reduce})")
-TITLES = (MATMUL_BOTH, MATMUL_PINNED, MATMUL_INPUTS, MATMUL, TOWERS, ONE_TOWER, TRAINING_ONE, TRAINING,
+TRACE = N_("trace of {script} (exit code {code})")
+TITLES = (TRACE, MATMUL_BOTH, MATMUL_PINNED, MATMUL_INPUTS, MATMUL, TOWERS, ONE_TOWER, TRAINING_ONE, TRAINING,
           MIRRORED_LOOP, MIRRORED_FIT)
 
 
