@@ -711,7 +711,7 @@ def demo(
 
             _console().print(_ascii_safe(steps_table(STEPS)))
         return
-    from placement_cli.lessons.demo import run_step, start  # noqa: PLC0415
+    from placement_cli.lessons.demo import start  # noqa: PLC0415
 
     machine = start()
     if as_json:

@@ -105,6 +105,7 @@ def test_gpu_steps_use_gpus_where_they_exist(gpus, towers) -> None:
     assert machine.towers == towers
     assert machine.missing == f"/gpu:{max(gpus, 2)}"
     assert (demo.gpu_note(machine) is None) == (gpus >= 2)
+    assert machine.replicas == (["/gpu:0", "/gpu:1"] if gpus >= 2 else ["/cpu:0", "/cpu:1"])
 
 
 # --- real runs: TensorFlow once per run, every step in it ---
@@ -134,7 +135,7 @@ def test_every_step_runs_and_teaches(json_runs) -> None:
         assert by_key["towers"]["args"]["devices"] == ["/cpu:1", "/cpu:2"]
         assert "CPU:1" in by_key["towers"]["notice"] and "GPU:0" not in by_key["towers"]["notice"]
     else:
-        assert by_key["towers"]["args"]["devices"][0] == "/gpu:0"
+        assert by_key["towers"]["args"]["devices"][0] == "/gpu:0" and "GPU:0" in by_key["towers"]["notice"]
 
 
 @pytest.mark.tf

@@ -32,6 +32,11 @@ class Machine:
         return ["/cpu:1", "/cpu:2"]
 
     @property
+    def replicas(self) -> list[str]:
+        """MirroredStrategy's replicas: two GPUs, else two logical CPUs (never a GPU mixed with a CPU)."""
+        return ["/gpu:0", "/gpu:1"] if self.gpus >= 2 else ["/cpu:0", "/cpu:1"]
+
+    @property
     def pinned(self) -> str:
         return self.towers[0]
 
@@ -154,12 +159,15 @@ def _tower(machine: Machine) -> Outcome:
     if report.result is None:
         return Outcome("report", report, ok=False, problem="the towers did not run")
     where = {}
+    summed = "?"
     for p in report.placements:
         if p.group and p.group.startswith("tower") and p.op and "MatMul" in p.op:
             where[p.group.split(" (")[0]] = p.short
-    towers = ", ".join(f"{k} on {v}" for k, v in sorted(where.items()))
+        elif p.group == "reduce" and p.op == "AddN":
+            summed = p.short
+    towers = ", ".join(f"{k}: {v}" for k, v in sorted(where.items()))
     return Outcome("report", report, N_("Each tower's MatMul ran where it was pinned ({towers}); AddN summed "
-                                        "them on CPU:0."), {"towers": towers})
+                                        "them on {device}."), {"towers": towers, "device": summed})
 
 
 def _copies(machine: Machine) -> Outcome:
@@ -189,8 +197,7 @@ def _train(machine: Machine) -> Outcome:
 def _mirrored(machine: Machine) -> Outcome:
     from placement_cli.lessons.mirrored import MirroredSpec, mirrored  # noqa: PLC0415
 
-    devices = tuple(machine.towers if machine.gpus else ["/cpu:0", "/cpu:1"])
-    report = mirrored(MirroredSpec(devices=devices, batch=64, steps=3, lr=0.1, reduce="collective", fit=False),
+    report = mirrored(MirroredSpec(devices=tuple(machine.replicas), batch=64, steps=3, lr=0.1, reduce="collective", fit=False),
                       RunOptions(mode="eager", cpus=CPUS))
     training = report.training
     if report.failed or training is None or not training.complete:
@@ -258,7 +265,7 @@ STEPS: list[Step] = [
     Step("mirrored", N_("MirroredStrategy (mirrored)"),
          N_("tf.distribute.MirroredStrategy copies every variable to each replica and all-reduces the gradients."),
          ((MIRRORED, "_custom_loop"),), _mirrored,
-         lambda m: {"devices": m.towers if m.gpus else ["/cpu:0", "/cpu:1"]}),
+         lambda m: {"devices": m.replicas}),
 ]
 
 
@@ -326,7 +333,8 @@ def gpu_note(machine: Machine) -> str | None:
     if machine.gpus >= 2:
         return None
     if machine.gpus == 1:
-        return N_("One GPU here: the second tower runs on a logical CPU (/cpu:1).")
+        return N_("One GPU here: the second tower runs on a logical CPU (/cpu:1), and MirroredStrategy's two "
+                  "replicas on logical CPUs (/cpu:0, /cpu:1).")
     return N_("No GPU here: the GPU steps run on logical CPUs (/cpu:1, /cpu:2) and say so; nothing pretends "
               "a GPU exists.")
 

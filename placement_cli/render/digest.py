@@ -83,7 +83,8 @@ class CrossTab:
         rest = ranked[MAX_KEYS:]
         if rest:
             summed: Counter[str] = sum((by_key[k] for k in rest), Counter())
-            table.add_row(_("({count} more)").format(count=len(rest)), *(_count(summed[n]) for n in names), str(sum(summed.values())),
+            table.add_row(_("({count} more)").format(count=len(rest)), *(_count(summed[n]) for n in names),
+                          str(sum(summed.values())),
                           new_section=True)
         return table
 
@@ -159,7 +160,7 @@ def _every_reason_first(rows: list[tuple[Placement, int]], cap: int) -> list[tup
     if len(rows) <= cap:
         return rows
     by_reason: dict[str | None, list[int]] = {}
-    for i, (p, _) in enumerate(rows):
+    for i, (p, _times) in enumerate(rows):
         by_reason.setdefault(p.reason, []).append(i)
     queues = list(by_reason.values())
     taken: list[int] = []

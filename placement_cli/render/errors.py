@@ -33,7 +33,8 @@ def _soft_summary(soft: dict[str, Any] | None) -> str:
 
 
 def _case_panel(case: dict[str, Any]) -> Panel:
-    rows: list[tuple[str, str]] = [(_("what"), words.from_templates(case["description"], TEMPLATES)), (_("requested"), case["requested"])]
+    rows: list[tuple[str, str]] = [(_("what"), words.from_templates(case["description"], TEMPLATES)),
+                                   (_("requested"), case["requested"])]
     error = case["error"]
     if not case["ran"]:
         rows.append((_("not run"), words.from_templates(case["skip_reason"], TEMPLATES)))

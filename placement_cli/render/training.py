@@ -93,8 +93,9 @@ def role_table(placements: Sequence[Placement], roles: Sequence[str], view: View
                      and r.split()[1].rstrip(":").isdigit()})
     fold = not view.all_rows and len(order) > view.screen_rows and len(towers) > 3
     folded = set(towers[2:-1]) if fold else set()
-    table = RowTable(_("Per role and device"), [Column(_("role"), MIDDLE, min_width=12), Column(_("devices"), WRAP, min_width=12),
-                                             Column(_("ops"), justify="right")], fit=view.fit)
+    table = RowTable(_("Per role and device"), [Column(_("role"), MIDDLE, min_width=12),
+                                                Column(_("devices"), WRAP, min_width=12),
+                                                Column(_("ops"), justify="right")], fit=view.fit)
     summed: dict[str, Counter[str]] = {}
     previous = None
     for role in order:
