@@ -59,7 +59,3 @@ def translated(message: str) -> str:
 def N_(message: str) -> str:  # noqa: N802 - gettext's name for "mark for translation, translate later"
     """``message`` itself, marked for the catalogue: translated where it is shown, with ``_(name)``."""
     return message
-
-
-def ngettext(singular: str, plural: str, n: int) -> str:
-    return _translation.ngettext(singular, plural, n)
