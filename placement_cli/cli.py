@@ -85,6 +85,27 @@ _devices_option = _checked(lambda value: _devices_module().parse_option_devices(
                            tidy=lambda value: ",".join(d.strip() for d in value.split(",")))
 
 
+class Lang(str, Enum):
+    en = "en"
+    zh = "zh"
+
+
+def _lang_option(value: Lang | None) -> Lang | None:
+    """Choose the language before anything is rendered; no --lang: the locale's."""
+    from placement_cli.i18n import from_locale, use  # noqa: PLC0415
+
+    language = value.value if value else from_locale()
+    if language != "en" and _ascii_only():  # PYTHONIOENCODING=ascii: Chinese would print as "??"
+        if value:
+            _say(f"--lang {language}: standard output cannot encode it ({sys.stdout.encoding}); English is used")
+        language = "en"
+    use(language)
+    return value
+
+
+LangOpt = Annotated[Lang | None, typer.Option("--lang", callback=_lang_option, show_default=False, help="Language of tables, statuses, reasons and hints: en or zh (default: the locale's, LC_ALL/LC_MESSAGES/LANG). --json stays English.")]
+
+
 # Filters of the commands that read a program's placements (parse, trace); every one ignores case.
 DeviceFilterOpt = Annotated[str | None, typer.Option("--device", metavar="DEV", help="Only placements on DEV: a device type or device (GPU, CPU:0, /job:ps).")]
 OpFilterOpt = Annotated[str | None, typer.Option("--op", metavar="OP", help="Only placements of op type OP (MatMul also matches oneDNN's _MklMatMul).")]
@@ -374,6 +395,7 @@ def show(
     copies: CopiesOpt = False,
     log: LogOpt = False,
     all_rows: AllOpt = False,
+    lang: LangOpt = None,
     as_json: JsonOpt = False,
     svg: SvgOpt = None,
     dot: DotOpt = None,
@@ -407,6 +429,7 @@ def tower(
     copies: CopiesOpt = False,
     log: LogOpt = False,
     all_rows: AllOpt = False,
+    lang: LangOpt = None,
     as_json: JsonOpt = False,
     svg: SvgOpt = None,
     dot: DotOpt = None,
@@ -434,7 +457,7 @@ def tower(
 
 @app.command()
 @guarded
-def errors(as_json: JsonOpt = False, svg: SvgOpt = None, force: ForceOpt = False) -> None:
+def errors(lang: LangOpt = None, as_json: JsonOpt = False, svg: SvgOpt = None, force: ForceOpt = False) -> None:
     """Run a catalogue of placement failures for real and show each error, and what --soft does instead.
 
     All cases share one TensorFlow start-up; GPU-only cases are reported as not run on machines without one.
@@ -459,6 +482,7 @@ def errors(as_json: JsonOpt = False, svg: SvgOpt = None, force: ForceOpt = False
 def devices(
     cpus: CpusOpt = None,
     virtual_gpus: VGpusOpt = None,
+    lang: LangOpt = None,
     as_json: JsonOpt = False,
     svg: SvgOpt = None,
     force: ForceOpt = False,
@@ -489,6 +513,7 @@ def parse(
     node: NodeFilterOpt = None,
     top: TopOpt = None,
     all_rows: AllOpt = False,
+    lang: LangOpt = None,
     as_json: JsonOpt = False,
     svg: SvgOpt = None,
     force: ForceOpt = False,
@@ -526,6 +551,7 @@ def trace(
     log: Annotated[bool, typer.Option("--log", help="Echo TensorFlow's placement lines too, as they come.")] = False,
     copies: Annotated[bool, typer.Option("--copies", help="List the _Send/_Recv copies between devices of the script's tf.compat.v1.Session runs (their executed graphs, as grappler left them; asked for once per session and fetch).")] = False,
     all_rows: AllOpt = False,
+    lang: LangOpt = None,
     as_json: JsonOpt = False,
     svg: SvgOpt = None,
     dot: DotOpt = None,
@@ -697,6 +723,7 @@ def train(
     top: TopOpt = None,
     log: LogOpt = False,
     all_rows: AllOpt = False,
+    lang: LangOpt = None,
     as_json: JsonOpt = False,
     svg: SvgOpt = None,
     dot: DotOpt = None,
@@ -759,6 +786,7 @@ def mirrored(
     top: TopOpt = None,
     log: LogOpt = False,
     all_rows: AllOpt = False,
+    lang: LangOpt = None,
     as_json: JsonOpt = False,
     svg: SvgOpt = None,
     dot: DotOpt = None,
@@ -787,6 +815,117 @@ def mirrored(
     _print_training(narrowed.report, as_json=as_json, show_log=log, all_rows=all_rows, soft=None, filtered=narrowed)
     _save_pictures(pictures, narrowed.report)
     _training_exit(report)
+
+
+def _step_option(value: str | None) -> str | None:
+    from placement_cli.lessons.demo import select  # noqa: PLC0415 - no TensorFlow: the steps are data
+
+    if value is not None:
+        try:
+            select(value)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+    return value
+
+
+@app.command()
+@guarded
+def demo(
+    list_steps: Annotated[bool, typer.Option("--list", help="List the steps and exit.")] = False,
+    step: Annotated[str | None, typer.Option("--step", metavar="K|K-M|K,M", callback=_step_option, help="Run only these steps: 3, 3-5 or 2,4.")] = None,
+    pause: Annotated[bool | None, typer.Option("--pause/--no-pause", show_default=False, help="Wait for Enter between steps (default: when stdin and stdout are terminals).")] = None,
+    all_rows: AllOpt = False,
+    lang: LangOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Walk through the guide's lessons in order, for a class: each step explains, shows the code
+    that runs, runs it live and says what to notice in the result.
+
+    Devices, logging placement, manual placement, a device that does not exist, soft placement,
+    towers, copies between devices, then the training lessons (train, mirrored), all in one
+    TensorFlow start-up. Without GPUs the GPU steps run on logical CPUs, and say so.
+    Example: placement demo --lang zh --step 4-5
+    """
+    from placement_cli.lessons.demo import STEPS, select  # noqa: PLC0415
+
+    chosen = select(step)
+    if list_steps:
+        if as_json:
+            _print_json({"steps": [{"number": k, "key": s.key, "title": s.title} for k, s in enumerate(STEPS, 1)]})
+        else:
+            from placement_cli.render.demo import steps_table  # noqa: PLC0415
+
+            _console().print(_ascii_safe(steps_table(STEPS)))
+        return
+    from placement_cli.lessons.demo import start  # noqa: PLC0415
+
+    machine = start()
+    if as_json:
+        _demo_json(chosen, machine)
+        return
+    _demo_tables(chosen, machine, _pausing(pause), all_rows)
+
+
+def _pausing(pause: bool | None) -> bool:
+    from placement_cli.render.console import is_terminal  # noqa: PLC0415
+
+    return pause if pause is not None else is_terminal(sys.stdin) and is_terminal(sys.stdout)
+
+
+def _demo_failed(failed: list[str]) -> None:
+    if failed:
+        _say(f"{len(failed)} step(s) failed: {'; '.join(failed)}")
+        raise typer.Exit(int(ExitCode.PLACEMENT_FAILED))
+
+
+def _demo_tables(chosen: list[int], machine: Any, pause: bool, all_rows: bool) -> None:
+    from placement_cli.lessons.demo import STEPS, gpu_note, run_step  # noqa: PLC0415
+    from placement_cli.render.console import is_terminal, screen_rows  # noqa: PLC0415
+    from placement_cli.render.demo import machine_note, pause_prompt, step_group  # noqa: PLC0415
+    from placement_cli.render.table import View  # noqa: PLC0415
+
+    console = _console()
+    note = machine_note(gpu_note(machine))
+    if note is not None:
+        console.print(_ascii_safe(note))
+    view = View(all_rows=all_rows, screen_rows=screen_rows(console.file), fit=is_terminal(console.file))
+    failed: list[str] = []
+    for i, k in enumerate(chosen):
+        step = STEPS[k - 1]
+        if pause and i:
+            console.print(_ascii_safe(pause_prompt(k, step.title)), end="")
+            sys.stdout.flush()
+            if sys.stdin is None or not sys.stdin.readline():  # EOF: no one to press Enter, go on unpaused
+                console.print()
+                pause = False
+        outcome = run_step(step, machine)
+        console.print(_ascii_safe(step_group(k, len(STEPS), step, outcome, step.args(machine), view)), crop=False)
+        sys.stdout.flush()
+        if not outcome.ok:
+            failed.append(f"step {k} ({step.key}): {outcome.problem}")
+    _demo_failed(failed)
+
+
+def _demo_json(chosen: list[int], machine: Any) -> None:
+    from placement_cli.lessons.demo import STEPS, gpu_note, run_step  # noqa: PLC0415
+    from placement_cli.render.demo import notice_text  # noqa: PLC0415
+    from placement_cli.render.json import report_dict  # noqa: PLC0415
+
+    steps, failed = [], []
+    for k in chosen:
+        step = STEPS[k - 1]
+        outcome = run_step(step, machine)
+        result = outcome.result
+        if outcome.kind in ("report", "training"):
+            result = report_dict(result, run=True)
+        steps.append({"number": k, "key": step.key, "title": step.title, "explanation": step.explain,
+                      "code": step.source(), "args": step.args(machine), "code_ran": outcome.ran,
+                      "ok": outcome.ok, "problem": outcome.problem,
+                      "notice": notice_text(outcome, translate=False) if outcome.ok else None, "result": result})
+        if not outcome.ok:
+            failed.append(f"step {k} ({step.key}): {outcome.problem}")
+    _print_json({"gpus": machine.gpus, "note": gpu_note(machine), "steps": steps})
+    _demo_failed(failed)
 
 
 def _silence_stdout() -> None:

@@ -4,19 +4,46 @@ catalogues shipped in ``placement_cli/locale`` (JSON output stays English)."""
 from __future__ import annotations
 
 import gettext
+import os
+from collections.abc import Mapping
 from pathlib import Path
 
 DOMAIN = "placement"
 LOCALE_DIR = Path(__file__).parent / "locale"
 LANGUAGES = ("en", "zh")
+LOCALE_VARIABLES = ("LANGUAGE", "LC_ALL", "LC_MESSAGES", "LANG")  # the order gettext reads them in
 
 _translation: gettext.NullTranslations = gettext.NullTranslations()
+_language = "en"
 
 
-def use(language: str) -> None:
-    """Translate from now on into ``language`` (one of LANGUAGES); English needs no catalogue."""
-    global _translation  # noqa: PLW0603 - one language per process, chosen once by the CLI
-    _translation = gettext.translation(DOMAIN, LOCALE_DIR, languages=[language], fallback=True)
+def from_locale(environ: Mapping[str, str] | None = None) -> str:
+    """The language the locale asks for, read as gettext reads it: the first of LANGUAGE, LC_ALL,
+    LC_MESSAGES, LANG that is set (LANGUAGE may list several, ``zh_CN:en``). Chinese (``zh``,
+    ``zh_CN.UTF-8``, ``zh_TW``) gives zh; anything else en."""
+    environ = os.environ if environ is None else environ
+    for name in LOCALE_VARIABLES:
+        value = environ.get(name, "")
+        if value:
+            first = value.split(":")[0].strip().lower()
+            return "zh" if first == "zh" or first.startswith(("zh_", "zh-", "zh.")) else "en"
+    return "en"
+
+
+def use(language: str | None = None) -> str:
+    """Translate from now on into ``language`` (one of LANGUAGES; None: the locale's); English
+    needs no catalogue. Returns the language chosen."""
+    global _translation, _language  # noqa: PLW0603 - one language per process, chosen once by the CLI
+    _language = language or from_locale()
+    if _language == "en":
+        _translation = gettext.NullTranslations()
+    else:
+        _translation = gettext.translation(DOMAIN, LOCALE_DIR, languages=[_language], fallback=True)
+    return _language
+
+
+def language() -> str:
+    return _language
 
 
 def _(message: str) -> str:
@@ -24,5 +51,11 @@ def _(message: str) -> str:
     return _translation.gettext(message)
 
 
-def ngettext(singular: str, plural: str, n: int) -> str:
-    return _translation.ngettext(singular, plural, n)
+def translated(message: str) -> str:
+    """A message marked elsewhere with ``N_`` (a variable here, so not extracted twice) in the chosen language."""
+    return _translation.gettext(message)
+
+
+def N_(message: str) -> str:  # noqa: N802 - gettext's name for "mark for translation, translate later"
+    """``message`` itself, marked for the catalogue: translated where it is shown, with ``_(name)``."""
+    return message

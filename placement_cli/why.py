@@ -11,8 +11,9 @@ from typing import Any
 
 from placement_cli.devices import DeviceSpec, try_parse
 from placement_cli.model import AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, Placement
+from placement_cli.render import words  # the reasons' templates (no rich: words imports only i18n, model)
 
-UNKNOWN = "unknown"
+UNKNOWN = words.UNKNOWN
 _CALL_OPS = ("StatefulPartitionedCall", "PartitionedCall")
 _CALL_NODE = re.compile(r"(?:Stateful)?PartitionedCall(?:_\d+)?")  # tf.function call nodes' default names
 # Kernels registered for DEFAULT serve every device type but the CPU (TF's kernel lookup falls back to them).
@@ -189,14 +190,14 @@ class _Explainer:
     def fallback_reason(self, want: DeviceSpec, p: Placement, node: NodeFacts) -> str:
         """Why the placer did not honour a request."""
         if not any(want.satisfied_by(s) for s in self.specs):
-            names = ", ".join(s.short for s in self.specs) or "none listed"
-            return f"{want.short} does not exist (have: {names})"
+            names = ", ".join(s.short for s in self.specs) or words.NONE_LISTED
+            return words.MISSING.format(device=want.short, names=names)
         found = self.kernel_reason(p, node, want.device_type) or self.colocation_reason(p, node)
         if found:
             return found
         if not self.kernels_known(p, node, want.device_type):
-            return f"{UNKNOWN} ({want.short} exists; its kernels could not be checked)"
-        return f"{UNKNOWN} ({want.short} exists and has a kernel for it)"
+            return words.UNCHECKED.format(device=want.short)
+        return words.HAS_KERNEL.format(device=want.short)
 
     def on_cpu_reason(self, p: Placement, node: NodeFacts | None) -> str | None:
         """Why an op that asked for no device sits on a CPU while a GPU exists."""
@@ -209,9 +210,9 @@ class _Explainer:
         if not device_type or not op:
             return None
         if not has_kernel(self.facts.kernels, op, device_type):
-            return f"no {device_type} kernel registered for {op}"
+            return words.NO_KERNEL.format(device_type=device_type, op=op)
         if node is not None and device_type in node.no_kernel:
-            return f"no {device_type} kernel for {op} with this node's types"
+            return words.NO_TYPED_KERNEL.format(device_type=device_type, op=op)
         return None
 
     def kernels_known(self, p: Placement, node: NodeFacts | None, device_type: str | None) -> bool:
@@ -226,7 +227,8 @@ class _Explainer:
             if self.where.get(partner) == {p.canonical}:
                 kinds = self.ops_by_name.get(partner, set())
                 kind = next(iter(kinds)) if len(kinds) == 1 else None
-                return f"colocated with {partner}{f' ({kind})' if kind else ''} on {p.short}"
+                template = words.COLOCATED_KIND if kind else words.COLOCATED
+                return template.format(partner=partner, kind=kind, device=p.short)
         return None
 
 

@@ -36,3 +36,9 @@ def test_help_does_not_import_tensorflow() -> None:
 def test_probe_can_see_tensorflow_when_it_is_imported() -> None:
     """The check above must be able to fail: a command that runs TensorFlow is seen."""
     assert _tf_loaded("show", "--json")
+
+
+def test_demo_list_and_parse_in_chinese_do_not_import_tensorflow() -> None:
+    assert not _tf_loaded("demo", "--list", "--lang", "zh")
+    assert not _tf_loaded("demo", "--help")
+    assert not _tf_loaded("parse", "--lang", "zh", str(LOGS / "tf1.x" / "errors_mixed.log"))

@@ -6,6 +6,7 @@ from contextlib import nullcontext
 from typing import Any
 
 from placement_cli.model import Report
+from placement_cli.render import words
 from placement_cli.runtime.run import Trial, run_captured, run_session
 from placement_cli.runtime.startup import RunOptions, session_config
 
@@ -46,6 +47,37 @@ def _run_eager(tf: Any, compute: Any, trial: Trial, options: RunOptions) -> Tria
     return trial
 
 
+def matmul_graph(tf: Any, device: str | None, inputs_on: str | None) -> Any:
+    """The guide's matmul: a (2x3) times b (3x2), each made under the device it is pinned to."""
+    with _on(tf, inputs_on):
+        a = tf.constant(A_VALUES, shape=[2, 3], name="a")
+        b = tf.constant(A_VALUES, shape=[3, 2], name="b")
+    with _on(tf, device):
+        return tf.matmul(a, b)
+
+
+def tower_graph(tf: Any, devices: list[str], reduce_on: str, groups: dict[str, str]) -> Any:
+    """One matmul per device, summed on ``reduce_on``; ``groups`` gets each op's tower (or "reduce")."""
+    towers = []
+    ops = tf.compat.v1.get_default_graph().get_operations
+    for i, d in enumerate(devices):
+        before = len(ops())
+        with _on(tf, d):
+            a = tf.constant(A_VALUES, shape=[2, 3])
+            b = tf.constant(A_VALUES, shape=[3, 2])
+            towers.append(tf.matmul(a, b))
+        for op in ops()[before:]:
+            groups[op.name] = f"tower {i} ({d})"
+    if len(towers) == 1:
+        return towers[0]  # nothing to sum: tf.add_n of one tensor makes no op
+    before = len(ops())
+    with _on(tf, reduce_on):
+        total = tf.add_n(towers)
+    for op in ops()[before:]:
+        groups[op.name] = "reduce"
+    return total
+
+
 def matmul(device: str | None, inputs_on: str | None, options: RunOptions) -> Report:
     """``a`` (2x3) times ``b`` (3x2): the guide's first examples."""
     inputs = inputs_on or device
@@ -70,18 +102,11 @@ def matmul(device: str | None, inputs_on: str | None, options: RunOptions) -> Re
 
             return _run_eager(tf, compute, trial, options)
 
-        def make_graph() -> Any:
-            with _on(tf, inputs):
-                a, b = _constants(tf, named=True)
-            with _on(tf, device):
-                return tf.matmul(a, b)
+        return _run_graph(tf, lambda: matmul_graph(tf, device, inputs), trial, options)
 
-        return _run_graph(tf, make_graph, trial, options)
-
-    pins = [f"all on {device}"] if device else []
-    if inputs_on:
-        pins.append(f"a and b on {inputs_on}")
-    title = f"Guide matmul ({', '.join([options.mode + ' mode', *pins])})"
+    template = {(False, False): words.MATMUL, (True, False): words.MATMUL_PINNED,
+                (False, True): words.MATMUL_INPUTS, (True, True): words.MATMUL_BOTH}[bool(device), bool(inputs_on)]
+    title = template.format(mode=options.mode, device=device, inputs=inputs_on)
     return run_captured(build, options, title)
 
 
@@ -111,31 +136,8 @@ def tower(devices: list[str], reduce_on: str, options: RunOptions) -> Report:
 
             return _run_eager(tf, compute, trial, options)
 
-        def make_graph() -> Any:
-            towers = []
-            ops = trial.graph.get_operations
-            for i, d in enumerate(devices):
-                before = len(ops())
-                with _on(tf, d):
-                    a, b = _constants(tf, named=False)
-                    towers.append(tf.matmul(a, b))
-                for op in ops()[before:]:
-                    trial.groups[op.name] = label(i, d)
-            if not summed:
-                return towers[0]
-            before = len(ops())
-            with _on(tf, reduce_on):
-                total = tf.add_n(towers)
-            for op in ops()[before:]:
-                trial.groups[op.name] = "reduce"
-            return total
+        return _run_graph(tf, lambda: tower_graph(tf, devices, reduce_on, trial.groups), trial, options)
 
-        return _run_graph(tf, make_graph, trial, options)
-
-    where = ", ".join(devices)
-    if summed:
-        title = f"Guide towers on {where}, summed on {reduce_on} ({options.mode} mode)"
-    else:
-        title = (f"Guide towers on {where} ({options.mode} mode): one tower, so nothing is summed "
-                 "(no tf.add_n ran; --reduce-on unused)")
+    template = words.TOWERS if summed else words.ONE_TOWER
+    title = template.format(devices=", ".join(devices), reduce_on=reduce_on, mode=options.mode)
     return run_captured(build, options, title)

@@ -11,6 +11,7 @@ from typing import Any
 from placement_cli.errors import UsageProblem
 from placement_cli.lessons.split import check_even
 from placement_cli.model import Copy, ExpectedBytes, Placement, Report, Training, VariableCopies
+from placement_cli.render import words
 from placement_cli.runtime import private
 from placement_cli.runtime.facts import GraphRecorder
 from placement_cli.runtime.run import Trial, run_captured
@@ -324,8 +325,8 @@ def mirrored(spec: MirroredSpec, options: RunOptions) -> Report:
         trial.result = list(trial.losses) if len(trial.losses) == spec.steps else None
         return trial
 
-    how = "Keras fit" if spec.fit else "custom loop"
-    title = f"MirroredStrategy over {', '.join(spec.devices)} ({how}, --reduce {spec.reduce})"
+    template = words.MIRRORED_FIT if spec.fit else words.MIRRORED_LOOP
+    title = template.format(devices=", ".join(spec.devices), reduce=spec.reduce)
     report = run_captured(run, replace(options, mode="eager"), title)
     replica_of = _replica_index(trial.replicas or spec.devices)
     steps = step_placements(report.placements, trial.step_nodes)

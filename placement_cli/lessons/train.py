@@ -12,6 +12,7 @@ from placement_cli.devices import try_parse
 from placement_cli.errors import UsageProblem
 from placement_cli.lessons.split import check_even
 from placement_cli.model import FREE, ExpectedBytes, GradientCheck, Placement, Report, Training, VariableCopies
+from placement_cli.render import words
 from placement_cli.runtime.run import Trial, run_captured, run_traced_step
 from placement_cli.runtime.startup import RunOptions, session_config
 
@@ -281,9 +282,8 @@ def train(spec: TrainSpec, options: RunOptions) -> Report:
             roles=tuple(role_order(spec.towers)))
         return trial
 
-    towers = ", ".join(spec.devices)
-    title = (f"Tower training: {spec.towers} tower{'s' if spec.towers > 1 else ''} on {towers}, "
-             f"variables and averaging on {VARIABLES_ON}")
+    template = words.TRAINING if spec.towers > 1 else words.TRAINING_ONE
+    title = template.format(count=spec.towers, devices=", ".join(spec.devices), variables=VARIABLES_ON)
     report = run_captured(run, options, title)
     placements = explain_reads(report.placements, trial.reads)
     training = trial.training

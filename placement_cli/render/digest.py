@@ -12,6 +12,7 @@ from rich.text import Text
 
 from placement_cli.devices import short_name
 from placement_cli.model import SOFT_FALLBACK, Placement, Report
+from placement_cli.i18n import _
 from placement_cli.render.rows import MIDDLE, Column, RowTable
 from placement_cli.render.table import View, clean, counts_table, rows_table, table_rows
 
@@ -60,12 +61,12 @@ class CrossTab:
 
     def _devices(self) -> tuple[list[str], dict[str, str]]:
         totals: Counter[str] = Counter()
-        for (_, device), n in self.counts.items():
+        for (_key, device), n in self.counts.items():
             totals[device] += n
         ranked = [d for d, _ in sorted(totals.items(), key=lambda t: (-t[1], t[0]))]
         kept = ranked if len(ranked) <= MAX_DEVICE_COLUMNS else ranked[: MAX_DEVICE_COLUMNS - 1]
         column = {d: clean(short_name(d)) for d in kept}
-        column.update({d: "other" for d in ranked[len(kept):]})
+        column.update({d: _("other") for d in ranked[len(kept):]})
         return list(dict.fromkeys(column[d] for d in sorted(kept) + ranked[len(kept):])), column
 
     def wide(self) -> RowTable:
@@ -75,21 +76,22 @@ class CrossTab:
             by_key.setdefault(key, Counter())[column[device]] += n
         ranked = sorted(by_key, key=lambda k: (-sum(by_key[k].values()), k))
         table = RowTable(self.title, [Column(self.key, MIDDLE, min_width=12)]
-                         + [Column(n, justify="right") for n in names] + [Column("total", justify="right")],
+                         + [Column(n, justify="right") for n in names] + [Column(_("total"), justify="right")],
                          fit=self.fit)
         for key in ranked[:MAX_KEYS]:
             table.add_row(clean(key), *(_count(by_key[key][n]) for n in names), str(sum(by_key[key].values())))
         rest = ranked[MAX_KEYS:]
         if rest:
             summed: Counter[str] = sum((by_key[k] for k in rest), Counter())
-            table.add_row(f"({len(rest)} more)", *(_count(summed[n]) for n in names), str(sum(summed.values())),
+            table.add_row(_("({count} more)").format(count=len(rest)), *(_count(summed[n]) for n in names),
+                          str(sum(summed.values())),
                           new_section=True)
         return table
 
     def long(self) -> RowTable:
         per_device = max(3, MAX_KEYS // max(1, len({d for _, d in self.counts})))
-        table = RowTable(self.title, [Column("device"), Column(self.key, MIDDLE, min_width=12),
-                                      Column("ops", justify="right")], fit=self.fit)
+        table = RowTable(self.title, [Column(_("device")), Column(self.key, MIDDLE, min_width=12),
+                                      Column(_("ops"), justify="right")], fit=self.fit)
         by_device: dict[str, Counter[str]] = {}
         for (key, device), n in self.counts.items():
             by_device.setdefault(device, Counter())[key] += n
@@ -100,7 +102,7 @@ class CrossTab:
                 table.add_row(name, clean(key), str(n), new_section=i == 0)
             rest = ranked[per_device:]
             if rest:
-                table.add_row(name, f"({len(rest)} more)", str(sum(n for _, n in rest)))
+                table.add_row(name, _("({count} more)").format(count=len(rest)), str(sum(n for _, n in rest)))
         return table
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
@@ -118,10 +120,11 @@ def _count(n: int) -> str:
 def digest_renderables(report: Report, shown: list[Placement], rows: int, *, run: bool,
                        view: View) -> list[RenderableType]:
     """What a report with more rows than fit a screen shows instead of its placement table."""
-    note = f"{rows} rows do not fit a screen ({view.screen_rows} rows): a digest follows. {view.more_rows}."
+    note = _("{rows} rows do not fit a screen ({screen} rows): a digest follows. {more}.").format(
+        rows=rows, screen=view.screen_rows, more=view.more_rows)
     parts: list[RenderableType] = [Text(note, style="italic"), counts_table(report, view.filtered)]
     by_op: Counter[tuple[str, str]] = Counter((p.op or "?", p.canonical) for p in shown)
-    parts.append(CrossTab("Per op type and device", "op", by_op, view.fit))
+    parts.append(CrossTab(_("Per op type and device"), _("op"), by_op, view.fit))
     depth = scope_depth(p.node for p in shown)
     scopes: dict[str | None, str] = {}
     by_scope: Counter[tuple[str, str]] = Counter()
@@ -129,25 +132,26 @@ def digest_renderables(report: Report, shown: list[Placement], rows: int, *, run
         if p.node not in scopes:
             scopes[p.node] = scope_of(p.node, depth)
         by_scope[scopes[p.node], p.canonical] += 1
-    levels = "first level" if depth == 1 else f"first {depth} levels"
-    parts.append(CrossTab(f"Per name scope ({levels}) and device", "scope", by_scope, view.fit))
+    levels = _("first level") if depth == 1 else _("first {depth} levels").format(depth=depth)
+    parts.append(CrossTab(_("Per name scope ({levels}) and device").format(levels=levels), _("scope"), by_scope,
+                          view.fit))
     if run:
         parts.append(_worth_a_look(shown, run, view))
     else:
-        parts.append(Text("A log alone does not say what each op asked for: `placement trace` runs the program "
-                          "and shows which ops did not land where they asked, and why.", style="italic"))
+        parts.append(Text(_("A log alone does not say what each op asked for: `placement trace` runs the program "
+                            "and shows which ops did not land where they asked, and why."), style="italic"))
     return parts
 
 
 def _worth_a_look(shown: list[Placement], run: bool, view: View) -> RenderableType:
     rows = table_rows([p for p in shown if worth_a_look(p)], run)
     if not rows:
-        return Text("Every op sits where it asked, or asked for nothing and needs no reason.", style="italic")
+        return Text(_("Every op sits where it asked, or asked for nothing and needs no reason."), style="italic")
     cap = max(view.screen_rows, 1)
     more = len(rows) - cap
-    caption = f"{more} more rows worth a look: {view.narrow}" if more > 0 else None
+    caption = _("{more} more rows worth a look: {narrow}").format(more=more, narrow=view.narrow) if more > 0 else None
     return rows_table(_every_reason_first(rows, cap),
-                      title="Worth a look (not where they asked, or on a CPU while a GPU exists)",
+                      title=_("Worth a look (not where they asked, or on a CPU while a GPU exists)"),
                       caption=caption, fit=view.fit)
 
 
@@ -156,7 +160,7 @@ def _every_reason_first(rows: list[tuple[Placement, int]], cap: int) -> list[tup
     if len(rows) <= cap:
         return rows
     by_reason: dict[str | None, list[int]] = {}
-    for i, (p, _) in enumerate(rows):
+    for i, (p, _times) in enumerate(rows):
         by_reason.setdefault(p.reason, []).append(i)
     queues = list(by_reason.values())
     taken: list[int] = []

@@ -9,51 +9,56 @@ from rich.panel import Panel
 from rich.text import Text
 
 from placement_cli.devices import short_name
-from placement_cli.render.table import clean, format_result, literal
+from placement_cli.i18n import _
+from placement_cli.lessons.failures import TEMPLATES
+from placement_cli.render import words
+from placement_cli.render.table import clean, format_result, literal, pad_left
 
 
 def _soft_summary(soft: dict[str, Any] | None) -> str:
     if soft is None:
         return "-"
     if soft.get("error_class"):
-        return f"still fails: {soft['error_class']}: {soft.get('message', '')}"
+        return _("still fails: {error}").format(error=f"{soft['error_class']}: {soft.get('message', '')}")
     shown = [p for p in soft["placements"] if p["op"] not in ("_Arg", "_Retval")]
     devices = sorted({short_name(p["canonical"]) for p in shown})
     nodes_by_reason: dict[str, list[str]] = {}
     for p in shown:
         if p.get("reason"):
             nodes_by_reason.setdefault(p["reason"], []).append(p["node"] or p["op"] or "?")
-    why = [f"{', '.join(sorted(nodes))}: {reason}" for reason, nodes in nodes_by_reason.items()]
+    why = [f"{', '.join(sorted(nodes))}: {words.reason(reason)}" for reason, nodes in nodes_by_reason.items()]
     because = f" ({'; '.join(why)})" if why else ""
-    return f"runs on {', '.join(devices) or '?'}{because}, result {format_result(soft['result'])}"
+    return _("runs on {devices}{because}, result {result}").format(
+        devices=", ".join(devices) or "?", because=because, result=format_result(soft["result"]))
 
 
 def _case_panel(case: dict[str, Any]) -> Panel:
-    rows: list[tuple[str, str]] = [("what", case["description"]), ("requested", case["requested"])]
+    rows: list[tuple[str, str]] = [(_("what"), words.from_templates(case["description"], TEMPLATES)),
+                                   (_("requested"), case["requested"])]
     error = case["error"]
     if not case["ran"]:
-        rows.append(("not run", case["skip_reason"]))
-        style, status = "yellow", "not runnable here"
+        rows.append((_("not run"), words.from_templates(case["skip_reason"], TEMPLATES)))
+        style, status = "yellow", _("not runnable here")
     elif error is None:
-        rows.append(("error", "none"))
-        style, status = "green", "no error"
+        rows.append((_("error"), _("none")))
+        style, status = "green", _("no error")
     else:
         rows += [
-            ("error", f"{case['error_class']} ({error['kind']})"),
-            ("node", error["node"] or "-"),
-            ("TensorFlow says", error["message"].splitlines()[0]),
-            ("available", ", ".join(short_name(d) for d in error["available_devices"]) or "-"),
-            ("with --soft", _soft_summary(case["soft"])),
+            (_("error"), f"{case['error_class']} ({error['kind']})"),
+            (_("node"), error["node"] or "-"),
+            (_("TensorFlow says"), error["message"].splitlines()[0]),
+            (_("available"), ", ".join(short_name(d) for d in error["available_devices"]) or "-"),
+            (_("with --soft"), _soft_summary(case["soft"])),
         ]
         style, status = "red", case["error_class"]
     body = Text()
     for label, value in rows:
-        body.append(f"{label:>15}: ", style="bold")
+        body.append(f"{pad_left(label, 15)}: ", style="bold")
         body.append(clean(value) + "\n")
     body.rstrip()
     return Panel(body, title=literal(f"{case['name']}: {status}"), title_align="left", border_style=style)
 
 
 def render_catalogue(found: dict[str, Any]) -> Group:
-    return Group(Text("Placement failures, each run for real", style="bold underline"),
+    return Group(Text(_("Placement failures, each run for real"), style="bold underline"),
                  *(_case_panel(c) for c in found["cases"]))

@@ -4,6 +4,7 @@ middle, or wrapped."""
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -145,9 +146,39 @@ def _wrap(text: str, width: int, ellipsis: str = "…") -> list[str]:
     of examples) is cut in the middle rather than broken across lines."""
     if cell_len(text) <= width:
         return [text]
-    words = [w if cell_len(w) <= width else cut_middle(w, width, ellipsis) for w in text.split(" ")]
-    lines = textwrap.wrap(" ".join(words), width, break_long_words=False, break_on_hyphens=False) or [""]
+    words = [w if cell_len(w) <= width or not w.isascii() else cut_middle(w, width, ellipsis)
+             for w in text.split(" ")]
+    if text.isascii():
+        lines = textwrap.wrap(" ".join(words), width, break_long_words=False, break_on_hyphens=False) or [""]
+    else:
+        lines = _wrap_cells(words, width)
     return [line if cell_len(line) <= width else _head(line, width) for line in lines]
+
+
+_NO_LINE_START = frozenset("，。、；：！？）」』】》,.;:!?)]")
+
+
+def _wrap_cells(words: list[str], width: int) -> list[str]:
+    """Words onto lines by their width in cells (textwrap counts characters): Chinese text, which
+    has no spaces, breaks between any two wide characters; ASCII runs inside it stay whole."""
+    tokens: list[str] = []
+    for i, word in enumerate(words):
+        if i:
+            tokens.append(" ")
+        tokens += re.findall(r"[\x00-\x7f]+|.", word)
+    lines: list[str] = []
+    line: list[str] = []
+    for token in tokens:
+        if line and cell_len("".join(line) + token) > width:
+            carry = []
+            if token[0] in _NO_LINE_START and len(line) > 1:  # "）" or "，" never starts a line
+                carry = [line.pop()]
+            lines.append("".join(line).rstrip())
+            line = [] if token == " " and not carry else [*carry, token]
+        else:
+            line.append(token)
+    last = "".join(line).rstrip()
+    return [*lines, last] if last.strip() else lines or [""]
 
 
 @dataclass(frozen=True)

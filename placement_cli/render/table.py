@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.measure import Measurement
 from rich.panel import Panel
@@ -15,6 +16,8 @@ from rich.text import Text
 from placement_cli.devices import short_name
 from placement_cli.filters import Filtered, is_plumbing
 from placement_cli.model import AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, Placement, PlacementFailure, Report
+from placement_cli.i18n import _
+from placement_cli.render import words
 from placement_cli.render.rows import MIDDLE, WRAP, Column, RowTable
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -63,17 +66,17 @@ class View:
 
     @property
     def everything(self) -> str:
-        return "report.to_json() has all" if self.api else "--json has all"
+        return _("report.to_json() has all") if self.api else _("--json has all")
 
     @property
     def more_rows(self) -> str:
-        return ("report.placements has every row; report.to_json() everything" if self.api else
-                "--all prints every row (narrowed by --device, --op, --node, --top); --json prints everything")
+        return (_("report.placements has every row; report.to_json() everything") if self.api else
+                _("--all prints every row (narrowed by --device, --op, --node, --top); --json prints everything"))
 
     @property
     def narrow(self) -> str:
-        return ("filter report.placements" if self.api else
-                "narrow with --device, --op or --node, or print them all with --all; --json has everything")
+        return (_("filter report.placements") if self.api else
+                _("narrow with --device, --op or --node, or print them all with --all; --json has everything"))
 
 
 def _device_styles(devices: Iterable[str]) -> dict[str, str]:
@@ -113,7 +116,7 @@ def table_rows(placements: list[Placement], run: bool) -> list[tuple[Placement, 
     return [(p, n) for p, n in counts.values()]
 
 
-def rows_table(rows: list[tuple[Placement, int]], *, title: str | None = "Placements", caption: str | None = None,
+def rows_table(rows: list[tuple[Placement, int]], *, title: str | None = None, caption: str | None = None,
                fit: bool = True) -> RowTable:
     """Node, op, requested, assigned, status (and times, why), one section per device or group.
     Devices and statuses are never cut; node names are cut in the middle, reasons wrap."""
@@ -122,15 +125,16 @@ def rows_table(rows: list[tuple[Placement, int]], *, title: str | None = "Placem
     grouped = any(p.group for p in placements)
     show_times = any(n > 1 for _, n in rows)
     show_reason = any(p.reason for p in placements)
-    columns = [Column("node", MIDDLE, min_width=16), Column("op", MIDDLE, min_width=10), Column("requested"),
-               Column("assigned", style=styles.get), Column("status", style=_STATUS_STYLE.get)]
+    status_styles = {words.status(s): style for s, style in _STATUS_STYLE.items()}
+    columns = [Column(_("node"), MIDDLE, min_width=16), Column(_("op"), MIDDLE, min_width=10), Column(_("requested")),
+               Column(_("assigned"), style=styles.get), Column(_("status"), style=status_styles.get)]
     if grouped:
-        columns.insert(0, Column("group"))
+        columns.insert(0, Column(_("group")))
     if show_times:
-        columns.append(Column("times", justify="right", quiet="1"))
+        columns.append(Column(_("times"), justify="right", quiet="1"))
     if show_reason:
-        columns.append(Column("why", WRAP, min_width=16))
-    table = RowTable(title=title, columns=columns, caption=caption, fit=fit)
+        columns.append(Column(_("why"), WRAP, min_width=16))
+    table = RowTable(title=_("Placements") if title is None else title, columns=columns, caption=caption, fit=fit)
     previous: str | None = None
     requested_names: dict[str | None, str] = {}
     for p, times in rows:
@@ -138,13 +142,13 @@ def rows_table(rows: list[tuple[Placement, int]], *, title: str | None = "Placem
         if p.requested not in requested_names:
             requested_names[p.requested] = clean(short_name(p.requested)) if p.requested else "-"
         requested = requested_names[p.requested] if p.requested or p.status != LOGGED else "?"
-        row = [clean(p.node) or "-", clean(p.op) or "-", requested, clean(p.short), p.status]
+        row = [clean(p.node) or "-", clean(p.op) or "-", requested, clean(p.short), words.status(p.status)]
         if grouped:
             row.insert(0, clean(p.group) or "-")
         if show_times:
             row.append(str(times))
         if show_reason:
-            row.append(clean(p.reason))
+            row.append(clean(words.reason(p.reason)))
         table.add_row(*row, new_section=previous is not None and section != previous)
         previous = section
     return table
@@ -163,8 +167,8 @@ def placement_table(report: Report, run: bool = False, fit: bool = True) -> RowT
 
 def _plumbing_caption(report: Report, shown: list[Placement], view: View) -> str | None:
     hidden = len(report.placements) - len(shown)
-    return (f"{hidden} placements of TensorFlow's plumbing (_Arg/_Retval, eager ops' wrapper functions) "
-            f"not shown ({view.everything})") if hidden else None
+    return _("{hidden} placements of TensorFlow's plumbing (_Arg/_Retval, eager ops' wrapper functions) "
+             "not shown ({everything})").format(hidden=hidden, everything=view.everything) if hidden else None
 
 
 def reasons_table(report: Report, fit: bool = True) -> RowTable | None:
@@ -174,10 +178,10 @@ def reasons_table(report: Report, fit: bool = True) -> RowTable | None:
     found = reason_counts(shown_placements(report, run=True))  # the rows a table shows, not TF's plumbing
     if not found:
         return None
-    table = RowTable("Why here?", [Column("reason", WRAP, min_width=16), Column("ops", justify="right"),
-                                   Column("for example", WRAP, min_width=16)], fit=fit)
+    table = RowTable(_("Why here?"), [Column(_("reason"), WRAP, min_width=16), Column(_("ops"), justify="right"),
+                                      Column(_("for example"), WRAP, min_width=16)], fit=fit)
     for reason, n, examples in found:
-        table.add_row(clean(reason), str(n), ", ".join(clean(e) for e in examples))
+        table.add_row(clean(words.reason(reason)), str(n), ", ".join(clean(e) for e in examples))
     return table
 
 
@@ -186,7 +190,8 @@ def counts_table(report: Report, filtered: Filtered | None = None) -> Renderable
     never cut."""
     caption = None
     if filtered is not None and filtered.filters.active:
-        caption = f"{report.placement_count} of {filtered.total} placements match {filtered.filters.describe()}"
+        caption = _("{count} of {total} placements match {filters}").format(
+            count=report.placement_count, total=filtered.total, filters=filtered.filters.describe())
     return Narrowing(_counts(report, caption, full=True), _counts(report, caption, full=False))
 
 
@@ -194,14 +199,14 @@ def _counts(report: Report, caption: str | None, *, full: bool) -> Table:
     by_device = report.by_device
     styles = _device_styles(by_device)
     total = sum(by_device.values()) or 1
-    table = Table(title="Per device", title_justify="left", caption=literal(caption) if caption else None,
+    table = Table(title=_("Per device"), title_justify="left", caption=literal(caption) if caption else None,
                   caption_justify="left")
     shorts = {d: clean(short_name(d)) for d in by_device}
-    table.add_column("device", no_wrap=True)
+    table.add_column(_("device"), no_wrap=True)
     if full:
-        table.add_column("full name", no_wrap=True)
-    table.add_column("ops", justify="right", no_wrap=True)
-    table.add_column("share", justify="right", no_wrap=True)
+        table.add_column(_("full name"), no_wrap=True)
+    table.add_column(_("ops"), justify="right", no_wrap=True)
+    table.add_column(_("share"), justify="right", no_wrap=True)
     for device, n in sorted(by_device.items()):
         name = [literal(device)] if full else []
         table.add_row(Text(shorts[device], style=styles[device]), *name, str(n), f"{100 * n / total:.0f}%")
@@ -222,78 +227,96 @@ class Narrowing:
 
 def mapping_renderable(report: Report) -> RenderableType | None:
     if report.device_mapping:
-        table = Table(title="Device mapping", title_justify="left")
-        table.add_column("device", no_wrap=True)
-        table.add_column("description", overflow="fold")
+        table = Table(title=_("Device mapping"), title_justify="left")
+        table.add_column(_("device"), no_wrap=True)
+        table.add_column(_("description"), overflow="fold")
         for m in report.device_mapping:
             table.add_row(literal(short_name(m.device)), literal(m.description))
         return table
     if report.mapping_seen:
-        return Text("Device mapping: no known devices (a CPU has no description).")
+        return Text(_("Device mapping: no known devices (a CPU has no description)."))
     return None
 
 
-_SOFT_IN_PROGRAM = ("allow soft placement (ConfigProto(allow_soft_placement=True) in TF1, "
-                    "tf.config.set_soft_device_placement(True) in TF2)")
+def _soft_in_program() -> str:
+    return _("allow soft placement (ConfigProto(allow_soft_placement=True) in TF1, "
+             "tf.config.set_soft_device_placement(True) in TF2)")
 
 
 def hint(failure: PlacementFailure, hints: Hints) -> str:
     """How to proceed, for this kind of error, naming only what the command offers."""
     kind = failure.kind
     if kind == "invalid_device_spec":
-        return ("The device string is malformed; soft placement cannot fix that. Write it as "
-                "/job:J/replica:R/task:T/device:TYPE:N, or short as /cpu:0 or /gpu:1.")
+        return _("The device string is malformed; soft placement cannot fix that. Write it as "
+                 "/job:J/replica:R/task:T/device:TYPE:N, or short as /cpu:0 or /gpu:1.")
     if hints.source != "options":
         past = hints.source == "log"
-        fix = f"or {_SOFT_IN_PROGRAM} so TensorFlow chooses a device that can run it."
+        fix = _("or {soft} so TensorFlow chooses a device that can run it.").format(soft=_soft_in_program())
         if kind == "device_not_found":
-            pins = "pinned an op to a device that did not exist" if past else "pins an op to a device that does not exist"
-            return (f"The program {pins}: pin it to a device that exists (tf.config.list_logical_devices() "
-                    f"lists them), {fix}")
+            pins = (_("The program pinned an op to a device that did not exist") if past else
+                    _("The program pins an op to a device that does not exist"))
+            return _("{pins}: pin it to a device that exists (tf.config.list_logical_devices() lists them), "
+                     "{fix}").format(pins=pins, fix=fix)
         if kind == "no_kernel":
-            return ("TensorFlow has no kernel of this op for the requested device type: pin the op to a "
-                    f"device type that has one (the CPU runs almost every op), {fix}")
+            return _("TensorFlow has no kernel of this op for the requested device type: pin the op to a "
+                     "device type that has one (the CPU runs almost every op), {fix}").format(fix=fix)
         if kind == "colocation":
-            were = "were" if past else "are"
-            return ("Ops that must share a device (a variable and the ops using it, or a colocate_with) "
-                    f"{were} pinned to different devices: pin them to one device, {fix}")
-        return f"No device satisfies this op's constraints (TensorFlow's message says which): change the pin, {fix}"
+            if past:
+                return _("Ops that must share a device (a variable and the ops using it, or a colocate_with) "
+                         "were pinned to different devices: pin them to one device, {fix}").format(fix=fix)
+            return _("Ops that must share a device (a variable and the ops using it, or a colocate_with) "
+                     "are pinned to different devices: pin them to one device, {fix}").format(fix=fix)
+        return _("No device satisfies this op's constraints (TensorFlow's message says which): change the pin, "
+                 "{fix}").format(fix=fix)
     soft = hints.soft is False  # --soft exists and was not given
-    cpus = (", or use --cpus N with /cpu:K devices to try the same lesson across several (logical) devices "
-            "on this machine") if hints.cpus else ""
+    cpus = _(", or use --cpus N with /cpu:K devices to try the same lesson across several (logical) devices "
+             "on this machine") if hints.cpus else ""
     if kind == "device_not_found":
-        first = ("Rerun with --soft to let TensorFlow fall back to a device that exists, or pin to"
-                 if soft else "Pin to")
-        return f"{first} a device listed by `placement devices`{cpus}."
+        if soft:
+            return _("Rerun with --soft to let TensorFlow fall back to a device that exists, or pin to a device "
+                     "listed by `placement devices`{cpus}.").format(cpus=cpus)
+        return _("Pin to a device listed by `placement devices`{cpus}.").format(cpus=cpus)
     if kind == "no_kernel":
-        rerun = "Rerun with --soft to let TensorFlow run it on a device type that has one, or pin" if soft else "Pin"
-        return f"This op has no kernel for the requested device type. {rerun} it to a device type with a kernel (CPU)."
+        if soft:
+            return _("This op has no kernel for the requested device type. Rerun with --soft to let TensorFlow "
+                     "run it on a device type that has one, or pin it to a device type with a kernel (CPU).")
+        return _("This op has no kernel for the requested device type. Pin it to a device type with a "
+                 "kernel (CPU).")
     if kind == "colocation":
-        return "Ops that must share a device were pinned apart. Pin them together" + (", or rerun with --soft." if soft else ".")
-    rerun = "; rerun with --soft to let TensorFlow choose a device" if soft else ""
-    return f"No device satisfies this op's constraints (TensorFlow's message says which){rerun}."
+        if soft:
+            return _("Ops that must share a device were pinned apart. Pin them together, or rerun with --soft.")
+        return _("Ops that must share a device were pinned apart. Pin them together.")
+    if soft:
+        return _("No device satisfies this op's constraints (TensorFlow's message says which); rerun with "
+                 "--soft to let TensorFlow choose a device.")
+    return _("No device satisfies this op's constraints (TensorFlow's message says which).")
 
 
 def failure_panel(failure: PlacementFailure, run: bool = True, hints: Hints | None = None) -> Panel:
     """One placement error, explained: node, request, what exists, how to proceed."""
     hints = hints or Hints(source="program" if run else "log")
-    available = ", ".join(short_name(d) for d in failure.available_devices) or "(not listed)"
+    available = ", ".join(short_name(d) for d in failure.available_devices) or _("(not listed)")
     body = Text()
     for label, value in (
-        ("node", failure.node or "-"),
-        ("requested", short_name(failure.requested_device) if failure.requested_device else "-"),
-        ("available", available),
-        ("TensorFlow says", failure.message.splitlines()[0] if failure.message else "-"),
+        (_("node"), failure.node or "-"),
+        (_("requested"), short_name(failure.requested_device) if failure.requested_device else "-"),
+        (_("available"), available),
+        (_("TensorFlow says"), failure.message.splitlines()[0] if failure.message else "-"),
     ):
-        body.append(f"{label:>16}: ", style="bold")
+        body.append(f"{pad_left(label, 16)}: ", style="bold")
         body.append(clean(value) + "\n")
     body.append("\n" + hint(failure, hints), style="italic")
-    title = "Placement failed" if run else "Placement error in the log"
+    title = _("Placement failed") if run else _("Placement error in the log")
     return Panel(body, title=literal(f"{title} ({failure.kind})"), border_style="red", title_align="left")
 
 
+def pad_left(label: str, width: int) -> str:
+    """``label`` right-aligned in ``width`` cells (a Chinese character takes two)."""
+    return " " * max(width - cell_len(label), 0) + label
+
+
 def result_renderable(result: object) -> Text:
-    return Text(f"result: {clean(format_result(result))}", style="bold")
+    return Text(_("result: {value}").format(value=clean(format_result(result))), style="bold")
 
 
 def format_result(result: object) -> str:
@@ -311,11 +334,11 @@ def copies_table(report: Report, view: View | None = None) -> RenderableType:
 
         return Group(*copies_renderables(report, view or View()))
     if not report.copies:
-        return Text("No copies between devices: every op that exchanges tensors shares a device.")
-    table = Table(title="Copies between devices (_Send/_Recv)", title_justify="left")
-    table.add_column("tensor", overflow="fold")
-    table.add_column("from", no_wrap=True)
-    table.add_column("to", no_wrap=True)
+        return Text(_("No copies between devices: every op that exchanges tensors shares a device."))
+    table = Table(title=_("Copies between devices (_Send/_Recv)"), title_justify="left")
+    table.add_column(_("tensor"), overflow="fold")
+    table.add_column(_("from"), no_wrap=True)
+    table.add_column(_("to"), no_wrap=True)
     for c in report.copies:
         table.add_row(literal(c.tensor), literal(short_name(c.source)), literal(short_name(c.target)))
     return table
@@ -330,7 +353,7 @@ def report_renderables(report: Report, *, run: bool, summary: bool = False,
     view = view or View()
     parts: list[RenderableType] = []
     if report.title:
-        parts.append(literal(report.title, "bold underline"))
+        parts.append(literal(words.title(report.title), "bold underline"))
     counted = False
     if not summary:
         mapping = mapping_renderable(report)

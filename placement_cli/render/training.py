@@ -12,6 +12,8 @@ from rich.text import Text
 
 from placement_cli.devices import short_name
 from placement_cli.model import Copy, GradientCheck, Placement, Report, Training, link_totals
+from placement_cli.render import words
+from placement_cli.i18n import _
 from placement_cli.render.rows import MIDDLE, WRAP, Column, RowTable
 from placement_cli.render.table import (View, clean, counts_table, failure_panel, literal, mapping_renderable,
                                         reasons_table, rows_table, shown_placements, table_rows)
@@ -25,42 +27,50 @@ def size(n: int | None) -> str:
     return "?" if n is None else f"{n:,} B"
 
 
+def _steps(n: int) -> str:
+    return _("1 step") if n == 1 else _("{count} steps").format(count=n)
+
+
 def setup_text(training: Training) -> Text:
     """One paragraph: where the towers (or replicas) run, and the run's sizes."""
     text = Text()
     if training.lesson == "towers":
-        towers = ", ".join(f"{clean(d)} (tower {i})" for i, d in enumerate(training.devices))
+        towers = ", ".join(_("{device} (tower {index})").format(device=clean(d), index=i)
+                           for i, d in enumerate(training.devices))
         per = training.batch // max(len(training.devices), 1)
-        text.append(f"towers: {towers}; variables, average_gradients and apply_gradients on "
-                    f"{clean(training.variables_on)}.\n")
-        text.append(f"batch {training.batch} ({per} per tower), {training.dtype}, learning rate {training.lr:g}, "
-                    f"{training.steps} step{'s' if training.steps != 1 else ''}; "
-                    f"{training.parameters:,} parameters ({size(training.parameter_bytes)}).")
+        text.append(_("towers: {towers}; variables, average_gradients and apply_gradients on {variables}.").format(
+            towers=towers, variables=clean(training.variables_on)) + "\n")
+        text.append(_("batch {batch} ({per} per tower), {dtype}, learning rate {lr}, {steps}; "
+                      "{parameters} parameters ({size}).").format(
+            batch=training.batch, per=per, dtype=training.dtype, lr=f"{training.lr:g}", steps=_steps(training.steps),
+            parameters=f"{training.parameters:,}", size=size(training.parameter_bytes)))
     else:
         names = training.replicas or training.devices
-        replicas = ", ".join(f"{clean(short_name(d))} (replica {i})" for i, d in enumerate(names))
-        text.append(f"replicas: {replicas}; {clean(training.mode)}.\n")
+        replicas = ", ".join(_("{device} (replica {index})").format(device=clean(short_name(d)), index=i)
+                             for i, d in enumerate(names))
+        text.append(_("replicas: {replicas}; {mode}.").format(replicas=replicas, mode=clean(training.mode)) + "\n")
         per = training.batch // max(len(training.devices), 1)
-        text.append(f"global batch {training.batch} ({per} per replica), {training.dtype}, learning rate "
-                    f"{training.lr:g}, {training.steps} step{'s' if training.steps != 1 else ''}; "
-                    f"{training.parameters:,} parameters ({size(training.parameter_bytes)}).\n")
+        text.append(_("global batch {batch} ({per} per replica), {dtype}, learning rate {lr}, {steps}; "
+                      "{parameters} parameters ({size}).").format(
+            batch=training.batch, per=per, dtype=training.dtype, lr=f"{training.lr:g}", steps=_steps(training.steps),
+            parameters=f"{training.parameters:,}", size=size(training.parameter_bytes)) + "\n")
         if training.reduction:
             reduction = clean(training.reduction)
         elif not training.replicas:
-            reduction = "none (the strategy was not made)"
+            reduction = _("none (the strategy was not made)")
         else:
-            reduction = "unknown (the strategy's private attribute could not be read)"
-        text.append("all-reduce: ")
+            reduction = _("unknown (the strategy's private attribute could not be read)")
+        text.append(_("all-reduce: "))
         text.append(reduction, style="bold")
-        text.append(f", from {clean(training.reduction_source)}.")
+        text.append(_(", from {source}.").format(source=clean(training.reduction_source)))
     return text
 
 
 def variables_table(training: Training, view: View) -> RowTable:
     """Each variable and the devices its copies live on (a MirroredVariable: one per replica)."""
-    table = RowTable("Variables and where their copies live", [
-        Column("variable", MIDDLE, min_width=12), Column("shape"), Column("kind"),
-        Column("copies on", WRAP, min_width=12)], fit=view.fit)
+    table = RowTable(_("Variables and where their copies live"), [
+        Column(_("variable"), MIDDLE, min_width=12), Column(_("shape")), Column(_("kind")),
+        Column(_("copies on"), WRAP, min_width=12)], fit=view.fit)
     for v in training.variables:
         table.add_row(clean(v.name), "[" + ", ".join(map(str, v.shape)) + "]", clean(v.kind),
                       ", ".join(clean(short_name(d)) for d in v.devices) or "?")
@@ -83,8 +93,9 @@ def role_table(placements: Sequence[Placement], roles: Sequence[str], view: View
                      and r.split()[1].rstrip(":").isdigit()})
     fold = not view.all_rows and len(order) > view.screen_rows and len(towers) > 3
     folded = set(towers[2:-1]) if fold else set()
-    table = RowTable("Per role and device", [Column("role", MIDDLE, min_width=12), Column("devices", WRAP, min_width=12),
-                                             Column("ops", justify="right")], fit=view.fit)
+    table = RowTable(_("Per role and device"), [Column(_("role"), MIDDLE, min_width=12),
+                                                Column(_("devices"), WRAP, min_width=12),
+                                                Column(_("ops"), justify="right")], fit=view.fit)
     summed: dict[str, Counter[str]] = {}
     previous = None
     for role in order:
@@ -102,7 +113,7 @@ def role_table(placements: Sequence[Placement], roles: Sequence[str], view: View
         _role_row(table, role, counts[role], previous is not None and section != previous)
         previous = section
     if fold:
-        table.caption = f"towers {min(folded)}-{max(folded)} summed (--all shows each)"
+        table.caption = _("towers {first}-{last} summed (--all shows each)").format(first=min(folded), last=max(folded))
     return table
 
 
@@ -127,8 +138,8 @@ def _role_row(table: RowTable, role: str, counts: Counter[str], new_section: boo
 def loss_table(training: Training, view: View) -> RenderableType:
     losses = training.losses
     if not losses:
-        return Text("No step ran: no loss to show.", style="italic")
-    table = RowTable("Loss per step", [Column("step", justify="right"), Column("loss", justify="right")], fit=view.fit)
+        return Text(_("No step ran: no loss to show."), style="italic")
+    table = RowTable(_("Loss per step"), [Column(_("step"), justify="right"), Column(_("loss"), justify="right")], fit=view.fit)
     steps = list(enumerate(losses, 1))
     if not view.all_rows and len(steps) > LOSS_HEAD + LOSS_TAIL:
         for step, loss in steps[:LOSS_HEAD]:
@@ -145,20 +156,23 @@ def loss_table(training: Training, view: View) -> RenderableType:
 
 def check_panel(check: GradientCheck, view: View) -> Panel:
     """The averaged tower gradient against the full-batch gradient: the pattern's proof in numbers."""
-    verdict = "passed" if check.passed else "FAILED"
+    verdict = _("passed") if check.passed else _("FAILED")
     body = Text()
-    body.append(f"averaged tower gradients vs the full-batch gradient on {clean(check.reference)} ({check.dtype}):\n")
-    body.append(f"max abs difference {check.max_abs:.3g}, max relative difference {check.max_rel:.3g}\n")
-    body.append(f"tolerance: relative <= {check.tolerance:g} (of each gradient's largest magnitude): ")
+    body.append(_("averaged tower gradients vs the full-batch gradient on {reference} ({dtype}):").format(
+        reference=clean(check.reference), dtype=check.dtype) + "\n")
+    body.append(_("max abs difference {abs}, max relative difference {rel}").format(
+        abs=f"{check.max_abs:.3g}", rel=f"{check.max_rel:.3g}") + "\n")
+    body.append(_("tolerance: relative <= {tolerance} (of each gradient's largest magnitude): ").format(
+        tolerance=f"{check.tolerance:g}"))
     body.append(verdict, style="bold green" if check.passed else "bold red")
     if check.note:
         body.append(f"\n{clean(check.note)}", style="italic")
-    table = RowTable(None, [Column("variable", MIDDLE, min_width=8), Column("max abs diff", justify="right"),
-                            Column("max rel diff", justify="right"), Column("max |gradient|", justify="right")],
+    table = RowTable(None, [Column(_("variable"), MIDDLE, min_width=8), Column(_("max abs diff"), justify="right"),
+                            Column(_("max rel diff"), justify="right"), Column(_("max |gradient|"), justify="right")],
                      fit=view.fit)
     for name, diff, rel, scale in check.variables:
         table.add_row(clean(name), f"{diff:.3g}", f"{rel:.3g}", f"{scale:.3g}")
-    return Panel(Group(body, table), title="Gradient check (--check)", title_align="left",
+    return Panel(Group(body, table), title=_("Gradient check (--check)"), title_align="left",
                  border_style="green" if check.passed else "red")
 
 
@@ -168,41 +182,45 @@ def copies_renderables(report: Report, view: View) -> list[RenderableType]:
     copies = report.copies or ()
     training = report.training
     if not copies:
-        return [Text("No copies between devices in the traced step: every op that exchanges tensors shares a "
-                     "device.")]
+        return [Text(_("No copies between devices in the traced step: every op that exchanges tensors shares a "
+                       "device."))]
     parts: list[RenderableType] = []
     if view.all_rows or len(copies) <= view.screen_rows:
         parts.append(_copies_table(copies, view))
     else:
-        parts.append(Text(f"{len(copies)} copies do not fit a screen: the totals per link follow "
-                          "(--all lists every copy; --json has them all).", style="italic"))
+        parts.append(Text(_("{count} copies do not fit a screen: the totals per link follow "
+                            "(--all lists every copy; --json has them all).").format(count=len(copies)),
+                          style="italic"))
     totals = link_totals(copies)
-    links = RowTable("Per link, one step", [Column("from"), Column("to"), Column("copies", justify="right"),
-                                            Column("bytes", justify="right")], fit=view.fit)
+    links = RowTable(_("Per link, one step"), [Column(_("from")), Column(_("to")), Column(_("copies"), justify="right"),
+                                            Column(_("bytes"), justify="right")], fit=view.fit)
     for t in totals:
         links.add_row(clean(short_name(t.source)), clean(short_name(t.target)), str(t.copies),
-                      size(t.bytes) + (" (partly computed)" if t.computed else ""))
+                      size(t.bytes) + (_(" (partly computed)") if t.computed else ""))
     parts.append(links)
     known = [c.bytes for c in copies]
     total = None if None in known else sum(b or 0 for b in known)
     computed = sum(1 for c in copies if c.computed)
     seen = len(copies) - computed
-    line = Text(f"per step: {size(total)} in {seen} cop{'y' if seen == 1 else 'ies'}", style="bold")
+    per_step = _("per step: {size} in 1 copy") if seen == 1 else _("per step: {size} in {count} copies")
+    line = Text(per_step.format(size=size(total), count=seen), style="bold")
     if computed:
-        line.append(f" and {computed} computed transfer{'s' if computed > 1 else ''} (see the note)", style="bold")
+        more = (_(" and 1 computed transfer (see the note)") if computed == 1 else
+                _(" and {count} computed transfers (see the note)"))
+        line.append(more.format(count=computed), style="bold")
     parts.append(line)
     if training is not None and training.expected is not None:
         parts.append(_expected_line(training, total))
     if report.executed:
         nodes = sum(n for _, n in report.executed)
         ops = ", ".join(f"{n} {clean(op)}" for op, n in report.executed[:8])
-        parts.append(Text(f"the traced step executed {nodes} nodes: {ops}"
-                          f"{', ...' if len(report.executed) > 8 else ''}", style="dim"))
+        parts.append(Text(_("the traced step executed {nodes} nodes: {ops}").format(
+            nodes=nodes, ops=ops + (", ..." if len(report.executed) > 8 else "")), style="dim"))
     if any(c.physical is False for c in copies):
         logical = sorted({short_name(d) for c in copies if c.physical is False for d in (c.source, c.target)})
-        parts.append(Text(f"{', '.join(clean(d) for d in logical)} are logical devices sharing one memory: these "
-                          "bytes are what would cross a device boundary (e.g. to a GPU), not a memory copy made "
-                          "here.", style="italic"))
+        parts.append(Text(_("{devices} are logical devices sharing one memory: these bytes are what would cross "
+                            "a device boundary (e.g. to a GPU), not a memory copy made here.").format(
+            devices=", ".join(clean(d) for d in logical)), style="italic"))
     return parts
 
 
@@ -210,21 +228,22 @@ def _expected_line(training: Training, total: int | None) -> Text:
     expected = training.expected
     assert expected is not None
     terms = " + ".join(f"{size(b)} {clean(w.split(':')[0])}" for w, b in expected.terms if b)
-    text = Text(f"expected ({clean(expected.formula)}): {terms} = {size(expected.total)}: ")
+    text = Text(_("expected ({formula}): {terms} = {total}: ").format(
+        formula=clean(expected.formula), terms=terms, total=size(expected.total)))
     if total is None:
-        text.append("cannot compare (some sizes unknown)", style="yellow")
+        text.append(_("cannot compare (some sizes unknown)"), style="yellow")
     elif total == expected.total:
-        text.append("matches", style="bold green")
+        text.append(_("matches"), style="bold green")
     else:
-        text.append(f"differs by {size(abs(total - expected.total))}", style="bold yellow")
-        text.append(" (copies the formula leaves out, or that did not happen: see the table)")
+        text.append(_("differs by {size}").format(size=size(abs(total - expected.total))), style="bold yellow")
+        text.append(_(" (copies the formula leaves out, or that did not happen: see the table)"))
     return text
 
 
 def _copies_table(copies: Sequence[Copy], view: View) -> RowTable:
-    table = RowTable("Copies between devices, one traced step (_Send/_Recv)",
-                     [Column("tensor", MIDDLE, min_width=12), Column("consumer", WRAP, min_width=10),
-                      Column("from"), Column("to"), Column("dtype"), Column("shape"), Column("bytes", justify="right")],
+    table = RowTable(_("Copies between devices, one traced step (_Send/_Recv)"),
+                     [Column(_("tensor"), MIDDLE, min_width=12), Column(_("consumer"), WRAP, min_width=10),
+                      Column(_("from")), Column(_("to")), Column(_("dtype")), Column(_("shape")), Column(_("bytes"), justify="right")],
                      fit=view.fit)
     links: dict[tuple[str, str], int] = {}
     for c in copies:
@@ -249,7 +268,7 @@ def training_renderables(report: Report, view: View) -> list[RenderableType]:
     roles = training.roles if training else ()
     parts: list[RenderableType] = []
     if report.title:
-        parts.append(literal(report.title, "bold underline"))
+        parts.append(literal(words.title(report.title), "bold underline"))
     if training is not None:
         parts.append(setup_text(training))
         if training.lesson == "mirrored" and training.variables:
@@ -280,9 +299,10 @@ def training_renderables(report: Report, view: View) -> list[RenderableType]:
     parts.extend(failure_panel(f, True, view.hints) for f in report.errors)
     if training is not None and not training.complete and not report.errors:
         ran = len(training.losses)
-        message = training.error.splitlines()[0] if training.error else "no error was reported"
-        parts.append(Panel(literal(f"{ran} of {training.steps} steps ran. TensorFlow says: {message}"),
-                           title="Training did not finish", title_align="left", border_style="red"))
+        message = training.error.splitlines()[0] if training.error else _("no error was reported")
+        parts.append(Panel(literal(_("{ran} of {steps} steps ran. TensorFlow says: {message}").format(
+                               ran=ran, steps=training.steps, message=message)),
+                           title=_("Training did not finish"), title_align="left", border_style="red"))
     return parts
 
 

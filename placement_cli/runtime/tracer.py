@@ -29,6 +29,7 @@ from typing import Any, BinaryIO
 
 from placement_cli.errors import UsageProblem
 from placement_cli.model import Copy, Edge, Report
+from placement_cli.render import words
 from placement_cli.runtime.child import BOOT, ENV
 from placement_cli.runtime.splitter import Channel, Splitter
 
@@ -451,7 +452,7 @@ class _Supervisor:
             code = 128 - code  # killed by a signal: the shell's convention
         facts, copied, edges = _facts(self.facts_raw)
         report = replace(parsed, placements=explain(parsed.placements, facts), log=text,
-                         title=f"trace of {self.script} (exit code {code})", copies=copied, edges=edges)
+                         title=words.TRACE.format(script=self.script, code=code), copies=copied, edges=edges)
         return TraceResult(report=report, exit_code=code, output_closed=self.output_closed, notes=tuple(self.notes))
 
 

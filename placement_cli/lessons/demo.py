@@ -1,0 +1,340 @@
+"""`placement demo`: the guide's lessons in order, as data. Each step names the functions whose
+source it shows; the runner records that those very functions ran (the shown code cannot drift)."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from placement_cli.devices import short_name
+from placement_cli.i18n import N_
+from placement_cli.runtime.startup import RunOptions
+
+SOFT_CONFIG = "tf.compat.v1.ConfigProto(log_device_placement=True, allow_soft_placement=True)"
+CPUS = 3  # logical CPUs made once, before TensorFlow starts: /cpu:0 plus two stand-ins for GPUs
+
+
+@dataclass(frozen=True)
+class Machine:
+    """The devices the GPU lessons run on here: GPUs where they exist, else logical CPUs (said so)."""
+
+    gpus: int
+
+    @property
+    def towers(self) -> list[str]:
+        if self.gpus >= 2:
+            return ["/gpu:0", "/gpu:1"]
+        if self.gpus == 1:
+            return ["/gpu:0", "/cpu:1"]
+        return ["/cpu:1", "/cpu:2"]
+
+    @property
+    def replicas(self) -> list[str]:
+        """MirroredStrategy's replicas: two GPUs, else two logical CPUs (never a GPU mixed with a CPU)."""
+        return ["/gpu:0", "/gpu:1"] if self.gpus >= 2 else ["/cpu:0", "/cpu:1"]
+
+    @property
+    def pinned(self) -> str:
+        return self.towers[0]
+
+    @property
+    def missing(self) -> str:
+        return f"/gpu:{max(self.gpus, 2)}"  # the guide's /gpu:2, or the first index past the GPUs here
+
+
+@dataclass
+class Outcome:
+    """What a step produced: its report (or data), the fact to notice (a template and its fields,
+    read from the result), whether it went as the lesson expects, and the shown code that ran."""
+
+    kind: str  # report | training | inventory
+    result: Any = None
+    notice: str = ""
+    fields: dict[str, Any] = field(default_factory=dict)
+    ok: bool = True
+    problem: str | None = None
+    ran: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Step:
+    key: str
+    title: str
+    explain: str
+    code: tuple[tuple[Any, str], ...]  # (module, function name): the source shown, looked up when run
+    run: Callable[[Machine], Outcome]
+    args: Callable[[Machine], dict[str, Any]] = lambda machine: {}
+
+    def functions(self) -> list[Any]:
+        return [getattr(module, name) for module, name in self.code]
+
+    def source(self) -> str:
+        return "\n\n".join(inspect.getsource(inspect.unwrap(f)).rstrip() for f in self.functions())
+
+
+def _options(**kwargs: Any) -> RunOptions:
+    return RunOptions(cpus=CPUS, **kwargs)
+
+
+# --- the steps' runs: each calls a lesson, then reads the one fact to notice off its result ---
+
+def _devices(machine: Machine) -> Outcome:
+    from placement_cli.runtime.inventory import inventory  # noqa: PLC0415
+
+    found = inventory(_options())
+    logical = [short_name(d["canonical"]) for d in found["logical"]]
+    gpus = [d for d in found["physical"] if d["device_type"] == "GPU"]
+    if gpus:
+        return Outcome("inventory", found, N_("TensorFlow sees {gpus} GPU(s) and {count} logical devices: {names}."),
+                       {"gpus": len(gpus), "count": len(logical), "names": ", ".join(logical)})
+    return Outcome("inventory", found, N_("No GPU here: the CPU is split into {count} logical devices ({names}); "
+                                          "the GPU steps run on them instead, and say so."),
+                   {"count": len(logical), "names": ", ".join(logical)})
+
+
+def _logging(machine: Machine) -> Outcome:
+    from placement_cli.lessons.guide import matmul  # noqa: PLC0415
+
+    report = matmul(None, None, _options())
+    shown = [p for p in report.placements if p.node in ("a", "b", "MatMul")]
+    if report.result is None or not shown:
+        return Outcome("report", report, ok=False, problem="the matmul did not run")
+    return Outcome("report", report, N_("Nothing was pinned, yet the log names a device for every op: {where}."),
+                   {"where": ", ".join(f"{p.node} -> {p.short}" for p in sorted(shown, key=lambda p: p.line))})
+
+
+def _manual(machine: Machine) -> Outcome:
+    from placement_cli.lessons.guide import matmul  # noqa: PLC0415
+
+    report = matmul(machine.pinned, "/cpu:0", _options())
+    product = next((p for p in report.placements if p.op and "MatMul" in p.op), None)
+    if report.result is None or product is None:
+        return Outcome("report", report, ok=False, problem="the pinned matmul did not run")
+    inputs = sorted({p.short for p in report.placements if p.node in ("a", "b")})
+    notice = (N_("a and b ran on {inputs} and MatMul on {device}, as pinned ({status}).") if machine.gpus else
+              N_("a and b ran on {inputs} and MatMul on {device}, as pinned ({status}): a logical CPU standing "
+                 "in for a GPU."))
+    return Outcome("report", report, notice,
+                   {"inputs": ", ".join(inputs), "device": product.short, "status": product.status})
+
+
+def _missing(machine: Machine) -> Outcome:
+    from placement_cli.lessons.guide import matmul  # noqa: PLC0415
+
+    report = matmul(machine.missing, None, _options())
+    if report.result is not None or not report.errors:
+        return Outcome("report", report, ok=False, problem=f"pinning to {machine.missing} did not fail")
+    failure = report.errors[0]
+    return Outcome("report", report, N_("TensorFlow refused to run: {node} asked for {requested}, which does not "
+                                        "exist ({kind}); it has {available}."),
+                   {"node": failure.node or "?", "requested": machine.missing, "kind": failure.kind,
+                    "available": ", ".join(short_name(d) for d in failure.available_devices) or "?"})
+
+
+def _soft(machine: Machine) -> Outcome:
+    from placement_cli.lessons.guide import matmul  # noqa: PLC0415
+    from placement_cli.model import SOFT_FALLBACK  # noqa: PLC0415
+
+    report = matmul(machine.missing, None, _options(soft=True))
+    fallen = [p for p in report.placements if p.status == SOFT_FALLBACK]
+    if report.result is None or not fallen:
+        return Outcome("report", report, ok=False, problem="soft placement did not fall back")
+    first = fallen[0]
+    return Outcome("report", report, N_("With soft placement the same graph runs: {node} fell back to {device} "
+                                        "because {reason}."),
+                   {"node": first.node, "device": first.short, "reason": first.reason})
+
+
+def _towers(machine: Machine, copies: bool = False) -> Any:
+    from placement_cli.lessons.guide import tower  # noqa: PLC0415
+
+    return tower(machine.towers, "/cpu:0", _options(copies=copies))
+
+
+def _tower(machine: Machine) -> Outcome:
+    report = _towers(machine)
+    if report.result is None:
+        return Outcome("report", report, ok=False, problem="the towers did not run")
+    where = {}
+    summed = "?"
+    for p in report.placements:
+        if p.group and p.group.startswith("tower") and p.op and "MatMul" in p.op:
+            where[p.group.split(" (")[0]] = p.short
+        elif p.group == "reduce" and p.op == "AddN":
+            summed = p.short
+    towers = ", ".join(f"{k}: {v}" for k, v in sorted(where.items()))
+    return Outcome("report", report, N_("Each tower's MatMul ran where it was pinned ({towers}); AddN summed "
+                                        "them on {device}."), {"towers": towers, "device": summed})
+
+
+def _copies(machine: Machine) -> Outcome:
+    report = _towers(machine, copies=True)
+    if report.result is None or report.copies is None:
+        return Outcome("report", report, ok=False, problem="the copies were not recorded")
+    links = sorted({f"{short_name(c.source)} -> {short_name(c.target)}" for c in report.copies})
+    return Outcome("report", report, N_("{count} tensors crossed devices ({links}): each crossing is a _Send/_Recv "
+                                        "pair TensorFlow added."),
+                   {"count": len(report.copies), "links": ", ".join(links) or "-"})
+
+
+def _train(machine: Machine) -> Outcome:
+    from placement_cli.lessons.train import TrainSpec, train  # noqa: PLC0415
+
+    report = train(TrainSpec(devices=tuple(machine.towers), batch=64, steps=3, lr=0.5, dtype="float32",
+                             check=False), RunOptions(mode="graph", cpus=CPUS))
+    training = report.training
+    if report.failed or training is None or not training.complete:
+        return Outcome("training", report, ok=False, problem="the tower training did not finish")
+    return Outcome("training", report, N_("The variables live on {variables}, the towers on {towers}; the loss went "
+                                          "from {first:.4f} to {last:.4f} in {steps} steps."),
+                   {"variables": training.variables_on, "towers": ", ".join(training.devices),
+                    "first": training.losses[0], "last": training.losses[-1], "steps": len(training.losses)})
+
+
+def _mirrored(machine: Machine) -> Outcome:
+    from placement_cli.lessons.mirrored import MirroredSpec, mirrored  # noqa: PLC0415
+
+    report = mirrored(MirroredSpec(devices=tuple(machine.replicas), batch=64, steps=3, lr=0.1, reduce="collective", fit=False),
+                      RunOptions(mode="eager", cpus=CPUS))
+    training = report.training
+    if report.failed or training is None or not training.complete:
+        return Outcome("training", report, ok=False, problem="the mirrored training did not finish")
+    return Outcome("training", report, N_("{replicas} replicas, one copy of every variable each; the gradients were "
+                                          "summed with {reduction}; the loss went from {first:.4f} to {last:.4f}."),
+                   {"replicas": len(training.replicas or training.devices), "reduction": training.reduction or "?",
+                    "first": training.losses[0], "last": training.losses[-1]})
+
+
+def _module(name: str) -> Any:
+    import importlib  # noqa: PLC0415
+
+    return importlib.import_module(name)
+
+
+class _Lazy:
+    """A module imported when its function is first looked up (listing the steps needs no TensorFlow)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(_module(self.name), attr)
+
+    def module(self) -> Any:
+        return _module(self.name)
+
+
+GUIDE = _Lazy("placement_cli.lessons.guide")
+INVENTORY = _Lazy("placement_cli.runtime.inventory")
+TRAIN = _Lazy("placement_cli.lessons.train")
+MIRRORED = _Lazy("placement_cli.lessons.mirrored")
+
+STEPS: list[Step] = [
+    Step("devices", N_("The devices TensorFlow sees"),
+         N_("Before placing anything, ask TensorFlow which devices exist: physical ones, and the logical devices "
+            "tf.device() can name."), ((INVENTORY, "inventory"),), _devices),
+    Step("logging", N_("Logging device placement"),
+         N_("With log_device_placement on, TensorFlow writes where every op runs. No op is pinned here: the "
+            "placer chooses."), ((GUIDE, "matmul_graph"),), _logging,
+         lambda m: {"device": None, "inputs_on": None}),
+    Step("manual", N_("Manual placement"),
+         N_("tf.device() pins the ops made inside it: the inputs on the CPU, the matmul on another device."),
+         ((GUIDE, "matmul_graph"),), _manual, lambda m: {"device": m.pinned, "inputs_on": "/cpu:0"}),
+    Step("missing", N_("Pinning to a device that does not exist"),
+         N_("Pin the matmul to a GPU this machine does not have: without soft placement TensorFlow refuses, "
+            "and the error says which devices exist."), ((GUIDE, "matmul_graph"),), _missing,
+         lambda m: {"device": m.missing, "inputs_on": None}),
+    Step("soft", N_("Soft placement"),
+         N_("The same graph with allow_soft_placement=True: TensorFlow moves what cannot run where it asked "
+            "to a device that exists."), ((GUIDE, "matmul_graph"),), _soft,
+         lambda m: {"device": m.missing, "inputs_on": None, "config": SOFT_CONFIG}),
+    Step("towers", N_("Multi-tower graph on several devices"),
+         N_("One matmul per device (a tower each), summed with tf.add_n on the CPU: the pattern of multi-GPU "
+            "training."), ((GUIDE, "tower_graph"),), _tower, lambda m: {"devices": m.towers, "reduce_on": "/cpu:0"}),
+    Step("copies", N_("Copies between devices"),
+         N_("Where an op's input lives on another device, TensorFlow inserts a _Send/_Recv pair: the tower graph's "
+            "executed partitions list them."), ((GUIDE, "tower_graph"),), _copies,
+         lambda m: {"devices": m.towers, "reduce_on": "/cpu:0"}),
+    Step("train", N_("Training with towers (train)"),
+         N_("The cifar10 multi-GPU pattern: variables on the CPU, a loss and gradients per tower, the gradients "
+            "averaged and applied once."), ((TRAIN, "tower_loss"), (TRAIN, "average_gradients")), _train,
+         lambda m: {"devices": m.towers}),
+    Step("mirrored", N_("MirroredStrategy (mirrored)"),
+         N_("tf.distribute.MirroredStrategy copies every variable to each replica and all-reduces the gradients."),
+         ((MIRRORED, "_custom_loop"),), _mirrored,
+         lambda m: {"devices": m.replicas}),
+]
+
+
+def select(spec: str | None) -> list[int]:
+    """Step numbers (1-based) from ``3``, ``3-5``, ``2,4`` or a mix; None: all. ValueError if malformed."""
+    if spec is None:
+        return list(range(1, len(STEPS) + 1))
+    chosen: list[int] = []
+    for part in spec.split(","):
+        part = part.strip()
+        low, dash, high = part.partition("-")
+        if not low.strip().isdigit() or (dash and not high.strip().isdigit()):
+            raise ValueError(f"{part!r} is not a step: give K, K-M or a comma-separated list (1-{len(STEPS)})")
+        first, last = int(low), int(high) if dash else int(low)
+        if not 1 <= first <= last <= len(STEPS):
+            raise ValueError(f"{part!r} is out of range: the steps are 1-{len(STEPS)}")
+        chosen += [k for k in range(first, last + 1) if k not in chosen]
+    return chosen
+
+
+def start() -> Machine:
+    """TensorFlow, started once for every step: logical CPUs first (they cannot be added later)."""
+    from placement_cli.runtime.fdcapture import capture_fds  # noqa: PLC0415
+    from placement_cli.runtime.startup import tensorflow  # noqa: PLC0415
+
+    with capture_fds():
+        tf = tensorflow(_options())
+        gpus = len(tf.config.list_physical_devices("GPU"))
+    return Machine(gpus=gpus)
+
+
+def run_step(step: Step, machine: Machine) -> Outcome:
+    """Run one step; its shown functions are wrapped while it runs so the outcome records that they ran.
+    An unexpected error is the step's failure (kept, not raised: the demo goes on and exits 1)."""
+    ran: list[str] = []
+    undo: list[Callable[[], None]] = []
+    for holder, name in step.code:
+        module = holder.module()
+        original = getattr(module, name)
+
+        @functools.wraps(original)
+        def recorder(*args: Any, _original: Any = original, _name: str = name, **kwargs: Any) -> Any:
+            if _name not in ran:
+                ran.append(_name)
+            return _original(*args, **kwargs)
+
+        setattr(module, name, recorder)
+        undo.append(lambda module=module, name=name, original=original: setattr(module, name, original))
+    try:
+        outcome = step.run(machine)
+    except Exception as exc:  # noqa: BLE001 - a lesson that breaks is reported as the step's failure
+        outcome = Outcome("error", ok=False, problem=f"{type(exc).__name__}: {exc}")
+    finally:
+        for restore in undo:
+            restore()
+    outcome.ran = ran
+    missing = [name for _, name in step.code if name not in ran]
+    if outcome.ok and missing:
+        outcome.ok, outcome.problem = False, f"the code shown did not run: {', '.join(missing)}"
+    return outcome
+
+
+def gpu_note(machine: Machine) -> str | None:
+    """What stands in for the GPUs here, said plainly (None: two GPUs or more, nothing stands in)."""
+    if machine.gpus >= 2:
+        return None
+    if machine.gpus == 1:
+        return N_("One GPU here: the second tower runs on a logical CPU (/cpu:1), and MirroredStrategy's two "
+                  "replicas on logical CPUs (/cpu:0, /cpu:1).")
+    return N_("No GPU here: the GPU steps run on logical CPUs (/cpu:1, /cpu:2) and say so; nothing pretends "
+              "a GPU exists.")
+

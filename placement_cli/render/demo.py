@@ -1,0 +1,89 @@
+"""Rich rendering of `placement demo`: each step's explanation, code, live result and what to notice."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.panel import Panel
+from rich.rule import Rule
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.text import Text
+
+from placement_cli.i18n import _, translated
+from placement_cli.render import words
+from placement_cli.render.table import Hints, View, clean, literal, report_group
+
+
+def steps_table(steps: list[Any]) -> Table:
+    table = Table(title=_("The demo's steps"), title_justify="left")
+    table.add_column("#", justify="right")
+    table.add_column(_("step"), no_wrap=True)
+    table.add_column(_("what it shows"))
+    for k, step in enumerate(steps, 1):
+        table.add_row(str(k), step.key, translated(step.title))
+    return table
+
+
+def arguments_line(args: dict[str, Any]) -> str:
+    """The values the shown code ran with, as Python (a comment above the code)."""
+    shown = [f"{k}={v}" if k == "config" else f"{k}={v!r}" for k, v in args.items()]
+    return "# " + _("run with") + ": " + ", ".join(shown) if args else ""
+
+
+def notice_text(outcome: Any, translate: bool = True) -> str:
+    """The fact to notice, its fields read from the result (statuses and reasons in the chosen language)."""
+    if not outcome.notice:
+        return ""
+    fields = dict(outcome.fields)
+    if translate:
+        if "status" in fields:
+            fields["status"] = words.status(fields["status"])
+        if "reason" in fields:
+            fields["reason"] = words.reason(fields["reason"])
+        return translated(outcome.notice).format(**fields)
+    return outcome.notice.format(**fields)
+
+
+def _result(outcome: Any, view: View) -> RenderableType:
+    if outcome.kind == "inventory":
+        from placement_cli.render.inventory import render_inventory  # noqa: PLC0415
+
+        return render_inventory(outcome.result)
+    if outcome.kind == "training":
+        from placement_cli.render.training import training_group  # noqa: PLC0415
+
+        return training_group(outcome.result, view)
+    if outcome.kind == "report":
+        return report_group(outcome.result, run=True, view=view)
+    return Text("")
+
+
+def step_group(number: int, total: int, step: Any, outcome: Any, args: dict[str, Any], view: View) -> Group:
+    """One step: heading, explanation, the code that ran, its live result, what to notice."""
+    heading = _("Step {number} of {total}: {title}").format(number=number, total=total, title=translated(step.title))
+    code = "\n".join(part for part in (arguments_line(args), step.source()) if part)
+    parts: list[RenderableType] = [
+        Rule(literal(heading), align="left", style="bold"),
+        Text(translated(step.explain)),
+        Panel(Syntax(code, "python", theme="ansi_dark", background_color="default", word_wrap=True),
+              title=_("The code that runs"), title_align="left", border_style="blue"),
+        _result(outcome, View(all_rows=view.all_rows, screen_rows=view.screen_rows, fit=view.fit,
+                              hints=Hints(source="program"))),
+    ]
+    if outcome.ok:
+        parts.append(Panel(Text(clean(notice_text(outcome))), title=_("What to notice"), title_align="left",
+                           border_style="green"))
+    else:
+        parts.append(Panel(Text(_("This step failed: {problem}").format(problem=clean(outcome.problem))),
+                           title=_("Step failed"), title_align="left", border_style="red"))
+    return Group(*parts)
+
+
+def machine_note(note: str | None) -> Text | None:
+    return Text(translated(note), style="bold yellow") if note else None
+
+
+def pause_prompt(number: int, title: str) -> str:
+    return _("Press Enter for step {number}: {title} (Ctrl-C stops) ").format(number=number, title=translated(title))

@@ -1,0 +1,78 @@
+"""Words the model keeps in English (statuses, reasons: JSON shows them as they are) shown in the
+chosen language. Reasons are made from the templates here, so every reason has a catalogue entry."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+
+from placement_cli.i18n import N_, _, translated
+from placement_cli.model import AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK
+
+STATUSES = {AS_REQUESTED: N_("as requested"), FREE: N_("free"), SOFT_FALLBACK: N_("soft fallback"),
+            LOGGED: N_("logged")}
+
+# The reasons why.py gives, as templates of named fields (why.py formats them, in English).
+MISSING = N_("{device} does not exist (have: {names})")
+NONE_LISTED = N_("none listed")
+UNKNOWN = N_("unknown")
+UNCHECKED = N_("unknown ({device} exists; its kernels could not be checked)")
+HAS_KERNEL = N_("unknown ({device} exists and has a kernel for it)")
+NO_KERNEL = N_("no {device_type} kernel registered for {op}")
+NO_TYPED_KERNEL = N_("no {device_type} kernel for {op} with this node's types")
+COLOCATED = N_("colocated with {partner} on {device}")
+COLOCATED_KIND = N_("colocated with {partner} ({kind}) on {device}")
+REASONS = (MISSING, UNCHECKED, HAS_KERNEL, NO_KERNEL, NO_TYPED_KERNEL, COLOCATED_KIND, COLOCATED, UNKNOWN)
+
+
+# The lessons' report titles (JSON keeps them in English).
+MATMUL = N_("Guide matmul ({mode} mode)")
+MATMUL_PINNED = N_("Guide matmul ({mode} mode, all on {device})")
+MATMUL_INPUTS = N_("Guide matmul ({mode} mode, a and b on {inputs})")
+MATMUL_BOTH = N_("Guide matmul ({mode} mode, all on {device}, a and b on {inputs})")
+TOWERS = N_("Guide towers on {devices}, summed on {reduce_on} ({mode} mode)")
+ONE_TOWER = N_("Guide towers on {devices} ({mode} mode): one tower, so nothing is summed "
+               "(no tf.add_n ran; --reduce-on unused)")
+TRAINING = N_("Tower training: {count} towers on {devices}, variables and averaging on {variables}")
+TRAINING_ONE = N_("Tower training: 1 tower on {devices}, variables and averaging on {variables}")
+MIRRORED_LOOP = N_("MirroredStrategy over {devices} (custom loop, --reduce {reduce})")
+MIRRORED_FIT = N_("MirroredStrategy over {devices} (Keras fit, --reduce {reduce})")
+TRACE = N_("trace of {script} (exit code {code})")
+TITLES = (TRACE, MATMUL_BOTH, MATMUL_PINNED, MATMUL_INPUTS, MATMUL, TOWERS, ONE_TOWER, TRAINING_ONE, TRAINING,
+          MIRRORED_LOOP, MIRRORED_FIT)
+
+
+def title(text: str | None) -> str:
+    """A report's title in the chosen language (a title from elsewhere, e.g. trace's, as it is)."""
+    return from_templates(text, TITLES)
+
+
+def status(value: str) -> str:
+    """A status label in the chosen language (an unknown one as it is)."""
+    return translated(STATUSES[value]) if value in STATUSES else value
+
+
+@cache
+def _pattern(template: str) -> re.Pattern[str]:
+    parts = re.split(r"\{(\w+)\}", template)
+    return re.compile("".join(re.escape(p) if i % 2 == 0 else f"(?P<{p}>.+?)" for i, p in enumerate(parts)))
+
+
+def from_templates(text: str | None, templates: tuple[str, ...]) -> str:
+    """English ``text`` made from one of ``templates``, in the chosen language: the template
+    translated, its fields (names of devices, ops, nodes, numbers) kept as they are."""
+    if not text:
+        return ""
+    for template in templates:
+        found = _pattern(template).fullmatch(text)
+        if found:
+            fields = found.groupdict()
+            if fields.get("names") == NONE_LISTED:
+                fields["names"] = _("none listed")
+            return translated(template).format(**fields)
+    return text
+
+
+def reason(text: str | None) -> str:
+    """A reason in the chosen language."""
+    return from_templates(text, REASONS)

@@ -1,0 +1,195 @@
+"""`placement demo`: the steps as data, the code shown is the code that ran, one TensorFlow start-up
+per run, --step, --pause (piped stdin and a pty), Ctrl-C, a failing step, JSON the same in every language."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import json
+import os
+import pty
+import re
+import select as selecting
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import run_cli
+from placement_cli.cli import app
+from placement_cli.lessons import demo
+from placement_cli.lessons.demo import STEPS, Machine, Outcome, Step, run_step, select
+
+KEYS = ["devices", "logging", "manual", "missing", "soft", "towers", "copies", "train", "mirrored"]
+
+
+def test_the_steps_follow_the_guide_in_order() -> None:
+    assert [s.key for s in STEPS] == KEYS
+
+
+def test_list_shows_every_step_without_tensorflow() -> None:
+    result = CliRunner().invoke(app, ["demo", "--list", "--json"])
+    assert result.exit_code == 0
+    assert [s["key"] for s in json.loads(result.stdout)["steps"]] == KEYS
+    table = CliRunner(env={"COLUMNS": "80"}).invoke(app, ["demo", "--list", "--lang", "zh"])
+    assert "软放置" in table.stdout and "演示的步骤" in table.stdout
+
+
+@pytest.mark.parametrize(("spec", "steps"), [("3", [3]), ("3-5", [3, 4, 5]), ("2,4", [2, 4]),
+                                              (" 1-2 , 2 ", [1, 2]), (None, list(range(1, 10)))])
+def test_step_selection(spec, steps) -> None:
+    assert select(spec) == steps
+
+
+@pytest.mark.parametrize("spec", ["0", "10", "5-3", "x", "1-", "", "2,,3"])
+def test_a_bad_step_is_a_usage_error(spec) -> None:
+    result = CliRunner().invoke(app, ["demo", "--step", spec])
+    assert result.exit_code == 2
+
+
+@pytest.mark.parametrize("step", STEPS, ids=KEYS)
+def test_the_shown_code_is_the_source_of_the_functions_the_step_runs(step: Step) -> None:
+    shown = step.source()
+    for function in step.functions():
+        source = inspect.getsource(inspect.unwrap(function))
+        assert source.rstrip() in shown
+        ast.parse(source)  # real Python, not a description of it
+
+
+def _fake(run) -> Step:
+    return Step("fake", "Fake", "A step for tests", ((demo.GUIDE, "matmul_graph"),), run)
+
+
+def test_a_step_whose_shown_code_did_not_run_fails() -> None:
+    outcome = run_step(_fake(lambda machine: Outcome("report", notice="x")), Machine(0))
+    assert not outcome.ok and "did not run: matmul_graph" in outcome.problem
+
+
+def test_a_step_records_the_shown_code_it_ran_and_restores_it() -> None:
+    from placement_cli.lessons import guide
+
+    original = guide.matmul_graph
+
+    def run(machine):
+        try:
+            guide.matmul_graph(None, None, None)  # the recorder sees the call before the lesson fails
+        except AttributeError:
+            pass
+        return Outcome("report", notice="x")
+
+    outcome = run_step(_fake(run), Machine(0))
+    assert outcome.ok and outcome.ran == ["matmul_graph"]
+    assert guide.matmul_graph is original
+
+
+def test_a_step_that_breaks_is_named_and_the_demo_exits_1(monkeypatch) -> None:
+    def broken(machine):
+        raise RuntimeError("lesson broke")
+
+    monkeypatch.setattr(demo, "STEPS", [_fake(broken), STEPS[0]])
+    monkeypatch.setattr(demo, "start", lambda: Machine(0))
+    monkeypatch.setattr(demo, "select", lambda spec: [1])
+    result = CliRunner().invoke(app, ["demo", "--no-pause"])
+    assert result.exit_code == 1
+    assert "step 1 (fake): RuntimeError: lesson broke" in result.stderr
+    assert "This step failed" in result.stdout
+
+
+@pytest.mark.parametrize(("gpus", "towers"), [(0, ["/cpu:1", "/cpu:2"]), (1, ["/gpu:0", "/cpu:1"]),
+                                              (4, ["/gpu:0", "/gpu:1"])])
+def test_gpu_steps_use_gpus_where_they_exist(gpus, towers) -> None:
+    machine = Machine(gpus)
+    assert machine.towers == towers
+    assert machine.missing == f"/gpu:{max(gpus, 2)}"
+    assert (demo.gpu_note(machine) is None) == (gpus >= 2)
+    assert machine.replicas == (["/gpu:0", "/gpu:1"] if gpus >= 2 else ["/cpu:0", "/cpu:1"])
+
+
+# --- real runs: TensorFlow once per run, every step in it ---
+
+@pytest.fixture(scope="module")
+def json_runs() -> dict[str, subprocess.CompletedProcess[str]]:
+    return {lang: run_cli("demo", "--json", "--lang", lang) for lang in ("zh", "en")}
+
+
+@pytest.mark.tf
+def test_every_step_runs_and_teaches(json_runs) -> None:
+    run = json_runs["en"]
+    assert run.returncode == 0, run.stderr[-3000:]
+    found = json.loads(run.stdout)
+    assert [s["key"] for s in found["steps"]] == KEYS
+    by_key = {s["key"]: s for s in found["steps"]}
+    for step, data in zip(STEPS, found["steps"]):
+        assert data["ok"], data["problem"]
+        assert data["code"] == step.source()  # what was shown ...
+        assert data["code_ran"] == [name for _, name in step.code]  # ... is what ran
+        assert data["notice"]
+    missing = by_key["missing"]["result"]
+    assert missing["errors"] and missing["errors"][0]["kind"] == "device_not_found"  # the real error
+    assert "does not exist" in by_key["soft"]["notice"]
+    if found["gpus"] == 0:
+        assert "logical CPUs" in found["note"]
+        assert by_key["towers"]["args"]["devices"] == ["/cpu:1", "/cpu:2"]
+        assert "CPU:1" in by_key["towers"]["notice"] and "GPU:0" not in by_key["towers"]["notice"]
+    else:
+        assert by_key["towers"]["args"]["devices"][0] == "/gpu:0" and "GPU:0" in by_key["towers"]["notice"]
+
+
+@pytest.mark.tf
+def test_json_is_the_same_bytes_in_chinese(json_runs) -> None:
+    """Byte for byte, but for what differs between any two runs: the clock and thread ids in
+    TensorFlow's log prefixes."""
+    assert json_runs["zh"].returncode == 0
+    assert _timeless(json_runs["zh"].stdout) == _timeless(json_runs["en"].stdout)
+    assert not re.search(r"[\u4e00-\u9fff]", json_runs["zh"].stdout)
+
+
+def _timeless(text: str) -> str:
+    return re.sub(r"[IWEF]\d{4} \d\d:\d\d:[\d.]+ +\d+ ", "PREFIX ", text)
+
+
+@pytest.mark.tf
+def test_chinese_tables_for_some_steps_without_pausing_on_a_pipe() -> None:
+    run = run_cli("demo", "--step", "4-5", "--lang", "zh", env={"COLUMNS": "80"}, stdin=b"")
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = run.stdout
+    assert "第 4 步（共 9 步）：指定一个不存在的设备" in out and "第 5 步" in out and "第 3 步" not in out
+    assert "实际运行的代码" in out and "def matmul_graph" in out and "注意" in out
+    assert "放置失败" in out  # the real error, as the lesson
+    assert "软放置回退" in out
+    assert "按回车" not in out  # stdin is a pipe: no pause by default
+
+
+@pytest.mark.tf
+def test_pause_waits_for_enter_and_eof_ends_the_pauses() -> None:
+    run = run_cli("demo", "--step", "1-3", "--pause", stdin=b"\n")  # one Enter, then end of input
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.count("Press Enter for step") == 2  # before step 2 (Enter), before 3 (EOF: go on)
+    assert "Step 3 of 9" in run.stdout
+
+
+@pytest.mark.tf
+def test_on_a_terminal_it_pauses_and_ctrl_c_exits_130() -> None:
+    master, slave = pty.openpty()
+    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "100"}
+    proc = subprocess.Popen([sys.executable, "-m", "placement_cli", "demo", "--step", "1-2"],
+                            stdin=slave, stdout=slave, stderr=subprocess.PIPE, env=env)
+    os.close(slave)
+    seen = b""
+    deadline = time.monotonic() + 120
+    while b"Press Enter for step 2" not in seen and time.monotonic() < deadline:
+        ready, _, _ = selecting.select([master], [], [], 1)
+        if ready:
+            try:
+                seen += os.read(master, 65536)
+            except OSError:
+                break
+    assert b"Press Enter for step 2" in seen, seen[-2000:]
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    os.close(master)
+    assert proc.returncode == 130, err
+    assert b"Traceback" not in err

@@ -1,0 +1,116 @@
+"""--lang: the zh catalogue is complete and compiled, tables translate and stay aligned, JSON stays
+English, the locale chooses the default, and an ASCII-only output falls back to English (no TensorFlow)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from rich.cells import cell_len
+
+from conftest import LOGS
+from placement_cli import i18n
+from placement_cli.render.rows import _wrap
+from reports import big_report, trace_report
+from test_golden import check, render_report
+from placement_cli.render.table import View
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import catalogue  # noqa: E402
+
+FIELD = re.compile(r"\{[^}]*\}")
+
+
+@pytest.fixture
+def zh():
+    i18n.use("zh")
+    yield
+    i18n.use("en")
+
+
+def test_every_marked_message_has_a_chinese_translation_and_nothing_is_stale() -> None:
+    marked = catalogue.extract()
+    entries = catalogue.parse_po(catalogue.PO.read_text())
+    entries.pop("")
+    assert len(marked) > 100
+    assert [m for m in marked if not entries.get(m, "").strip()] == []
+    assert [m for m in entries if m not in marked] == []
+    for message, translated in entries.items():  # the same fields, or .format() would fail at run time
+        assert sorted(FIELD.findall(message)) == sorted(FIELD.findall(translated)), message
+
+
+def test_the_shipped_mo_is_the_po_compiled() -> None:
+    compiled = catalogue.compile_mo(catalogue.parse_po(catalogue.PO.read_text()))
+    assert catalogue.MO.read_bytes() == compiled
+    assert catalogue.problems() == []
+
+
+def test_a_marker_with_no_literal_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text("from placement_cli.i18n import _\nname = 'x'\n_(name)\n")
+    with pytest.raises(SystemExit, match="needs one string literal"):
+        catalogue.extract(tmp_path)
+
+
+def test_gettext_reads_the_shipped_catalogue(zh) -> None:
+    assert i18n._("Placements") == "放置"
+    assert i18n._("soft fallback") == "软放置回退"
+
+
+@pytest.mark.parametrize(("environ", "language"), [
+    ({"LANG": "zh_CN.UTF-8"}, "zh"), ({"LANG": "zh_TW"}, "zh"), ({"LC_ALL": "zh"}, "zh"),
+    ({"LANG": "en_US.UTF-8"}, "en"), ({"LANG": "C"}, "en"), ({}, "en"), ({"LANG": "fr_FR"}, "en"),
+    ({"LC_ALL": "en_US.UTF-8", "LANG": "zh_CN.UTF-8"}, "en"),  # LC_ALL before LANG
+    ({"LC_MESSAGES": "zh_CN.UTF-8", "LANG": "en_US"}, "zh"),
+    ({"LANGUAGE": "zh_CN:en", "LC_ALL": "en_US.UTF-8"}, "zh"),  # LANGUAGE first, as gettext reads it
+    ({"LANGUAGE": "", "LANG": "zh_CN.UTF-8"}, "zh"),  # empty counts as unset
+])
+def test_the_default_language_follows_the_locale_as_gettext_orders_it(environ, language) -> None:
+    assert i18n.from_locale(environ) == language
+
+
+def test_chinese_wraps_by_cells_not_characters() -> None:
+    text = "GPU:2 不存在（现有：CPU:0, CPU:1, CPU:2）而且这个原因很长很长需要换行"
+    lines = _wrap(text, 16)
+    assert all(cell_len(line) <= 16 for line in lines)
+    assert "".join(lines).replace(" ", "") == text.replace(" ", "")  # nothing lost or cut
+    assert not any(line.startswith(("）", "，")) for line in lines)
+
+
+@pytest.mark.parametrize("width", [40, 80])
+def test_a_run_report_in_chinese_at_terminal_widths(zh, width: int) -> None:
+    text = render_report(trace_report(), run=True, width=width)
+    assert "节点" in text and "原因" in text
+    assert all(cell_len(line) <= width for line in text.splitlines()), text
+    check(f"zh__trace__{width}", text)
+
+
+def test_a_digest_in_chinese(zh) -> None:
+    text = render_report(big_report(), run=True, width=80, view=View(screen_rows=20))
+    assert "按操作类型和设备统计" in text
+    check("zh__digest__80", text)
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    environ = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "80", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "placement_cli", *args], capture_output=True, text=True,
+                          env=environ, check=False, timeout=60)
+
+
+def test_json_is_the_same_bytes_in_every_language() -> None:
+    log = str(LOGS / "tf1.x" / "errors_mixed.log")
+    english, chinese = _cli("parse", log, "--json", "--lang", "en"), _cli("parse", log, "--json", "--lang", "zh")
+    assert english.returncode == chinese.returncode == 0
+    assert english.stdout == chinese.stdout
+
+
+def test_the_locale_chooses_chinese_and_an_ascii_output_falls_back_to_english() -> None:
+    log = str(LOGS / "tf1.x" / "errors_mixed.log")
+    assert "放置" in _cli("parse", log, env={"LANG": "zh_CN.UTF-8", "LC_ALL": "", "LANGUAGE": ""}).stdout
+    ascii_run = _cli("parse", log, "--lang", "zh", env={"PYTHONIOENCODING": "ascii"})
+    assert ascii_run.returncode == 0 and ascii_run.stdout.isascii() and "Placement error in the log" in ascii_run.stdout
+    assert "English is used" in ascii_run.stderr
