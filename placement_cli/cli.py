@@ -837,6 +837,8 @@ def demo(
     all_rows: AllOpt = False,
     lang: LangOpt = None,
     as_json: JsonOpt = False,
+    svg: SvgOpt = None,
+    force: ForceOpt = False,
 ) -> None:
     """Walk through the guide's lessons in order, for a class: each step explains, shows the code
     that runs, runs it live and says what to notice in the result.
@@ -849,6 +851,7 @@ def demo(
     from placement_cli.lessons.demo import STEPS, select  # noqa: PLC0415
 
     chosen = select(step)
+    pictures = _pictures("placement demo", as_json=as_json, force=force, svg=svg)
     if list_steps:
         if as_json:
             _print_json({"steps": [{"number": k, "key": s.key, "title": s.title} for k, s in enumerate(STEPS, 1)]})
@@ -856,6 +859,7 @@ def demo(
             from placement_cli.render.demo import steps_table  # noqa: PLC0415
 
             _console().print(_ascii_safe(steps_table(STEPS)))
+            _save_pictures(pictures)
         return
     from placement_cli.lessons.demo import start  # noqa: PLC0415
 
@@ -863,7 +867,9 @@ def demo(
     if as_json:
         _demo_json(chosen, machine)
         return
-    _demo_tables(chosen, machine, _pausing(pause), all_rows)
+    failed = _demo_tables(chosen, machine, _pausing(pause), all_rows)
+    _save_pictures(pictures)  # the slides hold the steps that failed too
+    _demo_failed(failed)
 
 
 def _pausing(pause: bool | None) -> bool:
@@ -878,7 +884,8 @@ def _demo_failed(failed: list[str]) -> None:
         raise typer.Exit(int(ExitCode.PLACEMENT_FAILED))
 
 
-def _demo_tables(chosen: list[int], machine: Any, pause: bool, all_rows: bool) -> None:
+def _demo_tables(chosen: list[int], machine: Any, pause: bool, all_rows: bool) -> list[str]:
+    """Print the chosen steps; the failed ones, named."""
     from placement_cli.lessons.demo import STEPS, gpu_note, run_step  # noqa: PLC0415
     from placement_cli.render.console import is_terminal, screen_rows  # noqa: PLC0415
     from placement_cli.render.demo import machine_note, pause_prompt, step_group  # noqa: PLC0415
@@ -903,7 +910,9 @@ def _demo_tables(chosen: list[int], machine: Any, pause: bool, all_rows: bool) -
         sys.stdout.flush()
         if not outcome.ok:
             failed.append(f"step {k} ({step.key}): {outcome.problem}")
-    _demo_failed(failed)
+    if failed:
+        _state["code"] = int(ExitCode.PLACEMENT_FAILED)  # kept if a picture cannot be written
+    return failed
 
 
 def _demo_json(chosen: list[int], machine: Any) -> None:

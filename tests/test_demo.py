@@ -12,6 +12,7 @@ import re
 import select as selecting
 import signal
 import subprocess
+import xml.etree.ElementTree as ET
 import sys
 import time
 
@@ -152,10 +153,13 @@ def _timeless(text: str) -> str:
 
 
 @pytest.mark.tf
-def test_chinese_tables_for_some_steps_without_pausing_on_a_pipe() -> None:
-    run = run_cli("demo", "--step", "4-5", "--lang", "zh", env={"COLUMNS": "80"}, stdin=b"")
+def test_chinese_tables_for_some_steps_without_pausing_on_a_pipe(tmp_path) -> None:
+    slides = tmp_path / "demo.svg"
+    run = run_cli("demo", "--step", "4-5", "--lang", "zh", "--svg", str(slides), env={"COLUMNS": "80"}, stdin=b"")
     assert run.returncode == 0, run.stderr[-3000:]
     out = run.stdout
+    drawn = "".join(ET.parse(slides).getroot().itertext()).replace("\xa0", " ")  # the slides: what was printed
+    assert "第 4 步（共 9 步）：指定一个不存在的设备" in drawn and "软放置回退" in drawn
     assert "第 4 步（共 9 步）：指定一个不存在的设备" in out and "第 5 步" in out and "第 3 步" not in out
     assert "实际运行的代码" in out and "def matmul_graph" in out and "注意" in out
     assert "放置失败" in out  # the real error, as the lesson
