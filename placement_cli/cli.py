@@ -394,9 +394,9 @@ def inspect(
         cluster = clusterspec.from_environment()
         if cluster is None:
             raise UsageProblem("nothing to inspect: give grpc://HOST:PORT, --cluster-spec FILE, or set TF_CONFIG")
-    from placement_cli.runtime.inspect import inspect_cluster, inspect_target  # noqa: PLC0415
+    from placement_cli.runtime.inspect import run  # noqa: PLC0415
 
-    found = inspect_target(address, timeout) if address is not None else inspect_cluster(cluster, timeout)
+    found = run(cluster, address, timeout)  # TensorFlow works in a child process, bounded and killable
     from placement_cli.render.inspect import render_inspection, silent_summary  # noqa: PLC0415
 
     code = int(ExitCode.OK if found.complete else ExitCode.PLACEMENT_FAILED)
@@ -409,11 +409,6 @@ def inspect(
     missing = silent_summary(found)
     if missing:
         _say(missing)
-    if found.lingering:  # a TensorFlow call is still blocked in C++: do not wait for it at exit
-        import os  # noqa: PLC0415
-
-        sys.stderr.flush()
-        os._exit(code)
     if code:
         raise typer.Exit(code)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -149,3 +150,16 @@ def test_bad_cluster_spec_file(tmp_path) -> None:
     result = CliRunner().invoke(app, ["inspect", "--cluster-spec", str(path)])
     assert result.exit_code == 2
     assert "HOST:PORT" in result.stderr
+
+
+def test_ctrl_c_ends_inspect_and_its_tensorflow_child(silent_port) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "placement_cli", "inspect", f"127.0.0.1:{silent_port}",
+                             "--timeout", "60"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    time.sleep(3)
+    children = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=30) == 130
+    assert "interrupted" in proc.stderr.read()
+    for pid in children:  # the child asking TensorFlow was killed with it
+        with pytest.raises(ProcessLookupError):
+            os.kill(int(pid), 0)

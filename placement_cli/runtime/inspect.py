@@ -1,9 +1,10 @@
 """Asking a running cluster for its tasks and devices: a TCP connect per task, then list_devices with a timeout.
 
 Nothing here runs an op or makes a variable on the cluster: a ``tf.compat.v1.Session`` on a task's
-target with an empty graph, ``list_devices()``, ``close()``. Every call runs in a daemon thread the
-caller waits on for at most the timeout (plus a grace), so a silent port or a blackholed address
-cannot hang the command and Ctrl-C is seen at once.
+target with an empty graph, ``list_devices()``, ``close()``. TensorFlow works in a child process of
+its own (``run``): its calls hold the GIL while they wait (measured: three silent tasks took three
+timeouts, and Ctrl-C was not seen until they returned), so the CLI, which never imports TensorFlow
+here, waits on the child with a deadline and kills it on Ctrl-C or when the deadline passes.
 
 Measured on TF 2.21 (``notes/distributed.md``): a master asked for every device of its cluster
 while one task is down answers DeadlineExceeded without naming the task, and keeps waiting for
@@ -17,7 +18,11 @@ the whole cluster; if that times out, which task is missing is unknown to Tensor
 
 from __future__ import annotations
 
+import os
+import pickle
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -215,3 +220,76 @@ def inspect_target(address: str, timeout: float = DEFAULT_TIMEOUT) -> Inspection
                              devices=tuple(devices))
                   for (job, index), devices in sorted(by_task.items()))
     return Inspection(source, timeout, tasks, complete=True)
+
+
+IMPORT_LIMIT = 120.0  # seconds TensorFlow may take to import in the child on a loaded machine
+
+
+def run(cluster: Cluster | None, address: str | None, timeout: float) -> Inspection:
+    """inspect_cluster or inspect_target in a child process, bounded: the import by IMPORT_LIMIT, then
+    every query by the timeout (asked one after another in the worst case). Ctrl-C kills the child."""
+    request = pickle.dumps((cluster, address, timeout))
+    child = subprocess.Popen([sys.executable, "-c", "from placement_cli.runtime.inspect import _child; _child()"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             start_new_session=True)  # a terminal's Ctrl-C reaches placement, which ends the child
+    chunks: list[bytes] = []
+    imported = threading.Event()
+
+    def read() -> None:
+        assert child.stdout is not None
+        if child.stdout.readline() == b"imported\n":
+            imported.set()
+        chunks.append(child.stdout.read())
+
+    reader = threading.Thread(target=read, daemon=True)
+    try:
+        assert child.stdin is not None
+        child.stdin.write(request)
+        child.stdin.close()
+        reader.start()
+        queries = (len(cluster.tasks) if cluster is not None else 2) + 1  # + the TCP connects
+        limit = IMPORT_LIMIT
+        start = time.monotonic()
+        while reader.is_alive():
+            if imported.is_set() and limit == IMPORT_LIMIT:
+                limit, start = queries * (timeout + _GRACE), time.monotonic()
+            if time.monotonic() - start > limit:
+                stage = "the answers" if imported.is_set() else "TensorFlow to start"
+                return _gave_up(cluster, address, timeout, f"gave up waiting for {stage} after {limit:g} s")
+            reader.join(0.1)
+        child.wait(timeout=_GRACE)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    data = b"".join(chunks)
+    if not data:
+        return _gave_up(cluster, address, timeout,
+                        f"the process asking TensorFlow ended with code {child.returncode} before answering")
+    found = pickle.loads(data)  # noqa: S301 - our own child's answer
+    assert isinstance(found, Inspection)
+    return found
+
+
+def _gave_up(cluster: Cluster | None, address: str | None, timeout: float, why: str) -> Inspection:
+    """No answer came back from the child: every task is named as not known to have answered."""
+    if cluster is not None:
+        tasks = tuple(_silent(t, why) for t in cluster.tasks)
+        return Inspection(cluster.source, timeout, tasks, complete=False)
+    target = f"grpc://{address}"
+    return Inspection(target, timeout, (TaskAnswer(None, None, target, answered=False, error=why),), complete=False)
+
+
+def _child() -> None:
+    """The child's side of ``run``: import TensorFlow, say so, inspect, hand the answer back."""
+    cluster, address, timeout = pickle.loads(sys.stdin.buffer.read())  # noqa: S301 - our own parent's request
+    out = sys.stdout.buffer
+    try:
+        _tensorflow()
+    finally:
+        out.write(b"imported\n")
+        out.flush()
+    found = inspect_target(address, timeout) if address is not None else inspect_cluster(cluster, timeout)
+    out.write(pickle.dumps(found))
+    out.flush()
+    os._exit(0)  # a TensorFlow call may still be blocked in C++: do not wait for it
