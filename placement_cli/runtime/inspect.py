@@ -266,8 +266,12 @@ def run(cluster: Cluster | None, address: str | None, timeout: float) -> Inspect
     if not data:
         return _gave_up(cluster, address, timeout,
                         f"the process asking TensorFlow ended with code {child.returncode} before answering")
-    found = pickle.loads(data)  # noqa: S301 - our own child's answer
-    assert isinstance(found, Inspection)
+    try:
+        found = pickle.loads(data)  # noqa: S301 - our own child's answer
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError):
+        found = None
+    if not isinstance(found, Inspection):
+        return _gave_up(cluster, address, timeout, "the process asking TensorFlow gave an unreadable answer")
     return found
 
 
@@ -283,7 +287,10 @@ def _gave_up(cluster: Cluster | None, address: str | None, timeout: float, why: 
 def _child() -> None:
     """The child's side of ``run``: import TensorFlow, say so, inspect, hand the answer back."""
     cluster, address, timeout = pickle.loads(sys.stdin.buffer.read())  # noqa: S301 - our own parent's request
-    out = sys.stdout.buffer
+    out = os.fdopen(os.dup(1), "wb")  # the answer's own channel: whatever TensorFlow prints on fd 1 goes nowhere
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.close(null)
     try:
         _tensorflow()
     finally:
