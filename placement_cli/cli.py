@@ -505,6 +505,62 @@ def devices(
 
 @app.command()
 @guarded
+def inspect(
+    target: Annotated[str | None, typer.Argument(metavar="[TARGET]", help="A task of the cluster: grpc://HOST:PORT or HOST:PORT.", show_default=False)] = None,
+    cluster_spec: Annotated[str | None, typer.Option("--cluster-spec", metavar="FILE", help="The cluster as TensorFlow's ClusterSpec JSON ({\"ps\": [\"host:2222\"], \"worker\": [...]}) or a TF_CONFIG object.")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", metavar="SECONDS", min=0.5, max=60.0, help="How long each task may take to answer (0.5 to 60).")] = 5.0,
+    lang: LangOpt = None,
+    as_json: JsonOpt = False,
+    svg: SvgOpt = None,
+    force: ForceOpt = False,
+) -> None:
+    """Ask a running TensorFlow cluster for its tasks and devices, without disturbing it.
+
+    Give one task's target, --cluster-spec FILE, or nothing with TF_CONFIG set. Only devices are
+    listed: no op runs and no variable is made. With the tasks known, each is asked about itself
+    and a task that does not answer is named (exit 1); with only a target, the master lists every
+    task, but cannot say which one is missing when one is.
+
+    Example: placement inspect grpc://localhost:2222 --timeout 3
+    """
+    from placement_cli import clusterspec  # noqa: PLC0415
+    from placement_cli.errors import UsageProblem  # noqa: PLC0415
+
+    if target is not None and cluster_spec is not None:
+        raise UsageProblem("give a TARGET or --cluster-spec FILE, not both")
+    cluster = address = None
+    if target is not None:
+        address = clusterspec.from_target(target)
+    elif cluster_spec is not None:
+        cluster = clusterspec.from_file(cluster_spec)
+    else:
+        cluster = clusterspec.from_environment()
+        if cluster is None:
+            raise UsageProblem("nothing to inspect: give grpc://HOST:PORT, --cluster-spec FILE, or set TF_CONFIG")
+    pictures = _pictures("placement inspect", as_json=as_json, force=force, svg=svg,
+                         protect=(cluster_spec,) if cluster_spec else ())
+    from placement_cli.runtime.inspect import run  # noqa: PLC0415
+
+    found = run(cluster, address, timeout)  # TensorFlow works in a child process, bounded and killable
+    from placement_cli.render.inspect import render_inspection, silent_summary  # noqa: PLC0415
+
+    code = int(ExitCode.OK if found.complete else ExitCode.PLACEMENT_FAILED)
+    _state["code"] = code
+    if as_json:
+        _print_json(found.to_dict())
+    else:
+        _console().print(_ascii_safe(render_inspection(found)), crop=False)
+        sys.stdout.flush()
+        _save_pictures(pictures)
+    missing = silent_summary(found)
+    if missing:
+        _say(missing)
+    if code:
+        raise typer.Exit(code)
+
+
+@app.command()
+@guarded
 def parse(
     files: Annotated[list[str], typer.Argument(metavar="FILE...", help="Log files; - reads standard input.", show_default=False)],
     summary: Annotated[bool, typer.Option("--summary", help="Only the counts per device.")] = False,

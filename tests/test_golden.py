@@ -19,7 +19,7 @@ from placement_cli.render.table import Hints, View, report_group
 from reports import big_report, tower_report, trace_report
 
 GOLDEN = FIXTURES / "golden"
-CASES = ["tf0.x/guide_towers.log", "tf1.x/errors_mixed.log", "tf1.x/distributed_xla.log"]
+CASES = ["tf0.x/guide_towers.log", "tf1.x/errors_mixed.log", "tf1.x/distributed_xla.log", "tf2.21/ps_worker_cluster.log"]
 WIDTHS = [40, 80, 120]
 
 
@@ -64,3 +64,9 @@ def test_tower_report(width: int) -> None:
 @pytest.mark.parametrize("width", WIDTHS)
 def test_digest_of_a_long_report(width: int) -> None:
     check(f"run__digest__{width}", render_report(big_report(), run=True, width=width))
+
+
+def test_several_tasks_digest_reads_per_task() -> None:
+    """A ps/worker cluster's log longer than a screen: the digest counts per task, then per device."""
+    report = parse_paths([str(LOGS / "tf2.21" / "ps_worker_cluster.log")])
+    check("tf2.21__ps_worker_cluster__digest", render_report(report, run=False, view=View(screen_rows=10)))

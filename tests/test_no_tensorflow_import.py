@@ -31,6 +31,8 @@ def test_parse_does_not_import_tensorflow() -> None:
 def test_help_does_not_import_tensorflow() -> None:
     assert not _tf_loaded("--help")
     assert not _tf_loaded("show", "--help")
+    assert not _tf_loaded("inspect", "--help")
+    assert not _tf_loaded("inspect", "not a target")  # a bad target is refused before TensorFlow starts
 
 
 def test_probe_can_see_tensorflow_when_it_is_imported() -> None:

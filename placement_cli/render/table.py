@@ -13,7 +13,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from placement_cli.devices import short_name
+from placement_cli.devices import DeviceSpec, DeviceSpecError, parse_device, short_name
 from placement_cli.filters import Filtered, is_plumbing
 from placement_cli.model import AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, Placement, PlacementFailure, Report
 from placement_cli.i18n import _
@@ -90,12 +90,30 @@ def shown_placements(report: Report, run: bool) -> list[Placement]:
     return [p for p in report.placements if not is_plumbing(p)]
 
 
+def task_key(spec: DeviceSpec | None) -> tuple[str, int]:
+    """The task a device belongs to: (job, task index), TensorFlow's defaults filled in."""
+    if spec is None:
+        return "localhost", 0
+    return spec.job or "localhost", spec.task or 0
+
+
+def task_label(key: tuple[str, int]) -> str:
+    return f"{key[0]}/{key[1]}"
+
+
+def several_tasks(placements: Iterable[Placement]) -> bool:
+    """True when the placements name more than one job/task (a ps/worker cluster's logs)."""
+    return len({task_key(p.spec) for p in placements}) > 1
+
+
 def _ordered(placements: list[Placement]) -> list[Placement]:
     groups: dict[str | None, int] = {}
     for p in placements:
         groups.setdefault(p.group, len(groups))
     if any(g is not None for g in groups):
         return sorted(placements, key=lambda p: (groups[p.group], p.line))
+    if several_tasks(placements):  # task by task, worker/2 before worker/10
+        return sorted(placements, key=lambda p: (task_key(p.spec), p.canonical, p.line))
     return sorted(placements, key=lambda p: (p.canonical, p.line))
 
 
@@ -123,6 +141,7 @@ def rows_table(rows: list[tuple[Placement, int]], *, title: str | None = None, c
     placements = [p for p, _ in rows]
     styles = _short_styles(placements)
     grouped = any(p.group for p in placements)
+    by_task = not grouped and several_tasks(placements)
     show_times = any(n > 1 for _, n in rows)
     show_reason = any(p.reason for p in placements)
     status_styles = {words.status(s): style for s, style in _STATUS_STYLE.items()}
@@ -130,6 +149,8 @@ def rows_table(rows: list[tuple[Placement, int]], *, title: str | None = None, c
                Column(_("assigned"), style=styles.get), Column(_("status"), style=status_styles.get)]
     if grouped:
         columns.insert(0, Column(_("group")))
+    elif by_task:
+        columns.insert(0, Column(_("task")))
     if show_times:
         columns.append(Column(_("times"), justify="right", quiet="1"))
     if show_reason:
@@ -145,6 +166,8 @@ def rows_table(rows: list[tuple[Placement, int]], *, title: str | None = None, c
         row = [clean(p.node) or "-", clean(p.op) or "-", requested, clean(p.short), words.status(p.status)]
         if grouped:
             row.insert(0, clean(p.group) or "-")
+        elif by_task:
+            row.insert(0, clean(task_label(task_key(p.spec))))
         if show_times:
             row.append(str(times))
         if show_reason:
@@ -192,7 +215,39 @@ def counts_table(report: Report, filtered: Filtered | None = None) -> Renderable
     if filtered is not None and filtered.filters.active:
         caption = _("{count} of {total} placements match {filters}").format(
             count=report.placement_count, total=filtered.total, filters=filtered.filters.describe())
-    return Narrowing(_counts(report, caption, full=True), _counts(report, caption, full=False))
+    per_device = Narrowing(_counts(report, caption, full=True), _counts(report, caption, full=False))
+    tasks = _task_counts(report)
+    return per_device if tasks is None else Group(tasks, per_device)
+
+
+def _device_tasks(by_device: dict[str, int]) -> dict[str, tuple[str, int]]:
+    def spec(device: str) -> DeviceSpec | None:
+        try:
+            return parse_device(device, logged=True)
+        except DeviceSpecError:
+            return None
+
+    return {d: task_key(spec(d)) for d in by_device}
+
+
+def _task_counts(report: Report) -> Table | None:
+    """Placements per job/task, when the report names more than one task; None otherwise."""
+    by_device = report.by_device
+    tasks = _device_tasks(by_device)
+    if len(set(tasks.values())) < 2:
+        return None
+    ops: dict[tuple[str, int], int] = {}
+    devices: dict[tuple[str, int], int] = {}
+    for device, n in by_device.items():
+        ops[tasks[device]] = ops.get(tasks[device], 0) + n
+        devices[tasks[device]] = devices.get(tasks[device], 0) + 1
+    total = sum(ops.values()) or 1
+    table = Table(title=_("Per task"), title_justify="left")
+    for heading in (_("task"), _("devices"), _("ops"), _("share")):
+        table.add_column(heading, justify="left" if heading == _("task") else "right", no_wrap=True)
+    for key in sorted(ops):
+        table.add_row(literal(task_label(key)), str(devices[key]), str(ops[key]), f"{100 * ops[key] / total:.0f}%")
+    return table
 
 
 def _counts(report: Report, caption: str | None, *, full: bool) -> Table:
@@ -207,9 +262,14 @@ def _counts(report: Report, caption: str | None, *, full: bool) -> Table:
         table.add_column(_("full name"), no_wrap=True)
     table.add_column(_("ops"), justify="right", no_wrap=True)
     table.add_column(_("share"), justify="right", no_wrap=True)
-    for device, n in sorted(by_device.items()):
+    tasks = _device_tasks(by_device)
+    ordered = sorted(by_device.items(), key=lambda item: (tasks[item[0]], item[0]))
+    several = len(set(tasks.values())) > 1  # a section per job/task
+    for i, (device, n) in enumerate(ordered):
         name = [literal(device)] if full else []
-        table.add_row(Text(shorts[device], style=styles[device]), *name, str(n), f"{100 * n / total:.0f}%")
+        last_of_task = several and i + 1 < len(ordered) and tasks[ordered[i + 1][0]] != tasks[device]
+        table.add_row(Text(shorts[device], style=styles[device]), *name, str(n), f"{100 * n / total:.0f}%",
+                      end_section=last_of_task)
     return table
 
 

@@ -1,0 +1,165 @@
+"""`placement inspect` against a real cluster started by hand with tf.distribute.Server in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import run_cli
+from placement_cli.cli import app
+
+SERVER = """
+import json, sys, time
+import tensorflow as tf
+spec = tf.train.ClusterSpec(json.loads(sys.argv[1]))
+servers = [tf.distribute.Server(spec, job_name=j, task_index=i, start=True) for j, i in (("ps", 0), ("worker", 0))]
+print("ready", flush=True)
+while True:
+    time.sleep(60)
+"""
+
+
+def free_port() -> int:
+    """A port nothing listens on, probed on the dual-stack wildcard as TensorFlow binds it."""
+    with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
+        s.bind(("::", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[dict[str, list[str]]]:
+    spec = {"ps": [f"localhost:{free_port()}"], "worker": [f"localhost:{free_port()}"]}
+    proc = subprocess.Popen([sys.executable, "-c", SERVER, json.dumps(spec)], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        yield spec
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+        assert proc.poll() is not None
+        with pytest.raises(ProcessLookupError):  # no pid of the cluster is left
+            os.kill(proc.pid, 0)
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A TCP server that accepts connections and never says a word (not gRPC)."""
+    server = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except (TimeoutError, OSError):
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    stop.set()
+    thread.join(5)
+    for conn in held:
+        conn.close()
+    server.close()
+
+
+def inspect_json(*args: str, expect: int, env: dict[str, str] | None = None) -> dict:
+    proc = run_cli("inspect", *args, "--json", env=env, timeout=90)
+    assert proc.returncode == expect, proc.stderr[-2000:]
+    return {"json": json.loads(proc.stdout), "stderr": proc.stderr}
+
+
+def check_task(task: dict, job: str, index: int, address: str | None) -> None:
+    assert (task["job"], task["task"], task["answered"], task["error"]) == (job, index, True, None)
+    assert task["target"] == (f"grpc://{address}" if address else None)
+    cpu = [d for d in task["devices"] if d["device_type"] == "CPU"]
+    assert cpu and cpu[0]["canonical"] == f"/job:{job}/replica:0/task:{index}/device:CPU:0"
+    assert cpu[0]["name"] == cpu[0]["canonical"] and cpu[0]["device_index"] == 0
+    assert set(cpu[0]) >= {"name", "canonical", "short", "device_type", "device_index", "memory_limit"}
+
+
+def test_by_target_lists_every_task_of_the_masters_cluster(cluster) -> None:
+    worker = cluster["worker"][0]
+    found = inspect_json(f"grpc://{worker}", expect=0)["json"]
+    assert found["complete"] is True and found["source"] == f"grpc://{worker}"
+    ps, wk = found["tasks"]
+    check_task(ps, "ps", 0, None)  # only the master's own address is known from a target
+    check_task(wk, "worker", 0, worker)
+    assert found["summary"]["tasks"] == found["summary"]["answered"] == 2
+
+
+def test_by_cluster_spec_and_by_tf_config(cluster, tmp_path) -> None:
+    spec = tmp_path / "cluster.json"
+    spec.write_text(json.dumps(cluster))
+    found = inspect_json("--cluster-spec", str(spec), expect=0)["json"]
+    check_task(found["tasks"][0], "ps", 0, cluster["ps"][0])
+    check_task(found["tasks"][1], "worker", 0, cluster["worker"][0])
+    tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 0}})
+    table = run_cli("inspect", "--timeout", "3", env={"TF_CONFIG": tf_config}, timeout=90)
+    assert table.returncode == 0, table.stderr[-2000:]
+    assert "Tasks of the cluster (TF_CONFIG)" in table.stdout
+    assert "Devices of ps/0" in table.stdout and "/job:worker/replica:0/task:0/device:CPU:0" in table.stdout
+
+
+def test_tasks_that_do_not_answer_are_named(cluster, tmp_path, silent_port) -> None:
+    dead = free_port()
+    spec = {**cluster, "worker": [*cluster["worker"], f"localhost:{dead}"], "chief": [f"127.0.0.1:{silent_port}"]}
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps(spec))
+    result = inspect_json("--cluster-spec", str(path), "--timeout", "1", expect=1)
+    tasks = {(t["job"], t["task"]): t for t in result["json"]["tasks"]}
+    assert tasks["ps", 0]["answered"] and tasks["worker", 0]["answered"]
+    assert not tasks["worker", 1]["answered"] and "nothing listens" in tasks["worker", 1]["error"]
+    assert not tasks["chief", 0]["answered"] and "no gRPC answer within 1 s" in tasks["chief", 0]["error"]
+    assert result["json"]["complete"] is False
+    message = result["stderr"].strip().splitlines()[-1]
+    assert "/job:worker/task:1" in message and "/job:chief/task:0" in message and "/job:ps/task:0" not in message
+
+
+def test_a_silent_port_or_a_closed_one_ends_within_the_timeout(silent_port) -> None:
+    silent = inspect_json(f"127.0.0.1:{silent_port}", "--timeout", "1", expect=1)
+    assert "no gRPC answer within 1 s" in silent["json"]["tasks"][0]["error"]
+    closed = inspect_json(f"grpc://localhost:{free_port()}", "--timeout", "1", expect=1)
+    assert closed["json"]["tasks"][0]["answered"] is False and "nothing listens" in closed["stderr"]
+
+
+@pytest.mark.parametrize("args", [["localhost"], ["grpc://host:99999"], ["a b:1"], ["x:1", "--cluster-spec", "y"],
+                                  ["--cluster-spec", "/nonexistent.json"], []])
+def test_bad_targets_and_files_are_usage_errors(args, tmp_path) -> None:
+    result = CliRunner().invoke(app, ["inspect", *args], env={"TF_CONFIG": ""})
+    assert result.exit_code == 2, result.output
+
+
+def test_bad_cluster_spec_file(tmp_path) -> None:
+    path = tmp_path / "c.json"
+    path.write_text('{"ps": ["nohostport"]}')
+    result = CliRunner().invoke(app, ["inspect", "--cluster-spec", str(path)])
+    assert result.exit_code == 2
+    assert "HOST:PORT" in result.stderr
+
+
+def test_ctrl_c_ends_inspect_and_its_tensorflow_child(silent_port) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "placement_cli", "inspect", f"127.0.0.1:{silent_port}",
+                             "--timeout", "60"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    time.sleep(3)
+    children = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=30) == 130
+    assert "interrupted" in proc.stderr.read()
+    for pid in children:  # the child asking TensorFlow was killed with it
+        with pytest.raises(ProcessLookupError):
+            os.kill(int(pid), 0)
