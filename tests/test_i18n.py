@@ -14,6 +14,7 @@ from rich.cells import cell_len
 
 from conftest import LOGS
 from placement_cli import i18n
+from placement_cli.render import words
 from placement_cli.render.rows import _wrap
 from reports import big_report, trace_report
 from test_golden import check, render_report
@@ -114,3 +115,24 @@ def test_the_locale_chooses_chinese_and_an_ascii_output_falls_back_to_english() 
     ascii_run = _cli("parse", log, "--lang", "zh", env={"PYTHONIOENCODING": "ascii"})
     assert ascii_run.returncode == 0 and ascii_run.stdout.isascii() and "Placement error in the log" in ascii_run.stdout
     assert "English is used" in ascii_run.stderr
+
+
+@pytest.mark.parametrize("english", [
+    words.READ_COPY.format(partner="model/w1", device="CPU:0"),
+    words.READ_SAME.format(partner="model/w1", device="CPU:0"),
+    words.READ.format(partner="model/w1", device="CPU:0"),
+    words.COLOCATED_KIND.format(partner="model/w1", kind="VarHandleOp", device="CPU:0"),
+    words.NO_KERNEL.format(device_type="GPU", op="Foo"),
+])
+def test_every_reason_a_lesson_writes_is_translated_whole(zh, english: str) -> None:
+    """A reason made from a template comes out as that template's translation: no English is left,
+    and no English text is swallowed into a device or node name."""
+    shown = words.reason(english)
+    assert not re.search(r"[a-z]{3,} [a-z]{3,}", shown.replace("model/w1", "").replace("VarHandleOp", "")), shown
+    assert "CPU:0" in shown or "GPU" in shown
+
+
+def test_a_name_field_cannot_swallow_free_text(zh) -> None:
+    """An unknown reason that merely starts like a template stays as it is (English), never half-translated."""
+    text = "colocated with model/w1 (VarHandleOp) on CPU:0, and something else entirely"
+    assert words.reason(text) == text

@@ -325,11 +325,11 @@ def explain_reads(placements: tuple[Placement, ...], reads: dict[str, tuple[int,
                 and (p.reason is None or p.reason.startswith("colocated with")):
             tower = towers.get(found[0])
             if tower is None:
-                cost = ""
+                template = words.READ
             elif tower.canonical == p.canonical:
-                cost = ", where its tower runs too: no copy"
+                template = words.READ_SAME
             else:
-                cost = ", not on its tower's device: every step copies the value there"
-            p = replace(p, reason=f"colocated with its variable {found[1]} (VarHandleOp) on {p.short}{cost}")
+                template = words.READ_COPY
+            p = replace(p, reason=template.format(partner=found[1], device=p.short))
         explained.append(p)
     return tuple(explained)

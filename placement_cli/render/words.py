@@ -22,7 +22,14 @@ NO_KERNEL = N_("no {device_type} kernel registered for {op}")
 NO_TYPED_KERNEL = N_("no {device_type} kernel for {op} with this node's types")
 COLOCATED = N_("colocated with {partner} on {device}")
 COLOCATED_KIND = N_("colocated with {partner} ({kind}) on {device}")
-REASONS = (MISSING, UNCHECKED, HAS_KERNEL, NO_KERNEL, NO_TYPED_KERNEL, COLOCATED_KIND, COLOCATED, UNKNOWN)
+# The reasons lessons/train.py gives a tower's variable read (each a whole template: no English is
+# added to a reason after it is formatted, or the matcher could not translate it).
+READ_SAME = N_("colocated with its variable {partner} (VarHandleOp) on {device}, where its tower runs too: no copy")
+READ_COPY = N_("colocated with its variable {partner} (VarHandleOp) on {device}, not on its tower's device: "
+               "every step copies the value there")
+READ = N_("colocated with its variable {partner} (VarHandleOp) on {device}")
+REASONS = (MISSING, UNCHECKED, HAS_KERNEL, NO_KERNEL, NO_TYPED_KERNEL, READ_SAME, READ_COPY, READ, COLOCATED_KIND,
+           COLOCATED, UNKNOWN)
 
 
 # The lessons' report titles (JSON keeps them in English).
@@ -52,10 +59,16 @@ def status(value: str) -> str:
     return translated(STATUSES[value]) if value in STATUSES else value
 
 
+# The shapes of the fields that hold one name (a device, a node, an op, a type): no spaces, so a
+# field can never swallow English text that follows it into the "name" it shows untranslated.
+_ONE_NAME = frozenset({"device", "partner", "kind", "op", "device_type", "node", "reduce_on", "code", "count"})
+
+
 @cache
 def _pattern(template: str) -> re.Pattern[str]:
     parts = re.split(r"\{(\w+)\}", template)
-    return re.compile("".join(re.escape(p) if i % 2 == 0 else f"(?P<{p}>.+?)" for i, p in enumerate(parts)))
+    return re.compile("".join(re.escape(p) if i % 2 == 0 else f"(?P<{p}>\\S+?)" if p in _ONE_NAME
+                              else f"(?P<{p}>.+?)" for i, p in enumerate(parts)))
 
 
 def from_templates(text: str | None, templates: tuple[str, ...]) -> str:
