@@ -66,7 +66,16 @@ def make_console(stream: IO[str] | None = None, record: bool = False) -> Console
     printed, for --svg (what it writes to the stream is the same)."""
     stream = stream if stream is not None else sys.stdout
     tolerate_encoding(stream)
-    return Console(file=stream, highlight=False, width=_width(stream), record=record)
+    return _Console(file=stream, highlight=False, width=_width(stream), record=record)
+
+
+class _Console(Console):
+    """A console whose closed output (``| head -1``) is the BrokenPipeError the CLI's guard turns into
+    the run's own exit code; rich's own handling exits 1 (SystemExit) whatever the run did."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError(32, "Broken pipe")
 
 
 def screen_rows(stream: IO[str] | Any) -> int:
