@@ -29,7 +29,9 @@ class ExitCode(IntEnum):
     PLACEMENT_FAILED = 1  # TensorFlow could not place the graph, or a run did not produce its result
     USAGE = 2  # bad usage or unreadable input
     INTERNAL = 3  # a bug in placement itself; --traceback shows it
+    HUNG_UP = 129  # SIGHUP (the terminal closed), as shells count it
     INTERRUPTED = 130  # Ctrl-C (SIGINT), as shells count it
+    TERMINATED = 143  # SIGTERM (kill, a job scheduler), as shells count it
 
 
 class Mode(str, Enum):
@@ -241,37 +243,92 @@ def _fail(code: ExitCode, message: str) -> typer.Exit:
     return typer.Exit(int(code))
 
 
+class Terminated(BaseException):  # noqa: N818 - like KeyboardInterrupt: not an Exception, so nothing swallows it
+    """SIGTERM or SIGHUP arrived: unwind like Ctrl-C (cleanups, TensorFlow's temporary files), then exit
+    128 + the signal's number with one line."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+_TERMINATING = {"SIGTERM": "terminated", "SIGHUP": "hung up"}
+# trace forwards every signal to the script it runs, inspect ends its child itself: they keep their own.
+_OWN_SIGNALS = frozenset({"trace", "inspect"})
+
+
+def _raise_terminated(signum: int, _frame: Any) -> None:
+    raise Terminated(signum)
+
+
+def _catch_termination() -> dict[int, Any]:
+    """SIGTERM and SIGHUP raise Terminated (unless ignored); the handlers they had, to put back."""
+    import signal  # noqa: PLC0415
+
+    saved: dict[int, Any] = {}
+    for name in _TERMINATING:
+        sig = getattr(signal, name, None)
+        if sig is None:
+            continue
+        try:
+            if signal.getsignal(sig) == signal.SIG_DFL:
+                saved[sig] = signal.signal(sig, _raise_terminated)
+        except ValueError:  # not the main thread: signals stay as they are
+            break
+    return saved
+
+
+def _restore_signals(saved: dict[int, Any]) -> None:
+    import signal  # noqa: PLC0415
+
+    for sig, handler in saved.items():
+        signal.signal(sig, handler)
+
+
 def guarded(fn: F) -> F:
-    """Translate domain errors into exit codes; tracebacks only with --traceback."""
+    """Translate domain errors into exit codes; tracebacks only with --traceback. SIGTERM and SIGHUP
+    end a command like Ctrl-C does (trace and inspect handle signals themselves)."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from placement_cli.devices import DeviceSpecError  # noqa: PLC0415
-        from placement_cli.errors import InputError, UsageProblem  # noqa: PLC0415
-
+        saved = {} if fn.__name__ in _OWN_SIGNALS else _catch_termination()
         try:
-            return fn(*args, **kwargs)
-        except (typer.Exit, typer.Abort, typer.BadParameter):
-            raise
-        except (InputError, UsageProblem, DeviceSpecError) as exc:
-            raise _fail(ExitCode.USAGE, str(exc)) from None
-        except KeyboardInterrupt:
-            raise _fail(ExitCode.INTERRUPTED, "interrupted") from None
-        except BrokenPipeError:  # | head -1: the reader has all it wanted, which is no error
-            _silence_stdout()
-            raise typer.Exit(_state["code"]) from None
-        except OSError as exc:
-            if exc.errno not in _OUTPUT_ERRNOS:
-                raise _internal(exc) from None
-            _silence_stdout()
-            where = f"{exc.filename}: " if exc.filename else ""
-            # a run that failed keeps its 1; output that could not be written is never a success
-            raise _fail(ExitCode(_state["code"] or ExitCode.USAGE),
-                        f"cannot write the output: {where}{exc.strerror or exc}") from None
-        except Exception as exc:
-            raise _internal(exc) from None
+            return _guarded_call(fn, *args, **kwargs)
+        finally:
+            _restore_signals(saved)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _guarded_call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    from placement_cli.devices import DeviceSpecError  # noqa: PLC0415
+    from placement_cli.errors import InputError, UsageProblem  # noqa: PLC0415
+
+    try:
+        return fn(*args, **kwargs)
+    except (typer.Exit, typer.Abort, typer.BadParameter):
+        raise
+    except Terminated as exc:
+        import signal  # noqa: PLC0415
+
+        raise _fail(ExitCode(128 + exc.signum), _TERMINATING[signal.Signals(exc.signum).name]) from None
+    except (InputError, UsageProblem, DeviceSpecError) as exc:
+        raise _fail(ExitCode.USAGE, str(exc)) from None
+    except KeyboardInterrupt:
+        raise _fail(ExitCode.INTERRUPTED, "interrupted") from None
+    except BrokenPipeError:  # | head -1: the reader has all it wanted, which is no error
+        _silence_stdout()
+        raise typer.Exit(_state["code"]) from None
+    except OSError as exc:
+        if exc.errno not in _OUTPUT_ERRNOS:
+            raise _internal(exc) from None
+        _silence_stdout()
+        where = f"{exc.filename}: " if exc.filename else ""
+        # a run that failed keeps its 1; output that could not be written is never a success
+        raise _fail(ExitCode(_state["code"] or ExitCode.USAGE),
+                    f"cannot write the output: {where}{exc.strerror or exc}") from None
+    except Exception as exc:
+        raise _internal(exc) from None
 
 
 # Errors of writing to a closed, full or broken output (stdout, a --save-log file).
