@@ -117,6 +117,17 @@ def test_the_locale_chooses_chinese_and_an_ascii_output_falls_back_to_english() 
     assert "English is used" in ascii_run.stderr
 
 
+def test_a_gb18030_terminal_gets_chinese_and_real_borders() -> None:
+    """The encoding decides by what it can encode, not by its name: GB18030 encodes every character."""
+    env = {"LANG": "zh_CN.GB18030", "LC_ALL": "", "LANGUAGE": "", "PYTHONIOENCODING": "gb18030"}
+    environ = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "80", **env}
+    done = subprocess.run([sys.executable, "-m", "placement_cli", "parse", str(LOGS / "tf1.x" / "errors_mixed.log")],
+                          capture_output=True, env=environ, check=False, timeout=60)
+    shown = done.stdout.decode("gb18030")
+    assert done.returncode == 0 and "放置" in shown and "─" in shown, shown + done.stderr.decode("gb18030")
+    assert not done.stderr
+
+
 @pytest.mark.parametrize("english", [
     words.READ_COPY.format(partner="model/w1", device="CPU:0"),
     words.READ_SAME.format(partner="model/w1", device="CPU:0"),

@@ -29,13 +29,20 @@ def is_terminal(stream: IO[str] | Any) -> bool:
         return False
 
 
+# What the reports print beyond ASCII: rich's box drawing (tables, panels, rules), the ellipsis, the
+# Chinese of --lang zh and its full-width punctuation, the arrows and marks of the pictures.
+SAMPLE = "─━│┃┌┐└┘├┤┬┴┼╭╮╰╯═║╔╗╚╝╠╣╦╩╬…→✓✗·设备放置软放置塔梯度平均副本共置，（）：；、“”"
+
+
 def unicode_stream(stream: IO[str] | Any) -> bool:
-    """True when the stream can encode any character (a UTF codec)."""
+    """True when the stream's encoding can encode what the reports print (UTF-8, GB18030, ...),
+    decided by encoding it, not by the codec's name."""
     encoding = getattr(stream, "encoding", None) or "utf-8"
     try:
-        return codecs.lookup(encoding).name.startswith("utf")
-    except LookupError:
+        SAMPLE.encode(codecs.lookup(encoding).name)
+    except (LookupError, UnicodeError):
         return False
+    return True
 
 
 def tolerate_encoding(stream: IO[str] | Any) -> None:
@@ -72,6 +79,12 @@ def make_console(stream: IO[str] | None = None, record: bool = False) -> Console
 class _Console(Console):
     """A console whose closed output (``| head -1``) is the BrokenPipeError the CLI's guard turns into
     the run's own exit code; rich's own handling exits 1 (SystemExit) whatever the run did."""
+
+    @property
+    def encoding(self) -> str:
+        """rich draws ASCII borders for any codec whose name is not utf-*; a stream that can encode
+        what is printed (GB18030) gets the real ones."""
+        return "utf-8" if unicode_stream(self.file) else super().encoding
 
     def on_broken_pipe(self) -> None:
         self.quiet = True
