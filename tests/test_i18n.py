@@ -147,3 +147,12 @@ def test_a_name_field_cannot_swallow_free_text(zh) -> None:
     """An unknown reason that merely starts like a template stays as it is (English), never half-translated."""
     text = "colocated with model/w1 (VarHandleOp) on CPU:0, and something else entirely"
     assert words.reason(text) == text
+
+
+def test_a_neutral_change_stays_neutral_in_chinese() -> None:
+    """English "went from X to Y" says nothing of the direction: the Chinese may not say it dropped or rose."""
+    messages = catalogue.parse_po(catalogue.PO.read_text(encoding="utf-8"))
+    neutral = {k: v for k, v in messages.items() if "went from" in k}
+    assert neutral
+    for english, chinese in neutral.items():
+        assert not re.search("[降升增减]", chinese), (english, chinese)
