@@ -946,7 +946,7 @@ def _step_option(value: str | None) -> str | None:
 def demo(
     list_steps: Annotated[bool, typer.Option("--list", help="List the steps and exit.")] = False,
     step: Annotated[str | None, typer.Option("--step", metavar="K|K-M|K,M", callback=_step_option, help="Run only these steps: 3, 3-5 or 2,4.")] = None,
-    pause: Annotated[bool | None, typer.Option("--pause/--no-pause", show_default=False, help="Wait for Enter between steps (default: when stdin and stdout are terminals).")] = None,
+    pause: Annotated[bool | None, typer.Option("--pause/--no-pause", show_default=False, help="Wait for Enter between steps (default: when stdin and stdout are terminals). With stdout redirected the prompt goes to stderr.")] = None,
     all_rows: AllOpt = False,
     lang: LangOpt = None,
     as_json: JsonOpt = False,
@@ -964,6 +964,8 @@ def demo(
     from placement_cli.lessons.demo import STEPS, select  # noqa: PLC0415
 
     chosen = select(step)
+    if list_steps and step is not None:
+        raise _fail(ExitCode.USAGE, "--list lists every step and runs none: use --list or --step, not both")
     pictures = _pictures("placement demo", as_json=as_json, force=force, svg=svg)
     if list_steps:
         if as_json:
@@ -1000,7 +1002,7 @@ def _demo_failed(failed: list[str]) -> None:
 def _demo_tables(chosen: list[int], machine: Any, pause: bool, all_rows: bool) -> list[str]:
     """Print the chosen steps; the failed ones, named."""
     from placement_cli.lessons.demo import STEPS, gpu_note, run_step  # noqa: PLC0415
-    from placement_cli.render.console import is_terminal, screen_rows  # noqa: PLC0415
+    from placement_cli.render.console import is_terminal, make_console, screen_rows  # noqa: PLC0415
     from placement_cli.render.demo import machine_note, pause_prompt, step_group  # noqa: PLC0415
     from placement_cli.render.table import View  # noqa: PLC0415
 
@@ -1013,10 +1015,12 @@ def _demo_tables(chosen: list[int], machine: Any, pause: bool, all_rows: bool) -
     for i, k in enumerate(chosen):
         step = STEPS[k - 1]
         if pause and i:
-            console.print(_ascii_safe(pause_prompt(k, step.title)), end="")
-            sys.stdout.flush()
+            # the prompt goes to the terminal: stdout when it is one, else stderr (> file keeps only the steps)
+            asking = console if is_terminal(sys.stdout) else make_console(sys.stderr)
+            asking.print(_ascii_safe(pause_prompt(k, step.title)), end="")
+            asking.file.flush()
             if sys.stdin is None or not sys.stdin.readline():  # EOF: no one to press Enter, go on unpaused
-                console.print()
+                asking.print()
                 pause = False
         outcome = run_step(step, machine)
         console.print(_ascii_safe(step_group(k, len(STEPS), step, outcome, step.args(machine), view)), crop=False)

@@ -45,10 +45,18 @@ def test_step_selection(spec, steps) -> None:
     assert select(spec) == steps
 
 
-@pytest.mark.parametrize("spec", ["0", "10", "5-3", "x", "1-", "", "2,,3"])
+@pytest.mark.parametrize("spec", ["0", "10", "5-3", "x", "1-", "", "2,,3", "²", "١", "1-²", "３"])
 def test_a_bad_step_is_a_usage_error(spec) -> None:
     result = CliRunner().invoke(app, ["demo", "--step", spec])
     assert result.exit_code == 2
+    assert "Traceback" not in result.output and "invalid literal" not in result.output
+    assert "is not a step" in result.output or "out of range" in result.output
+
+
+def test_list_with_step_is_refused() -> None:
+    result = CliRunner().invoke(app, ["demo", "--list", "--step", "3"])
+    assert result.exit_code == 2
+    assert "--list" in result.output and "--step" in result.output
 
 
 @pytest.mark.parametrize("step", STEPS, ids=KEYS)
@@ -171,7 +179,9 @@ def test_chinese_tables_for_some_steps_without_pausing_on_a_pipe(tmp_path) -> No
 def test_pause_waits_for_enter_and_eof_ends_the_pauses() -> None:
     run = run_cli("demo", "--step", "1-3", "--pause", stdin=b"\n")  # one Enter, then end of input
     assert run.returncode == 0, run.stderr[-3000:]
-    assert run.stdout.count("Press Enter for step") == 2  # before step 2 (Enter), before 3 (EOF: go on)
+    # before step 2 (Enter), before 3 (EOF: go on); stdout is a pipe: the prompt goes to stderr, never the output
+    assert run.stderr.count("Press Enter for step") == 2, run.stderr[-3000:]
+    assert "Press Enter" not in run.stdout
     assert "Step 3 of 9" in run.stdout
 
 

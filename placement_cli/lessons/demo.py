@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -269,6 +270,9 @@ STEPS: list[Step] = [
 ]
 
 
+_DIGITS = re.compile(r"[0-9]+")
+
+
 def select(spec: str | None) -> list[int]:
     """Step numbers (1-based) from ``3``, ``3-5``, ``2,4`` or a mix; None: all. ValueError if malformed."""
     if spec is None:
@@ -277,7 +281,9 @@ def select(spec: str | None) -> list[int]:
     for part in spec.split(","):
         part = part.strip()
         low, dash, high = part.partition("-")
-        if not low.strip().isdigit() or (dash and not high.strip().isdigit()):
+        low, high = low.strip(), high.strip()
+        # ASCII digits only: str.isdigit() takes "²" (which int() refuses) and "١" (which int() reads as 1)
+        if not _DIGITS.fullmatch(low) or (dash and not _DIGITS.fullmatch(high)):
             raise ValueError(f"{part!r} is not a step: give K, K-M or a comma-separated list (1-{len(STEPS)})")
         first, last = int(low), int(high) if dash else int(low)
         if not 1 <= first <= last <= len(STEPS):
