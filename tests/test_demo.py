@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import io
 import json
 import os
 import pty
@@ -17,6 +18,7 @@ import sys
 import time
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 from conftest import run_cli
@@ -105,6 +107,31 @@ def test_a_step_that_breaks_is_named_and_the_demo_exits_1(monkeypatch) -> None:
     assert result.exit_code == 1
     assert "step 1 (fake): RuntimeError: lesson broke" in result.stderr
     assert "This step failed" in result.stdout
+
+
+@pytest.mark.parametrize("gpus", [0, 1])
+def test_the_opening_note_names_every_stand_in_a_step_uses(gpus) -> None:
+    """What the note says stands in for GPUs is true of every step: the towers' and the replicas' devices."""
+    machine = Machine(gpus)
+    note = demo.gpu_note(machine)
+    used = {d for step in STEPS for value in step.args(machine).values()
+            for d in (value if isinstance(value, list | tuple) else [value]) if isinstance(d, str) and d.startswith("/")}
+    assert set(machine.towers) | set(machine.replicas) <= used
+    for device in set(machine.towers) | set(machine.replicas):
+        if device.startswith("/cpu"):
+            assert device in note, (device, note)
+    assert "/cpu:0, /cpu:1" in note
+
+
+def test_the_demo_shows_no_hint_of_another_commands_options() -> None:
+    from placement_cli.render.demo import _result
+    from placement_cli.render.table import View
+
+    found = {"physical": [{"device_type": "CPU", "name": "/physical_device:CPU:0"}], "logical": [],
+             "device_mapping": [], "device_mapping_logged": False}
+    console = Console(file=io.StringIO(), width=200)
+    console.print(_result(Outcome("inventory", found), View()))
+    assert "--cpus" not in console.file.getvalue() and "--soft" not in console.file.getvalue()
 
 
 @pytest.mark.parametrize(("gpus", "towers"), [(0, ["/cpu:1", "/cpu:2"]), (1, ["/gpu:0", "/cpu:1"]),

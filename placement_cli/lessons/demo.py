@@ -341,6 +341,6 @@ def gpu_note(machine: Machine) -> str | None:
     if machine.gpus == 1:
         return N_("One GPU here: the second tower runs on a logical CPU (/cpu:1), and MirroredStrategy's two "
                   "replicas on logical CPUs (/cpu:0, /cpu:1).")
-    return N_("No GPU here: the GPU steps run on logical CPUs (/cpu:1, /cpu:2) and say so; nothing pretends "
-              "a GPU exists.")
+    return N_("No GPU here: the GPU steps run on logical CPUs (/cpu:1, /cpu:2; MirroredStrategy's two replicas "
+              "on /cpu:0, /cpu:1) and say so; nothing pretends a GPU exists.")
 

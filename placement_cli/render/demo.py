@@ -50,7 +50,7 @@ def _result(outcome: Any, view: View) -> RenderableType:
     if outcome.kind == "inventory":
         from placement_cli.render.inventory import render_inventory  # noqa: PLC0415
 
-        return render_inventory(outcome.result)
+        return render_inventory(outcome.result, hints=False)  # the demo's own note says what stands in
     if outcome.kind == "training":
         from placement_cli.render.training import training_group  # noqa: PLC0415
 

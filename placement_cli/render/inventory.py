@@ -12,7 +12,9 @@ from placement_cli.i18n import _
 from placement_cli.render.table import literal
 
 
-def render_inventory(found: dict[str, Any]) -> Group:
+def render_inventory(found: dict[str, Any], *, hints: bool = True) -> Group:
+    """The devices found; ``hints``: say which of the devices command's options run GPU lessons here
+    (the demo, which takes none of them and says what stands in for GPUs itself, passes False)."""
     physical = Table(title=_("Physical devices"), title_justify="left")
     for column in (_("type"), _("name"), "GPU", _("compute capability")):
         physical.add_column(column)
@@ -35,7 +37,7 @@ def render_inventory(found: dict[str, Any]) -> Group:
         parts.append(mapping)
     elif found["device_mapping_logged"]:
         parts.append(Text(_("Device mapping: no known devices (a CPU has no description).")))
-    if not any(d["device_type"] == "GPU" for d in found["physical"]):
+    if hints and not any(d["device_type"] == "GPU" for d in found["physical"]):
         parts.append(Text(_("No GPU here: run the GPU lessons with --soft, or on logical CPUs with --cpus N."),
                           style="italic"))
     return Group(*parts)
