@@ -156,3 +156,18 @@ def test_a_neutral_change_stays_neutral_in_chinese() -> None:
     assert neutral
     for english, chinese in neutral.items():
         assert not re.search("[降升增减]", chinese), (english, chinese)
+
+
+def test_every_role_and_scope_label_is_translated(zh) -> None:
+    """The lessons' roles (the model keeps them in English) and the digest's scopes that are no name
+    are shown in Chinese; names of code (average_gradients, strategy.reduce) stay as they are."""
+    from placement_cli.lessons import mirrored, train
+    from placement_cli.render.digest import EAGER_SCOPE, TOP_SCOPE
+
+    code = {"average_gradients", "apply_gradients", "all_reduce", "reduce_loss", "strategy", "reduce", "eager"}
+    labels = [*train.role_order(3), *mirrored.role_order(2), EAGER_SCOPE, TOP_SCOPE, "towers 1-4: gradients"]
+    for label in labels:
+        shown = words.role(label)
+        leftover = set(re.findall(r"[A-Za-z_]+", shown)) - code
+        assert not leftover, (label, shown)
+    assert words.role("model/dense") == "model/dense"  # a name scope is a name

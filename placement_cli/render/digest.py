@@ -13,6 +13,7 @@ from rich.text import Text
 from placement_cli.devices import short_name
 from placement_cli.model import SOFT_FALLBACK, Placement, Report
 from placement_cli.i18n import _
+from placement_cli.render import words
 from placement_cli.render.rows import MIDDLE, Column, RowTable
 from placement_cli.render.table import View, clean, counts_table, rows_table, table_rows
 
@@ -131,7 +132,8 @@ def digest_renderables(report: Report, shown: list[Placement], rows: int, *, run
     for p in shown:
         if p.node not in scopes:
             scopes[p.node] = scope_of(p.node, depth)
-        by_scope[scopes[p.node], p.canonical] += 1
+        by_scope[words.role(scopes[p.node]) if scopes[p.node] in (EAGER_SCOPE, TOP_SCOPE) else scopes[p.node],
+                 p.canonical] += 1
     levels = _("first level") if depth == 1 else _("first {depth} levels").format(depth=depth)
     parts.append(CrossTab(_("Per name scope ({levels}) and device").format(levels=levels), _("scope"), by_scope,
                           view.fit))

@@ -165,7 +165,7 @@ def rows_table(rows: list[tuple[Placement, int]], *, title: str | None = None, c
         requested = requested_names[p.requested] if p.requested or p.status != LOGGED else "?"
         row = [clean(p.node) or "-", clean(p.op) or "-", requested, clean(p.short), words.status(p.status)]
         if grouped:
-            row.insert(0, clean(p.group) or "-")
+            row.insert(0, clean(words.role(p.group)) or "-")
         elif by_task:
             row.insert(0, clean(task_label(task_key(p.spec))))
         if show_times:

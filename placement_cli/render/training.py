@@ -129,10 +129,11 @@ def _role_row(table: RowTable, role: str, counts: Counter[str], new_section: boo
     ranked = sorted(counts.items(), key=lambda t: (-t[1], t[0]))
     if len(ranked) > 4:
         shown = ", ".join(f"{clean(short_name(d))} {n}" for d, n in ranked[:3])
-        devices = f"{shown}, {len(ranked) - 3} more devices {sum(n for _, n in ranked[3:])}"
+        devices = _("{shown}, {count} more devices {ops}").format(shown=shown, count=len(ranked) - 3,
+                                                                 ops=sum(n for _, n in ranked[3:]))
     else:
         devices = ", ".join(f"{clean(short_name(d))} {n}" for d, n in ranked)
-    table.add_row(clean(role), devices, str(sum(counts.values())), new_section=new_section)
+    table.add_row(clean(words.role(role)), devices, str(sum(counts.values())), new_section=new_section)
 
 
 def loss_table(training: Training, view: View) -> RenderableType:

@@ -49,6 +49,36 @@ TITLES = (TRACE, MATMUL_BOTH, MATMUL_PINNED, MATMUL_INPUTS, MATMUL, TOWERS, ONE_
           MIRRORED_LOOP, MIRRORED_FIT)
 
 
+# The roles (groups) the lessons give ops, and the digest's scopes that are no name (the model keeps
+# them in English: JSON shows them as they are).
+ROLE_PARTS = {"forward": N_("forward"), "variable reads": N_("variable reads"), "gradients": N_("gradients"),
+              "all_reduce": N_("all_reduce"), "apply": N_("apply"), "other": N_("other")}
+UNIT_ROLES = (N_("tower {number}: {part}"), N_("replica {number}: {part}"), N_("towers {first}-{last}: {part}"),
+              N_("replicas {first}-{last}: {part}"))
+ROLES = {"variables": N_("variables"), "input": N_("input"), "loss": N_("loss"), "init": N_("init"),
+         "check": N_("check"), "reduce": N_("reduce"), "(other)": N_("(other)"),
+         "reduce_loss (strategy.reduce)": N_("reduce_loss (strategy.reduce)"),
+         "train step: arguments, results, other": N_("train step: arguments, results, other"),
+         "setup (variables, data; eager)": N_("setup (variables, data; eager)"),
+         "(top level)": N_("(top level)"), "(eager ops)": N_("(eager ops)")}
+
+
+def role(text: str | None) -> str:
+    """An op's role (a lesson's group, or a digest's scope that is no name) in the chosen language;
+    anything else (a name scope, a function's name such as average_gradients) as it is."""
+    if not text:
+        return ""
+    if text in ROLES:
+        return translated(ROLES[text])
+    for template in UNIT_ROLES:
+        found = _pattern(template).fullmatch(text)
+        if found and found["part"] in ROLE_PARTS:
+            fields = found.groupdict()
+            fields["part"] = translated(ROLE_PARTS[fields["part"]])
+            return translated(template).format(**fields)
+    return text
+
+
 def title(text: str | None) -> str:
     """A report's title in the chosen language (a title from elsewhere, e.g. trace's, as it is)."""
     return from_templates(text, TITLES)
@@ -61,7 +91,8 @@ def status(value: str) -> str:
 
 # The shapes of the fields that hold one name (a device, a node, an op, a type): no spaces, so a
 # field can never swallow English text that follows it into the "name" it shows untranslated.
-_ONE_NAME = frozenset({"device", "partner", "kind", "op", "device_type", "node", "reduce_on", "code", "count"})
+_ONE_NAME = frozenset({"device", "partner", "kind", "op", "device_type", "node", "reduce_on", "code", "count",
+                       "number", "first", "last"})
 
 
 @cache
