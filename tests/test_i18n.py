@@ -171,3 +171,22 @@ def test_every_role_and_scope_label_is_translated(zh) -> None:
         leftover = set(re.findall(r"[A-Za-z_]+", shown)) - code
         assert not leftover, (label, shown)
     assert words.role("model/dense") == "model/dense"  # a name scope is a name
+
+
+def test_the_training_lessons_formulas_notes_and_terms_are_translated(zh) -> None:
+    """What train --copies and mirrored --copies write (kept in English in the model) is shown in Chinese."""
+    from placement_cli.lessons import mirrored
+
+    spec = mirrored.MirroredSpec(devices=("/cpu:0", "/cpu:1"), batch=64, steps=1, lr=0.1, reduce="collective",
+                                 fit=False)
+    expected = mirrored.expected_bytes(spec, spec.devices)
+    texts = [words.FORMULA_TRAIN.format(device="/cpu:0"), expected.formula, words.NOTE_RING, words.NOTE_NCCL,
+             words.RING_TENSOR, words.REDUCE_DEFAULT.format(reduce="collective"), words.MODE_LOOP,
+             "parameters down to 2 towers and gradients back", "parameters down to 1 tower (of 2) and gradients back",
+             "fetched loss", "input", *(w.split(":")[0] for w, _ in expected.terms)]
+    code = {"x", "n", "CPU", "int", "all_reduce", "all", "reduce", "strategy", "run", "_Send", "NcclAllReduce", "NVIDIA",
+            "NCCL", "GPU", "cpu", "collective", "one", "device", "MirroredStrategy", "B"}
+    for text in texts:
+        shown = words.training_text(text)
+        leftover = set(re.findall(r"[A-Za-z_]+", shown)) - code
+        assert not leftover, (text, shown)

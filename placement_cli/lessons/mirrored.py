@@ -30,8 +30,7 @@ _REPLICA = re.compile(r"^replica_(\d+)/(.*)$")
 _CALL_PREFIX = re.compile(r"^(?:(?:Stateful)?PartitionedCall(?:_\d+)?/)+")
 _PLUMBING = frozenset({"_Arg", "_Retval", "_DeviceArg", "_DeviceRetval"})
 _UPDATE = re.compile(r"(?:^|/)update_(\d+)(?:_\d+)?(?:/|$)")
-_NCCL_LESSON = ("NcclAllReduce runs NVIDIA's NCCL library between GPUs only: no CPU kernel exists, so on CPU "
-                "replicas it cannot run. Use --reduce collective (MirroredStrategy's default) or one-device.")
+_NCCL_LESSON = words.NOTE_NCCL
 
 
 @dataclass(frozen=True)
@@ -262,7 +261,7 @@ def ring_copies(replicas: tuple[str, ...], gradient_bytes: int) -> list[Copy]:
         return []
     total = 2 * (n - 1) * gradient_bytes
     share, extra = divmod(total, n)
-    return [Copy(tensor="gradients (ring all-reduce)", source=replicas[i], target=replicas[(i + 1) % n],
+    return [Copy(tensor=words.RING_TENSOR, source=replicas[i], target=replicas[(i + 1) % n],
                  dtype="float32", bytes=share + (1 if i < extra else 0), computed=True,
                  physical=crosses_memory(replicas[i], replicas[(i + 1) % n])) for i in range(n)]
 
@@ -284,8 +283,7 @@ def expected_bytes(spec: MirroredSpec, replicas: tuple[str, ...]) -> ExpectedByt
              (f"losses: ({n} - 1) x 4 B", (n - 1) * 4),
              (f"labels: {away} replica{'s' if away != 1 else ''} off CPU:0 x {spec.batch // n} x 4 B", labels))
     return ExpectedBytes(total=sum(b for _, b in terms), terms=terms,
-                         formula="2 x (replicas - 1) x gradient bytes + the other replicas' losses + "
-                                 "int32 labels sent from CPU:0")
+                         formula=words.FORMULA_MIRRORED)
 
 
 def mirrored(spec: MirroredSpec, options: RunOptions) -> Report:
@@ -335,8 +333,7 @@ def mirrored(spec: MirroredSpec, options: RunOptions) -> Report:
     notes: list[str] = []
     if copies is not None and trial.collective:
         copies = (*copies, *ring_copies(trial.replicas, parameter_count() * 4))
-        notes.append("The gradients travel inside the collective all-reduce ops, where no _Send shows them: "
-                     "their bytes are computed (ring: each device sends 2(n-1)/n x the gradient bytes).")
+        notes.append(words.NOTE_RING)
     if spec.reduce == "nccl" and trial.error:
         notes.append(_NCCL_LESSON)
     reduction, implementation = trial.reduction or (None, None)
@@ -345,9 +342,9 @@ def mirrored(spec: MirroredSpec, options: RunOptions) -> Report:
         losses=tuple(trial.losses), parameters=parameter_count(), parameter_bytes=parameter_count() * 4,
         input_bytes=spec.batch * (INPUTS * 4 + 4), variables=tuple(trial.variables),
         reduction=None if reduction is None else f"{reduction}{f' ({implementation})' if implementation else ''}",
-        reduction_source=(f"--reduce {spec.reduce}" + (" (MirroredStrategy's default)" if spec.reduce == "collective"
-                                                       else "")),
-        mode="Keras fit" if spec.fit else "custom loop: strategy.run, all_reduce, strategy.reduce",
+        reduction_source=(words.REDUCE_DEFAULT if spec.reduce == "collective" else words.REDUCE_CHOSEN).format(
+            reduce=spec.reduce),
+        mode=words.MODE_FIT if spec.fit else words.MODE_LOOP,
         expected=expected_bytes(spec, trial.replicas or spec.devices), notes=tuple(notes), error=trial.error,
         roles=tuple(role_order(spec.replicas)), replicas=trial.replicas)
     return replace(report, placements=placements, copies=copies, training=training, executed=trial.executed)

@@ -206,8 +206,7 @@ def expected_bytes(spec: TrainSpec, size: int) -> ExpectedBytes:
               away * shard * (FEATURES * size + 4)),
              (f"fetched loss: {away} x {size} B", away * size))
     return ExpectedBytes(total=sum(b for _, b in terms), terms=terms,
-                         formula="2 x parameter bytes x towers + input bytes + fetched losses, "
-                                 f"for the towers off {VARIABLES_ON}")
+                         formula=words.FORMULA_TRAIN.format(device=VARIABLES_ON))
 
 
 def gradient_check(spec: TrainSpec, names: list[str], averaged: list[Any], full: list[Any], note: str | None) -> GradientCheck:

@@ -48,7 +48,7 @@ def setup_text(training: Training) -> Text:
         names = training.replicas or training.devices
         replicas = ", ".join(_("{device} (replica {index})").format(device=clean(short_name(d)), index=i)
                              for i, d in enumerate(names))
-        text.append(_("replicas: {replicas}; {mode}.").format(replicas=replicas, mode=clean(training.mode)) + "\n")
+        text.append(_("replicas: {replicas}; {mode}.").format(replicas=replicas, mode=clean(words.training_text(training.mode))) + "\n")
         per = training.batch // max(len(training.devices), 1)
         text.append(_("global batch {batch} ({per} per replica), {dtype}, learning rate {lr}, {steps}; "
                       "{parameters} parameters ({size}).").format(
@@ -62,7 +62,7 @@ def setup_text(training: Training) -> Text:
             reduction = _("unknown (the strategy's private attribute could not be read)")
         text.append(_("all-reduce: "))
         text.append(reduction, style="bold")
-        text.append(_(", from {source}.").format(source=clean(training.reduction_source)))
+        text.append(_(", from {source}.").format(source=clean(words.training_text(training.reduction_source))))
     return text
 
 
@@ -228,9 +228,9 @@ def copies_renderables(report: Report, view: View) -> list[RenderableType]:
 def _expected_line(training: Training, total: int | None) -> Text:
     expected = training.expected
     assert expected is not None
-    terms = " + ".join(f"{size(b)} {clean(w.split(':')[0])}" for w, b in expected.terms if b)
+    terms = " + ".join(f"{size(b)} {clean(words.training_text(w.split(':')[0]))}" for w, b in expected.terms if b)
     text = Text(_("expected ({formula}): {terms} = {total}: ").format(
-        formula=clean(expected.formula), terms=terms, total=size(expected.total)))
+        formula=clean(words.training_text(expected.formula)), terms=terms, total=size(expected.total)))
     if total is None:
         text.append(_("cannot compare (some sizes unknown)"), style="yellow")
     elif total == expected.total:
@@ -253,9 +253,9 @@ def _copies_table(copies: Sequence[Copy], view: View) -> RowTable:
     for c in sorted(copies, key=lambda c: links[c.source, c.target]):
         link = (c.source, c.target)
         shape = "?" if c.shape is None else "[" + ", ".join(map(str, c.shape)) + "]"
-        table.add_row(clean(c.tensor), clean(c.consumer) or "-", clean(short_name(c.source)),
+        table.add_row(clean(words.training_text(c.tensor)), clean(c.consumer) or "-", clean(short_name(c.source)),
                       clean(short_name(c.target)), clean(c.dtype) or "?", shape,
-                      size(c.bytes) + (" (computed)" if c.computed else ""),
+                      _("{size} (computed)").format(size=size(c.bytes)) if c.computed else size(c.bytes),
                       new_section=previous is not None and link != previous)
         previous = link
     return table
@@ -296,7 +296,7 @@ def training_renderables(report: Report, view: View) -> list[RenderableType]:
     if report.copies is not None:
         parts.extend(copies_renderables(report, view))
     if training is not None:
-        parts.extend(Text(clean(note), style="italic") for note in training.notes)
+        parts.extend(Text(clean(words.training_text(note)), style="italic") for note in training.notes)
     parts.extend(failure_panel(f, True, view.hints) for f in report.errors)
     if training is not None and not training.complete and not report.errors:
         ran = len(training.losses)

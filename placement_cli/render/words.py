@@ -63,6 +63,32 @@ ROLES = {"variables": N_("variables"), "input": N_("input"), "loss": N_("loss"),
          "(top level)": N_("(top level)"), "(eager ops)": N_("(eager ops)")}
 
 
+# The training lessons' expected-bytes formulas, the names of their terms, their notes and the
+# tensor of the computed ring copies (the lessons write these; JSON keeps them in English).
+FORMULA_MIRRORED = N_("2 x (replicas - 1) x gradient bytes + the other replicas' losses + int32 labels sent from CPU:0")
+FORMULA_TRAIN = N_("2 x parameter bytes x towers + input bytes + fetched losses, for the towers off {device}")
+NOTE_RING = N_("The gradients travel inside the collective all-reduce ops, where no _Send shows them: their bytes "
+               "are computed (ring: each device sends 2(n-1)/n x the gradient bytes).")
+NOTE_NCCL = N_("NcclAllReduce runs NVIDIA's NCCL library between GPUs only: no CPU kernel exists, so on CPU "
+               "replicas it cannot run. Use --reduce collective (MirroredStrategy's default) or one-device.")
+RING_TENSOR = N_("gradients (ring all-reduce)")
+REDUCE_DEFAULT = N_("--reduce {reduce} (MirroredStrategy's default)")
+REDUCE_CHOSEN = N_("--reduce {reduce}")
+MODE_FIT = N_("Keras fit")
+MODE_LOOP = N_("custom loop: strategy.run, all_reduce, strategy.reduce")
+TRAINING_TEXTS = (REDUCE_DEFAULT, REDUCE_CHOSEN, MODE_FIT, MODE_LOOP, FORMULA_MIRRORED, FORMULA_TRAIN, NOTE_RING, NOTE_NCCL, RING_TENSOR,
+                  N_("gradients"), N_("losses"), N_("labels"), N_("input"), N_("fetched loss"),
+                  N_("parameters down to {count} towers (of {total}) and gradients back"),
+                  N_("parameters down to {count} tower (of {total}) and gradients back"),
+                  N_("parameters down to {count} towers and gradients back"),
+                  N_("parameters down to {count} tower and gradients back"))
+
+
+def training_text(text: str | None) -> str:
+    """A training lesson's formula, term name, note or computed tensor in the chosen language."""
+    return from_templates(text, TRAINING_TEXTS)
+
+
 def role(text: str | None) -> str:
     """An op's role (a lesson's group, or a digest's scope that is no name) in the chosen language;
     anything else (a name scope, a function's name such as average_gradients) as it is."""
@@ -92,7 +118,7 @@ def status(value: str) -> str:
 # The shapes of the fields that hold one name (a device, a node, an op, a type): no spaces, so a
 # field can never swallow English text that follows it into the "name" it shows untranslated.
 _ONE_NAME = frozenset({"device", "partner", "kind", "op", "device_type", "node", "reduce_on", "code", "count",
-                       "number", "first", "last"})
+                       "number", "first", "last", "total", "reduce"})
 
 
 @cache
