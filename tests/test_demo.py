@@ -234,3 +234,19 @@ def test_on_a_terminal_it_pauses_and_ctrl_c_exits_130() -> None:
     os.close(master)
     assert proc.returncode == 130, err
     assert b"Traceback" not in err
+
+
+@pytest.mark.parametrize("step", STEPS, ids=KEYS)
+def test_the_shown_code_takes_the_arguments_it_says_and_shows_its_pinning(step: Step) -> None:
+    from placement_cli.render.demo import arguments_line, parameters
+
+    for gpus in (0, 2):
+        args = step.args(Machine(gpus))
+        line = arguments_line(args, parameters(step.functions()))
+        run_with = next((x for x in line.splitlines() if "run with" in x), "")
+        for name in re.findall(r"(\w+)=", run_with):
+            assert name in parameters(step.functions()), (step.key, name, line)
+        if "config" in args:
+            assert "config" not in run_with and "allow_soft_placement=True" in line
+    if step.key in ("manual", "missing", "soft", "towers", "copies", "train"):
+        assert "tf.device(" in step.source(), step.key

@@ -239,29 +239,29 @@ STEPS: list[Step] = [
             "tf.device() can name."), ((INVENTORY, "inventory"),), _devices),
     Step("logging", N_("Logging device placement"),
          N_("With log_device_placement on, TensorFlow writes where every op runs. No op is pinned here: the "
-            "placer chooses."), ((GUIDE, "matmul_graph"),), _logging,
+            "placer chooses."), ((GUIDE, "matmul_graph"), (GUIDE, "_on")), _logging,
          lambda m: {"device": None, "inputs_on": None}),
     Step("manual", N_("Manual placement"),
          N_("tf.device() pins the ops made inside it: the inputs on the CPU, the matmul on another device."),
-         ((GUIDE, "matmul_graph"),), _manual, lambda m: {"device": m.pinned, "inputs_on": "/cpu:0"}),
+         ((GUIDE, "matmul_graph"), (GUIDE, "_on")), _manual, lambda m: {"device": m.pinned, "inputs_on": "/cpu:0"}),
     Step("missing", N_("Pinning to a device that does not exist"),
          N_("Pin the matmul to a GPU this machine does not have: without soft placement TensorFlow refuses, "
-            "and the error says which devices exist."), ((GUIDE, "matmul_graph"),), _missing,
+            "and the error says which devices exist."), ((GUIDE, "matmul_graph"), (GUIDE, "_on")), _missing,
          lambda m: {"device": m.missing, "inputs_on": None}),
     Step("soft", N_("Soft placement"),
          N_("The same graph with allow_soft_placement=True: TensorFlow moves what cannot run where it asked "
-            "to a device that exists."), ((GUIDE, "matmul_graph"),), _soft,
+            "to a device that exists."), ((GUIDE, "matmul_graph"), (GUIDE, "_on")), _soft,
          lambda m: {"device": m.missing, "inputs_on": None, "config": SOFT_CONFIG}),
     Step("towers", N_("Multi-tower graph on several devices"),
          N_("One matmul per device (a tower each), summed with tf.add_n on the CPU: the pattern of multi-GPU "
-            "training."), ((GUIDE, "tower_graph"),), _tower, lambda m: {"devices": m.towers, "reduce_on": "/cpu:0"}),
+            "training."), ((GUIDE, "tower_graph"), (GUIDE, "_on")), _tower, lambda m: {"devices": m.towers, "reduce_on": "/cpu:0"}),
     Step("copies", N_("Copies between devices"),
          N_("Where an op's input lives on another device, TensorFlow inserts a _Send/_Recv pair: the tower graph's "
-            "executed partitions list them."), ((GUIDE, "tower_graph"),), _copies,
+            "executed partitions list them."), ((GUIDE, "tower_graph"), (GUIDE, "_on")), _copies,
          lambda m: {"devices": m.towers, "reduce_on": "/cpu:0"}),
     Step("train", N_("Training with towers (train)"),
          N_("The cifar10 multi-GPU pattern: variables on the CPU, a loss and gradients per tower, the gradients "
-            "averaged and applied once."), ((TRAIN, "tower_loss"), (TRAIN, "average_gradients")), _train,
+            "averaged and applied once."), ((TRAIN, "build"), (TRAIN, "tower_loss"), (TRAIN, "average_gradients")), _train,
          lambda m: {"devices": m.towers}),
     Step("mirrored", N_("MirroredStrategy (mirrored)"),
          N_("tf.distribute.MirroredStrategy copies every variable to each replica and all-reduces the gradients."),

@@ -26,10 +26,22 @@ def steps_table(steps: list[Any]) -> Table:
     return table
 
 
-def arguments_line(args: dict[str, Any]) -> str:
-    """The values the shown code ran with, as Python (a comment above the code)."""
-    shown = [f"{k}={v}" if k == "config" else f"{k}={v!r}" for k, v in args.items()]
-    return "# " + _("run with") + ": " + ", ".join(shown) if args else ""
+def arguments_line(args: dict[str, Any], takes: set[str] | None = None) -> str:
+    """The values the shown code ran with, as Python (comments above the code): only the arguments
+    the shown functions take (``takes``; None: all); the session's config on a line of its own."""
+    config = args.get("config")
+    shown = [f"{k}={v!r}" for k, v in args.items() if k != "config" and (takes is None or k in takes)]
+    lines = ["# " + _("run with") + ": " + ", ".join(shown)] if shown else []
+    if config is not None:
+        lines.append("# " + _("the session's config") + f": {config}")
+    return "\n".join(lines)
+
+
+def parameters(functions: list[Any]) -> set[str]:
+    """The names of the arguments the shown functions take."""
+    import inspect  # noqa: PLC0415
+
+    return {name for f in functions for name in inspect.signature(inspect.unwrap(f)).parameters}
 
 
 def notice_text(outcome: Any, translate: bool = True) -> str:
@@ -63,7 +75,7 @@ def _result(outcome: Any, view: View) -> RenderableType:
 def step_group(number: int, total: int, step: Any, outcome: Any, args: dict[str, Any], view: View) -> Group:
     """One step: heading, explanation, the code that ran, its live result, what to notice."""
     heading = _("Step {number} of {total}: {title}").format(number=number, total=total, title=translated(step.title))
-    code = "\n".join(part for part in (arguments_line(args), step.source()) if part)
+    code = "\n".join(part for part in (arguments_line(args, parameters(step.functions())), step.source()) if part)
     parts: list[RenderableType] = [
         Rule(literal(heading), align="left", style="bold"),
         Text(translated(step.explain)),
