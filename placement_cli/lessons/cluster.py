@@ -1,0 +1,92 @@
+"""`placement cluster`: what a ps/worker run did, as a report and as data (no TensorFlow here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from placement_cli.logparse import parse_text
+from placement_cli.model import Copy, Report
+from placement_cli.runtime.cluster import ClusterRun
+
+_SYNC_OPS = ("ConditionalAccumulator", "FIFOQueue", "FIFOQueueV2", "QueueEnqueueManyV2", "QueueDequeueV2",
+             "AccumulatorTakeGradient", "ResourceConditionalAccumulator", "ResourceAccumulatorTakeGradient")
+
+
+@dataclass(frozen=True)
+class ClusterReport:
+    run: ClusterRun
+    report: Report
+    sync: bool
+    steps: int
+
+    @property
+    def complete(self) -> bool:
+        workers = [t for t in self.run.tasks if t["job"] == "worker"]
+        return self.run.error is None and bool(workers) and len(self.run.results) == len(workers)
+
+    @property
+    def variables(self) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for result in self.run.results.values():
+            found.update(result.get("variables") or {})
+        return dict(sorted(found.items()))
+
+    @property
+    def sync_ops(self) -> dict[str, int]:
+        """Op types of SyncReplicasOptimizer's machinery that the workers' graphs placed, with counts."""
+        counts: dict[str, int] = {}
+        for p in self.report.placements:
+            if p.op and (p.op in _SYNC_OPS or "Accumulator" in p.op or "TokenQueue" in p.op):
+                counts[p.op] = counts.get(p.op, 0) + 1
+        return dict(sorted(counts.items()))
+
+    def workers(self) -> list[dict[str, Any]]:
+        out = []
+        for task in self.run.tasks:
+            if task["job"] != "worker":
+                continue
+            result = self.run.results.get(f"worker/{task['task']}") or {}
+            out.append({"task": task["task"], "losses": result.get("losses", []),
+                        "global_steps": result.get("global_steps", [])})
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        data = self.report.to_dict(run=True)
+        data.update(
+            mode="sync" if self.sync else "async",
+            steps_asked=self.steps,
+            tasks=[{k: t.get(k) for k in ("job", "task", "target", "pid", "exit_code", "private_kib")}
+                   for t in self.run.tasks],
+            isolated=self.run.isolated,
+            variables=self.variables,
+            workers=self.workers(),
+            sync_ops=self.sync_ops,
+            complete=self.complete,
+            error=self.run.error,
+            seconds=self.run.seconds,
+        )
+        return data
+
+
+def build(run: ClusterRun, *, sync: bool, steps: int, copies: bool) -> ClusterReport:
+    """Every task's log parsed (TF1: each worker logs its own graph's placement), tagged with the
+    task that logged it; the copies each worker's first step made between tasks."""
+    placements = []
+    lines = 0
+    for name in sorted(run.logs, key=lambda n: (n.split("/")[0], int(n.split("/")[1]))):
+        parsed = parse_text(run.logs[name])
+        lines += parsed.lines
+        placements.extend(parsed.placements)
+    found_copies = None
+    if copies:
+        found_copies = tuple(Copy(tensor=c["tensor"], source=c["source"], target=c["target"], bytes=c.get("bytes"),
+                                  dtype=c.get("dtype"))
+                             for _, result in sorted(run.results.items()) for c in result.get("copies") or ())
+    result = None
+    workers = [t for t in run.tasks if t["job"] == "worker"]
+    if run.error is None and workers and len(run.results) == len(workers):
+        result = {name: r["losses"][-1] if r.get("losses") else None for name, r in sorted(run.results.items())}
+    report = Report(placements=tuple(placements), lines=lines, result=result, copies=found_copies,
+                    run_error=run.error, title="placement cluster")
+    return ClusterReport(run=run, report=replace(report), sync=sync, steps=steps)
