@@ -78,7 +78,7 @@ def _session_members(sid: int) -> list[int]:
 
 @pytest.fixture(scope="module")
 def async_run() -> tuple[subprocess.CompletedProcess[str], dict]:
-    done = _placement("--ps", "2", "--workers", "2", "--steps", "4", "--json")
+    done = _placement("--ps", "2", "--workers", "2", "--steps", "4", "--copies", "--json")
     assert done.returncode == 0, done.stderr
     return done, json.loads(done.stdout)
 
@@ -125,10 +125,33 @@ def test_nothing_left_after_the_run(async_run) -> None:
         assert not ports & _listening()
 
 
-def test_sync_cluster() -> None:
-    done = _placement("--ps", "1", "--workers", "2", "--steps", "3", "--sync", "--json")
+def test_copies_between_tasks_with_bytes(async_run) -> None:
+    _, data = async_run
+    links = {(link["from"], link["to"]): link for link in data["copy_totals"]["links"]}
+    weights = 10 * 3 * 4  # float32 [10, 3] on ps/1: read by each worker, its gradient sent back
+    for w in (0, 1):
+        worker = f"/job:worker/replica:0/task:{w}/device:CPU:0"
+        assert links[("/job:ps/replica:0/task:1/device:CPU:0", worker)]["bytes"] >= weights
+        assert links[(worker, "/job:ps/replica:0/task:1/device:CPU:0")]["bytes"] == weights
+    assert data["copy_totals"]["per_step_bytes"] > 0
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
+        s.bind(("::", 0))
+        return s.getsockname()[1]
+
+
+def test_sync_cluster_from_a_cluster_spec(tmp_path: Path) -> None:
+    ports = [_free_port() for _ in range(3)]
+    spec = tmp_path / "cluster.json"
+    spec.write_text(json.dumps({"ps": [f"localhost:{ports[0]}"],
+                                "worker": [f"localhost:{ports[1]}", f"127.0.0.1:{ports[2]}"]}))
+    done = _placement("--cluster-spec", str(spec), "--steps", "3", "--sync", "--json")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
+    assert [t["target"] for t in data["tasks"]] == [f"grpc://localhost:{ports[0]}", f"grpc://localhost:{ports[1]}",
+                                                    f"grpc://127.0.0.1:{ports[2]}"]
     assert data["mode"] == "sync"
     assert any("Accumulator" in op for op in data["sync_ops"])
     assert max(s for w in data["workers"] for s in w["global_steps"]) <= 3

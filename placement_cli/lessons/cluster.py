@@ -56,7 +56,7 @@ class ClusterReport:
         data.update(
             mode="sync" if self.sync else "async",
             steps_asked=self.steps,
-            tasks=[{k: t.get(k) for k in ("job", "task", "target", "pid", "exit_code", "private_kib")}
+            tasks=[{k: t.get(k) for k in ("job", "task", "target", "pid", "exit_code", "ended_by_placement", "private_kib")}
                    for t in self.run.tasks],
             isolated=self.run.isolated,
             variables=self.variables,
@@ -80,8 +80,7 @@ def build(run: ClusterRun, *, sync: bool, steps: int, copies: bool) -> ClusterRe
         placements.extend(parsed.placements)
     found_copies = None
     if copies:
-        found_copies = tuple(Copy(tensor=c["tensor"], source=c["source"], target=c["target"], bytes=c.get("bytes"),
-                                  dtype=c.get("dtype"))
+        found_copies = tuple(Copy(**{**c, "shape": None if c.get("shape") is None else tuple(c["shape"])})
                              for _, result in sorted(run.results.items()) for c in result.get("copies") or ())
     result = None
     workers = [t for t in run.tasks if t["job"] == "worker"]

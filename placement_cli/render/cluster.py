@@ -11,9 +11,11 @@ from placement_cli.lessons.cluster import ClusterReport
 from placement_cli.render.table import View, clean, literal, report_group
 
 
-def _exit(code: int | None) -> str:
+def _exit(code: int | None, ended: bool) -> str:
     if code is None:
         return "-"
+    if ended:
+        return _("ended by placement (SIGKILL)")
     if code < 0:
         return _("killed (signal {number})").format(number=-code)
     return str(code)
@@ -27,7 +29,7 @@ def tasks_table(found: ClusterReport) -> Table:
         table.add_column(heading, overflow="fold")
     for t in found.run.tasks:
         table.add_row(literal(t["job"]), str(t["task"]), literal(str(t["target"]).removeprefix("grpc://")),
-                      str(t.get("pid") or "-"), _exit(t.get("exit_code")))
+                      str(t.get("pid") or "-"), _exit(t.get("exit_code"), bool(t.get("ended_by_placement"))))
     return table
 
 

@@ -190,7 +190,7 @@ def _train(tf: Any, spec: Any, server: Any, index: int, request: dict[str, Any],
                     metadata = v1.RunMetadata()
                     _, value, step = session.run([train_op, loss, global_step], options=options,
                                                  run_metadata=metadata)
-                    copies = _copies(metadata)
+                    copies = _copies(tf, metadata, graph)
                 else:
                     _, value, step = session.run([train_op, loss, global_step])
                 losses.append(float(value))
@@ -198,20 +198,18 @@ def _train(tf: Any, spec: Any, server: Any, index: int, request: dict[str, Any],
     return {"losses": losses, "global_steps": steps_seen, "variables": variables, "copies": copies}
 
 
-def _copies(metadata: Any) -> list[dict[str, Any]]:
-    """The cross-task _Send nodes of one step's partition graphs (tensor, from, to)."""
+def _copies(tf: Any, metadata: Any, graph: Any) -> list[dict[str, Any]]:
+    """The copies of one traced step that cross tasks, with dtype, shape and bytes where known."""
+    from dataclasses import asdict  # noqa: PLC0415
+
+    from placement_cli.runtime.stepstats import copies_with_bytes  # noqa: PLC0415
+
     found = []
-    for graph in metadata.partition_graphs:
-        for node in graph.node:
-            if node.op not in ("_Send", "_HostSend"):
-                continue
-            attrs = node.attr
-            source = attrs["send_device"].s.decode()
-            target = attrs["recv_device"].s.decode()
-            if source.split("/device:")[0] == target.split("/device:")[0]:
-                continue
-            found.append({"tensor": attrs["tensor_name"].s.decode(), "source": source, "target": target,
-                          "dtype": None, "bytes": None})
+    for copy in copies_with_bytes(tf, metadata.partition_graphs, metadata.step_stats, graph):
+        if copy.physical is not False:  # between tasks (every task here has one CPU)
+            data = asdict(copy)
+            data["shape"] = None if copy.shape is None else list(copy.shape)
+            found.append(data)
     return found
 
 
@@ -295,6 +293,7 @@ def supervise(request: dict[str, Any], emit: Any) -> dict[str, Any]:
     results: dict[str, dict[str, Any]] = {}
     memory: dict[str, int | None] = {}
     error: str | None = None
+    ended: set[str] = set()  # tasks placement killed at the end (a server never stops on its own)
     launched = time.monotonic()
     try:
         for job, i in tasks:
@@ -353,8 +352,9 @@ def supervise(request: dict[str, Any], emit: Any) -> dict[str, Any]:
                 if name.startswith("worker/"):
                     p.join(max(0.0, end - time.monotonic()))
     finally:
-        for p in processes.values():
+        for name, p in processes.items():
             if p.exitcode is None:
+                ended.add(name)
                 with contextlib.suppress(OSError):
                     os.kill(p.pid, signal.SIGKILL)
         for p in processes.values():
@@ -365,6 +365,7 @@ def supervise(request: dict[str, Any], emit: Any) -> dict[str, Any]:
     for name, p in processes.items():
         info[name]["exit_code"] = p.exitcode
         info[name]["private_kib"] = memory.get(name)
+        info[name]["ended_by_placement"] = name in ended
     return {"event": "result", "isolated": isolated, "isolation_note": why, "start_method": start_method,
             "cluster": cluster, "tasks": list(info.values()), "results": results, "logs": logs, "outs": outs, "error": error,
             "seconds": round(time.monotonic() - launched, 2)}
