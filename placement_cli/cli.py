@@ -815,6 +815,11 @@ def train(
     _training_exit(report)
 
 
+class Api(str, Enum):
+    tf1 = "tf1"
+    tf2 = "tf2"
+
+
 @app.command()
 @guarded
 def cluster(
@@ -824,6 +829,7 @@ def cluster(
     sync: Annotated[bool, typer.Option("--sync", help="SyncReplicasOptimizer: one averaged update per global step, from every worker's gradient.")] = False,
     cluster_spec: Annotated[str | None, typer.Option("--cluster-spec", metavar="FILE", help="The cluster as ClusterSpec JSON or a TF_CONFIG object: jobs ps and worker, local addresses, ports as given (TF_CONFIG is read when set and neither this nor --ps/--workers is given).")] = None,
     copies: Annotated[bool, typer.Option("--copies", help="Trace each worker's first step: the _Send/_Recv copies between tasks.")] = False,
+    api: Annotated[Api, typer.Option("--api", help="tf1: between-graph training, each worker its own session (replica_device_setter); tf2: ParameterServerStrategy with a ClusterCoordinator joining as /job:chief.")] = Api.tf1,
     all_rows: AllOpt = False,
     lang: LangOpt = None,
     as_json: JsonOpt = False,
@@ -856,9 +862,12 @@ def cluster(
         ps, workers = len(addresses["ps"]), len(addresses["worker"])
     ps = 2 if ps is None else ps
     workers = 2 if workers is None else workers
-    if sync and workers < 1:
-        raise UsageProblem("--sync needs at least one worker")
-    request = {"ps": ps, "workers": workers, "steps": steps, "sync": sync, "copies": copies, "lr": 0.5,
+    if api is Api.tf2 and (sync or copies):
+        raise UsageProblem("--api tf2 takes neither --sync nor --copies (ParameterServerStrategy trains async, "
+                           "and its remote functions record no partition graphs)")
+    if api is Api.tf2 and addresses is not None:
+        raise UsageProblem("--api tf2 with --cluster-spec/TF_CONFIG is not supported: give --ps and --workers")
+    request = {"api": api.value, "ps": ps, "workers": workers, "steps": steps, "sync": sync, "copies": copies, "lr": 0.5,
                "operation_timeout_ms": 10_000, "cluster": addresses}
 
     def progress(event: dict[str, Any]) -> None:
@@ -876,7 +885,7 @@ def cluster(
         raise typer.Exit(128 + exc.signum) from None  # as shells count a signal: 143 for SIGTERM, 129 for SIGHUP
     from placement_cli.lessons.cluster import build  # noqa: PLC0415
 
-    found = build(found_run, sync=sync, steps=steps, copies=copies)
+    found = build(found_run, sync=sync, steps=steps, copies=copies, api=api.value)
     code = int(ExitCode.OK if found.complete else ExitCode.PLACEMENT_FAILED)
     _state["code"] = code
     if as_json:

@@ -254,3 +254,22 @@ def test_a_signal_during_start_up_ends_everything(signum: int, code: int) -> Non
     while _session_members(supervisor) and time.monotonic() < end:
         time.sleep(0.2)
     assert _session_members(supervisor) == []
+
+
+def test_tf2_parameter_server_strategy() -> None:
+    done = _placement("--api", "tf2", "--ps", "2", "--workers", "2", "--steps", "6", "--json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["api"] == "tf2" and data["complete"] is True
+    assert {t["job"] for t in data["tasks"]} == {"ps", "worker", "chief"}
+    assert sum(w["steps"] for w in data["workers"]) == 6  # every scheduled step ran on some worker
+    assert all(device.startswith("/job:ps/") for device in data["variables"].values())
+    logged_by = {(p["job"], p["task"]) for p in data["placements"]}
+    assert ("worker", 0) in logged_by or ("worker", 1) in logged_by  # the workers' own function partitions
+    assert len(data["losses"]) == 6
+    assert _gone([t["pid"] for t in data["tasks"]]) == []
+
+
+def test_tf2_refuses_sync() -> None:
+    done = _placement("--api", "tf2", "--sync", timeout=60)
+    assert done.returncode == 2 and "--api tf2" in done.stderr

@@ -45,6 +45,8 @@ def variables_table(found: ClusterReport) -> Table | None:
 
 
 def training_table(found: ClusterReport) -> Table:
+    if found.api == "tf2":
+        return _scheduled_table(found)
     table = Table(title=_("Training per worker") + f" ({found.to_dict()['mode']})", title_justify="left")
     for heading in (_("worker"), _("steps"), _("first loss"), _("last loss"), _("global steps seen")):
         table.add_column(heading, overflow="fold")
@@ -57,8 +59,26 @@ def training_table(found: ClusterReport) -> Table:
     return table
 
 
+def _scheduled_table(found: ClusterReport) -> Table:
+    table = Table(title=_("Steps per worker (scheduled by the coordinator)"),
+                  title_justify="left")
+    table.add_column(_("worker"))
+    table.add_column(_("steps"), justify="right")
+    for w in found.workers():
+        table.add_row(f"worker/{w['task']}", str(w["steps"]))
+    return table
+
+
 def difference(found: ClusterReport) -> str:
     """One sentence on async vs sync, read from what ran."""
+    if found.api == "tf2":
+        chief = found.run.results.get("chief/0") or {}
+        losses = chief.get("losses") or []
+        ran = ", ".join(f"worker/{w['task']}: {w['steps']}" for w in found.workers())
+        return _("tf2: the coordinator (/job:chief) scheduled each step's tf.function on whichever worker was free "
+                 "(steps: {ran}); every step updated the variables on the ps at once, without waiting for the "
+                 "others (async). Loss: {first} to {last}.").format(
+            ran=ran, first=f"{losses[0]:.4f}" if losses else "-", last=f"{losses[-1]:.4f}" if losses else "-")
     workers = found.workers()
     ran = ", ".join(f"worker/{w['task']}: {len(w['losses'])}" for w in workers)
     last = max((s for w in workers for s in w["global_steps"]), default="-")

@@ -105,20 +105,28 @@ def _task_main(job: str, index: int, cluster: dict[str, list[str]], request: dic
     try:
         import tensorflow as tf  # noqa: PLC0415 - preloaded by the forkserver
 
-        tf.compat.v1.disable_eager_execution()
+        tf2 = request.get("api") == "tf2"
+        if not tf2:
+            tf.compat.v1.disable_eager_execution()
         spec = tf.train.ClusterSpec(cluster)
-        filters = ["/job:ps", f"/job:worker/task:{index}"] if job == "worker" else []
+        filters = ["/job:ps", f"/job:worker/task:{index}"] if job == "worker" and not tf2 else []
         config = tf.compat.v1.ConfigProto(operation_timeout_in_ms=request["operation_timeout_ms"],
                                           device_filters=filters)
         started = time.monotonic()
-        server = tf.distribute.Server(spec, job_name=job, task_index=index, config=config, start=True)
+        server = None
+        if job != "chief":  # the coordinator's server is started by ParameterServerStrategy itself
+            server = tf.distribute.Server(spec, job_name=job, task_index=index, config=config, start=True)
         messages.put({"kind": "ready", "task": name, "pid": os.getpid(),
                       "seconds": round(time.monotonic() - started, 3)})
-        if job != "worker":
+        if job == "ps" or (tf2 and job == "worker"):
+            assert server is not None
             server.join()  # never returns: the supervisor kills it
             return
-        go[index].wait()
-        result = _train(tf, spec, server, index, request, messages, go)
+        go[0 if job == "chief" else index].wait()
+        if job == "chief":
+            result = _coordinate(tf, spec, request)
+        else:
+            result = _train(tf, spec, server, index, request, messages, go)
         messages.put({"kind": "result", "task": name, **result})
     except BaseException as exc:  # noqa: BLE001 - said to the supervisor, which names the task
         first = (getattr(exc, "message", None) or str(exc)).strip().splitlines()
@@ -196,6 +204,44 @@ def _train(tf: Any, spec: Any, server: Any, index: int, request: dict[str, Any],
                 losses.append(float(value))
                 steps_seen.append(int(step))
     return {"losses": losses, "global_steps": steps_seen, "variables": variables, "copies": copies}
+
+
+def _coordinate(tf: Any, spec: Any, request: dict[str, Any]) -> dict[str, Any]:
+    """TF2: ParameterServerStrategy + ClusterCoordinator, this task being /job:chief. The training
+    step is a tf.function the coordinator schedules on whichever worker is free; variables live on
+    the ps tasks. Placement logging is pushed to every task, which logs its own partitions."""
+    tf.debugging.set_log_device_placement(True)
+    resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(spec, rpc_layer="grpc", task_type="chief",
+                                                                    task_id=0)
+    strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
+    coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+    features, classes = 10, 3
+    x_value, y_value = _data(100, features, classes, 32)
+    with strategy.scope():
+        weights = tf.Variable(tf.zeros([features, classes]), name="weights")
+        bias = tf.Variable(tf.zeros([classes]), name="bias")
+        global_step = tf.Variable(0, dtype=tf.int64, name="global_step")
+    lr = request["lr"]
+
+    @tf.function
+    def train_step() -> Any:
+        x = tf.constant(x_value, name="features")
+        y = tf.constant(y_value, name="labels")
+        with tf.GradientTape() as tape:
+            logits = tf.matmul(x, weights) + bias
+            loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=logits))
+        grad_w, grad_b = tape.gradient(loss, [weights, bias])
+        weights.assign_sub(lr * grad_w)
+        bias.assign_sub(lr * grad_b)
+        step = global_step.assign_add(1)
+        return loss, step
+
+    scheduled = [coordinator.schedule(train_step) for _ in range(request["steps"])]
+    coordinator.join()
+    fetched = [r.fetch() for r in scheduled]
+    variables = {v.name.split(":")[0]: v.device for v in (weights, bias, global_step)}
+    return {"losses": [float(loss) for loss, _ in fetched], "global_steps": [int(step) for _, step in fetched],
+            "variables": variables, "copies": []}
 
 
 def _copies(tf: Any, metadata: Any, graph: Any) -> list[dict[str, Any]]:
@@ -287,7 +333,14 @@ def supervise(request: dict[str, Any], emit: Any) -> dict[str, Any]:
         start_method = "spawn"
     messages = ctx.Queue()
     go = [ctx.Event() for _ in cluster["worker"]] + [ctx.Event()]  # one per worker, then: all sessions up
-    tasks = [(job, i) for job in ("ps", "worker") for i in range(len(cluster[job]))]
+    if request.get("api") == "tf2":  # the coordinator joins as /job:chief (its own port)
+        if held:
+            chief = free_ports(1)
+            held += chief
+            cluster["chief"] = [f"localhost:{chief[0].getsockname()[1]}"]
+        elif "chief" not in cluster:
+            raise SystemExit("a tf2 cluster needs a chief address")
+    tasks = [(job, i) for job in ("ps", "worker", "chief") for i in range(len(cluster.get(job, ())))]
     processes: dict[str, Any] = {}
     info: dict[str, dict[str, Any]] = {}
     results: dict[str, dict[str, Any]] = {}
@@ -343,13 +396,14 @@ def supervise(request: dict[str, Any], emit: Any) -> dict[str, Any]:
         for s in held:
             s.close()
         if error is None:
-            error = _train_all(processes, go, messages, results, dead, request)
+            trainers = ["chief/0"] if request.get("api") == "tf2" else [n for n in processes if n.startswith("worker/")]
+            error = _train_all(processes, trainers, go, messages, results, dead, request)
         for name, p in processes.items():
             memory[name] = _private_kib(p.pid) if p.exitcode is None else None
         if error is None:  # finished workers end on their own: give them a moment to say their exit code
             end = time.monotonic() + 2.0
             for name, p in processes.items():
-                if name.startswith("worker/"):
+                if name.startswith(("worker/", "chief/")) and (name in results or request.get("api") != "tf2"):
                     p.join(max(0.0, end - time.monotonic()))
     finally:
         for name, p in processes.items():
@@ -371,10 +425,10 @@ def supervise(request: dict[str, Any], emit: Any) -> dict[str, Any]:
             "seconds": round(time.monotonic() - launched, 2)}
 
 
-def _train_all(processes: dict[str, Any], go: list[Any], messages: Any, results: dict[str, dict[str, Any]],
-               dead: Any, request: dict[str, Any]) -> str | None:
-    """Release the chief, then (once its session is up) the other workers; wait for every result."""
-    workers = [name for name in processes if name.startswith("worker/")]
+def _train_all(processes: dict[str, Any], workers: list[str], go: list[Any], messages: Any,
+               results: dict[str, dict[str, Any]], dead: Any, request: dict[str, Any]) -> str | None:
+    """Release the chief, then (once its session is up) the other workers; wait for every result
+    (``workers``: the tasks that train and report: TF1's workers, TF2's coordinator)."""
     go[0].set()
     released = False
     sessions: set[str] = set()
