@@ -127,6 +127,7 @@ def _task_main(job: str, index: int, cluster: dict[str, list[str]], request: dic
             result = _coordinate(tf, spec, request)
         else:
             result = _train(tf, spec, server, index, request, messages, go)
+        result["private_kib"] = _private_kib(os.getpid())  # it exits next: measured here, at its largest
         messages.put({"kind": "result", "task": name, **result})
     except BaseException as exc:  # noqa: BLE001 - said to the supervisor, which names the task
         first = (getattr(exc, "message", None) or str(exc)).strip().splitlines()
@@ -418,7 +419,7 @@ def supervise(request: dict[str, Any], emit: Any) -> dict[str, Any]:
         shutil.rmtree(logdir, ignore_errors=True)
     for name, p in processes.items():
         info[name]["exit_code"] = p.exitcode
-        info[name]["private_kib"] = memory.get(name)
+        info[name]["private_kib"] = memory.get(name) or (results.get(name) or {}).get("private_kib")
         info[name]["ended_by_placement"] = name in ended
     return {"event": "result", "isolated": isolated, "isolation_note": why, "start_method": start_method,
             "cluster": cluster, "tasks": list(info.values()), "results": results, "logs": logs, "outs": outs, "error": error,
