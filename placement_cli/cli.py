@@ -878,6 +878,9 @@ def cluster(
         if event.get("event") == "isolation" and not event.get("isolated"):
             _say(_("no private network namespace ({why}): the cluster's ports listen on every interface, "
                    "unauthenticated, while it runs").format(why=event.get("why")))
+        elif event.get("event") == "retry":
+            _say(_("a port was taken while the cluster started ({why}); starting again on new ports").format(
+                why=event.get("why")))
         elif event.get("event") == "ready":
             _say(_("{task} ready on {address} (pid {pid}, {seconds} s)").format(
                 task=event["task"], address=event["address"], pid=event["pid"], seconds=event["seconds"]))

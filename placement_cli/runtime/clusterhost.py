@@ -307,24 +307,15 @@ def _signal_name(code: int | None) -> str:
 
 
 def supervise(request: dict[str, Any], emit: Any) -> dict[str, Any]:
-    """Start the cluster, train, collect; always kills every task it started before returning."""
+    """Start the cluster, train, collect; always kills every task it started before returning. A
+    port placement chose that another process took in between (``Could not start gRPC server``)
+    is retried once with new ports."""
     import multiprocessing  # noqa: PLC0415
 
     isolated, why = isolate()
     emit({"event": "isolation", "isolated": isolated, "why": why})
-    logdir = tempfile.mkdtemp(prefix="placement-cluster-")
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0"
     os.environ["GRPC_FAIL_FAST"] = "true"
-    held: list[socket.socket] = []
-    if request.get("cluster"):
-        cluster = request["cluster"]
-    else:
-        held = free_ports(request["ps"] + request["workers"])
-        os.environ["TF_GRPC_REUSE_PORT"] = "1"
-        ports = [s.getsockname()[1] for s in held]
-        cluster = {"ps": [f"localhost:{p}" for p in ports[: request["ps"]]],
-                   "worker": [f"localhost:{p}" for p in ports[request["ps"]:]]}
-    request["ps"], request["workers"] = len(cluster["ps"]), len(cluster["worker"])
     try:
         ctx = multiprocessing.get_context("forkserver")
         ctx.set_forkserver_preload(["tensorflow", "placement_cli.runtime.clusterhost"])
@@ -332,6 +323,29 @@ def supervise(request: dict[str, Any], emit: Any) -> dict[str, Any]:
     except ValueError:
         ctx = multiprocessing.get_context("spawn")
         start_method = "spawn"
+    for attempt in range(2):
+        answer = _attempt(dict(request), emit, ctx)
+        ours = not request.get("cluster")
+        if not (ours and attempt == 0 and answer["error"] and "Could not start gRPC server" in answer["error"]):
+            break
+        emit({"event": "retry", "why": answer["error"]})
+    answer.update(isolated=isolated, isolation_note=why, start_method=start_method)
+    return answer
+
+
+def _attempt(request: dict[str, Any], emit: Any, ctx: Any) -> dict[str, Any]:
+    """One launch of the cluster, from choosing its ports to killing its last task."""
+    logdir = tempfile.mkdtemp(prefix="placement-cluster-")
+    held: list[socket.socket] = []
+    if request.get("cluster"):
+        cluster = dict(request["cluster"])
+    else:
+        held = free_ports(request["ps"] + request["workers"])
+        os.environ["TF_GRPC_REUSE_PORT"] = "1"
+        ports = [s.getsockname()[1] for s in held]
+        cluster = {"ps": [f"localhost:{p}" for p in ports[: request["ps"]]],
+                   "worker": [f"localhost:{p}" for p in ports[request["ps"]:]]}
+    request["ps"], request["workers"] = len(cluster["ps"]), len(cluster["worker"])
     messages = ctx.Queue()
     go = [ctx.Event() for _ in cluster["worker"]] + [ctx.Event()]  # one per worker, then: all sessions up
     if request.get("api") == "tf2":  # the coordinator joins as /job:chief (its own port)
@@ -407,6 +421,8 @@ def supervise(request: dict[str, Any], emit: Any) -> dict[str, Any]:
                 if name.startswith(("worker/", "chief/")) and (name in results or request.get("api") != "tf2"):
                     p.join(max(0.0, end - time.monotonic()))
     finally:
+        for s in held:
+            s.close()
         for name, p in processes.items():
             if p.exitcode is None:
                 ended.add(name)
@@ -421,8 +437,7 @@ def supervise(request: dict[str, Any], emit: Any) -> dict[str, Any]:
         info[name]["exit_code"] = p.exitcode
         info[name]["private_kib"] = memory.get(name) or (results.get(name) or {}).get("private_kib")
         info[name]["ended_by_placement"] = name in ended
-    return {"event": "result", "isolated": isolated, "isolation_note": why, "start_method": start_method,
-            "cluster": cluster, "tasks": list(info.values()), "results": results, "logs": logs, "outs": outs, "error": error,
+    return {"event": "result", "cluster": cluster, "tasks": list(info.values()), "results": results, "logs": logs, "outs": outs, "error": error,
             "seconds": round(time.monotonic() - launched, 2)}
 
 
