@@ -27,6 +27,7 @@ import ctypes
 import json
 import os
 import queue as queue_module
+import re
 import shutil
 import signal
 import socket
@@ -40,6 +41,7 @@ READY_LIMIT = 150.0  # seconds for every task to import TensorFlow and start its
 TRAIN_LIMIT = 300.0  # seconds for the training itself
 OPERATION_TIMEOUT_MS = 10_000
 _TAIL = 6  # lines of a failed task's log quoted in its error
+_INFO = re.compile(r"\s*I\d{4} ")  # a glog INFO line
 
 
 # ---------------------------------------------------------------- isolation
@@ -271,7 +273,9 @@ def _tail(path: str, lines: int = _TAIL) -> str:
             text = f.read().decode("utf-8", "replace")
     except OSError:
         return ""
-    kept = [line.strip() for line in text.splitlines() if line.strip()]
+    # what says why: warnings, errors, Python's traceback; not TensorFlow's INFO chatter (placements)
+    kept = [line.strip() for line in text.splitlines()
+            if line.strip() and not _INFO.match(line) and "cuInit" not in line and "cuda drivers" not in line]
     return " | ".join(kept[-lines:])
 
 
