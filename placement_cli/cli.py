@@ -881,6 +881,8 @@ def cluster(
         elif event.get("event") == "retry":
             _say(_("a port was taken while the cluster started ({why}); starting again on new ports").format(
                 why=event.get("why")))
+        elif event.get("event") == "session":
+            _say(_("{task}: session up, training").format(task=event["task"]))
         elif event.get("event") == "ready":
             _say(_("{task} ready on {address} (pid {pid}, {seconds} s)").format(
                 task=event["task"], address=event["address"], pid=event["pid"], seconds=event["seconds"]))

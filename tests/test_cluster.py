@@ -204,6 +204,30 @@ def test_a_ps_killed_while_training_is_named() -> None:
     assert not ports & _listening()
 
 
+def test_a_worker_killed_while_training_is_named() -> None:
+    """worker/1 is killed by pid once its session is up (it trains 1000 steps): named, nothing left."""
+    child = subprocess.Popen(_cmd("--ps", "1", "--workers", "2", "--steps", "1000", "--json"),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=_env(PLACEMENT_CLUSTER_NO_NAMESPACE="1"))
+    assert child.stderr is not None
+    lines, pids = [], {}
+    for line in child.stderr:
+        lines.append(line)
+        if " ready on " in line:
+            pids[line.split("placement: ", 1)[1].split(" ", 1)[0]] = int(line.split("(pid ", 1)[1].split(",", 1)[0])
+        if "worker/1: session up" in line:
+            os.kill(pids["worker/1"], signal.SIGKILL)
+            break
+    out, err = child.communicate(timeout=120)
+    err = "".join(lines) + err
+    assert child.returncode == 1, err
+    assert f"worker/1 (pid {pids['worker/1']}) was killed by SIGKILL while the workers trained" in err
+    data = json.loads(out)
+    assert data["complete"] is False and "worker/1" in data["error"]
+    assert _gone(list(pids.values())) == []
+    assert not {int(t["target"].rsplit(":", 1)[1]) for t in data["tasks"]} & _listening()
+
+
 def test_a_taken_port_is_named(tmp_path: Path) -> None:
     taken = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
     taken.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)

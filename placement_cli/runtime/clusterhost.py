@@ -416,7 +416,7 @@ def _attempt(request: dict[str, Any], emit: Any, ctx: Any) -> dict[str, Any]:
             s.close()
         if error is None:
             trainers = ["chief/0"] if request.get("api") == "tf2" else [n for n in processes if n.startswith("worker/")]
-            error = _train_all(processes, trainers, go, messages, results, dead, request)
+            error = _train_all(processes, trainers, go, messages, results, dead, request, emit)
         for name, p in processes.items():
             memory[name] = _private_kib(p.pid) if p.exitcode is None else None
         if error is None:  # finished workers end on their own: give them a moment to say their exit code
@@ -446,7 +446,7 @@ def _attempt(request: dict[str, Any], emit: Any, ctx: Any) -> dict[str, Any]:
 
 
 def _train_all(processes: dict[str, Any], workers: list[str], go: list[Any], messages: Any,
-               results: dict[str, dict[str, Any]], dead: Any, request: dict[str, Any]) -> str | None:
+               results: dict[str, dict[str, Any]], dead: Any, request: dict[str, Any], emit: Any) -> str | None:
     """Release the chief, then (once its session is up) the other workers; wait for every result
     (``workers``: the tasks that train and report: TF1's workers, TF2's coordinator)."""
     go[0].set()
@@ -461,6 +461,7 @@ def _train_all(processes: dict[str, Any], workers: list[str], go: list[Any], mes
         if message is not None:
             if message["kind"] == "session":
                 sessions.add(message["task"])
+                emit({"event": "session", "task": message["task"]})
                 if message["task"] == "worker/0" and not released:  # the chief initialised the variables
                     for event in go[1:-1]:
                         event.set()
