@@ -378,7 +378,7 @@ def _root(
 
     Examples: placement show, placement tower --gpus 2,3 --soft, placement parse run.log
     """
-    _state.update(traceback=traceback, record=False, console=None)
+    _state.update(traceback=traceback, record=False, console=None, code=0)  # each invocation starts at 0
     if sys.stdout is None and ctx.invoked_subcommand != "trace":  # `placement show >&-`
         raise _fail(ExitCode.USAGE, "standard output is closed: there is nowhere to write the report")
 
