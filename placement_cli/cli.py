@@ -435,7 +435,7 @@ def _root(
 
     Examples: placement show, placement tower --gpus 2,3 --soft, placement parse run.log
     """
-    _state.update(traceback=traceback, record=False, console=None)
+    _state.update(traceback=traceback, record=False, console=None, code=0)  # each invocation starts at 0
     if sys.stdout is None and ctx.invoked_subcommand != "trace":  # `placement show >&-`
         raise _fail(ExitCode.USAGE, "standard output is closed: there is nowhere to write the report")
 
@@ -870,6 +870,106 @@ def train(
     _save_pictures(pictures, narrowed.report)
     _say_tensorboard(board)
     _training_exit(report)
+
+
+class Api(str, Enum):
+    tf1 = "tf1"
+    tf2 = "tf2"
+
+
+@app.command()
+@guarded
+def cluster(
+    ps: Annotated[int | None, typer.Option("--ps", metavar="N", callback=_capped("--ps", 1, 4, "one process per task on this machine"), help="Parameter-server tasks (default 2).")] = None,
+    workers: Annotated[int | None, typer.Option("--workers", metavar="N", callback=_capped("--workers", 1, 8, "one process per task on this machine"), help="Worker tasks (default 2).")] = None,
+    steps: Annotated[int, typer.Option("--steps", metavar="N", callback=_capped("--steps", 1, 1000, "a lesson, not a training job"), help="Training steps: each worker's own (async), or global steps (--sync).")] = 5,
+    sync: Annotated[bool, typer.Option("--sync", help="SyncReplicasOptimizer: one averaged update per global step, from every worker's gradient.")] = False,
+    cluster_spec: Annotated[str | None, typer.Option("--cluster-spec", metavar="FILE", help="The cluster as ClusterSpec JSON or a TF_CONFIG object: jobs ps and worker, local addresses, ports as given (TF_CONFIG is read when set and neither this nor --ps/--workers is given).")] = None,
+    copies: Annotated[bool, typer.Option("--copies", help="Trace each worker's first step: the _Send/_Recv copies between tasks.")] = False,
+    api: Annotated[Api, typer.Option("--api", help="tf1: between-graph training, each worker its own session (replica_device_setter); tf2: ParameterServerStrategy with a ClusterCoordinator joining as /job:chief.")] = Api.tf1,
+    all_rows: AllOpt = False,
+    lang: LangOpt = None,
+    as_json: JsonOpt = False,
+    svg: SvgOpt = None,
+    force: ForceOpt = False,
+) -> None:
+    """Start a real ps/worker cluster on this machine (one process per task, TensorFlow's gRPC
+    servers) and train a softmax regression between-graph: variables round-robin over the ps tasks
+    (replica_device_setter), compute on the workers, async by default.
+
+    Shows the tasks (address, pid, exit code), every worker's placements by job/task, where each
+    variable lives, the loss and global step per worker, and how async and sync differ in what ran.
+    On Linux the cluster runs in a private network namespace; elsewhere its ports listen on every
+    interface, unauthenticated, while it runs. Every task is ended before the command returns;
+    a task that dies or never starts is named (exit 1); Ctrl-C exits 130, SIGTERM 143.
+    Example: placement cluster --ps 2 --workers 2 --steps 10 --sync
+    """
+    from placement_cli import clusterspec  # noqa: PLC0415
+    from placement_cli.errors import UsageProblem  # noqa: PLC0415
+    from placement_cli.i18n import _  # noqa: PLC0415
+    from placement_cli.runtime.cluster import Terminated, check_cluster, run  # noqa: PLC0415
+
+    described = None
+    if cluster_spec is not None:
+        if ps is not None or workers is not None:
+            raise UsageProblem("give --cluster-spec FILE or --ps/--workers, not both")
+        described = clusterspec.from_file(cluster_spec)
+    elif ps is None and workers is None:
+        described = clusterspec.from_environment()
+    addresses = check_cluster(described) if described is not None else None
+    if addresses is not None:
+        ps, workers = len(addresses["ps"]), len(addresses["worker"])
+    ps = 2 if ps is None else ps
+    workers = 2 if workers is None else workers
+    if api is Api.tf2 and (sync or copies):
+        raise UsageProblem("--api tf2 takes neither --sync nor --copies (ParameterServerStrategy trains async, "
+                           "and its remote functions record no partition graphs)")
+    if api is Api.tf2 and addresses is not None:
+        raise UsageProblem("--api tf2 with --cluster-spec/TF_CONFIG is not supported: give --ps and --workers")
+    pictures = _pictures("placement cluster", as_json=as_json, force=force, svg=svg,
+                         protect=(cluster_spec,) if cluster_spec else ())
+    request = {"api": api.value, "ps": ps, "workers": workers, "steps": steps, "sync": sync, "copies": copies, "lr": 0.5,
+               "operation_timeout_ms": 10_000, "cluster": addresses}
+
+    def progress(event: dict[str, Any]) -> None:
+        if event.get("event") == "isolation" and not event.get("isolated"):
+            _say(_("no private network namespace ({why}): the cluster's ports listen on every interface, "
+                   "unauthenticated, while it runs").format(why=event.get("why")))
+        elif event.get("event") == "retry":
+            _say(_("a port was taken while the cluster started ({why}); starting again on new ports").format(
+                why=event.get("why")))
+        elif event.get("event") == "session":
+            _say(_("{task}: session up, training").format(task=event["task"]))
+        elif event.get("event") == "ready":
+            _say(_("{task} ready on {address} (pid {pid}, {seconds} s)").format(
+                task=event["task"], address=event["address"], pid=event["pid"], seconds=event["seconds"]))
+
+    try:
+        found_run = run(request, progress)
+    except Terminated as exc:
+        _say(_("{signal}: every task of the cluster was ended").format(signal=exc))
+        raise typer.Exit(128 + exc.signum) from None  # as shells count a signal: 143 for SIGTERM, 129 for SIGHUP
+    from placement_cli.lessons.cluster import build  # noqa: PLC0415
+
+    found = build(found_run, sync=sync, steps=steps, copies=copies, api=api.value)
+    code = int(ExitCode.OK if found.complete else ExitCode.PLACEMENT_FAILED)
+    _state["code"] = code
+    if as_json:
+        _print_json(found.to_dict())
+    else:
+        from placement_cli.render.cluster import cluster_group  # noqa: PLC0415
+        from placement_cli.render.console import is_terminal, screen_rows  # noqa: PLC0415
+        from placement_cli.render.table import View  # noqa: PLC0415
+
+        console = _console()
+        view = View(all_rows=all_rows, screen_rows=screen_rows(console.file), fit=is_terminal(console.file))
+        console.print(_ascii_safe(cluster_group(found, view)), crop=False)
+        sys.stdout.flush()
+        _save_pictures(pictures)
+    if found_run.error:
+        _say(found_run.error)
+    if code:
+        raise typer.Exit(code)
 
 
 class Reduce(str, Enum):

@@ -1,0 +1,111 @@
+"""`placement cluster`: what a ps/worker run did, as a report and as data (no TensorFlow here)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Any
+
+from placement_cli.logparse import parse_text
+from placement_cli.model import Copy, Report
+from placement_cli.runtime.cluster import ClusterRun
+
+_SCHEDULED = re.compile(r"Executing op __inference_train_step_\d+ on task /job:worker/replica:\d+/task:(\d+)")
+_SYNC_OPS = ("ConditionalAccumulator", "FIFOQueue", "FIFOQueueV2", "QueueEnqueueManyV2", "QueueDequeueV2",
+             "AccumulatorTakeGradient", "ResourceConditionalAccumulator", "ResourceAccumulatorTakeGradient")
+
+
+@dataclass(frozen=True)
+class ClusterReport:
+    run: ClusterRun
+    report: Report
+    sync: bool
+    steps: int
+    api: str = "tf1"
+
+    @property
+    def complete(self) -> bool:
+        workers = [t for t in self.run.tasks if t["job"] == "worker"]
+        expected = 1 if self.api == "tf2" else len(workers)
+        return self.run.error is None and bool(workers) and len(self.run.results) == expected
+
+    @property
+    def scheduled(self) -> dict[int, int]:
+        """TF2: worker task -> steps the coordinator ran there (its log's ``Executing op
+        __inference_train_step_N on task /job:worker/.../task:I`` lines)."""
+        counts = dict.fromkeys((t["task"] for t in self.run.tasks if t["job"] == "worker"), 0)
+        for match in _SCHEDULED.finditer(self.run.logs.get("chief/0", "")):
+            task = int(match[1])
+            counts[task] = counts.get(task, 0) + 1
+        return counts
+
+    @property
+    def variables(self) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for result in self.run.results.values():
+            found.update(result.get("variables") or {})
+        return dict(sorted(found.items()))
+
+    @property
+    def sync_ops(self) -> dict[str, int]:
+        """Op types of SyncReplicasOptimizer's machinery that the workers' graphs placed, with counts."""
+        counts: dict[str, int] = {}
+        for p in self.report.placements:
+            if p.op and (p.op in _SYNC_OPS or "Accumulator" in p.op or "TokenQueue" in p.op):
+                counts[p.op] = counts.get(p.op, 0) + 1
+        return dict(sorted(counts.items()))
+
+    def workers(self) -> list[dict[str, Any]]:
+        if self.api == "tf2":
+            return [{"task": task, "steps": n} for task, n in sorted(self.scheduled.items())]
+        out = []
+        for task in self.run.tasks:
+            if task["job"] != "worker":
+                continue
+            result = self.run.results.get(f"worker/{task['task']}") or {}
+            out.append({"task": task["task"], "steps": len(result.get("losses", [])),
+                        "losses": result.get("losses", []), "global_steps": result.get("global_steps", [])})
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        data = self.report.to_dict(run=True)
+        data.update(
+            mode="sync" if self.sync else "async",
+            api=self.api,
+            steps_asked=self.steps,
+            tasks=[{k: t.get(k) for k in ("job", "task", "target", "pid", "exit_code", "ended_by_placement", "private_kib")}
+                   for t in self.run.tasks],
+            isolated=self.run.isolated,
+            variables=self.variables,
+            workers=self.workers(),
+            sync_ops=self.sync_ops,
+            complete=self.complete,
+            error=self.run.error,
+            seconds=self.run.seconds,
+        )
+        if self.api == "tf2":
+            chief = self.run.results.get("chief/0") or {}
+            data.update(losses=chief.get("losses", []), global_steps=chief.get("global_steps", []))
+        return data
+
+
+def build(run: ClusterRun, *, sync: bool, steps: int, copies: bool, api: str = "tf1") -> ClusterReport:
+    """Every task's log parsed (TF1: each worker logs its own graph's placement), tagged with the
+    task that logged it; the copies each worker's first step made between tasks."""
+    placements = []
+    lines = 0
+    for name in sorted(run.logs, key=lambda n: (n.split("/")[0], int(n.split("/")[1]))):
+        parsed = parse_text(run.logs[name])
+        lines += parsed.lines
+        placements.extend(parsed.placements)
+    found_copies = None
+    if copies:
+        found_copies = tuple(Copy(**{**c, "shape": None if c.get("shape") is None else tuple(c["shape"])})
+                             for _, result in sorted(run.results.items()) for c in result.get("copies") or ())
+    result = None
+    workers = [t for t in run.tasks if t["job"] == "worker"]
+    if run.error is None and workers and len(run.results) == (1 if api == "tf2" else len(workers)):
+        result = {name: r["losses"][-1] if r.get("losses") else None for name, r in sorted(run.results.items())}
+    report = Report(placements=tuple(placements), lines=lines, result=result, copies=found_copies,
+                    run_error=run.error, title="placement cluster")
+    return ClusterReport(run=run, report=replace(report), sync=sync, steps=steps, api=api)

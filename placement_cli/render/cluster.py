@@ -1,0 +1,110 @@
+"""Rich rendering of `placement cluster`: the tasks, the placements by job/task, variables, training."""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from placement_cli.i18n import _
+from placement_cli.lessons.cluster import ClusterReport
+from placement_cli.render.table import View, clean, literal, report_group
+
+
+def _exit(code: int | None, ended: bool) -> str:
+    if code is None:
+        return "-"
+    if ended:
+        return _("ended by placement (SIGKILL)")
+    if code < 0:
+        return _("killed (signal {number})").format(number=-code)
+    return str(code)
+
+
+def tasks_table(found: ClusterReport) -> Table:
+    isolation = (_("in a private network namespace: unreachable from outside this machine") if found.run.isolated
+                 else _("listening on every interface, unauthenticated, while it ran"))
+    table = Table(title=literal(_("Cluster") + f" ({isolation})"), title_justify="left")
+    for heading in (_("job"), _("task"), _("address"), _("pid"), _("exit code")):
+        table.add_column(heading, overflow="fold")
+    for t in found.run.tasks:
+        table.add_row(literal(t["job"]), str(t["task"]), literal(str(t["target"]).removeprefix("grpc://")),
+                      str(t.get("pid") or "-"), _exit(t.get("exit_code"), bool(t.get("ended_by_placement"))))
+    return table
+
+
+def variables_table(found: ClusterReport) -> Table | None:
+    if not found.variables:
+        return None
+    table = Table(title=_("Where each variable lives"), title_justify="left")
+    table.add_column(_("variable"), overflow="fold")
+    table.add_column(_("device"), overflow="fold")
+    for name, device in found.variables.items():
+        table.add_row(literal(name), literal(device or "-"))
+    return table
+
+
+def training_table(found: ClusterReport) -> Table:
+    if found.api == "tf2":
+        return _scheduled_table(found)
+    table = Table(title=_("Training per worker") + f" ({found.to_dict()['mode']})", title_justify="left")
+    for heading in (_("worker"), _("steps"), _("first loss"), _("last loss"), _("global steps seen")):
+        table.add_column(heading, overflow="fold")
+    for w in found.workers():
+        losses = w["losses"]
+        seen = w["global_steps"]
+        table.add_row(f"worker/{w['task']}", str(len(losses)), f"{losses[0]:.4f}" if losses else "-",
+                      f"{losses[-1]:.4f}" if losses else "-",
+                      f"{seen[0]}..{seen[-1]}" if len(seen) > 1 else (str(seen[0]) if seen else "-"))
+    return table
+
+
+def _scheduled_table(found: ClusterReport) -> Table:
+    table = Table(title=_("Steps per worker (scheduled by the coordinator)"),
+                  title_justify="left")
+    table.add_column(_("worker"))
+    table.add_column(_("steps"), justify="right")
+    for w in found.workers():
+        table.add_row(f"worker/{w['task']}", str(w["steps"]))
+    return table
+
+
+def difference(found: ClusterReport) -> str:
+    """One sentence on async vs sync, read from what ran."""
+    if found.api == "tf2":
+        chief = found.run.results.get("chief/0") or {}
+        losses = chief.get("losses") or []
+        ran = ", ".join(f"worker/{w['task']}: {w['steps']}" for w in found.workers())
+        return _("tf2: the coordinator (/job:chief) scheduled each step's tf.function on whichever worker was free "
+                 "(steps: {ran}); every step updated the variables on the ps at once, without waiting for the "
+                 "others (async). Loss: {first} to {last}.").format(
+            ran=ran, first=f"{losses[0]:.4f}" if losses else "-", last=f"{losses[-1]:.4f}" if losses else "-")
+    workers = found.workers()
+    ran = ", ".join(f"worker/{w['task']}: {len(w['losses'])}" for w in workers)
+    last = max((s for w in workers for s in w["global_steps"]), default="-")
+    ops = found.sync_ops
+    if found.sync:
+        placed = ", ".join(f"{n} {op}" for op, n in ops.items()) or _("no accumulator op")
+        return _("sync: SyncReplicasOptimizer placed {ops}; the ps applies one averaged update per global step "
+                 "once {workers} gradients are in, and a worker takes a token before its next step "
+                 "(steps each worker ran: {ran}; last global step seen: {last}).").format(
+            ops=placed, workers=len(workers), ran=ran, last=last)
+    if ops:
+        return _("async, although accumulator ops were placed: {ops} (steps each worker ran: {ran}).").format(
+            ops=", ".join(ops), ran=ran)
+    return _("async: no accumulator or token queue was placed; each worker applies its own gradient on the ps "
+             "as soon as it has it, so the global step counts every worker's steps "
+             "(steps each worker ran: {ran}; last global step seen: {last}).").format(ran=ran, last=last)
+
+
+def cluster_group(found: ClusterReport, view: View) -> Group:
+    parts: list[RenderableType] = [tasks_table(found)]
+    if found.report.placements:
+        parts.append(report_group(found.report, run=True, view=view))
+    variables = variables_table(found)
+    if variables is not None:
+        parts.append(variables)
+    if found.run.results:
+        parts.append(training_table(found))
+        parts.append(Text(clean(difference(found))))
+    return Group(*parts)

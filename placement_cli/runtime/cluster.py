@@ -1,0 +1,145 @@
+"""`placement cluster`, the CLI's side: start the supervisor, show its progress, make its answer a report.
+
+No TensorFlow here. The supervisor (``clusterhost``) runs in a new session, so that killing its
+process group ends it, its forkserver and every task at once; that happens on every exit path
+(the answer read, an error, Ctrl-C, SIGTERM, SIGHUP).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from placement_cli.clusterspec import Cluster
+from placement_cli.errors import UsageProblem
+
+LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "ip6-localhost"})
+OVERALL_LIMIT = 600.0  # seconds the supervisor may take in all before it is killed
+
+
+@dataclass
+class ClusterRun:
+    """What the supervisor said: the tasks, each worker's training, the logs; error when it failed."""
+
+    isolated: bool = False
+    isolation_note: str = ""
+    tasks: list[dict[str, Any]] = field(default_factory=list)
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)
+    logs: dict[str, str] = field(default_factory=dict)
+    error: str | None = None
+    seconds: float | None = None
+    start_method: str | None = None
+    cluster: dict[str, list[str]] = field(default_factory=dict)
+
+
+def check_cluster(cluster: Cluster) -> dict[str, list[str]]:
+    """A described cluster that this command can run: jobs ps and worker only, every address local."""
+    jobs = set(cluster.jobs)
+    if jobs != {"ps", "worker"}:
+        raise UsageProblem(f"{cluster.source}: placement cluster runs jobs ps and worker only "
+                           f"(given: {', '.join(sorted(jobs))})")
+    for task in cluster.tasks:
+        if task.host not in LOCAL_HOSTS and not task.host.startswith("127."):
+            raise UsageProblem(f"{cluster.source}: {task.name} is at {task.address}: every task runs on this "
+                               "machine, so give localhost, 127.x.x.x or [::1] addresses")
+    for job, low, high in (("ps", 1, 4), ("worker", 1, 8)):
+        n = cluster.count(job)
+        if not low <= n <= high:
+            raise UsageProblem(f"{cluster.source}: {n} {job} tasks: placement cluster runs {low} to {high}")
+        if [t.index for t in cluster.jobs[job]] != list(range(n)):
+            raise UsageProblem(f"{cluster.source}: job {job}'s tasks must be numbered 0 to {n - 1}")
+    return {job: [t.address for t in cluster.jobs[job]] for job in ("ps", "worker")}
+
+
+def run(request: dict[str, Any], progress: Callable[[dict[str, Any]], None]) -> ClusterRun:
+    """Start the supervisor with ``request``, hand each progress event to ``progress``, return its answer.
+    The supervisor's process group is killed whatever happens; SIGTERM and SIGHUP become
+    KeyboardInterrupt-like exits through ``Terminated``."""
+    child = subprocess.Popen([sys.executable, "-m", "placement_cli.runtime.clusterhost"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+    previous = {}
+
+    def terminate(signum: int, _frame: Any) -> None:
+        raise Terminated(signum)
+
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        with contextlib.suppress(ValueError, OSError):  # not the main thread: leave them be
+            previous[signum] = signal.signal(signum, terminate)
+    lines: list[str] = []
+    done = threading.Event()
+
+    def read() -> None:
+        assert child.stdout is not None
+        for raw in child.stdout:
+            lines.append(raw.decode("utf-8", "replace"))
+        done.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    answer = ClusterRun()
+    try:
+        assert child.stdin is not None
+        child.stdin.write(json.dumps(request).encode())
+        child.stdin.close()
+        reader.start()
+        seen = 0
+        deadline = time.monotonic() + OVERALL_LIMIT
+        final: dict[str, Any] | None = None
+        while final is None:
+            finished = done.wait(0.1)
+            while seen < len(lines):
+                try:
+                    event = json.loads(lines[seen])
+                except json.JSONDecodeError:
+                    event = {}
+                seen += 1
+                if event.get("event") in ("result", "crash"):
+                    final = event
+                elif event:
+                    progress(event)
+            if final is None and finished and seen >= len(lines):
+                final = {"event": "crash", "error": "the cluster's supervisor ended without an answer"}
+            if final is None and time.monotonic() > deadline:
+                final = {"event": "crash", "error": f"the cluster did not finish within {OVERALL_LIMIT:g} s"}
+        if final["event"] == "crash":
+            answer.error = str(final.get("error"))
+            return answer
+        answer.isolated = bool(final["isolated"])
+        answer.isolation_note = final.get("isolation_note") or ""
+        answer.tasks = final["tasks"]
+        answer.results = final["results"]
+        answer.logs = final["logs"]
+        answer.error = final["error"]
+        answer.seconds = final.get("seconds")
+        answer.start_method = final.get("start_method")
+        answer.cluster = final["cluster"]
+        return answer
+    finally:
+        kill_group(child)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def kill_group(child: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the supervisor's whole process group (its forkserver and tasks with it) and reap it."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(child.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        child.wait(timeout=10)
+
+
+class Terminated(Exception):
+    """SIGTERM or SIGHUP arrived while the cluster ran."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum

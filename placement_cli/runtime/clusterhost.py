@@ -1,0 +1,519 @@
+"""The supervisor of a ``placement cluster`` run: one process per task, watched until the end.
+
+``python -m placement_cli.runtime.clusterhost`` reads its request (JSON) on stdin and writes JSON
+lines on stdout: progress events (``{"event": "ready", ...}``) while the tasks start, then one
+``{"event": "result", ...}`` document. The CLI, which never imports TensorFlow, starts it in a new
+session and kills its whole process group on any exit path.
+
+Measured on TF 2.21 (``notes/distributed.md``), and what this module does about it:
+
+- Servers cannot be stopped and listen on every interface, unauthenticated. The supervisor first
+  moves into a fresh user + network namespace (where the kernel allows it) with only ``lo`` up, so
+  nothing outside this machine can reach them; tasks are killed at the end (a port is freed only
+  when its process exits).
+- TensorFlow's import dominates start-up: tasks fork from a forkserver with ``tensorflow``
+  preloaded (spawn as a fallback).
+- Every session has an operation timeout, workers filter devices to the ps and themselves, and
+  ``GRPC_FAIL_FAST=true`` turns a dead peer into an error within a second instead of ~30 s.
+- Workers start training only when every task said it is ready; the chief first (it initialises
+  the variables; a non-chief that waits for them would sleep 30 s).
+- Each task logs to its own files (stderr: glog, unbuffered, where the placements are read from).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import queue as queue_module
+import re
+import shutil
+import signal
+import socket
+import struct
+import sys
+import tempfile
+import time
+from typing import Any
+
+READY_LIMIT = 150.0  # seconds for every task to import TensorFlow and start its server (loaded 2-core machine)
+TRAIN_LIMIT = 300.0  # seconds for the training itself
+OPERATION_TIMEOUT_MS = 10_000
+_TAIL = 6  # lines of a failed task's log quoted in its error
+_INFO = re.compile(r"\s*I\d{4} ")  # a glog INFO line
+
+
+# ---------------------------------------------------------------- isolation
+
+
+def isolate() -> tuple[bool, str]:
+    """Move into a fresh user + network namespace with ``lo`` up. (True, "") or (False, why not).
+    Must run while the process is single-threaded."""
+    if os.environ.get("PLACEMENT_CLUSTER_NO_NAMESPACE") == "1":
+        return False, "PLACEMENT_CLUSTER_NO_NAMESPACE=1"
+    if not sys.platform.startswith("linux"):
+        return False, "network namespaces are Linux-only"
+    import fcntl  # noqa: PLC0415
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        uid, gid = os.getuid(), os.getgid()
+        if libc.unshare(0x10000000 | 0x40000000) != 0:  # CLONE_NEWUSER | CLONE_NEWNET
+            return False, f"unshare: {os.strerror(ctypes.get_errno())}"
+        with open("/proc/self/setgroups", "w") as f:
+            f.write("deny")
+        with open("/proc/self/uid_map", "w") as f:
+            f.write(f"{uid} {uid} 1")
+        with open("/proc/self/gid_map", "w") as f:
+            f.write(f"{gid} {gid} 1")
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            request = struct.pack("16sh", b"lo", 0)
+            flags = struct.unpack("16sh", fcntl.ioctl(s, 0x8913, request))[1]  # SIOCGIFFLAGS
+            fcntl.ioctl(s, 0x8914, struct.pack("16sh", b"lo", flags | 1))  # SIOCSIFFLAGS: IFF_UP
+    except OSError as exc:
+        return False, f"network namespace: {exc.strerror or exc}"
+    return True, ""
+
+
+def free_ports(count: int) -> list[socket.socket]:
+    """``count`` ports free on the dual-stack wildcard, held (SO_REUSEPORT) until the servers have them."""
+    held = []
+    for _ in range(count):
+        s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        s.bind(("::", 0))
+        held.append(s)
+    return held
+
+
+# ---------------------------------------------------------------- a task (runs in its own process)
+
+
+def _task_main(job: str, index: int, cluster: dict[str, list[str]], request: dict[str, Any], logdir: str,
+               messages: Any, go: Any) -> None:
+    """One task: its server, then (workers) the training. Everything it says goes on ``messages``."""
+    with contextlib.suppress(Exception):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: die with the process that forked it
+    name = f"{job}/{index}"
+    for fd, stream in ((1, "out"), (2, "err")):
+        target = os.open(os.path.join(logdir, f"{job}-{index}.{stream}"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.dup2(target, fd)
+        os.close(target)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+    try:
+        import tensorflow as tf  # noqa: PLC0415 - preloaded by the forkserver
+
+        tf2 = request.get("api") == "tf2"
+        if not tf2:
+            tf.compat.v1.disable_eager_execution()
+        spec = tf.train.ClusterSpec(cluster)
+        filters = ["/job:ps", f"/job:worker/task:{index}"] if job == "worker" and not tf2 else []
+        config = tf.compat.v1.ConfigProto(operation_timeout_in_ms=request["operation_timeout_ms"],
+                                          device_filters=filters)
+        started = time.monotonic()
+        server = None
+        if job != "chief":  # the coordinator's server is started by ParameterServerStrategy itself
+            server = tf.distribute.Server(spec, job_name=job, task_index=index, config=config, start=True)
+        messages.put({"kind": "ready", "task": name, "pid": os.getpid(),
+                      "seconds": round(time.monotonic() - started, 3)})
+        if job == "ps" or (tf2 and job == "worker"):
+            assert server is not None
+            server.join()  # never returns: the supervisor kills it
+            return
+        go[0 if job == "chief" else index].wait()
+        if job == "chief":
+            result = _coordinate(tf, spec, request)
+        else:
+            result = _train(tf, spec, server, index, request, messages, go)
+        result["private_kib"] = _private_kib(os.getpid())  # it exits next: measured here, at its largest
+        messages.put({"kind": "result", "task": name, **result})
+    except BaseException as exc:  # noqa: BLE001 - said to the supervisor, which names the task
+        first = (getattr(exc, "message", None) or str(exc)).strip().splitlines()
+        import traceback  # noqa: PLC0415
+
+        traceback.print_exc()
+        messages.put({"kind": "error", "task": name, "error": f"{type(exc).__name__}: {first[0] if first else ''}"})
+    sys.stdout.flush()
+    sys.stderr.flush()
+    time.sleep(0.2)  # let the queue's feeder thread hand the message over
+    os._exit(0)  # TensorFlow's threads may be blocked in C++: do not wait for them
+
+
+def _data(seed: int, features: int, classes: int, batch: int) -> tuple[Any, Any]:
+    import numpy as np  # noqa: PLC0415
+
+    rng = np.random.default_rng(seed)
+    truth = np.random.default_rng(0).normal(size=(features, classes))  # the same true model everywhere
+    x = rng.normal(size=(batch, features)).astype("float32")
+    y = np.eye(classes, dtype="float32")[np.argmax(x @ truth, axis=1)]
+    return x, y
+
+
+def _train(tf: Any, spec: Any, server: Any, index: int, request: dict[str, Any], messages: Any,
+           go: list[Any]) -> dict[str, Any]:
+    """Between-graph training of a softmax regression: variables round-robin over the ps tasks."""
+    v1 = tf.compat.v1
+    workers = request["workers"]
+    steps = request["steps"]
+    sync = request["sync"]
+    is_chief = index == 0
+    features, classes = 10, 3
+    graph = tf.Graph()
+    with graph.as_default():
+        setter = v1.train.replica_device_setter(ps_tasks=request["ps"], worker_device=f"/job:worker/task:{index}",
+                                                cluster=spec)
+        with v1.device(setter):
+            global_step = v1.train.get_or_create_global_step()
+            weights = v1.get_variable("weights", [features, classes], initializer=v1.zeros_initializer())
+            bias = v1.get_variable("bias", [classes], initializer=v1.zeros_initializer())
+            x_value, y_value = _data(100 + index, features, classes, 32)
+            x = tf.constant(x_value, name="features")
+            y = tf.constant(y_value, name="labels")
+            logits = tf.matmul(x, weights) + bias
+            loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=logits), name="loss")
+            optimizer = v1.train.GradientDescentOptimizer(request["lr"])
+            hooks = []
+            if sync:
+                optimizer = v1.train.SyncReplicasOptimizer(optimizer, replicas_to_aggregate=workers,
+                                                           total_num_replicas=workers)
+            train_op = optimizer.minimize(loss, global_step=global_step)
+            if sync:
+                hooks = [optimizer.make_session_run_hook(is_chief), v1.train.StopAtStepHook(last_step=steps)]
+        variables = {v.op.name: v.device for v in v1.global_variables()}
+        config = v1.ConfigProto(log_device_placement=True, operation_timeout_in_ms=request["operation_timeout_ms"],
+                                device_filters=["/job:ps", f"/job:worker/task:{index}"])
+        losses: list[float] = []
+        steps_seen: list[int] = []
+        copies: list[dict[str, Any]] = []
+        with v1.train.MonitoredTrainingSession(master=server.target, is_chief=is_chief, hooks=hooks,
+                                               stop_grace_period_secs=2, config=config,
+                                               save_checkpoint_secs=None, save_summaries_steps=None,
+                                               save_summaries_secs=None, log_step_count_steps=None) as session:
+            messages.put({"kind": "session", "task": f"worker/{index}"})
+            go[-1].wait()  # every worker's session is up: all start their steps together
+            while not session.should_stop() and (sync or len(losses) < steps):
+                if request["copies"] and not losses:
+                    options = v1.RunOptions(output_partition_graphs=True, trace_level=v1.RunOptions.FULL_TRACE)
+                    metadata = v1.RunMetadata()
+                    _, value, step = session.run([train_op, loss, global_step], options=options,
+                                                 run_metadata=metadata)
+                    copies = _copies(tf, metadata, graph)
+                else:
+                    _, value, step = session.run([train_op, loss, global_step])
+                losses.append(float(value))
+                steps_seen.append(int(step))
+    return {"losses": losses, "global_steps": steps_seen, "variables": variables, "copies": copies}
+
+
+def _coordinate(tf: Any, spec: Any, request: dict[str, Any]) -> dict[str, Any]:
+    """TF2: ParameterServerStrategy + ClusterCoordinator, this task being /job:chief. The training
+    step is a tf.function the coordinator schedules on whichever worker is free; variables live on
+    the ps tasks. Placement logging is pushed to every task, which logs its own partitions."""
+    tf.debugging.set_log_device_placement(True)
+    resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(spec, rpc_layer="grpc", task_type="chief",
+                                                                    task_id=0)
+    strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
+    coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+    features, classes = 10, 3
+    x_value, y_value = _data(100, features, classes, 32)
+    with strategy.scope():
+        weights = tf.Variable(tf.zeros([features, classes]), name="weights")
+        bias = tf.Variable(tf.zeros([classes]), name="bias")
+        global_step = tf.Variable(0, dtype=tf.int64, name="global_step")
+    lr = request["lr"]
+
+    @tf.function
+    def train_step() -> Any:
+        x = tf.constant(x_value, name="features")
+        y = tf.constant(y_value, name="labels")
+        with tf.GradientTape() as tape:
+            logits = tf.matmul(x, weights) + bias
+            loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=logits))
+        grad_w, grad_b = tape.gradient(loss, [weights, bias])
+        weights.assign_sub(lr * grad_w)
+        bias.assign_sub(lr * grad_b)
+        step = global_step.assign_add(1)
+        return loss, step
+
+    scheduled = [coordinator.schedule(train_step) for _ in range(request["steps"])]
+    coordinator.join()
+    fetched = [r.fetch() for r in scheduled]
+    variables = {v.name.split(":")[0]: v.device for v in (weights, bias, global_step)}
+    return {"losses": [float(loss) for loss, _ in fetched], "global_steps": [int(step) for _, step in fetched],
+            "variables": variables, "copies": []}
+
+
+def _copies(tf: Any, metadata: Any, graph: Any) -> list[dict[str, Any]]:
+    """The copies of one traced step that cross tasks, with dtype, shape and bytes where known."""
+    from dataclasses import asdict  # noqa: PLC0415
+
+    from placement_cli.runtime.stepstats import copies_with_bytes  # noqa: PLC0415
+
+    found = []
+    for copy in copies_with_bytes(tf, metadata.partition_graphs, metadata.step_stats, graph):
+        if copy.physical is not False:  # between tasks (every task here has one CPU)
+            data = asdict(copy)
+            data["shape"] = None if copy.shape is None else list(copy.shape)
+            found.append(data)
+    return found
+
+
+# ---------------------------------------------------------------- the supervisor
+
+
+def _tail(path: str, lines: int = _TAIL) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - 16384))
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    # what says why: warnings, errors, Python's traceback; not TensorFlow's INFO chatter (placements)
+    kept = [line.strip() for line in text.splitlines()
+            if line.strip() and not _INFO.match(line) and "cuInit" not in line and "cuda drivers" not in line]
+    return " | ".join(kept[-lines:])
+
+
+def _read(path: str, limit: int = 8 << 20) -> str:
+    try:
+        with open(path, "rb") as f:
+            return f.read(limit).decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _private_kib(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            total = 0
+            for line in f:
+                if line.startswith(("Private_Clean:", "Private_Dirty:")):
+                    total += int(line.split()[1])
+            return total
+    except (OSError, ValueError):
+        return None
+
+
+def _signal_name(code: int | None) -> str:
+    if code is None:
+        return "is still running"
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+def supervise(request: dict[str, Any], emit: Any) -> dict[str, Any]:
+    """Start the cluster, train, collect; always kills every task it started before returning. A
+    port placement chose that another process took in between (``Could not start gRPC server``)
+    is retried once with new ports."""
+    import multiprocessing  # noqa: PLC0415
+
+    isolated, why = isolate()
+    emit({"event": "isolation", "isolated": isolated, "why": why})
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0"
+    os.environ["GRPC_FAIL_FAST"] = "true"
+    try:
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["tensorflow", "placement_cli.runtime.clusterhost"])
+        start_method = "forkserver"
+    except ValueError:
+        ctx = multiprocessing.get_context("spawn")
+        start_method = "spawn"
+    for attempt in range(2):
+        answer = _attempt(dict(request), emit, ctx)
+        ours = not request.get("cluster")
+        if not (ours and attempt == 0 and answer["error"] and "Could not start gRPC server" in answer["error"]):
+            break
+        emit({"event": "retry", "why": answer["error"]})
+    answer.update(isolated=isolated, isolation_note=why, start_method=start_method)
+    return answer
+
+
+def _attempt(request: dict[str, Any], emit: Any, ctx: Any) -> dict[str, Any]:
+    """One launch of the cluster, from choosing its ports to killing its last task."""
+    logdir = tempfile.mkdtemp(prefix="placement-cluster-")
+    held: list[socket.socket] = []
+    if request.get("cluster"):
+        cluster = dict(request["cluster"])
+    else:
+        held = free_ports(request["ps"] + request["workers"])
+        os.environ["TF_GRPC_REUSE_PORT"] = "1"
+        ports = [s.getsockname()[1] for s in held]
+        cluster = {"ps": [f"localhost:{p}" for p in ports[: request["ps"]]],
+                   "worker": [f"localhost:{p}" for p in ports[request["ps"]:]]}
+    request["ps"], request["workers"] = len(cluster["ps"]), len(cluster["worker"])
+    messages = ctx.Queue()
+    go = [ctx.Event() for _ in cluster["worker"]] + [ctx.Event()]  # one per worker, then: all sessions up
+    if request.get("api") == "tf2":  # the coordinator joins as /job:chief (its own port)
+        if held:
+            chief = free_ports(1)
+            held += chief
+            cluster["chief"] = [f"localhost:{chief[0].getsockname()[1]}"]
+        elif "chief" not in cluster:
+            raise SystemExit("a tf2 cluster needs a chief address")
+    tasks = [(job, i) for job in ("ps", "worker", "chief") for i in range(len(cluster.get(job, ())))]
+    processes: dict[str, Any] = {}
+    info: dict[str, dict[str, Any]] = {}
+    results: dict[str, dict[str, Any]] = {}
+    memory: dict[str, int | None] = {}
+    error: str | None = None
+    ended: set[str] = set()  # tasks placement killed at the end (a server never stops on its own)
+    launched = time.monotonic()
+    try:
+        for job, i in tasks:
+            name = f"{job}/{i}"
+            p = ctx.Process(target=_task_main, args=(job, i, cluster, request, logdir, messages, go),
+                            name=f"placement-{name}", daemon=True)
+            p.start()
+            processes[name] = p
+            info[name] = {"job": job, "task": i, "target": f"grpc://{cluster[job][i]}", "pid": p.pid,
+                          "exit_code": None}
+            emit({"event": "started", "task": name, "pid": p.pid})
+
+        def log_of(name: str) -> str:
+            return os.path.join(logdir, name.replace("/", "-") + ".err")
+
+        def dead(expected: set[str], stage: str) -> str | None:
+            for name, p in processes.items():
+                if name in expected and p.exitcode is not None:
+                    tail = _tail(log_of(name))
+                    return (f"{name} (pid {p.pid}) {_signal_name(p.exitcode)} {stage}"
+                            + (f": {tail}" if tail else ""))
+            return None
+
+        ready: set[str] = set()
+        deadline = time.monotonic() + READY_LIMIT
+        while len(ready) < len(tasks) and error is None:
+            try:
+                message = messages.get(timeout=0.2)
+            except queue_module.Empty:
+                message = None
+            if message is not None:
+                if message["kind"] == "ready":
+                    ready.add(message["task"])
+                    job, _, i = message["task"].partition("/")
+                    emit({"event": "ready", "task": message["task"], "address": cluster[job][int(i)],
+                          "pid": message["pid"], "seconds": round(time.monotonic() - launched, 2)})
+                elif message["kind"] == "error":
+                    job, _, i = message["task"].partition("/")
+                    address = cluster[job][int(i)]
+                    hint = " (is the port taken?)" if "Could not start gRPC server" in message["error"] else ""
+                    error = (f"{message['task']} (pid {processes[message['task']].pid}) failed before it was ready, "
+                             f"at {address}: {message['error']}{hint}")
+            error = error or dead(set(processes) - ready, "before it was ready") or dead(ready, "after it was ready")
+            if error is None and time.monotonic() > deadline:
+                missing = ", ".join(sorted(set(processes) - ready))
+                error = f"{missing} did not start within {READY_LIMIT:g} s"
+        for s in held:
+            s.close()
+        if error is None:
+            trainers = ["chief/0"] if request.get("api") == "tf2" else [n for n in processes if n.startswith("worker/")]
+            error = _train_all(processes, trainers, go, messages, results, dead, request, emit)
+        for name, p in processes.items():
+            memory[name] = _private_kib(p.pid) if p.exitcode is None else None
+        if error is None:  # finished workers end on their own: give them a moment to say their exit code
+            end = time.monotonic() + 2.0
+            for name, p in processes.items():
+                if name.startswith(("worker/", "chief/")) and (name in results or request.get("api") != "tf2"):
+                    p.join(max(0.0, end - time.monotonic()))
+    finally:
+        for s in held:
+            s.close()
+        for name, p in processes.items():
+            if p.exitcode is None:
+                ended.add(name)
+                with contextlib.suppress(OSError):
+                    os.kill(p.pid, signal.SIGKILL)
+        for p in processes.values():
+            p.join(5)
+        logs = {name: _read(os.path.join(logdir, name.replace("/", "-") + ".err")) for name in processes}
+        outs = {name: _read(os.path.join(logdir, name.replace("/", "-") + ".out")) for name in processes}
+        shutil.rmtree(logdir, ignore_errors=True)
+    for name, p in processes.items():
+        info[name]["exit_code"] = p.exitcode
+        info[name]["private_kib"] = memory.get(name) or (results.get(name) or {}).get("private_kib")
+        info[name]["ended_by_placement"] = name in ended
+    return {"event": "result", "cluster": cluster, "tasks": list(info.values()), "results": results, "logs": logs, "outs": outs, "error": error,
+            "seconds": round(time.monotonic() - launched, 2)}
+
+
+def _train_all(processes: dict[str, Any], workers: list[str], go: list[Any], messages: Any,
+               results: dict[str, dict[str, Any]], dead: Any, request: dict[str, Any], emit: Any) -> str | None:
+    """Release the chief, then (once its session is up) the other workers; wait for every result
+    (``workers``: the tasks that train and report: TF1's workers, TF2's coordinator)."""
+    go[0].set()
+    released = False
+    sessions: set[str] = set()
+    deadline = time.monotonic() + TRAIN_LIMIT
+    while len(results) < len(workers):
+        try:
+            message = messages.get(timeout=0.2)
+        except queue_module.Empty:
+            message = None
+        if message is not None:
+            if message["kind"] == "session":
+                sessions.add(message["task"])
+                emit({"event": "session", "task": message["task"]})
+                if message["task"] == "worker/0" and not released:  # the chief initialised the variables
+                    for event in go[1:-1]:
+                        event.set()
+                    released = True
+                if len(sessions) == len(workers):
+                    go[-1].set()
+            elif message["kind"] == "result":
+                results[message["task"]] = message
+            elif message["kind"] == "error":
+                time.sleep(0.5)  # a dead peer is the cause: name it rather than the worker that saw it
+                return (dead(set(processes) - set(results) - {message["task"]}, "while the workers trained")
+                        or f"{message['task']} stopped training: {message['error']}")
+        failure = dead(set(processes) - set(results), "while the workers trained")
+        if failure:  # its result may still be on its way: drain the queue first
+            end = time.monotonic() + 1.0
+            while time.monotonic() < end:
+                try:
+                    message = messages.get(timeout=0.1)
+                except queue_module.Empty:
+                    continue
+                if message["kind"] == "result":
+                    results[message["task"]] = message
+                elif message["kind"] == "error":
+                    return (dead(set(processes) - set(results) - {message["task"]}, "while the workers trained")
+                            or f"{message['task']} stopped training: {message['error']}")
+            failure = dead(set(processes) - set(results), "while the workers trained")
+            if failure:
+                return failure
+        if time.monotonic() > deadline:
+            return f"training did not finish within {TRAIN_LIMIT:g} s"
+    return None
+
+
+def main() -> None:
+    request = json.loads(sys.stdin.read())
+    out = os.fdopen(os.dup(1), "w")  # the CLI's channel; fd 1 and 2 go to a file TensorFlow's chatter may fill
+    log = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+
+    def emit(data: dict[str, Any]) -> None:
+        out.write(json.dumps(data) + "\n")
+        out.flush()
+
+    try:
+        emit(supervise(request, emit))
+    except BaseException as exc:  # noqa: BLE001 - the CLI shows it as an internal error
+        emit({"event": "crash", "error": f"{type(exc).__name__}: {exc}"})
+    out.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
