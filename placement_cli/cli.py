@@ -185,9 +185,13 @@ def _save_pictures(pictures: Pictures, report: Any = None) -> None:
             wanted.append(("--dot", pictures.dot, lambda: render_dot(report)))
         if pictures.graph_svg is not None:
             wanted.append(("--graph-svg", pictures.graph_svg, lambda: render_graph_svg(report)))
+    from placement_cli.errors import UsageProblem  # noqa: PLC0415
+
     for option, path, render in wanted:
         try:
             write_file(path, render(), pictures.force)
+        except UsageProblem as exc:  # the file appeared meanwhile: kept, and a failed run keeps its 1
+            raise _fail(ExitCode(_state["code"] or ExitCode.USAGE), str(exc)) from None
         except OSError as exc:
             raise _fail(ExitCode(_state["code"] or ExitCode.USAGE),
                         _("{option} {path}: cannot write it ({why})").format(
@@ -253,8 +257,9 @@ class Terminated(BaseException):  # noqa: N818 - like KeyboardInterrupt: not an 
 
 
 _TERMINATING = {"SIGTERM": "terminated", "SIGHUP": "hung up"}
-# trace forwards every signal to the script it runs, inspect ends its child itself: they keep their own.
-_OWN_SIGNALS = frozenset({"trace", "inspect"})
+# trace forwards every signal to the script it runs: it keeps its own. (inspect and cluster end their
+# children in their cleanups, which Terminated runs.)
+_OWN_SIGNALS = frozenset({"trace"})
 
 
 def _raise_terminated(signum: int, _frame: Any) -> None:
@@ -565,7 +570,7 @@ def devices(
 def inspect(
     target: Annotated[str | None, typer.Argument(metavar="[TARGET]", help="A task of the cluster: grpc://HOST:PORT or HOST:PORT.", show_default=False)] = None,
     cluster_spec: Annotated[str | None, typer.Option("--cluster-spec", metavar="FILE", help="The cluster as TensorFlow's ClusterSpec JSON ({\"ps\": [\"host:2222\"], \"worker\": [...]}) or a TF_CONFIG object.")] = None,
-    timeout: Annotated[float, typer.Option("--timeout", metavar="SECONDS", min=0.5, max=60.0, help="How long each task may take to answer (0.5 to 60).")] = 5.0,
+    timeout: Annotated[float, typer.Option("--timeout", metavar="SECONDS", callback=_timeout_option, help="How long each task may take to answer (0.5 to 60).")] = 5.0,
     lang: LangOpt = None,
     as_json: JsonOpt = False,
     svg: SvgOpt = None,
@@ -739,6 +744,14 @@ def _capped(option: str, low: int, high: int, why: str) -> Callable[[int | None]
         return value
 
     return check
+
+
+def _timeout_option(value: float) -> float:
+    import math  # noqa: PLC0415
+
+    if not math.isfinite(value) or not 0.5 <= value <= 60:  # nan passes a range check: it compares false
+        raise typer.BadParameter(f"{value} is not a timeout: give seconds from 0.5 to 60")
+    return value
 
 
 def _lr_option(value: float) -> float:

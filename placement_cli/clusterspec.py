@@ -16,6 +16,10 @@ _JOB_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")  # TensorFlow's IsJobName
 _ADDRESS = re.compile(r"(?P<host>\[[0-9A-Fa-f:.%a-zA-Z]+\]|[A-Za-z0-9_.\-]+):(?P<port>\d{1,5})")
 _MAX_TASKS = 1024
 _MAX_TEXT = 1 << 20  # a cluster description bigger than this is not one
+# TensorFlow keeps a task index in an int32 (a device name's task:N, a device filter): a bigger one
+# crashes the servers that read it, so it is refused here
+_MAX_INDEX = 2**31 - 1
+_INDEX = re.compile(r"[0-9]+")
 
 
 @dataclass(frozen=True)
@@ -76,7 +80,7 @@ def from_text(text: str, source: str) -> Cluster:
         raise UsageProblem(f"{source}: not a cluster description (over {_MAX_TEXT} characters)")
     try:
         data = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
+    except (ValueError, RecursionError) as exc:  # ValueError: also a number of over 4300 digits
         raise UsageProblem(f"{source}: not JSON ({exc})") from None
     if not isinstance(data, dict):
         raise UsageProblem(f"{source}: a cluster is a JSON object of job names, e.g. "
@@ -95,8 +99,11 @@ def from_text(text: str, source: str) -> Cluster:
 
 def from_file(path: str) -> Cluster:
     """A cluster from a JSON file (``--cluster-spec FILE``; ``-`` is not accepted)."""
+    if not path:
+        raise UsageProblem("--cluster-spec: the file name is empty")
     try:
-        raw = Path(path).read_bytes()[: _MAX_TEXT + 1]
+        with Path(path).open("rb") as stream:  # at most one byte more than a description may have
+            raw = stream.read(_MAX_TEXT + 1)
     except IsADirectoryError:
         raise UsageProblem(f"{path}: is a directory, not a cluster description") from None
     except OSError as exc:
@@ -122,8 +129,10 @@ def _task_of(task: Any, source: str) -> tuple[str, int] | None:
     if not isinstance(task, dict) or not isinstance(task.get("type"), str):
         raise UsageProblem(f"{source}: \"task\" must be an object such as {{\"type\": \"worker\", \"index\": 0}}")
     index = task.get("index", 0)
-    if isinstance(index, bool) or not isinstance(index, int) or index < 0:
-        raise UsageProblem(f"{source}: the task's index must be a whole number from 0")
+    if isinstance(index, str) and _INDEX.fullmatch(index.strip()) and len(index.strip()) <= 10:  # TensorFlow takes int(index) too
+        index = int(index.strip())
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index <= _MAX_INDEX:
+        raise UsageProblem(f"{source}: the task's index must be a whole number from 0 to {_MAX_INDEX}")
     return task["type"], index
 
 
@@ -138,8 +147,9 @@ def _jobs(data: dict[Any, Any], source: str) -> dict[str, tuple[Task, ...]]:
         if isinstance(addresses, dict):  # TensorFlow's sparse form: {"1": "host:port"}
             pairs = []
             for key, address in addresses.items():
-                if not str(key).isdigit():
-                    raise UsageProblem(f"{source}: job {job!r}: task index {key!r} is not a whole number")
+                if not _INDEX.fullmatch(str(key)) or len(str(key)) > 10 or int(key) > _MAX_INDEX:
+                    raise UsageProblem(f"{source}: job {job!r}: task index {str(key)[:40]!r} is not a whole "
+                                       f"number from 0 to {_MAX_INDEX}")
                 pairs.append((int(key), address))
         elif isinstance(addresses, list):
             pairs = list(enumerate(addresses))

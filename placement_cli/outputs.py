@@ -2,13 +2,16 @@
 
 The rule (as ``trace --save-log``): an existing file is never replaced without ``--force``; a file
 is written to a temporary name beside it and then moved into place, so a failed write (a full disk)
-never leaves half a picture nor loses the file it would have replaced.
+never leaves half a picture nor loses the file it would have replaced. A link is followed: the file
+it names is the one written, the link stays. A file that is not a regular one (``/dev/null``,
+``/dev/stdout``, a FIFO, a terminal) is written into, as a shell's ``>`` would, never replaced.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import stat
 import tempfile
 from collections.abc import Iterable
 
@@ -23,12 +26,20 @@ def check_file(option: str, path: str, force: bool, protect: Iterable[str] = ())
         raise UsageProblem(_("{option}: give a file name").format(option=option))
     if os.path.isdir(path):
         raise UsageProblem(_("{option} {path}: is a directory").format(option=option, path=path))
-    folder = os.path.dirname(os.path.abspath(path))
+    if _special(path):  # written into, as a shell's > would: nothing is replaced
+        if not os.access(path, os.W_OK):
+            raise UsageProblem(_("{option} {path}: cannot write it (permission denied)").format(option=option, path=path))
+        return
+    # the folder as the system will walk it: "missing/../x" fails there, whatever abspath says
+    folder = os.path.dirname(os.path.realpath(path)) if os.path.islink(path) else (os.path.dirname(path) or ".")
     if not os.path.isdir(folder):
         raise UsageProblem(_("{option} {path}: no such directory {folder}").format(option=option, path=path, folder=folder))
     if not os.access(folder, os.W_OK | os.X_OK):
         raise UsageProblem(_("{option} {path}: cannot write in {folder} (permission denied)").format(
             option=option, path=path, folder=folder))
+    name = os.path.basename(os.path.realpath(path))
+    if len(os.fsencode(name)) > _name_max(folder):
+        raise UsageProblem(_("{option} {path}: the file name is too long").format(option=option, path=path))
     if os.path.lexists(path):
         for other in protect:
             if os.path.exists(path) and os.path.exists(other) and os.path.samefile(path, other):
@@ -36,7 +47,7 @@ def check_file(option: str, path: str, force: bool, protect: Iterable[str] = ())
                     option=option, path=path))
         if not force:
             raise UsageProblem(_("{option} {path}: the file exists (add --force to overwrite it)").format(option=option, path=path))
-        if not os.access(path, os.W_OK):
+        if os.path.exists(path) and not os.access(path, os.W_OK):  # a dangling link's file is made
             raise UsageProblem(_("{option} {path}: cannot overwrite it (permission denied)").format(option=option, path=path))
 
 
@@ -70,8 +81,15 @@ def check_folder(option: str, path: str) -> str:
 
 
 def write_file(path: str, text: str, force: bool) -> None:
-    """``text`` (UTF-8) into ``path``, whole: through a temporary file beside it. Without ``force``,
-    a file that appeared meanwhile is kept (FileExistsError)."""
+    """``text`` (UTF-8) into ``path``, whole: through a temporary file beside it (the file a link
+    names, beside that file). Without ``force``, a file that appeared meanwhile is kept
+    (UsageProblem). A special file (a device, a FIFO) is written into."""
+    if _special(path):
+        with open(path, "w", encoding="utf-8", newline="\n") as out:
+            out.write(text)
+        return
+    if os.path.islink(path):
+        path = os.path.realpath(path)  # the link stays a link; a dangling one's file is made
     folder = os.path.dirname(os.path.abspath(path))
     fd, temporary = tempfile.mkstemp(prefix=".placement-", suffix=".tmp", dir=folder)
     try:
@@ -94,6 +112,22 @@ def write_file(path: str, text: str, force: bool) -> None:
     finally:
         if os.path.lexists(temporary):
             os.unlink(temporary)
+
+
+def _special(path: str) -> bool:
+    """An existing file that is neither a regular file nor a folder (followed through links)."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
+def _name_max(folder: str) -> int:
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return 255
 
 
 def _umask() -> int:

@@ -43,13 +43,31 @@ def test_tf_config_names_this_task_and_keeps_sparse_jobs():
     ('{"cluster": {"ps": ["a:1"]}, "task": {"type": "ps", "index": -1}}', "whole number from 0"),
     ('{"cluster": {"ps": ["a:1"]}, "task": "ps"}', "must be an object"),
     ('{"cluster": ["a:1"]}', "JSON object of job names"),
+    # TensorFlow keeps task indices in an int32: a bigger one would crash the servers that read it
+    ('{"ps": {"18446744073709551616": "a:1"}}', "from 0 to 2147483647"),
+    ('{"ps": {"2147483648": "a:1"}}', "from 0 to 2147483647"),
+    ('{"ps": {"\u00b2": "a:1"}}', "not a whole number"),
+    ('{"cluster": {"ps": ["a:1"]}, "task": {"type": "ps", "index": 2147483648}}', "from 0 to 2147483647"),
+    ('{"cluster": {"ps": ["a:1"]}, "task": {"type": "ps", "index": "1e3"}}', "whole number from 0"),
+    ('{"ps": [' + "9" * 5000 + ']}', "not JSON"),
 ])
 def test_bad_descriptions_are_usage_problems_that_say_why(text, words):
     with pytest.raises(UsageProblem, match=words):
         clusterspec.from_text(text, "spec.json")
 
 
+def test_tf_config_takes_an_index_written_as_a_string_as_tensorflow_does():
+    config = '{"cluster": {"ps": ["a:1"], "worker": {"2147483647": "b:2"}}, "task": {"type": "worker", "index": "2147483647"}}'
+    cluster = clusterspec.from_environment({"TF_CONFIG": config})
+    assert cluster.me == ("worker", 2147483647)
+    assert cluster.as_dict() == {"ps": ["a:1"], "worker": {2147483647: "b:2"}}
+
+
 def test_files_unreadable_or_not_utf8_are_usage_problems(tmp_path):
+    with pytest.raises(UsageProblem, match="file name is empty"):
+        clusterspec.from_file("")
+    with pytest.raises(UsageProblem, match="over 1048576"):  # read no further than that: /dev/zero ends
+        clusterspec.from_file("/dev/zero")
     with pytest.raises(UsageProblem, match="is a directory"):
         clusterspec.from_file(str(tmp_path))
     with pytest.raises(UsageProblem, match="No such file"):

@@ -138,7 +138,8 @@ def test_a_silent_port_or_a_closed_one_ends_within_the_timeout(silent_port) -> N
 
 
 @pytest.mark.parametrize("args", [["localhost"], ["grpc://host:99999"], ["a b:1"], ["x:1", "--cluster-spec", "y"],
-                                  ["--cluster-spec", "/nonexistent.json"], []])
+                                  ["--cluster-spec", "/nonexistent.json"], [], ["x:1", "--timeout", "nan"],
+                                  ["x:1", "--timeout", "inf"], ["x:1", "--timeout", "0.1"], ["--cluster-spec", ""]])
 def test_bad_targets_and_files_are_usage_errors(args, tmp_path) -> None:
     result = CliRunner().invoke(app, ["inspect", *args], env={"TF_CONFIG": ""})
     assert result.exit_code == 2, result.output
@@ -152,14 +153,24 @@ def test_bad_cluster_spec_file(tmp_path) -> None:
     assert "HOST:PORT" in result.stderr
 
 
-def test_ctrl_c_ends_inspect_and_its_tensorflow_child(silent_port) -> None:
+def test_a_task_index_tensorflow_cannot_hold_is_refused_before_any_server_is_asked(tmp_path) -> None:
+    path = tmp_path / "c.json"
+    path.write_text('{"ps": {"18446744073709551616": "localhost:2222"}}')
+    result = CliRunner().invoke(app, ["inspect", "--cluster-spec", str(path)])
+    assert result.exit_code == 2
+    assert "2147483647" in result.stderr
+
+
+@pytest.mark.parametrize("signum, code, said", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")])
+def test_ctrl_c_or_kill_ends_inspect_and_its_tensorflow_child(silent_port, signum, code, said) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "placement_cli", "inspect", f"127.0.0.1:{silent_port}",
                              "--timeout", "60"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     time.sleep(3)
     children = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
-    proc.send_signal(signal.SIGINT)
-    assert proc.wait(timeout=30) == 130
-    assert "interrupted" in proc.stderr.read()
+    assert children
+    proc.send_signal(signum)
+    assert proc.wait(timeout=30) == code
+    assert said in proc.stderr.read()
     for pid in children:  # the child asking TensorFlow was killed with it
         with pytest.raises(ProcessLookupError):
             os.kill(int(pid), 0)

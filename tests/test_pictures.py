@@ -366,3 +366,66 @@ def test_a_picture_that_cannot_be_written_after_all_is_one_line_exit_2(tmp_path:
     assert result.exit_code == 2
     assert "--svg" in result.output and "No space left on device" in result.output
     assert "Traceback" not in result.output
+
+
+def test_special_files_are_written_into_never_replaced(tmp_path: Path) -> None:
+    check_file("--svg", os.devnull, force=False)  # no --force needed: nothing is replaced
+    write_file(os.devnull, "<svg/>", force=True)
+    assert os.path.exists(os.devnull) and not os.path.isfile(os.devnull)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        check_file("--dot", str(fifo), force=False)
+        write_file(str(fifo), "digraph {}", force=True)
+        assert os.read(reader, 100) == b"digraph {}"
+    finally:
+        os.close(reader)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"] and not fifo.is_file()
+
+
+def test_a_link_stays_a_link_and_its_file_is_written(tmp_path: Path) -> None:
+    real = tmp_path / "real.svg"
+    real.write_text("old")
+    link = tmp_path / "link.svg"
+    link.symlink_to(real)
+    with pytest.raises(UsageProblem, match="add --force"):
+        check_file("--svg", str(link), force=False)
+    write_file(str(link), "new", force=True)
+    assert link.is_symlink() and real.read_text() == "new"
+    dangling = tmp_path / "dangling.svg"
+    dangling.symlink_to(tmp_path / "made.svg")
+    check_file("--svg", str(dangling), force=True)
+    write_file(str(dangling), "made", force=True)
+    assert dangling.is_symlink() and (tmp_path / "made.svg").read_text() == "made"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".placement-")]
+
+
+@pytest.mark.parametrize("name, says", [("missing/../x.svg", "no such directory"), ("x" * 300 + ".svg", "too long")])
+def test_paths_the_system_would_refuse_are_refused_early(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         name: str, says: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UsageProblem, match=says):
+        check_file("--svg", name, force=True)
+
+
+def test_a_picture_that_appeared_meanwhile_keeps_a_failed_runs_exit_1(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import typer
+
+    import placement_cli.outputs
+    from placement_cli import cli
+
+    def appeared(path: str, text: str, force: bool) -> None:
+        raise UsageProblem(f"{path}: the file appeared meanwhile; kept it (add --force to overwrite it)")
+
+    monkeypatch.setattr(placement_cli.outputs, "write_file", appeared)
+    monkeypatch.setitem(cli._state, "code", 1)  # the run itself failed
+    report = Report()
+    with pytest.raises(typer.Exit) as ended:
+        cli._save_pictures(cli.Pictures(dot=str(tmp_path / "p.dot")), report)
+    assert ended.value.exit_code == 1
+    monkeypatch.setitem(cli._state, "code", 0)
+    with pytest.raises(typer.Exit) as ended:
+        cli._save_pictures(cli.Pictures(dot=str(tmp_path / "p.dot")), report)
+    assert ended.value.exit_code == 2

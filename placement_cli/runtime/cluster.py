@@ -64,7 +64,7 @@ def run(request: dict[str, Any], progress: Callable[[dict[str, Any]], None]) -> 
     """Start the supervisor with ``request``, hand each progress event to ``progress``, return its answer.
     The supervisor's process group is killed whatever happens; SIGTERM and SIGHUP become
     KeyboardInterrupt-like exits through ``Terminated``."""
-    child = subprocess.Popen([sys.executable, "-m", "placement_cli.runtime.clusterhost"],
+    child = subprocess.Popen([sys.executable, "-P", "-m", "placement_cli.runtime.clusterhost"],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                              start_new_session=True)
     previous = {}

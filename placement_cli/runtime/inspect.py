@@ -229,7 +229,7 @@ def run(cluster: Cluster | None, address: str | None, timeout: float) -> Inspect
     """inspect_cluster or inspect_target in a child process, bounded: the import by IMPORT_LIMIT, then
     every query by the timeout (asked one after another in the worst case). Ctrl-C kills the child."""
     request = pickle.dumps((cluster, address, timeout))
-    child = subprocess.Popen([sys.executable, "-c", "from placement_cli.runtime.inspect import _child; _child()"],
+    child = subprocess.Popen([sys.executable, "-P", "-c", "from placement_cli.runtime.inspect import _child; _child()"],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                              start_new_session=True)  # a terminal's Ctrl-C reaches placement, which ends the child
     chunks: list[bytes] = []
