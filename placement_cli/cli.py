@@ -119,7 +119,7 @@ TopOpt = Annotated[int | None, typer.Option("--top", min=1, metavar="N", help="O
 SvgOpt = Annotated[str | None, typer.Option("--svg", metavar="FILE", help="Also write the tables, as printed, to FILE as an SVG (for slides; fonts found offline). Not with --json.")]
 DotOpt = Annotated[str | None, typer.Option("--dot", metavar="FILE", help="Write the graph that ran to FILE as Graphviz DOT: nodes coloured and grouped by assigned device, edges between devices red and labelled copy (with bytes under --copies).")]
 GraphSvgOpt = Annotated[str | None, typer.Option("--graph-svg", metavar="FILE", help="Write the graph that ran to FILE as an SVG that needs no Graphviz: one lane per device, nodes by depth, copies between devices in red.")]
-ForceOpt = Annotated[bool, typer.Option("--force", help="Let --svg, --dot and --graph-svg overwrite an existing FILE.")]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Let the pictures' options overwrite an existing FILE (a link's file; special files such as /dev/null are written into, never replaced).")]
 TensorBoardOpt = Annotated[str | None, typer.Option("--tensorboard", metavar="DIR", help="Write a TensorBoard event file in DIR (made if missing): the graph with each node's assigned device, and the run's step stats. Graph mode only.")]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -198,23 +198,31 @@ def _save_pictures(pictures: Pictures, report: Any = None) -> None:
                             option=option, path=path, why=exc.strerror or exc)) from None
 
 
-def _tensorboard(path: str | None, mode: Mode = Mode.graph) -> str | None:
-    """--tensorboard's folder, made and checked before TensorFlow runs; refused in eager mode."""
+def _tensorboard(path: str | None, mode: Mode = Mode.graph, pictures: Pictures = Pictures()) -> str | None:
+    """--tensorboard's folder, made and checked before TensorFlow runs; refused in eager mode and
+    when a picture's file has the same name (the picture could not be written after the run)."""
     if path is None:
         return None
     from placement_cli.i18n import _  # noqa: PLC0415
-    from placement_cli.outputs import check_folder  # noqa: PLC0415
+    from placement_cli.outputs import check_distinct, check_folder  # noqa: PLC0415
 
     if mode is Mode.eager:
         raise typer.BadParameter(_("--tensorboard needs --mode graph (eager ops run without a Session graph to store)"))
+    check_distinct((("--svg", pictures.svg), ("--dot", pictures.dot), ("--graph-svg", pictures.graph_svg),
+                    ("--tensorboard", path)))
     return check_folder("--tensorboard", path)
 
 
-def _say_tensorboard(path: str | None) -> None:
+def _say_tensorboard(path: str | None, written: bool = True) -> None:
     from placement_cli.i18n import _  # noqa: PLC0415
 
-    if path is not None:
+    if path is None:
+        return
+    if written:
         _say(_("TensorBoard event file written in {path}: see it with  tensorboard --logdir {path}").format(path=path))
+    else:  # the devices the graph asked for are no placement: nothing is drawn as if it were one
+        _say(_("no TensorBoard event file written in {path}: the run failed before TensorFlow placed its graph").format(
+            path=path))
 
 
 def _ascii_safe(renderable: Any) -> Any:
@@ -247,15 +255,6 @@ def _fail(code: ExitCode, message: str) -> typer.Exit:
     return typer.Exit(int(code))
 
 
-class Terminated(BaseException):  # noqa: N818 - like KeyboardInterrupt: not an Exception, so nothing swallows it
-    """SIGTERM or SIGHUP arrived: unwind like Ctrl-C (cleanups, TensorFlow's temporary files), then exit
-    128 + the signal's number with one line."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
 _TERMINATING = {"SIGTERM": "terminated", "SIGHUP": "hung up"}
 # trace forwards every signal to the script it runs: it keeps its own. (inspect and cluster end their
 # children in their cleanups, which Terminated runs.)
@@ -263,6 +262,8 @@ _OWN_SIGNALS = frozenset({"trace"})
 
 
 def _raise_terminated(signum: int, _frame: Any) -> None:
+    from placement_cli.errors import Terminated  # noqa: PLC0415
+
     raise Terminated(signum)
 
 
@@ -307,7 +308,7 @@ def guarded(fn: F) -> F:
 
 def _guarded_call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     from placement_cli.devices import DeviceSpecError  # noqa: PLC0415
-    from placement_cli.errors import InputError, UsageProblem  # noqa: PLC0415
+    from placement_cli.errors import InputError, Terminated, UsageProblem  # noqa: PLC0415
 
     try:
         return fn(*args, **kwargs)
@@ -408,20 +409,20 @@ def _finish_run(report: Any, as_json: bool, show_log: bool, *, all_rows: bool = 
     _print_report(report, as_json=as_json, run=True, show_log=show_log, all_rows=all_rows,
                   hints=Hints.run_command(soft))
     _save_pictures(pictures, report)
-    _say_tensorboard(tensorboard)
+    _say_tensorboard(tensorboard, written=report.result is not None)
     _say_incomplete(report.incomplete)
     if report.result is None:  # a run that did not produce its result never exits 0
         raise typer.Exit(int(ExitCode.PLACEMENT_FAILED))
 
 
 def _options(soft: bool, mode: Mode, cpus: int | None, virtual_gpus: int | None, copies: bool = False,
-             tensorboard: str | None = None) -> Any:
+             tensorboard: str | None = None, pictures: Pictures = Pictures()) -> Any:
     from placement_cli.runtime.startup import RunOptions  # noqa: PLC0415
 
     if copies and mode is Mode.eager:
         raise typer.BadParameter("--copies needs --mode graph (eager ops run one by one: no partition graphs)")
     return RunOptions(soft=soft, mode=mode.value, cpus=cpus, virtual_gpus=virtual_gpus, copies=copies,
-                      tensorboard=_tensorboard(tensorboard, mode))
+                      tensorboard=_tensorboard(tensorboard, mode, pictures))
 
 
 def _version(value: bool) -> None:
@@ -472,7 +473,7 @@ def show(
     from placement_cli.lessons.guide import matmul  # noqa: PLC0415
 
     pictures = _pictures("placement show", as_json=as_json, force=force, svg=svg, dot=dot, graph_svg=graph_svg)
-    options = _options(soft, mode, cpus, virtual_gpus, copies, tensorboard)
+    options = _options(soft, mode, cpus, virtual_gpus, copies, tensorboard, pictures)
     report = matmul(device, inputs_on, options)
     _finish_run(report, as_json, log, all_rows=all_rows, soft=soft, pictures=pictures, tensorboard=options.tensorboard)
 
@@ -512,7 +513,7 @@ def tower(
         raise typer.BadParameter("give the towers with --gpus or with --devices, not both", param_hint="--gpus")
     towers = devices.split(",") if devices else [f"/gpu:{i}" for i in parse_option_indices(gpus)]
     pictures = _pictures("placement tower", as_json=as_json, force=force, svg=svg, dot=dot, graph_svg=graph_svg)
-    options = _options(soft, mode, cpus, virtual_gpus, copies, tensorboard)
+    options = _options(soft, mode, cpus, virtual_gpus, copies, tensorboard, pictures)
     report = run_tower(towers, reduce_on, options)
     _finish_run(report, as_json, log, all_rows=all_rows, soft=soft, pictures=pictures, tensorboard=options.tensorboard)
 
@@ -872,7 +873,7 @@ def train(
     chosen, cpus = _training_devices(towers, devices, gpus, cpus, default=2, first_cpu=1)
     check_split(batch, len(chosen))
     pictures = _pictures("placement train", as_json=as_json, force=force, svg=svg, dot=dot, graph_svg=graph_svg)
-    board = _tensorboard(tensorboard)
+    board = _tensorboard(tensorboard, pictures=pictures)
     from placement_cli.lessons.train import train as run_train  # noqa: PLC0415
 
     spec = TrainSpec(devices=tuple(chosen), batch=batch, steps=steps, lr=lr, dtype=dtype.value, check=check)
@@ -881,8 +882,25 @@ def train(
     narrowed = apply(report, Filters(device, op, node, top))
     _print_training(narrowed.report, as_json=as_json, show_log=log, all_rows=all_rows, soft=soft, filtered=narrowed)
     _save_pictures(pictures, narrowed.report)
-    _say_tensorboard(board)
+    _say_tensorboard(board, written=report.result is not None)
     _training_exit(report)
+
+
+def _cluster_progress(event: dict[str, Any]) -> None:
+    """A cluster's start-up, a line per task on stderr (cluster, and the demo's cluster step)."""
+    from placement_cli.i18n import _  # noqa: PLC0415
+
+    if event.get("event") == "isolation" and not event.get("isolated"):
+        _say(_("no private network namespace ({why}): the cluster's ports listen on every interface, "
+               "unauthenticated, while it runs").format(why=event.get("why")))
+    elif event.get("event") == "retry":
+        _say(_("a port was taken while the cluster started ({why}); starting again on new ports").format(
+            why=event.get("why")))
+    elif event.get("event") == "session":
+        _say(_("{task}: session up, training").format(task=event["task"]))
+    elif event.get("event") == "ready":
+        _say(_("{task} ready on {address} (pid {pid}, {seconds} s)").format(
+            task=event["task"], address=event["address"], pid=event["pid"], seconds=event["seconds"]))
 
 
 class Api(str, Enum):
@@ -920,7 +938,8 @@ def cluster(
     from placement_cli import clusterspec  # noqa: PLC0415
     from placement_cli.errors import UsageProblem  # noqa: PLC0415
     from placement_cli.i18n import _  # noqa: PLC0415
-    from placement_cli.runtime.cluster import Terminated, check_cluster, run  # noqa: PLC0415
+    from placement_cli.errors import Terminated  # noqa: PLC0415
+    from placement_cli.runtime.cluster import check_cluster, run  # noqa: PLC0415
 
     described = None
     if cluster_spec is not None:
@@ -944,21 +963,8 @@ def cluster(
     request = {"api": api.value, "ps": ps, "workers": workers, "steps": steps, "sync": sync, "copies": copies, "lr": 0.5,
                "operation_timeout_ms": 10_000, "cluster": addresses}
 
-    def progress(event: dict[str, Any]) -> None:
-        if event.get("event") == "isolation" and not event.get("isolated"):
-            _say(_("no private network namespace ({why}): the cluster's ports listen on every interface, "
-                   "unauthenticated, while it runs").format(why=event.get("why")))
-        elif event.get("event") == "retry":
-            _say(_("a port was taken while the cluster started ({why}); starting again on new ports").format(
-                why=event.get("why")))
-        elif event.get("event") == "session":
-            _say(_("{task}: session up, training").format(task=event["task"]))
-        elif event.get("event") == "ready":
-            _say(_("{task} ready on {address} (pid {pid}, {seconds} s)").format(
-                task=event["task"], address=event["address"], pid=event["pid"], seconds=event["seconds"]))
-
     try:
-        found_run = run(request, progress)
+        found_run = run(request, _cluster_progress)
     except Terminated as exc:
         _say(_("{signal}: every task of the cluster was ended").format(signal=exc))
         raise typer.Exit(128 + exc.signum) from None  # as shells count a signal: 143 for SIGTERM, 129 for SIGHUP
@@ -1070,8 +1076,9 @@ def demo(
     that runs, runs it live and says what to notice in the result.
 
     Devices, logging placement, manual placement, a device that does not exist, soft placement,
-    towers, copies between devices, then the training lessons (train, mirrored), all in one
-    TensorFlow start-up. Without GPUs the GPU steps run on logical CPUs, and say so.
+    towers, copies between devices, then the training lessons (train, mirrored) in one TensorFlow
+    start-up, and a real ps/worker cluster (cluster) in processes of its own. Without GPUs the GPU
+    steps run on logical CPUs, and say so.
     Example: placement demo --lang zh --step 4-5
     """
     from placement_cli.lessons.demo import STEPS, select  # noqa: PLC0415
@@ -1089,9 +1096,11 @@ def demo(
             _console().print(_ascii_safe(steps_table(STEPS)))
             _save_pictures(pictures)
         return
+    from dataclasses import replace  # noqa: PLC0415
+
     from placement_cli.lessons.demo import start  # noqa: PLC0415
 
-    machine = start()
+    machine = replace(start(), progress=_cluster_progress)  # the cluster step's tasks, a line each as they start
     if as_json:
         _demo_json(chosen, machine)
         return
@@ -1157,6 +1166,8 @@ def _demo_json(chosen: list[int], machine: Any) -> None:
         result = outcome.result
         if outcome.kind in ("report", "training"):
             result = report_dict(result, run=True)
+        elif outcome.kind == "cluster":
+            result = result.to_dict()
         steps.append({"number": k, "key": step.key, "title": step.title, "explanation": step.explain,
                       "code": step.source(), "args": step.args(machine), "code_ran": outcome.ran,
                       "ok": outcome.ok, "problem": outcome.problem,

@@ -266,6 +266,7 @@ def test_tensorboard_of_the_tower_run(events: dict[str, Any]) -> None:
     (["show", "--dot", "{tmp}/same", "--graph-svg", "{tmp}/same"], "both name"),
     (["show", "--svg", "{tmp}/exists.svg"], "the file exists (add --force"),
     (["train", "--tensorboard", "{tmp}/exists.svg"], "is not a folder"),
+    (["show", "--svg", "{tmp}/tb", "--tensorboard", "{tmp}/tb"], "both name"),
     (["parse", "{log}", "--svg", "{log}", "--force"], "that is an input of this command"),
 ])
 def test_pictures_are_refused_before_anything_runs(tmp_path: Path, args: list[str], says: str) -> None:

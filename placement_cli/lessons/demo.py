@@ -20,9 +20,11 @@ CPUS = 3  # logical CPUs made once, before TensorFlow starts: /cpu:0 plus two st
 
 @dataclass(frozen=True)
 class Machine:
-    """The devices the GPU lessons run on here: GPUs where they exist, else logical CPUs (said so)."""
+    """The devices the GPU lessons run on here: GPUs where they exist, else logical CPUs (said so);
+    ``progress`` hears the cluster step's tasks start (a line each, so nobody stares at a silent screen)."""
 
     gpus: int
+    progress: Callable[[dict[str, Any]], None] | None = field(default=None, compare=False)
 
     @property
     def towers(self) -> list[str]:
@@ -209,6 +211,34 @@ def _mirrored(machine: Machine) -> Outcome:
                     "first": training.losses[0], "last": training.losses[-1]})
 
 
+# the cluster step's run: 1 ps and 2 workers, each a process of its own, 3 async steps each
+CLUSTER_REQUEST: dict[str, Any] = {"api": "tf1", "ps": 1, "workers": 2, "steps": 3, "sync": False, "copies": False,
+                                   "lr": 0.5, "operation_timeout_ms": 10_000, "cluster": None}
+
+
+def _cluster(machine: Machine) -> Outcome:
+    from placement_cli.lessons.cluster import build  # noqa: PLC0415
+    from placement_cli.runtime.cluster import run  # noqa: PLC0415
+
+    request = dict(CLUSTER_REQUEST)
+    found = build(run(request, machine.progress or (lambda event: None)), sync=False, steps=request["steps"],
+                  copies=False)
+    workers = found.workers()
+    # the shown function runs in the workers' processes, out of the recorder's reach: their answers say it ran
+    ran = ["_train"] if found.run.results else []
+    if not found.complete or any(w["steps"] != request["steps"] for w in workers):
+        return Outcome("cluster", found, ok=False, problem=found.run.error or "the cluster did not finish its steps",
+                       ran=ran)
+    last = max((step for w in workers for step in w["global_steps"]), default=0)
+    where = sorted({device for device in found.variables.values()})
+    return Outcome("cluster", found, N_("{workers} workers, each a process with its own graph, trained against "
+                                        "{ps} ps task: every variable lives on {variables} (replica_device_setter), "
+                                        "the compute on each worker's own task; async, so the global step counts "
+                                        "every worker's steps: {total} in all (the last value a worker read: {last})."),
+                   {"workers": len(workers), "ps": request["ps"], "variables": ", ".join(where) or "?",
+                    "last": last, "total": sum(w["steps"] for w in workers)}, ran=ran)
+
+
 def _module(name: str) -> Any:
     import importlib  # noqa: PLC0415
 
@@ -232,6 +262,7 @@ GUIDE = _Lazy("placement_cli.lessons.guide")
 INVENTORY = _Lazy("placement_cli.runtime.inventory")
 TRAIN = _Lazy("placement_cli.lessons.train")
 MIRRORED = _Lazy("placement_cli.lessons.mirrored")
+CLUSTERHOST = _Lazy("placement_cli.runtime.clusterhost")
 
 STEPS: list[Step] = [
     Step("devices", N_("The devices TensorFlow sees"),
@@ -267,6 +298,11 @@ STEPS: list[Step] = [
          N_("tf.distribute.MirroredStrategy copies every variable to each replica and all-reduces the gradients."),
          ((MIRRORED, "_custom_loop"),), _mirrored,
          lambda m: {"devices": m.replicas}),
+    Step("cluster", N_("A ps/worker cluster (cluster)"),
+         N_("Beyond one machine: a real cluster of TensorFlow gRPC servers, one process per task. "
+            "replica_device_setter puts the variables on the ps task; each worker builds its own graph and "
+            "trains between-graph."), ((CLUSTERHOST, "_train"),), _cluster,
+         lambda m: {"request": dict(CLUSTER_REQUEST)}),
 ]
 
 
@@ -327,8 +363,8 @@ def run_step(step: Step, machine: Machine) -> Outcome:
     finally:
         for restore in undo:
             restore()
-    outcome.ran = ran
-    missing = [name for _, name in step.code if name not in ran]
+    outcome.ran = ran + [name for name in outcome.ran if name not in ran]  # + what ran in other processes
+    missing = [name for _, name in step.code if name not in outcome.ran]
     if outcome.ok and missing:
         outcome.ok, outcome.problem = False, f"the code shown did not run: {', '.join(missing)}"
     return outcome

@@ -69,6 +69,10 @@ def _result(outcome: Any, view: View) -> RenderableType:
         return training_group(outcome.result, view)
     if outcome.kind == "report":
         return report_group(outcome.result, run=True, view=view)
+    if outcome.kind == "cluster":
+        from placement_cli.render.cluster import cluster_group  # noqa: PLC0415
+
+        return cluster_group(outcome.result, view)
     return Text("")
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from placement_cli.clusterspec import Cluster
-from placement_cli.errors import UsageProblem
+from placement_cli.errors import Terminated, UsageProblem
 
 LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "ip6-localhost"})
 OVERALL_LIMIT = 600.0  # seconds the supervisor may take in all before it is killed
@@ -135,11 +135,3 @@ def kill_group(child: subprocess.Popen[bytes]) -> None:
         os.killpg(child.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         child.wait(timeout=10)
-
-
-class Terminated(Exception):
-    """SIGTERM or SIGHUP arrived while the cluster ran."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum

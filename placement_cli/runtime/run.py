@@ -139,7 +139,8 @@ def run_captured(build: Any, options: RunOptions, title: str) -> Report:
     placements = explain(report.placements, facts_of(recorder, trial, spans_of(trial, marks)))
     copies = None if trial.copies is None else tuple(trial.copies)
     errors, run_error = outcome(report.errors, trial)
-    if options.tensorboard and trial.graph is not None:
+    # a graph that never ran carries only the devices it asked for: no event file draws them as placements
+    if options.tensorboard and trial.graph is not None and trial.result is not None:
         from placement_cli.runtime.events import write_events  # noqa: PLC0415
 
         write_events(tf, trial.graph, placements, trial.metadata, options.tensorboard)
