@@ -63,7 +63,7 @@ def test_script_paths_with_markup_are_shown_literally(tmp_path: Path) -> None:
     folder.mkdir()
     script = folder / "x]train[v2].py"
     script.write_text("print('[red]hi[/red]')\n")
-    proc = run_cli("trace", str(script))
+    proc = run_cli("trace", str(script), env={"COLUMNS": "400"})  # the whole path on one line, however long tmp is
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert f"{script} exited with code 0" in proc.stdout.replace("\n", "")
     assert "[red]hi[/red]" in proc.stdout
