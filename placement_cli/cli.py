@@ -922,6 +922,8 @@ def cluster(
     lang: LangOpt = None,
     as_json: JsonOpt = False,
     svg: SvgOpt = None,
+    dot: DotOpt = None,
+    graph_svg: GraphSvgOpt = None,
     force: ForceOpt = False,
 ) -> None:
     """Start a real ps/worker cluster on this machine (one process per task, TensorFlow's gRPC
@@ -958,7 +960,7 @@ def cluster(
                            "and its remote functions record no partition graphs)")
     if api is Api.tf2 and addresses is not None:
         raise UsageProblem("--api tf2 with --cluster-spec/TF_CONFIG is not supported: give --ps and --workers")
-    pictures = _pictures("placement cluster", as_json=as_json, force=force, svg=svg,
+    pictures = _pictures("placement cluster", as_json=as_json, force=force, svg=svg, dot=dot, graph_svg=graph_svg,
                          protect=(cluster_spec,) if cluster_spec else ())
     request = {"api": api.value, "ps": ps, "workers": workers, "steps": steps, "sync": sync, "copies": copies, "lr": 0.5,
                "operation_timeout_ms": 10_000, "cluster": addresses}
@@ -984,7 +986,7 @@ def cluster(
         view = View(all_rows=all_rows, screen_rows=screen_rows(console.file), fit=is_terminal(console.file))
         console.print(_ascii_safe(cluster_group(found, view)), crop=False)
         sys.stdout.flush()
-        _save_pictures(pictures)
+    _save_pictures(pictures, found.graph)  # the graph: each worker's nodes on its task, the ps nodes drawn once
     if found_run.error:
         _say(found_run.error)
     if code:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -54,3 +55,30 @@ def gpu_count() -> int:
     except (OSError, subprocess.TimeoutExpired):
         return 0
     return sum(line.startswith("GPU ") for line in out.stdout.splitlines()) if out.returncode == 0 else 0
+
+
+# ------------------------------------------------------------------------------- a tiny DOT reader
+
+_CLUSTER = re.compile(r"subgraph (cluster_\d+) \{\n(.*?)\n  \}", re.S)
+_NODE = re.compile(r'^\s*(n\d+) \[label="((?:[^"\\]|\\.)*)".*fillcolor="(#[0-9a-f]{6})"', re.M)
+_EDGE = re.compile(r"^\s*(n\d+) -> (n\d+)(?: \[(.*)\])?;$", re.M)
+_LABEL = re.compile(r'label="((?:[^"\\]|\\.)*)"')
+
+
+def unquote(text: str) -> str:
+    return re.sub(r"\\(.)", lambda m: "\n" if m.group(1) == "n" else m.group(1), text)
+
+
+def read_dot(text: str) -> dict[str, Any]:
+    """Clusters (device label -> colour, node ids), nodes (id -> name, cluster, colour), edges."""
+    clusters, nodes = {}, {}
+    for cid, body in _CLUSTER.findall(text):
+        label = unquote(_LABEL.search(body).group(1))
+        colour = re.search(r'color="(#[0-9a-f]{6})"', body).group(1)
+        members = []
+        for nid, node_label, fill in _NODE.findall(body):
+            nodes[nid] = {"name": unquote(node_label).split("\n")[0], "cluster": label, "fill": fill}
+            members.append(nid)
+        clusters[label] = {"colour": colour, "nodes": members}
+    edges = [(a, b, attrs or "") for a, b, attrs in _EDGE.findall(text)]
+    return {"clusters": clusters, "nodes": nodes, "edges": edges}

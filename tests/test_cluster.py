@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import signal
 import socket
@@ -12,6 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from conftest import read_dot
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -77,10 +80,14 @@ def _session_members(sid: int) -> list[int]:
 
 
 @pytest.fixture(scope="module")
-def async_run() -> tuple[subprocess.CompletedProcess[str], dict]:
-    done = _placement("--ps", "2", "--workers", "2", "--steps", "4", "--copies", "--json")
+def async_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], dict]:
+    pictures = tmp_path_factory.mktemp("pictures")
+    done = _placement("--ps", "2", "--workers", "2", "--steps", "4", "--copies", "--json",
+                      "--dot", str(pictures / "cluster.dot"), "--graph-svg", str(pictures / "cluster.svg"))
     assert done.returncode == 0, done.stderr
-    return done, json.loads(done.stdout)
+    data = json.loads(done.stdout)
+    data["pictures"] = pictures
+    return done, data
 
 
 def test_async_cluster_shows_every_task(async_run) -> None:
@@ -134,6 +141,24 @@ def test_copies_between_tasks_with_bytes(async_run) -> None:
         assert links[("/job:ps/replica:0/task:1/device:CPU:0", worker)]["bytes"] >= weights
         assert links[(worker, "/job:ps/replica:0/task:1/device:CPU:0")]["bytes"] == weights
     assert data["copy_totals"]["per_step_bytes"] > 0
+
+
+def test_the_graph_draws_each_workers_nodes_on_its_task_and_the_ps_nodes_once(async_run) -> None:
+    import xml.etree.ElementTree as ET
+
+    _, data = async_run
+    dot = read_dot((data["pictures"] / "cluster.dot").read_text())
+    assert {c for c in dot["clusters"]} == {"ps/0 CPU:0", "ps/1 CPU:0", "worker/0 CPU:0", "worker/1 CPU:0"}
+    names = [n["name"] for n in dot["nodes"].values()]
+    for node in dot["nodes"].values():  # each node in the lane of the task its name says it ran on
+        assert node["cluster"].split()[0] == node["name"].split(":")[0], node
+    assert {"worker/0: MatMul", "worker/1: MatMul"} <= set(names)
+    assert names.count("ps/1: weights") == 1  # both workers' graphs place it there: drawn once
+    crossing = "\n".join(attrs for a, b, attrs in dot["edges"]
+                         if dot["nodes"][a]["cluster"] != dot["nodes"][b]["cluster"])
+    assert re.search(r'label="copy [\d,]+ B"', crossing)  # the copies between tasks, with their bytes
+    svg = ET.tostring(ET.parse(data["pictures"] / "cluster.svg").getroot(), encoding="unicode")
+    assert "worker/1: MatMul" in svg and "ps/1 CPU:0" in svg
 
 
 def _free_port() -> int:

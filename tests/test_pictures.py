@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from conftest import LOGS, run_cli
+from conftest import LOGS, read_dot, run_cli
 from placement_cli.devices import try_parse
 from placement_cli.errors import UsageProblem
 from placement_cli.model import Copy, Edge, Placement, Report
@@ -28,33 +28,6 @@ from placement_cli.render.svg import offline_format
 SVG = "{http://www.w3.org/2000/svg}"
 TOWER = ["tower", "--devices", "/cpu:1,/cpu:2", "--cpus", "3", "--copies"]
 LOG = str(next(LOGS.joinpath("tf2.21").glob("*.log")))
-
-
-# ------------------------------------------------------------------------------- a tiny DOT reader
-
-_CLUSTER = re.compile(r"subgraph (cluster_\d+) \{\n(.*?)\n  \}", re.S)
-_NODE = re.compile(r'^\s*(n\d+) \[label="((?:[^"\\]|\\.)*)".*fillcolor="(#[0-9a-f]{6})"', re.M)
-_EDGE = re.compile(r"^\s*(n\d+) -> (n\d+)(?: \[(.*)\])?;$", re.M)
-_LABEL = re.compile(r'label="((?:[^"\\]|\\.)*)"')
-
-
-def unquote(text: str) -> str:
-    return re.sub(r"\\(.)", lambda m: "\n" if m.group(1) == "n" else m.group(1), text)
-
-
-def read_dot(text: str) -> dict[str, Any]:
-    """Clusters (device label -> colour, node ids), nodes (id -> name, cluster, colour), edges."""
-    clusters, nodes = {}, {}
-    for cid, body in _CLUSTER.findall(text):
-        label = unquote(_LABEL.search(body).group(1))
-        colour = re.search(r'color="(#[0-9a-f]{6})"', body).group(1)
-        members = []
-        for nid, node_label, fill in _NODE.findall(body):
-            nodes[nid] = {"name": unquote(node_label).split("\n")[0], "cluster": label, "fill": fill}
-            members.append(nid)
-        clusters[label] = {"colour": colour, "nodes": members}
-    edges = [(a, b, attrs or "") for a, b, attrs in _EDGE.findall(text)]
-    return {"clusters": clusters, "nodes": nodes, "edges": edges}
 
 
 # ----------------------------------------------------------------------------------- shared runs

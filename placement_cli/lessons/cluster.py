@@ -6,8 +6,9 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
+from placement_cli.devices import try_parse
 from placement_cli.logparse import parse_text
-from placement_cli.model import Copy, Report
+from placement_cli.model import Copy, Edge, Placement, Report
 from placement_cli.runtime.cluster import ClusterRun
 
 _SCHEDULED = re.compile(r"Executing op __inference_train_step_\d+ on task /job:worker/replica:\d+/task:(\d+)")
@@ -22,6 +23,7 @@ class ClusterReport:
     sync: bool
     steps: int
     api: str = "tf1"
+    graph: Report | None = None  # for --dot and --graph-svg: node names qualified by the task they ran on
 
     @property
     def complete(self) -> bool:
@@ -93,11 +95,18 @@ def build(run: ClusterRun, *, sync: bool, steps: int, copies: bool, api: str = "
     """Every task's log parsed (TF1: each worker logs its own graph's placement), tagged with the
     task that logged it; the copies each worker's first step made between tasks."""
     placements = []
+    drawn: list[Placement] = []
+    edges: dict[Edge, None] = {}
     lines = 0
     for name in sorted(run.logs, key=lambda n: (n.split("/")[0], int(n.split("/")[1]))):
         parsed = parse_text(run.logs[name])
         lines += parsed.lines
         placements.extend(parsed.placements)
+        qualified = {p.node: _on_task(p.device, p.node) for p in parsed.placements if p.node}
+        drawn.extend(replace(p, node=qualified[p.node]) for p in parsed.placements if p.node)
+        for source, target, control in (run.results.get(name) or {}).get("edges") or ():
+            if source in qualified and target in qualified:
+                edges.setdefault(Edge(qualified[source], qualified[target], bool(control)), None)
     found_copies = None
     if copies:
         found_copies = tuple(Copy(**{**c, "shape": None if c.get("shape") is None else tuple(c["shape"])})
@@ -108,4 +117,16 @@ def build(run: ClusterRun, *, sync: bool, steps: int, copies: bool, api: str = "
         result = {name: r["losses"][-1] if r.get("losses") else None for name, r in sorted(run.results.items())}
     report = Report(placements=tuple(placements), lines=lines, result=result, copies=found_copies,
                     run_error=run.error, title="placement cluster")
-    return ClusterReport(run=run, report=replace(report), sync=sync, steps=steps, api=api)
+    drawn_copies = None if found_copies is None else tuple(
+        replace(c, producer=_on_task(c.source, c.producer or c.tensor.rsplit(":", 1)[0])) for c in found_copies)
+    graph = replace(report, placements=tuple(drawn), edges=tuple(edges) if edges else None, copies=drawn_copies)
+    return ClusterReport(run=run, report=report, sync=sync, steps=steps, api=api, graph=graph)
+
+
+def _on_task(device: str, node: str) -> str:
+    """``worker/0: MatMul``: every worker builds the same graph, so a node is named by the task it
+    ran on; the ps tasks' nodes, which all workers' graphs place there, are drawn once."""
+    spec = try_parse(device)
+    if spec is None or spec.job is None:
+        return node
+    return f"{spec.job}/{spec.task if spec.task is not None else 0}: {node}"

@@ -206,7 +206,19 @@ def _train(tf: Any, spec: Any, server: Any, index: int, request: dict[str, Any],
                     _, value, step = session.run([train_op, loss, global_step])
                 losses.append(float(value))
                 steps_seen.append(int(step))
-    return {"losses": losses, "global_steps": steps_seen, "variables": variables, "copies": copies}
+    return {"losses": losses, "global_steps": steps_seen, "variables": variables, "copies": copies,
+            "edges": _edges(graph)}
+
+
+def _edges(graph: Any) -> list[list[Any]]:
+    """The worker's graph as [producer, consumer, control] triples, for --dot and --graph-svg."""
+    found: dict[tuple[str, str, bool], None] = {}
+    for op in graph.get_operations():
+        for tensor in op.inputs:
+            found[(tensor.op.name, op.name, False)] = None
+        for control in op.control_inputs:
+            found.setdefault((control.name, op.name, True), None)
+    return [list(edge) for edge in found]
 
 
 def _coordinate(tf: Any, spec: Any, request: dict[str, Any]) -> dict[str, Any]:
