@@ -10,9 +10,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -64,9 +66,16 @@ def run(request: dict[str, Any], progress: Callable[[dict[str, Any]], None]) -> 
     """Start the supervisor with ``request``, hand each progress event to ``progress``, return its answer.
     The supervisor's process group is killed whatever happens; SIGTERM and SIGHUP become
     KeyboardInterrupt-like exits through ``Terminated``."""
-    child = subprocess.Popen([sys.executable, "-P", "-m", "placement_cli.runtime.clusterhost"],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                             start_new_session=True)
+    # every temporary file of the cluster (its tasks' logs, TensorFlow's autograph files) goes in one
+    # folder, removed here whatever happened: killed tasks run no cleanup of their own
+    private = tempfile.mkdtemp(prefix="placement-cluster-")
+    try:
+        child = subprocess.Popen([sys.executable, "-P", "-m", "placement_cli.runtime.clusterhost"],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                 start_new_session=True, env={**os.environ, "TMPDIR": private})
+    except BaseException:
+        shutil.rmtree(private, ignore_errors=True)
+        raise
     previous = {}
 
     def terminate(signum: int, _frame: Any) -> None:
@@ -125,6 +134,7 @@ def run(request: dict[str, Any], progress: Callable[[dict[str, Any]], None]) -> 
         return answer
     finally:
         kill_group(child)
+        shutil.rmtree(private, ignore_errors=True)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 
