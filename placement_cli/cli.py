@@ -80,7 +80,14 @@ def _compile_node(value: str) -> object:
     return compile_node(value)
 
 
+def _check_device_filter(value: str) -> object:
+    from placement_cli.filters import check_device  # noqa: PLC0415
+
+    return check_device(value)
+
+
 _regex_option = _checked(_compile_node, tidy=str)
+_device_filter_option = _checked(_check_device_filter)
 _device_option = _checked(lambda value: _devices_module().parse_option_device(value))  # strip: as TF reads it
 _gpus_option = _checked(lambda value: _devices_module().parse_option_indices(value), tidy=str)
 _devices_option = _checked(lambda value: _devices_module().parse_option_devices(value),
@@ -109,7 +116,7 @@ LangOpt = Annotated[Lang | None, typer.Option("--lang", callback=_lang_option, s
 
 
 # Filters of the commands that read a program's placements (parse, trace); every one ignores case.
-DeviceFilterOpt = Annotated[str | None, typer.Option("--device", metavar="DEV", help="Only placements on DEV: a device type or device (GPU, CPU:0, /job:ps).")]
+DeviceFilterOpt = Annotated[str | None, typer.Option("--device", metavar="DEV", callback=_device_filter_option, help="Only placements on DEV: a device type, a device or a task (GPU, CPU:0, /job:ps, ps/0).")]
 OpFilterOpt = Annotated[str | None, typer.Option("--op", metavar="OP", help="Only placements of op type OP (MatMul also matches oneDNN's _MklMatMul).")]
 NodeFilterOpt = Annotated[str | None, typer.Option("--node", metavar="REGEX", callback=_regex_option, help="Only nodes whose name matches REGEX.")]
 TopOpt = Annotated[int | None, typer.Option("--top", min=1, metavar="N", help="Only the first N placements a table shows (TensorFlow's plumbing not counted).")]

@@ -13,7 +13,8 @@ from placement_cli.errors import UsageProblem
 
 _JOB_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")  # TensorFlow's IsJobName
 # host:port, host a name, an IPv4 address or a bracketed IPv6 address
-_ADDRESS = re.compile(r"(?P<host>\[[0-9A-Fa-f:.%a-zA-Z]+\]|[A-Za-z0-9_.\-]+):(?P<port>\d{1,5})")
+_ADDRESS = re.compile(r"(?P<host>\[[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*(?:%[A-Za-z0-9_.\-]+)?\]|[A-Za-z0-9_.\-]+)"
+                      r":(?P<port>[0-9]{1,5})")
 _MAX_TASKS = 1024
 _MAX_TEXT = 1 << 20  # a cluster description bigger than this is not one
 # TensorFlow keeps a task index in an int32 (a device name's task:N, a device filter): a bigger one

@@ -15,6 +15,8 @@ INTERNAL_OPS = frozenset({"_Arg", "_Retval", "_DeviceArg", "_DeviceRetval"})
 # oneDNN renames ops on CPUs (MatMul -> _MklMatMul, Conv2D -> _MklNativeConv2D): --op names the op either way.
 _ONEDNN_PREFIXES = ("", "_mkl", "_mklnative")
 _BARE_TYPE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# a task as the tables name it: ps/0, or ps/0 CPU:0 with its device
+_SHORT_TASK = re.compile(r"(?P<task>[A-Za-z][A-Za-z0-9_]*/[0-9]+)(?: +[A-Za-z_][A-Za-z0-9_]*:[0-9]+)?")
 
 
 class FilterError(ValueError):
@@ -75,15 +77,32 @@ def compile_node(pattern: str) -> re.Pattern[str]:
 def device_matcher(value: str) -> Callable[[DeviceSpec], bool]:
     """A test for placements' devices: a bare type (``gpu``), any device spelling TensorFlow accepts
     (``GPU:1``, ``/job:ps``, ``/device:CPU:0``), or a short name as tables print it (``ps/0 CPU:0``)."""
-    want = value.strip()
+    want = " ".join(value.split())
     upper = want.upper()
     if _BARE_TYPE.fullmatch(want):
         return lambda spec: (spec.device_type or "").upper() == upper
+    short = _SHORT_TASK.fullmatch(want)
+    if short is not None and " " not in want:  # ps/0: every device of that task
+        task = short["task"].upper()
+        return lambda got: got.short.upper().split(" ")[0] == task
     spec = try_parse(want)
     if spec is not None:
         folded = _fold(spec)
         return lambda got: folded.satisfied_by(_fold(got)) or got.short.upper() == upper
     return lambda got: got.short.upper() == upper
+
+
+def check_device(value: str) -> None:
+    """FilterError for a --device that no placement could ever match (not a type, a device or a
+    table's short name), so a typo is a usage error, not an empty table."""
+    want = " ".join(value.split())
+    if not want:
+        raise FilterError("--device: give a device type or a device, e.g. GPU, CPU:0, /job:ps or ps/0")
+    if _BARE_TYPE.fullmatch(want) or _SHORT_TASK.fullmatch(want) or try_parse(want) is not None:
+        return
+    shown = want if len(want) <= 60 else want[:57] + "..."
+    raise FilterError(f"--device {shown!r} is not a device: give a type (GPU), a device (CPU:0, /gpu:1, "
+                      "/job:ps/task:0) or a task as the tables name it (ps/0, ps/0 CPU:0)")
 
 
 def _fold(spec: DeviceSpec) -> DeviceSpec:

@@ -37,6 +37,8 @@ def test_tf_config_names_this_task_and_keeps_sparse_jobs():
     ('{"ps": ["a:65536"]}', "port from 1 to 65535"),
     ('{"ps": ["a"]}', "HOST:PORT"),
     ('{"ps": [5]}', "must be a string"),
+    ('{"ps": ["[red]:1"]}', "HOST:PORT"),  # brackets hold an IPv6 address, nothing else
+    ('{"ps": ["a:\\u0661"]}', "HOST:PORT"),  # ASCII digits only
     ('{"ps": {"x": "a:1"}}', "not a whole number"),
     ('{"ps": ["a:1"], "worker": ["a:1"]}', "given to both"),
     ('{"cluster": {"ps": ["a:1"]}, "task": {"type": "worker", "index": 0}}', "not in the cluster"),

@@ -127,3 +127,23 @@ def test_summary_with_filters_counts_what_matched(tmp_path: Path) -> None:
 def test_bad_regex_is_a_usage_error(tmp_path: Path) -> None:
     result = runner.invoke(app, ["parse", "--node", "(", write(tmp_path)])
     assert result.exit_code == 2 and "bad regex" in result.output
+
+
+def test_a_task_as_the_tables_name_it_filters_by_task() -> None:
+    log = str(Path(__file__).parent / "fixtures" / "logs" / "tf2.21" / "ps_worker_cluster.log")
+    runner = CliRunner()
+    counts = {}
+    for value in ("ps/0", "PS/0 cpu:0", "/job:ps/task:0"):
+        result = runner.invoke(app, ["parse", log, "--device", value, "--json"])
+        assert result.exit_code == 0, result.output
+        found = json.loads(result.stdout)["placements"]
+        assert found and {p["job"] for p in found} == {"ps"}
+        counts[value] = len(found)
+    assert len(set(counts.values())) == 1
+
+
+@pytest.mark.parametrize("value", ["zz!!", "[red]x", "", "ps/", "/job:ps/task:x"])
+def test_a_device_no_placement_could_match_is_a_usage_error(value: str) -> None:
+    result = CliRunner().invoke(app, ["parse", "-", "--device", value], input="")
+    assert result.exit_code == 2, result.output
+    assert "is not a device" in result.output or "give a device type" in result.output
