@@ -59,3 +59,42 @@ def translated(message: str) -> str:
 def N_(message: str) -> str:  # noqa: N802 - gettext's name for "mark for translation, translate later"
     """``message`` itself, marked for the catalogue: translated where it is shown, with ``_(name)``."""
     return message
+
+
+class Message:
+    """A message kept whole until it is shown: its template (marked with ``N_`` where it is written)
+    and its fields, which may be Messages too. ``str()`` is English (JSON, logs); ``shown()`` is in
+    the chosen language. Picklable: a child process may make it."""
+
+    __slots__ = ("fields", "template")
+
+    def __init__(self, template: str, **fields: object) -> None:
+        self.template = template
+        self.fields = fields
+
+    def __str__(self) -> str:
+        return self.template.format(**{k: str(v) if isinstance(v, Message) else v for k, v in self.fields.items()})
+
+    def __repr__(self) -> str:
+        return f"Message({str(self)!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return str(self) == str(other) if isinstance(other, Message | str) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(str(self))
+
+    def __getstate__(self) -> tuple[str, dict[str, object]]:
+        return self.template, self.fields
+
+    def __setstate__(self, state: tuple[str, dict[str, object]]) -> None:
+        self.template, self.fields = state
+
+    def shown(self) -> str:
+        return translated(self.template).format(
+            **{k: v.shown() if isinstance(v, Message) else v for k, v in self.fields.items()})
+
+
+def shown(text: object) -> str:
+    """A Message in the chosen language; anything else as it is."""
+    return text.shown() if isinstance(text, Message) else str(text)

@@ -350,7 +350,7 @@ class TaskAnswer:
     target: str | None  # grpc://HOST:PORT where known
     answered: bool
     devices: tuple[TaskDevice, ...] = ()
-    error: str | None = None
+    error: Any = None  # why it did not answer: a str, or an i18n.Message (English in JSON, translated in tables)
 
     @property
     def name(self) -> str:
@@ -358,7 +358,7 @@ class TaskAnswer:
 
     def to_dict(self) -> dict[str, Any]:
         return {"job": self.job, "task": self.task, "target": self.target, "answered": self.answered,
-                "devices": [d.to_dict() for d in self.devices], "error": self.error}
+                "devices": [d.to_dict() for d in self.devices], "error": None if self.error is None else str(self.error)}
 
 
 @dataclass(frozen=True)
@@ -369,7 +369,7 @@ class Inspection:
     timeout: float
     tasks: tuple[TaskAnswer, ...]
     complete: bool  # every task answered and no task is known to be missing
-    error: str | None = None  # what kept the answer incomplete, beyond the tasks' own errors
+    error: Any = None  # a str or an i18n.Message: what kept the answer incomplete, beyond the tasks' own errors
     lingering: bool = False  # a TensorFlow call outlived the timeout (its thread is left behind)
 
     @property
@@ -378,6 +378,6 @@ class Inspection:
 
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.source, "timeout_s": self.timeout, "tasks": [t.to_dict() for t in self.tasks],
-                "complete": self.complete, "error": self.error,
+                "complete": self.complete, "error": None if self.error is None else str(self.error),
                 "summary": {"tasks": len(self.tasks), "answered": sum(t.answered for t in self.tasks),
                             "devices": sum(len(t.devices) for t in self.tasks)}}

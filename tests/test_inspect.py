@@ -174,3 +174,30 @@ def test_ctrl_c_or_kill_ends_inspect_and_its_tensorflow_child(silent_port, signu
     for pid in children:  # the child asking TensorFlow was killed with it
         with pytest.raises(ProcessLookupError):
             os.kill(int(pid), 0)
+
+
+def test_reasons_are_kept_whole_english_in_json_and_translated_in_tables() -> None:
+    import io
+    import pickle
+
+    from rich.console import Console
+
+    from placement_cli import i18n
+    from placement_cli.model import Inspection, TaskAnswer
+    from placement_cli.render.inspect import render_inspection, silent_summary
+    from placement_cli.runtime.inspect import _at, tcp_probe
+
+    why = _at("localhost:1", tcp_probe("127.0.0.1", free_port(), 1.0))
+    assert pickle.loads(pickle.dumps(why)) == why  # it crosses from the child process whole
+    found = Inspection("spec.json", 1.0, (TaskAnswer("ps", 0, "grpc://localhost:1", answered=False, error=why),),
+                       complete=False)
+    assert found.to_dict()["tasks"][0]["error"] == "localhost:1: nothing listens there (connection refused)"
+    try:
+        i18n.use("zh")
+        out = io.StringIO()
+        Console(file=out, width=200).print(render_inspection(found))
+        assert "连接被拒绝" in out.getvalue() and "connection refused" not in out.getvalue()
+        assert "连接被拒绝" in silent_summary(found)
+        assert found.to_dict()["tasks"][0]["error"].endswith("(connection refused)")  # JSON stays English
+    finally:
+        i18n.use("en")

@@ -6,7 +6,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from placement_cli.i18n import _
+from placement_cli.i18n import _, shown
 from placement_cli.model import Inspection, TaskAnswer
 from placement_cli.render.table import literal
 
@@ -30,7 +30,7 @@ def render_inspection(found: Inspection) -> Group:
         tasks.add_column(heading, overflow="fold")
     for t in found.tasks:
         answered = Text(_("yes"), style="green") if t.answered else Text(_("no"), style="bold red")
-        detail = literal(t.error) if t.error else Text(str(len(t.devices)))
+        detail = literal(shown(t.error)) if t.error else Text(str(len(t.devices)))
         tasks.add_row(literal(t.job or "?"), "?" if t.task is None else str(t.task),
                       literal(t.target.removeprefix("grpc://") if t.target else _("not known")), answered, detail)
     parts: list[RenderableType] = [tasks]
@@ -44,7 +44,7 @@ def render_inspection(found: Inspection) -> Group:
             table.add_row(literal(d.spec.short), literal(d.name), literal(d.spec.device_type), _memory(d.memory_limit))
         parts.append(table)
     if found.error:
-        parts.append(Text(found.error, style="bold red"))
+        parts.append(Text(shown(found.error), style="bold red"))
     return Group(*parts)
 
 
@@ -52,7 +52,7 @@ def silent_summary(found: Inspection) -> str | None:
     """The one line naming what did not answer, or None when every task did."""
     if found.complete:
         return None
-    named = [f"{t.name if t.job else (t.target or '?')} ({t.error})" for t in found.silent]
+    named = [f"{t.name if t.job else (t.target or '?')} ({shown(t.error)})" for t in found.silent]
     if named:
         return _("did not answer") + ": " + "; ".join(named)
-    return found.error
+    return None if found.error is None else shown(found.error)

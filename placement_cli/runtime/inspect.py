@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 
 from placement_cli.clusterspec import Cluster, Task
 from placement_cli.devices import try_parse
+from placement_cli.i18n import N_, Message
 from placement_cli.model import Inspection, TaskAnswer, TaskDevice
 
 DEFAULT_TIMEOUT = 5.0
@@ -85,19 +86,19 @@ def _in_threads(calls: list[Callable[[], T]], limit: float) -> list[T | BaseExce
     return results
 
 
-def tcp_probe(host: str, port: int, timeout: float) -> str | None:
+def tcp_probe(host: str, port: int, timeout: float) -> Message | None:
     """None when something accepts a TCP connection at host:port, else why not (one line)."""
     try:
         with socket.create_connection((host, port), timeout=timeout):
             return None
     except TimeoutError:
-        return f"no answer to a TCP connect within {timeout:g} s"
+        return Message(N_("no answer to a TCP connect within {timeout:g} s"), timeout=timeout)
     except ConnectionRefusedError:
-        return "nothing listens there (connection refused)"
+        return Message(N_("nothing listens there (connection refused)"))
     except socket.gaierror as exc:
-        return f"cannot resolve {host!r} ({exc.strerror or exc})"
+        return Message(N_("cannot resolve {host} ({why})"), host=repr(host), why=exc.strerror or exc)
     except OSError as exc:
-        return f"cannot connect ({exc.strerror or exc})"
+        return Message(N_("cannot connect ({why})"), why=exc.strerror or exc)
 
 
 def _list_devices(target: str, filters: list[str], timeout: float) -> list[Any]:
@@ -124,14 +125,14 @@ def _key(device: TaskDevice) -> tuple[str, int]:
     return device.spec.job or "localhost", device.spec.task or 0
 
 
-def _why(exc: BaseException, timeout: float) -> str:
+def _why(exc: BaseException, timeout: float) -> Message | str:
     if isinstance(exc, _Lingering):
-        return f"no answer within {timeout:g} s (TensorFlow's call did not return)"
+        return Message(N_("no answer within {timeout:g} s (TensorFlow's call did not return)"), timeout=timeout)
     name = type(exc).__name__
     if name == "DeadlineExceededError":
-        return f"accepts connections but gave no gRPC answer within {timeout:g} s"
+        return Message(N_("accepts connections but gave no gRPC answer within {timeout:g} s"), timeout=timeout)
     first = (getattr(exc, "message", None) or str(exc)).strip().splitlines()
-    return f"{name}: {first[0] if first else ''}".rstrip(": ")
+    return f"{name}: {first[0] if first else ''}".rstrip(": ")  # TensorFlow's own words, as it said them
 
 
 def inspect_cluster(cluster: Cluster, timeout: float = DEFAULT_TIMEOUT) -> Inspection:
@@ -151,14 +152,14 @@ def inspect_cluster(cluster: Cluster, timeout: float = DEFAULT_TIMEOUT) -> Inspe
             lingering = lingering or isinstance(probe, _Lingering)
             answers.append(_silent(task, _why(probe, timeout)))
         elif probe is not None:
-            answers.append(_silent(task, f"{task.address}: {probe}"))
+            answers.append(_silent(task, _at(task.address, probe)))
         else:
             got = answers_of[task]
             if isinstance(got, BaseException):
                 lingering = lingering or isinstance(got, _Lingering)
                 if isinstance(got, KeyboardInterrupt):
                     raise got
-                answers.append(_silent(task, f"{task.address}: {_why(got, timeout)}"))
+                answers.append(_silent(task, _at(task.address, _why(got, timeout))))
             else:
                 answers.append(_own(task, [_device(d) for d in got]))
     complete = all(a.answered for a in answers)
@@ -166,7 +167,11 @@ def inspect_cluster(cluster: Cluster, timeout: float = DEFAULT_TIMEOUT) -> Inspe
                       lingering=lingering)
 
 
-def _silent(task: Task, error: str) -> TaskAnswer:
+def _at(address: str, why: Message | str) -> Message:
+    return Message(N_("{address}: {why}"), address=address, why=why)
+
+
+def _silent(task: Task, error: Message | str) -> TaskAnswer:
     return TaskAnswer(task.job, task.index, task.target, answered=False, error=error)
 
 
@@ -175,12 +180,14 @@ def _own(task: Task, devices: list[TaskDevice]) -> TaskAnswer:
     mine = tuple(d for d in devices if _key(d) == (task.job, task.index))
     others = sorted({f"/job:{j}/task:{i}" for j, i in map(_key, devices)} - {task.name})
     if not mine:
-        who = ", ".join(others) or "no device"
+        who = ", ".join(others) or Message(N_("no device"))
         return TaskAnswer(task.job, task.index, task.target, answered=False,
-                          error=f"{task.address}: a TensorFlow server answers there, but as {who}, not {task.name}")
+                          error=Message(N_("{address}: a TensorFlow server answers there, but as {who}, not {task}"),
+                                        address=task.address, who=who, task=task.name))
     if others:  # its devices came with another task's: the server there is that other task
         return TaskAnswer(task.job, task.index, task.target, answered=False, devices=mine,
-                          error=f"{task.address}: the server there is {', '.join(others)}, not {task.name}")
+                          error=Message(N_("{address}: the server there is {others}, not {task}"),
+                                        address=task.address, others=", ".join(others), task=task.name))
     return TaskAnswer(task.job, task.index, task.target, answered=True, devices=mine)
 
 
@@ -191,7 +198,7 @@ def inspect_target(address: str, timeout: float = DEFAULT_TIMEOUT) -> Inspection
     source = target
     probe = _in_threads([lambda: tcp_probe(host.strip("[]"), int(port), timeout)], timeout + _GRACE)[0]
     if probe is not None:
-        why = _why(probe, timeout) if isinstance(probe, BaseException) else f"{address}: {probe}"
+        why = _why(probe, timeout) if isinstance(probe, BaseException) else _at(address, probe)
         return Inspection(source, timeout, (TaskAnswer(None, None, target, answered=False, error=why),),
                           complete=False, lingering=isinstance(probe, _Lingering))
     _tensorflow()
@@ -200,7 +207,7 @@ def inspect_target(address: str, timeout: float = DEFAULT_TIMEOUT) -> Inspection
         raise own
     if isinstance(own, BaseException):
         return Inspection(source, timeout, (TaskAnswer(None, None, target, answered=False,
-                                                       error=f"{address}: {_why(own, timeout)}"),),
+                                                       error=_at(address, _why(own, timeout))),),
                           complete=False, lingering=isinstance(own, _Lingering))
     master_devices = [_device(d) for d in own]
     master = _key(master_devices[0]) if master_devices else None
@@ -209,8 +216,9 @@ def inspect_target(address: str, timeout: float = DEFAULT_TIMEOUT) -> Inspection
         raise everything
     if isinstance(everything, BaseException):
         tasks = (TaskAnswer(*(master or (None, None)), target, answered=True, devices=tuple(master_devices)),)
-        error = (f"the master at {address} answered, but some task of its cluster did not within {timeout:g} s; "
-                 "TensorFlow's answer does not say which (give --cluster-spec FILE to name it)")
+        error = Message(N_("the master at {address} answered, but some task of its cluster did not within "
+                           "{timeout:g} s; TensorFlow's answer does not say which (give --cluster-spec FILE to name it)"),
+                        address=address, timeout=timeout)
         return Inspection(source, timeout, tasks, complete=False, error=error,
                           lingering=isinstance(everything, _Lingering))
     by_task: dict[tuple[str, int], list[TaskDevice]] = {}
@@ -254,8 +262,9 @@ def run(cluster: Cluster | None, address: str | None, timeout: float) -> Inspect
             if imported.is_set() and limit == IMPORT_LIMIT:
                 limit, start = queries * (timeout + _GRACE), time.monotonic()
             if time.monotonic() - start > limit:
-                stage = "the answers" if imported.is_set() else "TensorFlow to start"
-                return _gave_up(cluster, address, timeout, f"gave up waiting for {stage} after {limit:g} s")
+                return _gave_up(cluster, address, timeout, Message(
+                    N_("gave up waiting for the answers after {limit:g} s") if imported.is_set() else
+                    N_("gave up waiting for TensorFlow to start after {limit:g} s"), limit=limit))
             reader.join(0.1)
         child.wait(timeout=_GRACE)
     finally:
@@ -265,17 +274,18 @@ def run(cluster: Cluster | None, address: str | None, timeout: float) -> Inspect
     data = b"".join(chunks)
     if not data:
         return _gave_up(cluster, address, timeout,
-                        f"the process asking TensorFlow ended with code {child.returncode} before answering")
+                        Message(N_("the process asking TensorFlow ended with code {code} before answering"),
+                                code=child.returncode))
     try:
         found = pickle.loads(data)  # noqa: S301 - our own child's answer
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError):
         found = None
     if not isinstance(found, Inspection):
-        return _gave_up(cluster, address, timeout, "the process asking TensorFlow gave an unreadable answer")
+        return _gave_up(cluster, address, timeout, Message(N_("the process asking TensorFlow gave an unreadable answer")))
     return found
 
 
-def _gave_up(cluster: Cluster | None, address: str | None, timeout: float, why: str) -> Inspection:
+def _gave_up(cluster: Cluster | None, address: str | None, timeout: float, why: Message) -> Inspection:
     """No answer came back from the child: every task is named as not known to have answered."""
     if cluster is not None:
         tasks = tuple(_silent(t, why) for t in cluster.tasks)
