@@ -403,3 +403,17 @@ def test_a_picture_that_appeared_meanwhile_keeps_a_failed_runs_exit_1(tmp_path: 
     with pytest.raises(typer.Exit) as ended:
         cli._save_pictures(cli.Pictures(dot=str(tmp_path / "p.dot")), report)
     assert ended.value.exit_code == 2
+
+
+def test_every_device_has_its_own_colour_and_lanes_count_as_people_do() -> None:
+    from placement_cli.render.graph import picture
+
+    devices = [f"/job:localhost/replica:0/task:0/device:CPU:{i}" for i in range(14)]
+    placements = tuple(Placement(node=f"n{i}", op="Const", device=d, spec=try_parse(d), kind="placer", line=i)
+                       for i, d in enumerate(devices))
+    pic = picture(Report(placements=placements, edges=()))
+    assert [pic.short(d) for d in pic.devices] == [f"CPU:{i}" for i in range(14)]  # CPU:2 before CPU:10
+    colours = [pic.colour(d) for d in pic.devices]
+    assert len(set(colours)) == 14 and all(re.fullmatch(r"#[0-9a-f]{6}", c) for c in colours)
+    dot = read_dot(render_dot(Report(placements=placements, edges=())))
+    assert len({c["colour"] for c in dot["clusters"].values()}) == 14

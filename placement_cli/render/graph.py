@@ -9,10 +9,12 @@ devices is a copy, labelled with its bytes per step when --copies measured them.
 
 from __future__ import annotations
 
+import colorsys
 import html
 import re
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Any
 
 from placement_cli.filters import is_plumbing
 from placement_cli.i18n import _
@@ -56,7 +58,12 @@ class Picture:
     edges_known: bool  # False: the run kept no graph edges (a parsed log, an eager op)
 
     def colour(self, device: str) -> str:
-        return PALETTE[self.devices.index(device) % len(PALETTE)]
+        index = self.devices.index(device)
+        if len(self.devices) <= len(PALETTE):
+            return PALETTE[index]
+        # more devices than the palette has colours: hues spread evenly, light enough for black text
+        red, green, blue = colorsys.hls_to_rgb(index / len(self.devices), 0.78, 0.6)
+        return f"#{round(red * 255):02x}{round(green * 255):02x}{round(blue * 255):02x}"
 
     @staticmethod
     def short(device: str) -> str:
@@ -89,11 +96,23 @@ def picture(report: Report) -> Picture:
                 size = sizes.get((e.source, nodes[e.target][1])) if crossing and not e.control else None
                 links[key] = Link(e.source, e.target, e.control, crossing, size)
     depth = depths(list(nodes), [(link.source, link.target) for link in links.values()])
-    devices = tuple(sorted({where[1] for where in nodes.values()}))
+    devices = tuple(sorted({where[1] for where in nodes.values()}, key=device_order))
     return Picture(title=report.title or "placement", devices=devices,
                    nodes=tuple(Node(n, op, device, depth[n]) for n, (op, device) in nodes.items()),
                    links=tuple(links.values()), hidden=hidden, unnamed=unnamed,
                    edges_known=report.edges is not None)
+
+
+def device_order(device: str) -> tuple[Any, ...]:
+    """Lanes in the order people count devices: by job, replica, task, type, then index as a number
+    (CPU:2 before CPU:10); a name that does not parse goes last, by its text."""
+    from placement_cli.devices import try_parse  # noqa: PLC0415
+
+    spec = try_parse(device)
+    if spec is None:
+        return (1, device)
+    return (0, spec.job or "", spec.replica or 0, spec.task or 0, spec.device_type or "",
+            -1 if spec.device_index is None else spec.device_index, device)
 
 
 def _copy_bytes(report: Report) -> dict[tuple[str, str], int]:
