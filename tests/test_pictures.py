@@ -417,3 +417,13 @@ def test_every_device_has_its_own_colour_and_lanes_count_as_people_do() -> None:
     assert len(set(colours)) == 14 and all(re.fullmatch(r"#[0-9a-f]{6}", c) for c in colours)
     dot = read_dot(render_dot(Report(placements=placements, edges=())))
     assert len({c["colour"] for c in dot["clusters"].values()}) == 14
+
+
+def test_a_tensor_read_by_several_nodes_on_a_device_is_one_copy_with_its_bytes_once() -> None:
+    cpu0, cpu1 = "/job:localhost/replica:0/task:0/device:CPU:0", "/job:localhost/replica:0/task:0/device:CPU:1"
+    placements = tuple(Placement(node=n, op="Op", device=d, spec=try_parse(d), kind="placer", line=i)
+                       for i, (n, d) in enumerate([("w", cpu0), ("a", cpu1), ("b", cpu1)]))
+    report = Report(placements=placements, edges=(Edge("w", "a"), Edge("w", "b")),
+                    copies=(Copy(tensor="w:0", source=cpu0, target=cpu1, bytes=120, producer="w", consumer="a"),))
+    dot = render_dot(report)
+    assert dot.count('label="copy 120 B"') == 1 and dot.count('label="same copy"') == 1

@@ -43,6 +43,7 @@ class Link:
     control: bool
     crossing: bool
     bytes: int | None  # per step, when --copies measured the copy
+    shared: bool = False  # another edge already carries this tensor's one copy to the same device
 
 
 @dataclass(frozen=True)
@@ -88,13 +89,22 @@ def picture(report: Report) -> Picture:
         nodes.setdefault(p.node, (p.op or "?", p.canonical))
     sizes = _copy_bytes(report)
     links: dict[tuple[str, str], Link] = {}
-    for e in report.edges or ():
+    for e in sorted(report.edges or (), key=lambda e: (e.source, e.target, e.control)):
         if e.source in nodes and e.target in nodes and e.source != e.target:
             crossing = nodes[e.source][1] != nodes[e.target][1]
             key = (e.source, e.target)
             if key not in links or links[key].control and not e.control:
                 size = sizes.get((e.source, nodes[e.target][1])) if crossing and not e.control else None
                 links[key] = Link(e.source, e.target, e.control, crossing, size)
+    # one tensor crosses to one device once a step, however many nodes there read it: its bytes are
+    # drawn on one edge, the others say they share that copy
+    carried: set[tuple[str, str]] = set()
+    for key, link in list(links.items()):
+        if link.bytes is not None:
+            where = (link.source, nodes[link.target][1])
+            if where in carried:
+                links[key] = Link(link.source, link.target, link.control, link.crossing, None, shared=True)
+            carried.add(where)
     depth = depths(list(nodes), [(link.source, link.target) for link in links.values()])
     devices = tuple(sorted({where[1] for where in nodes.values()}, key=device_order))
     return Picture(title=report.title or "placement", devices=devices,
@@ -170,6 +180,8 @@ def _label(link: Link) -> str:
     only orders the two nodes."""
     if link.control:
         return _("control")
+    if link.shared:
+        return _("same copy")  # its bytes are on the edge that carries the tensor there
     return _("copy") + ("" if link.bytes is None else f" {_size(link.bytes)}")
 
 
