@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -66,16 +67,21 @@ def _listening() -> set[int]:
     return ports
 
 
-def _session_members(sid: int) -> list[int]:
-    found = []
+def _processes() -> Iterator[tuple[int, list[str]]]:
+    """Every process: its pid and the fields of /proc/PID/stat after the command name (state, ppid, pgrp, sid...)."""
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                yield int(entry.name), (entry / "stat").read_text().rsplit(")", 1)[1].split()
             except OSError:
                 continue
-            if int(fields[3]) == sid and fields[0] != "Z":
-                found.append(int(entry.name))
+
+
+def _session_members(sid: int) -> list[int]:
+    found = []
+    for pid, fields in _processes():
+        if int(fields[3]) == sid and fields[0] != "Z":
+            found.append(pid)
     return found
 
 
@@ -283,14 +289,9 @@ def test_a_signal_during_start_up_ends_everything(signum: int, code: int) -> Non
     supervisor = None
     end = time.monotonic() + 30
     while supervisor is None and time.monotonic() < end:  # the supervisor: the child's child, in its own session
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit():
-                try:
-                    fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-                except OSError:
-                    continue
-                if int(fields[1]) == child.pid:
-                    supervisor = int(entry.name)
+        for pid, fields in _processes():
+            if int(fields[1]) == child.pid:
+                supervisor = pid
         time.sleep(0.1)
     assert supervisor is not None
     time.sleep(1.0)  # the forkserver is importing TensorFlow
