@@ -308,6 +308,9 @@ def guarded(fn: F) -> F:
         try:
             return _guarded_call(fn, *args, **kwargs)
         finally:
+            outputs = sys.modules.get("placement_cli.outputs")  # loaded only by commands that write files
+            if outputs is not None:
+                outputs.remove_empty_made()
             _restore_signals(saved)
 
     return wrapper  # type: ignore[return-value]

@@ -70,14 +70,34 @@ def check_folder(option: str, path: str) -> str:
         raise UsageProblem(_("{option}: give a folder").format(option=option))
     if os.path.lexists(path) and not os.path.isdir(path):
         raise UsageProblem(_("{option} {path}: is not a folder").format(option=option, path=path))
+    missing = []  # the folders this makes, deepest last: removed again if the command writes nothing there
+    walk = os.path.abspath(path)
+    while not os.path.lexists(walk):
+        missing.append(walk)
+        walk = os.path.dirname(walk)
     try:
         os.makedirs(path, exist_ok=True)
+        _made.extend(reversed(missing))
     except OSError as exc:
         raise UsageProblem(_("{option} {path}: cannot make the folder ({why})").format(
             option=option, path=path, why=exc.strerror or exc)) from None
     if not os.access(path, os.W_OK | os.X_OK):
         raise UsageProblem(_("{option} {path}: cannot write in it (permission denied)").format(option=option, path=path))
     return path
+
+
+_made: list[str] = []
+
+
+def remove_empty_made() -> None:
+    """The folders check_folder made that are still empty (a failed or interrupted run wrote nothing
+    there): removed, deepest first, so a run leaves no trace it did not mean to."""
+    while _made:
+        folder = _made.pop()
+        try:
+            os.rmdir(folder)  # only an empty folder goes
+        except OSError:
+            pass
 
 
 def write_file(path: str, text: str, force: bool) -> None:

@@ -427,3 +427,16 @@ def test_a_tensor_read_by_several_nodes_on_a_device_is_one_copy_with_its_bytes_o
                     copies=(Copy(tensor="w:0", source=cpu0, target=cpu1, bytes=120, producer="w", consumer="a"),))
     dot = render_dot(report)
     assert dot.count('label="copy 120 B"') == 1 and dot.count('label="same copy"') == 1
+
+
+def test_a_folder_made_for_tensorboard_and_left_empty_is_removed(tmp_path: Path) -> None:
+    from placement_cli import outputs
+
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    outputs.check_folder("--tensorboard", str(kept / "a" / "b"))
+    outputs.check_folder("--tensorboard", str(tmp_path / "used"))
+    (tmp_path / "used" / "events").write_text("x")
+    outputs.remove_empty_made()
+    assert kept.is_dir() and not (kept / "a").exists()  # only what it made, and only while empty
+    assert (tmp_path / "used" / "events").exists()
