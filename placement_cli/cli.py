@@ -13,6 +13,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from placement_cli import __version__
+from placement_cli.i18n import N_, _, translated
 
 app = typer.Typer(
     name="placement",
@@ -250,8 +251,13 @@ def _say(message: str) -> None:
 
     if sys.stderr is None:
         return
+    line = f"placement: {clean(message)}\n"
     try:
-        sys.stderr.write(f"placement: {clean(message)}\n")
+        try:
+            sys.stderr.write(line)
+        except UnicodeEncodeError:  # a stream that cannot show every character still gets the line
+            encoding = getattr(sys.stderr, "encoding", None) or "ascii"
+            sys.stderr.write(line.encode(encoding, "backslashreplace").decode(encoding))
         sys.stderr.flush()
     except (OSError, ValueError):  # stderr closed or full: the exit code still says what happened
         pass
@@ -262,7 +268,7 @@ def _fail(code: ExitCode, message: str) -> typer.Exit:
     return typer.Exit(int(code))
 
 
-_TERMINATING = {"SIGTERM": "terminated", "SIGHUP": "hung up"}
+_TERMINATING = {"SIGTERM": N_("terminated"), "SIGHUP": N_("hung up")}
 # trace forwards every signal to the script it runs: it keeps its own. (inspect and cluster end their
 # children in their cleanups, which Terminated runs.)
 _OWN_SIGNALS = frozenset({"trace"})
@@ -327,11 +333,11 @@ def _guarded_call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     except Terminated as exc:
         import signal  # noqa: PLC0415
 
-        raise _fail(ExitCode(128 + exc.signum), _TERMINATING[signal.Signals(exc.signum).name]) from None
+        raise _fail(ExitCode(128 + exc.signum), translated(_TERMINATING[signal.Signals(exc.signum).name])) from None
     except (InputError, UsageProblem, DeviceSpecError) as exc:
         raise _fail(ExitCode.USAGE, str(exc)) from None
     except KeyboardInterrupt:
-        raise _fail(ExitCode.INTERRUPTED, "interrupted") from None
+        raise _fail(ExitCode.INTERRUPTED, _("interrupted")) from None
     except BrokenPipeError:  # | head -1: the reader has all it wanted, which is no error
         _silence_stdout()
         raise typer.Exit(_state["code"]) from None
@@ -362,7 +368,8 @@ def _print_report(report: Any, *, as_json: bool, run: bool, show_log: bool = Fal
     """The report as JSON, or as tables: every row when they fit a screen or with --all, else a digest.
     Tables keep whole node names when the output is not a terminal (files, pipes)."""
     if filtered is not None and filtered.nothing_matched:
-        _say(f"no placements match {filtered.filters.describe()} (of {filtered.total})")
+        _say(_("no placements match {filters} (of {total})").format(filters=filtered.filters.describe(),
+                                                                      total=filtered.total))
     if as_json:
         from placement_cli.render.json import render_json  # noqa: PLC0415
 
@@ -663,7 +670,7 @@ def parse(
     _save_pictures(pictures)
     if not narrowed.total:
         names = ", ".join("standard input" if f == "-" else f for f in files)
-        _say(f"no placements found in {names}")
+        _say(_("no placements found in {names}").format(names=names))
 
 
 @app.command(context_settings={"allow_interspersed_args": False})
@@ -721,7 +728,8 @@ def trace(
 
                 _print_json({**report_dict(report, run=True, filtered=narrowed), "exit_code": traced.exit_code})
                 if narrowed.nothing_matched:
-                    _say(f"no placements match {narrowed.filters.describe()} (of {narrowed.total})")
+                    _say(_("no placements match {filters} (of {total})").format(filters=narrowed.filters.describe(),
+                                                                                  total=narrowed.total))
                 _save_pictures(pictures, report)
             else:
                 _console().rule(literal(f"placement: {script} exited with code {traced.exit_code}"))
@@ -735,9 +743,10 @@ def trace(
         _silence_stdout()
         raise typer.Exit(traced.exit_code)
     if not traced.report.placement_count:
-        _say(f"no placements found in the output of {script}")
+        _say(_("no placements found in the output of {script}").format(script=script))
     if copies and traced.report.copies is None:
-        _say(f"no tf.compat.v1.Session ran in {script}: --copies lists the copies of Session runs only")
+        _say(_("no tf.compat.v1.Session ran in {script}: --copies lists the copies of Session runs only").format(
+            script=script))
     raise typer.Exit(traced.exit_code)
 
 
@@ -802,7 +811,8 @@ def _print_training(report: Any, *, as_json: bool, show_log: bool, all_rows: boo
     """A training lesson's report: JSON, or its tables (roles, placements or digest, losses, check, copies)."""
     _state["code"] = _training_code(report)  # kept if the output cannot be written
     if filtered.nothing_matched:
-        _say(f"no placements match {filtered.filters.describe()} (of {filtered.total})")
+        _say(_("no placements match {filters} (of {total})").format(filters=filtered.filters.describe(),
+                                                                      total=filtered.total))
     if as_json:
         from placement_cli.render.json import report_dict  # noqa: PLC0415
 
@@ -834,7 +844,8 @@ def _training_exit(report: Any) -> None:
     code = _training_code(report)
     check = report.training.check if report.training is not None else None
     if check is not None and not check.passed:
-        _say(f"gradient check failed: max relative difference {check.max_rel:.3g} > tolerance {check.tolerance:g}")
+        _say(_("gradient check failed: max relative difference {difference:.3g} > tolerance {tolerance:g}").format(
+            difference=check.max_rel, tolerance=check.tolerance))
     if code:
         raise typer.Exit(code)
 
@@ -1097,7 +1108,7 @@ def demo(
 
     chosen = select(step)
     if list_steps and step is not None:
-        raise _fail(ExitCode.USAGE, "--list lists every step and runs none: use --list or --step, not both")
+        raise _fail(ExitCode.USAGE, _("--list lists every step and runs none: use --list or --step, not both"))
     pictures = _pictures("placement demo", as_json=as_json, force=force, svg=svg)
     if list_steps:
         if as_json:
@@ -1129,7 +1140,7 @@ def _pausing(pause: bool | None) -> bool:
 
 def _demo_failed(failed: list[str]) -> None:
     if failed:
-        _say(f"{len(failed)} step(s) failed: {'; '.join(failed)}")
+        _say(_("{count} step(s) failed: {steps}").format(count=len(failed), steps="; ".join(failed)))
         raise typer.Exit(int(ExitCode.PLACEMENT_FAILED))
 
 
