@@ -440,3 +440,14 @@ def test_a_folder_made_for_tensorboard_and_left_empty_is_removed(tmp_path: Path)
     outputs.remove_empty_made()
     assert kept.is_dir() and not (kept / "a").exists()  # only what it made, and only while empty
     assert (tmp_path / "used" / "events").exists()
+
+
+def test_svg_is_as_wide_as_the_widest_line_printed(tmp_path: Path) -> None:
+    """Output that is not a terminal keeps whole node names past the console's width: so does the SVG."""
+    name = "very/long/" * 15 + "MatMul"
+    log = tmp_path / "long.log"
+    log.write_text(f"{name}: (MatMul): /job:localhost/replica:0/task:0/device:CPU:0\n")
+    proc = run_cli("parse", str(log), "--svg", str(tmp_path / "l.svg"), env={"COLUMNS": "80"})
+    assert proc.returncode == 0 and name in proc.stdout
+    text = "".join(t.text or "" for t in ET.parse(tmp_path / "l.svg").getroot().iter(f"{SVG}text"))
+    assert name in text.replace("\xa0", " ")

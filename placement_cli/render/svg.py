@@ -30,5 +30,17 @@ def offline_format(template: str = CONSOLE_SVG_FORMAT) -> str:
 
 
 def render_svg(console: Any, title: str) -> str:
-    """What ``console`` recorded (it must be made with ``record=True``), as SVG text; the recording is kept."""
-    return console.export_svg(title=title, code_format=offline_format(), clear=False)
+    """What ``console`` recorded (it must be made with ``record=True``), as SVG text; the recording is kept.
+    The canvas is as wide as the widest line printed: output that is not a terminal keeps whole names
+    past the console's width, and rich would crop the picture at that width."""
+    from rich.segment import Segment  # noqa: PLC0415
+
+    with console._record_buffer_lock:  # noqa: SLF001 - rich keeps the recording there, and exports it
+        lines = list(Segment.split_lines(console._record_buffer))  # noqa: SLF001
+    widest = max((Segment.get_line_length(line) for line in lines), default=0)
+    width = console.width
+    console.width = max(width, widest)
+    try:
+        return console.export_svg(title=title, code_format=offline_format(), clear=False)
+    finally:
+        console.width = width
