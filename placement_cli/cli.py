@@ -200,6 +200,8 @@ def _save_pictures(pictures: Pictures, report: Any = None) -> None:
             write_file(path, render(), pictures.force)
         except UsageProblem as exc:  # the file appeared meanwhile: kept, and a failed run keeps its 1
             raise _fail(ExitCode(_state["code"] or ExitCode.USAGE), str(exc)) from None
+        except BrokenPipeError:  # --svg /dev/stdout | head -1: the reader has all it wanted
+            raise
         except OSError as exc:
             raise _fail(ExitCode(_state["code"] or ExitCode.USAGE),
                         _("{option} {path}: cannot write it ({why})").format(
@@ -251,7 +253,7 @@ def _say(message: str) -> None:
 
     if sys.stderr is None:
         return
-    line = f"placement: {clean(message)}\n"
+    line = "placement: " + clean(message.replace("\r\n", "\n").replace("\n", "\\n").replace("\r", "\\r")) + "\n"
     try:
         try:
             sys.stderr.write(line)

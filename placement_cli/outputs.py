@@ -26,6 +26,11 @@ def check_file(option: str, path: str, force: bool, protect: Iterable[str] = ())
         raise UsageProblem(_("{option}: give a file name").format(option=option))
     if os.path.isdir(path):
         raise UsageProblem(_("{option} {path}: is a directory").format(option=option, path=path))
+    if _own_stream(path) is not None:
+        # /dev/stdin (or a path to the file it reads) is the command's input; /dev/stdout redirected
+        # to a file would be replaced under the tables being written into it
+        raise UsageProblem(_("{option} {path}: that is this command's own standard input or output").format(
+            option=option, path=path))
     if _special(path):  # written into, as a shell's > would: nothing is replaced
         if not os.access(path, os.W_OK):
             raise UsageProblem(_("{option} {path}: cannot write it (permission denied)").format(option=option, path=path))
@@ -115,7 +120,11 @@ def write_file(path: str, text: str, force: bool) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out:
             out.write(text)
-        os.chmod(temporary, 0o666 & ~_umask())
+        try:  # a file replaced keeps its permissions (a private one stays private)
+            mode = stat.S_IMODE(os.stat(path).st_mode)
+        except OSError:
+            mode = 0o666 & ~_umask()
+        os.chmod(temporary, mode)
         if force:
             os.replace(temporary, path)
             return
@@ -132,6 +141,22 @@ def write_file(path: str, text: str, force: bool) -> None:
     finally:
         if os.path.lexists(temporary):
             os.unlink(temporary)
+
+
+def _own_stream(path: str) -> int | None:
+    """0, 1 or 2 when ``path`` is the very file this process reads or writes on that descriptor."""
+    try:
+        here = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    for fd in (0, 1, 2):
+        try:
+            there = os.fstat(fd)
+        except OSError:
+            continue
+        if (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino) and stat.S_ISREG(there.st_mode):
+            return fd
+    return None
 
 
 def _special(path: str) -> bool:

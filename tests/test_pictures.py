@@ -451,3 +451,37 @@ def test_svg_is_as_wide_as_the_widest_line_printed(tmp_path: Path) -> None:
     assert proc.returncode == 0 and name in proc.stdout
     text = "".join(t.text or "" for t in ET.parse(tmp_path / "l.svg").getroot().iter(f"{SVG}text"))
     assert name in text.replace("\xa0", " ")
+
+
+def test_the_commands_own_input_and_output_files_are_never_replaced(tmp_path: Path) -> None:
+    log = tmp_path / "in.log"
+    log.write_bytes(Path(LOG).read_bytes())
+    with log.open("rb") as stdin:
+        proc = subprocess.run([sys.executable, "-m", "placement_cli", "parse", "-", "--svg", "/dev/stdin", "--force"],
+                              stdin=stdin, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "standard input or output" in proc.stderr
+    assert log.read_bytes() == Path(LOG).read_bytes()
+    out = tmp_path / "out.txt"
+    for target in ("/dev/stdout", str(out)):  # stdout redirected to a file: that file
+        with out.open("w") as stdout:
+            proc = subprocess.run([sys.executable, "-m", "placement_cli", "parse", LOG, "--svg", target, "--force"],
+                                  stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=60)
+        assert proc.returncode == 2 and "standard input or output" in proc.stderr
+
+
+def test_a_picture_into_a_closed_pipe_is_no_error_and_a_replaced_file_keeps_its_mode(tmp_path: Path) -> None:
+    proc = subprocess.run(f"{sys.executable} -m placement_cli parse {LOG} --svg /dev/stdout | head -c 10; "
+                          "exit ${PIPESTATUS[0]}", shell=True, capture_output=True, text=True, timeout=60,
+                          executable="/bin/bash")
+    assert proc.returncode == 0, proc.stderr  # the reader had all it wanted: no error
+    assert "Traceback" not in proc.stderr and "Broken pipe" not in proc.stderr
+    private = tmp_path / "p.svg"
+    private.write_text("old")
+    private.chmod(0o600)
+    assert run_cli("parse", LOG, "--svg", str(private), "--force").returncode == 0
+    assert (private.stat().st_mode & 0o777) == 0o600 and private.read_text().startswith("<svg")
+
+
+def test_a_file_name_with_a_newline_is_one_line_of_error(tmp_path: Path) -> None:
+    proc = run_cli("parse", LOG, "--svg", str(tmp_path / "no\nsuch" / "x.svg"))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "no\\nsuch" in proc.stderr
