@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import sys
@@ -395,7 +396,7 @@ def _print_log(console: Any, report: Any) -> None:
     from placement_cli.render.table import literal  # noqa: PLC0415
 
     if report.log:
-        console.rule("TensorFlow's log")
+        console.rule(_("TensorFlow's log"))
         console.print(literal(report.log.rstrip()), soft_wrap=True)
         console.rule()
 
@@ -732,12 +733,13 @@ def trace(
                 if narrowed.nothing_matched:
                     _say(_("no placements match {filters} (of {total})").format(filters=narrowed.filters.describe(),
                                                                                   total=narrowed.total))
-                _save_pictures(pictures, report)
+                _trace_pictures(pictures, report)
             else:
-                _console().rule(literal(f"placement: {script} exited with code {traced.exit_code}"))
+                _console().rule(literal(_("placement: {script} exited with code {code}").format(
+                    script=script, code=traced.exit_code)))
                 _print_report(report, as_json=False, run=True, all_rows=all_rows, hints=Hints(source="program"),
                               filtered=narrowed)
-                _save_pictures(pictures, report)
+                _trace_pictures(pictures, report)
             sys.stdout.flush()
         except BrokenPipeError:
             output_closed = True
@@ -750,6 +752,15 @@ def trace(
         _say(_("no tf.compat.v1.Session ran in {script}: --copies lists the copies of Session runs only").format(
             script=script))
     raise typer.Exit(traced.exit_code)
+
+
+def _trace_pictures(pictures: Pictures, report: Any) -> None:
+    """trace's pictures: one that cannot be written is said on stderr, and trace still returns the
+    script's own exit code (the script ran; its code is the user's)."""
+    try:
+        _save_pictures(pictures, report)
+    except typer.Exit:
+        pass
 
 
 class DType(str, Enum):
@@ -1129,7 +1140,15 @@ def demo(
     if as_json:
         _demo_json(chosen, machine)
         return
-    failed = _demo_tables(chosen, machine, _pausing(pause), all_rows)
+    from placement_cli.errors import Terminated  # noqa: PLC0415
+
+    try:
+        failed = _demo_tables(chosen, machine, _pausing(pause), all_rows)
+    except (KeyboardInterrupt, Terminated):  # Ctrl-C at a pause is how a class stops: keep what was shown
+        if pictures.svg is not None:
+            with contextlib.suppress(typer.Exit):
+                _save_pictures(pictures)
+        raise
     _save_pictures(pictures)  # the slides hold the steps that failed too
     _demo_failed(failed)
 

@@ -227,10 +227,11 @@ def test_pause_waits_for_enter_and_eof_ends_the_pauses() -> None:
 
 
 @pytest.mark.tf
-def test_on_a_terminal_it_pauses_and_ctrl_c_exits_130() -> None:
+def test_on_a_terminal_it_pauses_and_ctrl_c_exits_130(tmp_path) -> None:
     master, slave = pty.openpty()
     env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "100"}
-    proc = subprocess.Popen([sys.executable, "-m", "placement_cli", "demo", "--step", "1-2"],
+    slides = tmp_path / "slides.svg"
+    proc = subprocess.Popen([sys.executable, "-m", "placement_cli", "demo", "--step", "1-2", "--svg", str(slides)],
                             stdin=slave, stdout=slave, stderr=subprocess.PIPE, env=env)
     os.close(slave)
     seen = b""
@@ -248,6 +249,10 @@ def test_on_a_terminal_it_pauses_and_ctrl_c_exits_130() -> None:
     os.close(master)
     assert proc.returncode == 130, err
     assert b"Traceback" not in err
+    import xml.etree.ElementTree as ET
+
+    drawn = "".join(t.text or "" for t in ET.parse(slides).getroot().iter("{http://www.w3.org/2000/svg}text"))
+    assert "Step 1 of" in drawn.replace("\xa0", " ")  # Ctrl-C is how a class stops: the slides keep what was shown
 
 
 @pytest.mark.parametrize("step", STEPS, ids=KEYS)

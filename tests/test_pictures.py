@@ -485,3 +485,12 @@ def test_a_picture_into_a_closed_pipe_is_no_error_and_a_replaced_file_keeps_its_
 def test_a_file_name_with_a_newline_is_one_line_of_error(tmp_path: Path) -> None:
     proc = run_cli("parse", LOG, "--svg", str(tmp_path / "no\nsuch" / "x.svg"))
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "no\\nsuch" in proc.stderr
+
+
+def test_trace_keeps_the_scripts_exit_code_when_a_picture_cannot_be_written(tmp_path: Path) -> None:
+    script = tmp_path / "makes_it.py"
+    script.write_text("import sys\nopen(sys.argv[1], 'w').write('mine')\nsys.exit(3)\n")
+    dot = tmp_path / "mine.dot"
+    proc = run_cli("trace", "--dot", str(dot), str(script), str(dot))
+    assert proc.returncode == 3, proc.stderr  # the script's own code, whatever happened to the picture
+    assert dot.read_text() == "mine" and "appeared meanwhile" in proc.stderr

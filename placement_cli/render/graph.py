@@ -236,8 +236,9 @@ def _note(pic: Picture) -> str:
     if pic.unnamed:
         notes.append(_("{count} eager ops not drawn (they run one by one, outside any graph)").format(
             count=pic.unnamed))
-    if not pic.nodes:
-        notes.append(_("nothing was placed: no graph to draw"))
+    if not pic.nodes:  # placements left out above are counted there: only say there is no graph node
+        notes.append(_("no graph node to draw") if pic.hidden or pic.unnamed else
+                     _("nothing was placed: no graph to draw"))
     if not pic.edges_known:
         notes.append(_("edges unknown: this report kept no graph"))
     return "".join("\n" + n for n in notes)
