@@ -313,7 +313,8 @@ def test_eager_ops_and_empty_pictures_say_what_is_missing() -> None:
     device = "/job:localhost/replica:0/task:0/device:CPU:0"
     eager = Placement(None, "MatMul", device, try_parse(device), "eager", 1)
     text = render_dot(Report(placements=(eager,), edges=(), title="t"))
-    assert "1 eager ops not drawn" in text and "nothing was placed" in text
+    assert "1 eager ops not drawn" in text and "no graph node to draw" in text and "nothing was placed" not in text
+    assert "nothing was placed" in render_dot(Report(title="t"))
     ET.fromstring(render_graph_svg(Report(title="t")))  # an empty picture is still a valid SVG
 
 
