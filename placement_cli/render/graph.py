@@ -44,6 +44,7 @@ class Link:
     crossing: bool
     bytes: int | None  # per step, when --copies measured the copy
     shared: bool = False  # another edge already carries this tensor's one copy to the same device
+    physical: bool | None = None  # False: between logical devices sharing one memory (nothing really copied)
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,7 @@ def picture(report: Report) -> Picture:
             continue
         nodes.setdefault(p.node, (p.op or "?", p.canonical))
     sizes = _copy_bytes(report)
+    virtual = _same_memory(report)
     links: dict[tuple[str, str], Link] = {}
     for e in sorted(report.edges or (), key=lambda e: (e.source, e.target, e.control)):
         if e.source in nodes and e.target in nodes and e.source != e.target:
@@ -95,7 +97,8 @@ def picture(report: Report) -> Picture:
             key = (e.source, e.target)
             if key not in links or links[key].control and not e.control:
                 size = sizes.get((e.source, nodes[e.target][1])) if crossing and not e.control else None
-                links[key] = Link(e.source, e.target, e.control, crossing, size)
+                same = crossing and not e.control and (e.source, nodes[e.target][1]) in virtual
+                links[key] = Link(e.source, e.target, e.control, crossing, size, physical=False if same else None)
     # one tensor crosses to one device once a step, however many nodes there read it: its bytes are
     # drawn on one edge, the others say they share that copy
     carried: set[tuple[str, str]] = set()
@@ -103,7 +106,8 @@ def picture(report: Report) -> Picture:
         if link.bytes is not None:
             where = (link.source, nodes[link.target][1])
             if where in carried:
-                links[key] = Link(link.source, link.target, link.control, link.crossing, None, shared=True)
+                links[key] = Link(link.source, link.target, link.control, link.crossing, None, shared=True,
+                                  physical=link.physical)
             carried.add(where)
     depth = depths(list(nodes), [(link.source, link.target) for link in links.values()])
     devices = tuple(sorted({where[1] for where in nodes.values()}, key=device_order))
@@ -123,6 +127,18 @@ def device_order(device: str) -> tuple[Any, ...]:
         return (1, device)
     return (0, spec.job or "", spec.replica or 0, spec.task or 0, spec.device_type or "",
             -1 if spec.device_index is None else spec.device_index, device)
+
+
+def _same_memory(report: Report) -> set[tuple[str, str]]:
+    """(producer node, target device) of the copies measured between logical devices of one memory."""
+    from placement_cli.devices import try_parse  # noqa: PLC0415
+
+    found = set()
+    for c in report.copies or ():
+        if c.physical is False and not c.computed:
+            target = try_parse(c.target)
+            found.add((c.producer or c.tensor.rsplit(":", 1)[0], target.canonical if target else c.target))
+    return found
 
 
 def _copy_bytes(report: Report) -> dict[tuple[str, str], int]:
@@ -182,7 +198,8 @@ def _label(link: Link) -> str:
         return _("control")
     if link.shared:
         return _("same copy")  # its bytes are on the edge that carries the tensor there
-    return _("copy") + ("" if link.bytes is None else f" {_size(link.bytes)}")
+    label = _("copy") + ("" if link.bytes is None else f" {_size(link.bytes)}")
+    return label + (" " + _("(one memory: nothing moved)") if link.physical is False else "")
 
 
 def clean(text: str) -> str:
