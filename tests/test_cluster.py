@@ -200,6 +200,20 @@ def test_bounds_refused(args: list[str], words: str) -> None:
     assert words in done.stderr
 
 
+@pytest.mark.parametrize("host", ["example.com", "127.999.0.1", "127.0.0.1.example.com", "ip6-localhost", "0.0.0.0"])
+def test_a_host_the_private_namespace_cannot_reach_is_refused_at_once(host: str) -> None:
+    """Each of these once passed the check and left the workers waiting 300 s for their ps."""
+    from placement_cli.clusterspec import from_text
+    from placement_cli.errors import UsageProblem
+    from placement_cli.runtime.cluster import check_cluster
+
+    spec = from_text(json.dumps({"ps": [f"{host}:2222"], "worker": ["localhost:2223"]}), "spec.json")
+    with pytest.raises(UsageProblem, match="give localhost, 127.x.x.x or"):
+        check_cluster(spec)
+    assert check_cluster(from_text('{"ps": ["127.1.2.3:2"], "worker": ["[::1]:3"]}', "s")) == {
+        "ps": ["127.1.2.3:2"], "worker": ["[::1]:3"]}
+
+
 def test_cluster_spec_must_be_local(tmp_path: Path) -> None:
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"ps": ["example.com:2222"], "worker": ["localhost:2223"]}))
@@ -257,6 +271,33 @@ def test_a_worker_killed_while_training_is_named() -> None:
     assert data["complete"] is False and "worker/1" in data["error"]
     assert _gone(list(pids.values())) == []
     assert not {int(t["target"].rsplit(":", 1)[1]) for t in data["tasks"]} & _listening()
+
+
+def test_the_cluster_ends_when_placement_itself_is_killed() -> None:
+    """SIGKILL (or SIGQUIT) leaves placement no cleanup of its own: the supervisor sees its parent
+    gone and ends every task, and the cluster's temporary folder goes with them."""
+    import tempfile
+
+    tmp_path = Path(tempfile.mkdtemp(prefix="pc", dir="/tmp"))  # short: the folder is made right here
+    child = subprocess.Popen(_cmd("--ps", "1", "--workers", "1", "--steps", "1000"), stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True, env=_env(TMPDIR=str(tmp_path)))
+    assert child.stderr is not None
+    pids = []
+    for line in child.stderr:
+        if " ready on " in line:
+            pids.append(int(line.split("(pid ", 1)[1].split(",", 1)[0]))
+        if "worker/0: session up" in line:
+            break
+    supervisor = [pid for pid, fields in _processes() if int(fields[1]) == child.pid]
+    assert len(pids) == 2 and supervisor
+    child.kill()
+    child.wait(timeout=30)
+    assert _gone(pids + supervisor) == []
+    end = time.monotonic() + 10
+    while list(tmp_path.glob("placement-cluster-*")) and time.monotonic() < end:
+        time.sleep(0.2)
+    assert list(tmp_path.glob("placement-cluster-*")) == []
+    tmp_path.rmdir()
 
 
 def test_a_taken_port_is_named(tmp_path: Path) -> None:

@@ -24,7 +24,6 @@ from typing import Any
 from placement_cli.clusterspec import Cluster
 from placement_cli.errors import Terminated, UsageProblem
 
-LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "ip6-localhost"})
 OVERALL_LIMIT = 600.0  # seconds the supervisor may take in all before it is killed
 
 
@@ -50,7 +49,7 @@ def check_cluster(cluster: Cluster) -> dict[str, list[str]]:
         raise UsageProblem(f"{cluster.source}: placement cluster runs jobs ps and worker only "
                            f"(given: {', '.join(sorted(jobs))})")
     for task in cluster.tasks:
-        if task.host not in LOCAL_HOSTS and not task.host.startswith("127."):
+        if not _loopback(task.host):
             raise UsageProblem(f"{cluster.source}: {task.name} is at {task.address}: every task runs on this "
                                "machine, so give localhost, 127.x.x.x or [::1] addresses")
     for job, low, high in (("ps", 1, 4), ("worker", 1, 8)):
@@ -62,17 +61,42 @@ def check_cluster(cluster: Cluster) -> dict[str, list[str]]:
     return {job: [t.address for t in cluster.jobs[job]] for job in ("ps", "worker")}
 
 
+def _loopback(host: str) -> bool:
+    """A host every task reaches inside the cluster's private namespace, where only ``lo`` is up and
+    no name server answers: ``localhost`` or a loopback address (127.999.0.1 or another name would
+    leave a worker waiting for a ps it can never reach)."""
+    import ipaddress  # noqa: PLC0415
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _private_folder() -> str:
+    """A new folder for the cluster's temporary files. The forkserver's Unix socket lives in it and a
+    socket's path has at most 107 bytes: under a long $TMPDIR it is made in /tmp instead."""
+    private = tempfile.mkdtemp(prefix="placement-cluster-")
+    if len(os.fsencode(private)) <= 48 or not os.access("/tmp", os.W_OK | os.X_OK):
+        return private
+    os.rmdir(private)
+    return tempfile.mkdtemp(prefix="placement-cluster-", dir="/tmp")
+
+
 def run(request: dict[str, Any], progress: Callable[[dict[str, Any]], None]) -> ClusterRun:
     """Start the supervisor with ``request``, hand each progress event to ``progress``, return its answer.
     The supervisor's process group is killed whatever happens; SIGTERM and SIGHUP become
     KeyboardInterrupt-like exits through ``Terminated``."""
     # every temporary file of the cluster (its tasks' logs, TensorFlow's autograph files) goes in one
     # folder, removed here whatever happened: killed tasks run no cleanup of their own
-    private = tempfile.mkdtemp(prefix="placement-cluster-")
+    private = _private_folder()
     try:
         child = subprocess.Popen([sys.executable, "-P", "-m", "placement_cli.runtime.clusterhost"],
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                 start_new_session=True, env={**os.environ, "TMPDIR": private})
+                                 start_new_session=True,
+                                 env={**os.environ, "TMPDIR": private, "PLACEMENT_CLUSTER_PARENT": str(os.getpid())})
     except BaseException:
         shutil.rmtree(private, ignore_errors=True)
         raise

@@ -34,6 +34,7 @@ import socket
 import struct
 import sys
 import tempfile
+import threading
 import time
 from typing import Any
 
@@ -281,10 +282,14 @@ def _tail(path: str, lines: int = _TAIL) -> str:
     try:
         with open(path, "rb") as f:
             f.seek(0, 2)
-            f.seek(max(0, f.tell() - 16384))
-            text = f.read().decode("utf-8", "replace")
+            start = max(0, f.tell() - 16384)
+            f.seek(start)
+            data = f.read()
     except OSError:
         return ""
+    if start:  # the first line read is a fragment of one: it would quote half a placement
+        data = data.partition(b"\n")[2]
+    text = data.decode("utf-8", "replace")
     # what says why: warnings, errors, Python's traceback; not TensorFlow's INFO chatter (placements)
     kept = [line.strip() for line in text.splitlines()
             if line.strip() and not _INFO.match(line) and "cuInit" not in line and "cuda drivers" not in line]
@@ -328,7 +333,9 @@ def supervise(request: dict[str, Any], emit: Any) -> dict[str, Any]:
     is retried once with new ports."""
     import multiprocessing  # noqa: PLC0415
 
+    parent = int(os.environ.get("PLACEMENT_CLUSTER_PARENT", "0")) or os.getppid()
     isolated, why = isolate()
+    _end_with_parent(parent)  # a thread: only now, as unshare() needs a process of one thread
     emit({"event": "isolation", "isolated": isolated, "why": why})
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0"
     os.environ["GRPC_FAIL_FAST"] = "true"
@@ -505,6 +512,22 @@ def _train_all(processes: dict[str, Any], workers: list[str], go: list[Any], mes
         if time.monotonic() > deadline:
             return f"training did not finish within {TRAIN_LIMIT:g} s"
     return None
+
+
+def _end_with_parent(parent: int) -> None:
+    """The CLI may die without ending the cluster (SIGKILL, SIGQUIT, a crash): then this supervisor
+    removes the cluster's private temporary folder and kills its whole process group (forkserver and
+    tasks with it), within half a second."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.3)
+        private = os.environ.get("TMPDIR", "")
+        if os.path.basename(private).startswith("placement-cluster-"):  # the CLI's folder for this cluster
+            shutil.rmtree(private, ignore_errors=True)
+        os.killpg(os.getpgid(0), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="placement-parent-watch", daemon=True).start()
 
 
 def main() -> None:
