@@ -14,6 +14,7 @@ from rich.text import Text
 from placement_cli.i18n import _, translated
 from placement_cli.render import words
 from placement_cli.render.table import Hints, View, clean, literal, report_group
+from placement_cli.render.wrap import wrapped
 
 
 def steps_table(steps: list[Any]) -> Table:
@@ -82,23 +83,23 @@ def step_group(number: int, total: int, step: Any, outcome: Any, args: dict[str,
     code = "\n".join(part for part in (arguments_line(args, parameters(step.functions())), step.source()) if part)
     parts: list[RenderableType] = [
         Rule(literal(heading), align="left", style="bold"),
-        Text(translated(step.explain)),
+        wrapped(Text(translated(step.explain))),
         Panel(Syntax(code, "python", theme="ansi_dark", background_color="default", word_wrap=True),
               title=_("The code that runs"), title_align="left", border_style="blue"),
         _result(outcome, View(all_rows=view.all_rows, screen_rows=view.screen_rows, fit=view.fit,
                               hints=Hints(source="program"))),
     ]
     if outcome.ok:
-        parts.append(Panel(Text(clean(notice_text(outcome))), title=_("What to notice"), title_align="left",
+        parts.append(Panel(wrapped(Text(clean(notice_text(outcome)))), title=_("What to notice"), title_align="left",
                            border_style="green"))
     else:
-        parts.append(Panel(Text(_("This step failed: {problem}").format(problem=clean(outcome.problem))),
+        parts.append(Panel(wrapped(Text(_("This step failed: {problem}").format(problem=clean(outcome.problem)))),
                            title=_("Step failed"), title_align="left", border_style="red"))
     return Group(*parts)
 
 
-def machine_note(note: str | None) -> Text | None:
-    return Text(translated(note), style="bold yellow") if note else None
+def machine_note(note: str | None) -> RenderableType | None:
+    return wrapped(Text(translated(note), style="bold yellow")) if note else None
 
 
 def pause_prompt(number: int, title: str) -> str:

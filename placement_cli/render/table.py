@@ -19,6 +19,7 @@ from placement_cli.model import AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, Place
 from placement_cli.i18n import _
 from placement_cli.render import words
 from placement_cli.render.rows import MIDDLE, WRAP, Column, RowTable
+from placement_cli.render.wrap import wrapped
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _PALETTE = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_cyan", "bright_magenta")
@@ -367,7 +368,7 @@ def failure_panel(failure: PlacementFailure, run: bool = True, hints: Hints | No
         body.append(clean(value) + "\n")
     body.append("\n" + hint(failure, hints), style="italic")
     title = _("Placement failed") if run else _("Placement error in the log")
-    return Panel(body, title=literal(f"{title} ({failure.kind})"), border_style="red", title_align="left")
+    return Panel(wrapped(body), title=literal(f"{title} ({failure.kind})"), border_style="red", title_align="left")
 
 
 def pad_left(label: str, width: int) -> str:
