@@ -190,3 +190,15 @@ def test_the_training_lessons_formulas_notes_and_terms_are_translated(zh) -> Non
         shown = words.training_text(text)
         leftover = set(re.findall(r"[A-Za-z_]+", shown)) - code
         assert not leftover, (text, shown)
+
+
+def test_input_errors_follow_the_language_and_keep_their_exit_code(tmp_path) -> None:
+    empty = tmp_path / "empty.log"
+    empty.write_bytes(b"")
+    for args, zh, en in ((["parse", str(tmp_path / "missing.log")], "文件不存在", "no such file"),
+                         (["parse", str(empty)], "输入为空", "empty input"),
+                         (["trace", str(tmp_path / "missing.py")], "脚本不存在", "no such script")):
+        chinese = _cli(args[0], "--lang", "zh", *args[1:])  # before trace's script: after it, they are its own
+        english = _cli(args[0], "--lang", "en", *args[1:])
+        assert chinese.returncode == english.returncode == 2
+        assert zh in chinese.stderr and en in english.stderr

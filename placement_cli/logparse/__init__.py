@@ -10,6 +10,7 @@ from contextlib import ExitStack
 from typing import BinaryIO
 
 from placement_cli.errors import InputError
+from placement_cli.i18n import _
 from placement_cli.logparse.engine import parse_streams
 from placement_cli.model import Report
 
@@ -28,13 +29,13 @@ def _open(path: str, stack: ExitStack) -> tuple[str, BinaryIO]:
     if path == "-":
         return "<stdin>", sys.stdin.buffer
     if os.path.isdir(path):
-        raise InputError(f"{path}: is a directory, not a log file")
+        raise InputError(_("{path}: is a directory, not a log file").format(path=path))
     try:
         return path, stack.enter_context(open(path, "rb"))
     except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
+        raise InputError(_("{path}: no such file").format(path=path)) from None
     except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        raise InputError(_("{path}: cannot read ({why})").format(path=path, why=exc.strerror or exc)) from None
 
 
 def parse_paths(paths: list[str], *, keep: bool = True, note: Callable[[str], None] | None = None) -> Report:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from placement_cli.errors import InputError
+from placement_cli.i18n import _
 
 SAMPLE = 256 << 10  # text judged (binary or not, wrap width) before anything is parsed
 BINARY_SHARE = 0.03  # more control bytes than this in the sample: not a text log
@@ -156,7 +157,7 @@ def open_text(stream: BinaryIO, name: str, size: int, note: Callable[[str], None
     if not head:
         if empty_ok:
             return None
-        raise InputError(f"{name}: empty input (0 bytes)")
+        raise InputError(_("{name}: empty input (0 bytes)").format(name=name))
     compression = None
     source: Any = _Prepend(head, stream)
     broken: tuple[type[BaseException], ...] = ()
@@ -173,9 +174,9 @@ def open_text(stream: BinaryIO, name: str, size: int, note: Callable[[str], None
             try:
                 head = read_full(source, max(size, 4096))
             except broken as exc:
-                raise InputError(f"{name}: corrupt {kind} data ({exc})") from None
+                raise InputError(_("{name}: corrupt {kind} data ({why})").format(name=name, kind=kind, why=exc)) from None
             if not head:
-                raise InputError(f"{name}: empty input ({kind} data of 0 bytes)")
+                raise InputError(_("{name}: empty input ({kind} data of 0 bytes)").format(name=name, kind=kind))
             source = _Prepend(head, source)
             break
     encoding, bom = _encoding(head)
@@ -187,9 +188,9 @@ def open_text(stream: BinaryIO, name: str, size: int, note: Callable[[str], None
         if len(sample) >= SAMPLE:
             break
     if not sample and not known_text:
-        raise InputError(f"{name}: not a text log (only NUL bytes)")
+        raise InputError(_("{name}: not a text log (only NUL bytes)").format(name=name))
     if _is_binary(sample) and not known_text:
-        raise InputError(f"{name}: not a text log (binary data)")
+        raise InputError(_("{name}: not a text log (binary data)").format(name=name))
     head_text = sample[:SAMPLE]
     layout = Layout(encoding, bom, compression, wrap_width(head_text[: head_text.rfind(b"\n") + 1]))
 
@@ -201,7 +202,7 @@ def open_text(stream: BinaryIO, name: str, size: int, note: Callable[[str], None
         try:
             yield from blocks
         except broken as exc:
-            raise InputError(f"{name}: corrupt {compression} data ({exc})") from None
+            raise InputError(_("{name}: corrupt {kind} data ({why})").format(name=name, kind=compression, why=exc)) from None
 
     return layout, text()
 
@@ -273,7 +274,7 @@ def _may_hold_long_line(data: bytes) -> bool:
 def _body_end(buf: bytearray) -> int:
     """Where the body ends: LOOKAHEAD whole lines before the end (0: too few lines yet)."""
     end = len(buf) - 1  # buf ends with a newline
-    for _ in range(LOOKAHEAD):
+    for _step in range(LOOKAHEAD):
         end = buf.rfind(b"\n", 0, end)
         if end < 0:
             return 0

@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from typing import Any, BinaryIO
 
 from placement_cli.errors import UsageProblem
+from placement_cli.i18n import _
 from placement_cli.model import Copy, Edge, Report
 from placement_cli.render import words
 from placement_cli.runtime.child import BOOT, ENV
@@ -74,27 +75,27 @@ def reopen_closed_stdio() -> frozenset[int]:
 
 def check_script(script: str) -> None:
     if not os.path.isfile(script):
-        raise UsageProblem(f"{script}: no such script")
+        raise UsageProblem(_("{script}: no such script").format(script=script))
 
 
 def open_save_log(path: str, script: str, force: bool) -> BinaryIO:
     """The --save-log file, opened before the script runs: never a directory, never an existing
     file without --force, never the script itself."""
     if os.path.isdir(path):
-        raise UsageProblem(f"--save-log {path}: is a directory")
+        raise UsageProblem(_("{option} {path}: is a directory").format(option="--save-log", path=path))
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
-        raise UsageProblem(f"--save-log {path}: no such directory {folder}")
+        raise UsageProblem(_("{option} {path}: no such directory {folder}").format(option="--save-log", path=path, folder=folder))
     if os.path.lexists(path):
         if os.path.exists(path) and os.path.samefile(path, script):
-            raise UsageProblem(f"--save-log {path}: that is the script itself")
+            raise UsageProblem(_("{option} {path}: that is the script itself").format(option="--save-log", path=path))
         if not force:
-            raise UsageProblem(f"--save-log {path}: the file exists (add --force to overwrite it)")
+            raise UsageProblem(_("{option} {path}: the file exists (add --force to overwrite it)").format(option="--save-log", path=path))
     flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | (os.O_TRUNC if force else os.O_EXCL)
     try:
         fd = os.open(path, flags, 0o666)
     except OSError as exc:
-        raise UsageProblem(f"--save-log {path}: cannot write it ({exc.strerror})") from None
+        raise UsageProblem(_("{option} {path}: cannot write it ({why})").format(option="--save-log", path=path, why=exc.strerror)) from None
     return os.fdopen(fd, "wb")
 
 
