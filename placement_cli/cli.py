@@ -997,7 +997,9 @@ def cluster(
     pictures = _pictures("placement cluster", as_json=as_json, force=force, svg=svg, dot=dot, graph_svg=graph_svg,
                          protect=(cluster_spec,) if cluster_spec else ())
     request = {"api": api.value, "ps": ps, "workers": workers, "steps": steps, "sync": sync, "copies": copies, "lr": 0.5,
-               "operation_timeout_ms": 10_000, "cluster": addresses}
+               # a hang guard: --sync workers legitimately wait for each other's gradients, which on
+               # a loaded 2-core machine took over 10 s
+               "operation_timeout_ms": 30_000 if sync else 10_000, "cluster": addresses}
 
     try:
         found_run = run(request, _cluster_progress)

@@ -40,7 +40,6 @@ from typing import Any
 
 READY_LIMIT = 150.0  # seconds for every task to import TensorFlow and start its server (loaded 2-core machine)
 TRAIN_LIMIT = 300.0  # seconds for the training itself
-OPERATION_TIMEOUT_MS = 10_000
 _TAIL = 6  # lines of a failed task's log quoted in its error
 _INFO = re.compile(r"\s*I\d{4} ")  # a glog INFO line
 
