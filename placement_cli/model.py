@@ -110,6 +110,11 @@ class Copy:
     def detailed(self) -> bool:
         return self.dtype is not None or self.bytes is not None or self.computed
 
+    @property
+    def producer_node(self) -> str:
+        """The node whose output was copied: the _Send's own record of it, else the tensor's op."""
+        return self.producer or self.tensor.rsplit(":", 1)[0]
+
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"tensor": self.tensor, "from": self.source, "to": self.target}
         if self.detailed:

@@ -118,7 +118,7 @@ def build(run: ClusterRun, *, sync: bool, steps: int, copies: bool, api: str = "
     report = Report(placements=tuple(placements), lines=lines, result=result, copies=found_copies,
                     run_error=run.error, title="placement cluster")
     drawn_copies = None if found_copies is None else tuple(
-        replace(c, producer=_on_task(c.source, c.producer or c.tensor.rsplit(":", 1)[0])) for c in found_copies)
+        replace(c, producer=_on_task(c.source, c.producer_node)) for c in found_copies)
     graph = replace(report, placements=tuple(drawn), edges=tuple(edges) if edges else None, copies=drawn_copies)
     return ClusterReport(run=run, report=report, sync=sync, steps=steps, api=api, graph=graph)
 

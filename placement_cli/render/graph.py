@@ -88,8 +88,7 @@ def picture(report: Report) -> Picture:
             hidden += 1
             continue
         nodes.setdefault(p.node, (p.op or "?", p.canonical))
-    sizes = _copy_bytes(report)
-    virtual = _same_memory(report)
+    sizes, virtual = _measured_copies(report)
     links: dict[tuple[str, str], Link] = {}
     for e in sorted(report.edges or (), key=lambda e: (e.source, e.target, e.control)):
         if e.source in nodes and e.target in nodes and e.source != e.target:
@@ -129,31 +128,23 @@ def device_order(device: str) -> tuple[Any, ...]:
             -1 if spec.device_index is None else spec.device_index, device)
 
 
-def _same_memory(report: Report) -> set[tuple[str, str]]:
-    """(producer node, target device) of the copies measured between logical devices of one memory."""
+def _measured_copies(report: Report) -> tuple[dict[tuple[str, str], int], set[tuple[str, str]]]:
+    """Per (producer node, target device) of the copies --copies measured: bytes per step, and the
+    keys of those between logical devices of one memory (nothing really moved)."""
     from placement_cli.devices import try_parse  # noqa: PLC0415
 
-    found = set()
+    sizes: dict[tuple[str, str], int] = {}
+    same_memory: set[tuple[str, str]] = set()
     for c in report.copies or ():
-        if c.physical is False and not c.computed:
-            target = try_parse(c.target)
-            found.add((c.producer or c.tensor.rsplit(":", 1)[0], target.canonical if target else c.target))
-    return found
-
-
-def _copy_bytes(report: Report) -> dict[tuple[str, str], int]:
-    """(producer node, target device) -> bytes per step of that copy, where --copies measured them."""
-    from placement_cli.devices import try_parse  # noqa: PLC0415
-
-    found: dict[tuple[str, str], int] = {}
-    for c in report.copies or ():
-        if c.bytes is None or c.computed:
+        if c.computed:
             continue
-        producer = c.producer or c.tensor.rsplit(":", 1)[0]
         target = try_parse(c.target)
-        key = (producer, target.canonical if target else c.target)
-        found[key] = found.get(key, 0) + c.bytes
-    return found
+        key = (c.producer_node, target.canonical if target else c.target)
+        if c.bytes is not None:
+            sizes[key] = sizes.get(key, 0) + c.bytes
+        if c.physical is False:
+            same_memory.add(key)
+    return sizes, same_memory
 
 
 def depths(names: list[str], edges: list[tuple[str, str]]) -> dict[str, int]:

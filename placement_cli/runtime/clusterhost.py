@@ -410,10 +410,7 @@ def _attempt(request: dict[str, Any], emit: Any, ctx: Any) -> dict[str, Any]:
         ready: set[str] = set()
         deadline = time.monotonic() + READY_LIMIT
         while len(ready) < len(tasks) and error is None:
-            try:
-                message = messages.get(timeout=0.2)
-            except queue_module.Empty:
-                message = None
+            message = _poll(messages)
             if message is not None:
                 if message["kind"] == "ready":
                     ready.add(message["task"])
@@ -463,6 +460,14 @@ def _attempt(request: dict[str, Any], emit: Any, ctx: Any) -> dict[str, Any]:
             "seconds": round(time.monotonic() - launched, 2)}
 
 
+def _poll(messages: Any) -> dict[str, Any] | None:
+    """The tasks' next message, or None after 0.2 s (the caller's loop checks its deadline)."""
+    try:
+        return messages.get(timeout=0.2)
+    except queue_module.Empty:
+        return None
+
+
 def _train_all(processes: dict[str, Any], workers: list[str], go: list[Any], messages: Any,
                results: dict[str, dict[str, Any]], dead: Any, request: dict[str, Any], emit: Any) -> str | None:
     """Release the chief, then (once its session is up) the other workers; wait for every result
@@ -472,10 +477,7 @@ def _train_all(processes: dict[str, Any], workers: list[str], go: list[Any], mes
     sessions: set[str] = set()
     deadline = time.monotonic() + TRAIN_LIMIT
     while len(results) < len(workers):
-        try:
-            message = messages.get(timeout=0.2)
-        except queue_module.Empty:
-            message = None
+        message = _poll(messages)
         if message is not None:
             if message["kind"] == "session":
                 sessions.add(message["task"])
