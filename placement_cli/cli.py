@@ -161,7 +161,6 @@ def _pictures(command: str, *, as_json: bool, force: bool, svg: str | None = Non
     """Check the pictures' files before anything runs (exit 2 for one that cannot be written), and
     start recording the tables when --svg asks for them."""
     from placement_cli.errors import UsageProblem  # noqa: PLC0415
-    from placement_cli.i18n import _  # noqa: PLC0415
     from placement_cli.outputs import check_distinct, check_file  # noqa: PLC0415
 
     if svg is not None and as_json:
@@ -179,7 +178,6 @@ def _save_pictures(pictures: Pictures, report: Any = None) -> None:
     """Write what the command printed (--svg) and the graph of ``report`` (--dot, --graph-svg). A file
     that cannot be written after all (its folder went away, a read-only or full disk) is one line and
     exit 2, or the command's own 1."""
-    from placement_cli.i18n import _  # noqa: PLC0415
     from placement_cli.outputs import write_file  # noqa: PLC0415
 
     wanted: list[tuple[str, str, Callable[[], str]]] = []
@@ -214,7 +212,6 @@ def _tensorboard(path: str | None, mode: Mode = Mode.graph, pictures: Pictures =
     when a picture's file has the same name (the picture could not be written after the run)."""
     if path is None:
         return None
-    from placement_cli.i18n import _  # noqa: PLC0415
     from placement_cli.outputs import check_distinct, check_folder  # noqa: PLC0415
 
     if mode is Mode.eager:
@@ -225,8 +222,6 @@ def _tensorboard(path: str | None, mode: Mode = Mode.graph, pictures: Pictures =
 
 
 def _say_tensorboard(path: str | None, written: bool = True) -> None:
-    from placement_cli.i18n import _  # noqa: PLC0415
-
     if path is None:
         return
     if written:
@@ -922,8 +917,6 @@ def train(
 
 def _cluster_progress(event: dict[str, Any]) -> None:
     """A cluster's start-up, a line per task on stderr (cluster, and the demo's cluster step)."""
-    from placement_cli.i18n import _  # noqa: PLC0415
-
     if event.get("event") == "isolation" and not event.get("isolated"):
         _say(_("no private network namespace ({why}): the cluster's ports listen on every interface, "
                "unauthenticated, while it runs").format(why=event.get("why")))
@@ -972,9 +965,7 @@ def cluster(
     Example: placement cluster --ps 2 --workers 2 --steps 10 --sync
     """
     from placement_cli import clusterspec  # noqa: PLC0415
-    from placement_cli.errors import UsageProblem  # noqa: PLC0415
-    from placement_cli.i18n import _  # noqa: PLC0415
-    from placement_cli.errors import Terminated  # noqa: PLC0415
+    from placement_cli.errors import Terminated, UsageProblem  # noqa: PLC0415
     from placement_cli.runtime.cluster import check_cluster, run  # noqa: PLC0415
 
     described = None
