@@ -202,7 +202,7 @@ def _pictures(command: str, *, as_json: bool, force: bool, svg: str | None = Non
               graph_svg: str | None = None, protect: tuple[str, ...] = ()) -> Pictures:
     """Check the pictures' files before anything runs (exit 2 for one that cannot be written), and
     start recording the tables when --svg asks for them."""
-    from placement_cli.errors import UsageProblem  # noqa: PLC0415
+    from placement_cli.exceptions import UsageProblem  # noqa: PLC0415
     from placement_cli.outputs import check_distinct, check_file  # noqa: PLC0415
 
     if svg is not None and as_json:
@@ -234,7 +234,7 @@ def _save_pictures(pictures: Pictures, report: Any = None) -> None:
             wanted.append(("--dot", pictures.dot, lambda: render_dot(report)))
         if pictures.graph_svg is not None:
             wanted.append(("--graph-svg", pictures.graph_svg, lambda: render_graph_svg(report)))
-    from placement_cli.errors import UsageProblem  # noqa: PLC0415
+    from placement_cli.exceptions import UsageProblem  # noqa: PLC0415
 
     for option, path, render in wanted:
         try:
@@ -315,7 +315,7 @@ _OWN_SIGNALS = frozenset({"trace"})
 
 
 def _raise_terminated(signum: int, _frame: Any) -> None:
-    from placement_cli.errors import Terminated  # noqa: PLC0415
+    from placement_cli.exceptions import Terminated  # noqa: PLC0415
 
     raise Terminated(signum)
 
@@ -382,8 +382,7 @@ def guarded(fn: F) -> F:
 
 
 def _guarded_call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    from placement_cli.devices import DeviceSpecError  # noqa: PLC0415
-    from placement_cli.errors import InputError, Terminated, UsageProblem  # noqa: PLC0415
+    from placement_cli.exceptions import DeviceSpecError, InputError, Terminated, UsageProblem  # noqa: PLC0415
 
     try:
         return fn(*args, **kwargs)
@@ -664,7 +663,7 @@ def inspect(
     Example: placement inspect grpc://localhost:2222 --timeout 3
     """
     from placement_cli import clusterspec  # noqa: PLC0415
-    from placement_cli.errors import UsageProblem  # noqa: PLC0415
+    from placement_cli.exceptions import UsageProblem  # noqa: PLC0415
 
     if target is not None and cluster_spec is not None:
         raise UsageProblem("give a TARGET or --cluster-spec FILE, not both")
@@ -854,7 +853,7 @@ def _training_devices(lesson: str, towers: int | None, devices: str | None, gpus
     """The towers' (or replicas') devices and the logical CPUs to make: --devices, --gpus, or
     ``default`` logical CPUs from /cpu:``first_cpu`` on; every count held to the lesson's caps."""
     from placement_cli.devices import LESSON_DEVICES, lesson_devices, parse_indices  # noqa: PLC0415
-    from placement_cli.errors import UsageProblem  # noqa: PLC0415
+    from placement_cli.exceptions import UsageProblem  # noqa: PLC0415
 
     unit = LESSON_DEVICES[lesson][1]
     if devices and gpus:
@@ -1029,7 +1028,7 @@ def cluster(
     Example: placement cluster --ps 2 --workers 2 --steps 10 --sync
     """
     from placement_cli import clusterspec  # noqa: PLC0415
-    from placement_cli.errors import Terminated, UsageProblem  # noqa: PLC0415
+    from placement_cli.exceptions import Terminated, UsageProblem  # noqa: PLC0415
     from placement_cli.runtime.cluster import check_cluster, run  # noqa: PLC0415
 
     described = None
@@ -1204,7 +1203,7 @@ def demo(
     if as_json:
         _demo_json(chosen, machine)
         return
-    from placement_cli.errors import Terminated  # noqa: PLC0415
+    from placement_cli.exceptions import Terminated  # noqa: PLC0415
 
     try:
         failed = _demo_tables(chosen, machine, _pausing(pause), all_rows)
