@@ -9,7 +9,7 @@ from typing import Any
 from placement_cli.runtime import private
 from placement_cli.runtime.fdcapture import capture_fds
 from placement_cli.logparse import parse_text
-from placement_cli.logparse.failures import failure_from_text
+from placement_cli.logparse.error_messages import failure_from_text
 from placement_cli.model import PlacementFailure
 from placement_cli.why import Facts, explain, merge_nodes
 from placement_cli.runtime.facts import graph_nodes, kernel_checks, kernel_map
