@@ -602,18 +602,18 @@ def errors(lang: LangOpt = None, as_json: JsonOpt = False, svg: SvgOpt = None, f
     All cases share one TensorFlow start-up; GPU-only cases are reported as not run on machines without one.
     Example: placement errors --json
     """
-    from placement_cli.lessons.failures import catalogue  # noqa: PLC0415
+    from placement_cli.lessons.failure_cases import catalogue  # noqa: PLC0415
 
     pictures = _pictures("placement errors", as_json=as_json, force=force, svg=svg)
     found = catalogue()
     if as_json:
-        _print_json(found)
+        _print_json(found.to_dict())
     else:
-        from placement_cli.render.errors import render_catalogue  # noqa: PLC0415
+        from placement_cli.render.failure_cases import render_catalogue  # noqa: PLC0415
 
         _console().print(_ascii_safe(render_catalogue(found)))
         _save_pictures(pictures)
-    _say_incomplete(found.get("incomplete"), "the catalogue is incomplete (what needs it says unknown or is not run)")
+    _say_incomplete(found.incomplete, "the catalogue is incomplete (what needs it says unknown or is not run)")
 
 
 @app.command()
@@ -636,7 +636,7 @@ def devices(
     pictures = _pictures("placement devices", as_json=as_json, force=force, svg=svg)
     found = inventory(_options(False, Mode.graph, cpus, virtual_gpus))
     if as_json:
-        _print_json(found)
+        _print_json(found.to_dict())
     else:
         _console().print(_ascii_safe(render_inventory(found)))
         _save_pictures(pictures)
@@ -1273,7 +1273,7 @@ def _demo_json(chosen: list[int], machine: Any) -> None:
         result = outcome.result
         if outcome.kind in ("report", "training"):
             result = report_dict(result, run=True)
-        elif outcome.kind == "cluster":
+        elif outcome.kind in ("cluster", "inventory"):
             result = result.to_dict()
         steps.append({"number": k, "key": step.key, "title": step.title, "explanation": step.explain,
                       "code": step.source(), "args": step.args(machine), "code_ran": outcome.ran,
