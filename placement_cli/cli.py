@@ -202,7 +202,7 @@ def _pictures(command: str, *, as_json: bool, force: bool, svg: str | None = Non
               graph_svg: str | None = None, protect: tuple[str, ...] = ()) -> Pictures:
     """Check the pictures' files before anything runs (exit 2 for one that cannot be written), and
     start recording the tables when --svg asks for them."""
-    from placement_cli.errors import UsageProblem  # noqa: PLC0415
+    from placement_cli.exceptions import UsageProblem  # noqa: PLC0415
     from placement_cli.outputs import check_distinct, check_file  # noqa: PLC0415
 
     if svg is not None and as_json:
@@ -234,7 +234,7 @@ def _save_pictures(pictures: Pictures, report: Any = None) -> None:
             wanted.append(("--dot", pictures.dot, lambda: render_dot(report)))
         if pictures.graph_svg is not None:
             wanted.append(("--graph-svg", pictures.graph_svg, lambda: render_graph_svg(report)))
-    from placement_cli.errors import UsageProblem  # noqa: PLC0415
+    from placement_cli.exceptions import UsageProblem  # noqa: PLC0415
 
     for option, path, render in wanted:
         try:
@@ -315,7 +315,7 @@ _OWN_SIGNALS = frozenset({"trace"})
 
 
 def _raise_terminated(signum: int, _frame: Any) -> None:
-    from placement_cli.errors import Terminated  # noqa: PLC0415
+    from placement_cli.exceptions import Terminated  # noqa: PLC0415
 
     raise Terminated(signum)
 
@@ -382,8 +382,7 @@ def guarded(fn: F) -> F:
 
 
 def _guarded_call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    from placement_cli.devices import DeviceSpecError  # noqa: PLC0415
-    from placement_cli.errors import InputError, Terminated, UsageProblem  # noqa: PLC0415
+    from placement_cli.exceptions import DeviceSpecError, InputError, Terminated, UsageProblem  # noqa: PLC0415
 
     try:
         return fn(*args, **kwargs)
@@ -603,18 +602,18 @@ def errors(lang: LangOpt = None, as_json: JsonOpt = False, svg: SvgOpt = None, f
     All cases share one TensorFlow start-up; GPU-only cases are reported as not run on machines without one.
     Example: placement errors --json
     """
-    from placement_cli.lessons.failures import catalogue  # noqa: PLC0415
+    from placement_cli.lessons.failure_cases import catalogue  # noqa: PLC0415
 
     pictures = _pictures("placement errors", as_json=as_json, force=force, svg=svg)
     found = catalogue()
     if as_json:
-        _print_json(found)
+        _print_json(found.to_dict())
     else:
-        from placement_cli.render.errors import render_catalogue  # noqa: PLC0415
+        from placement_cli.render.failure_cases import render_catalogue  # noqa: PLC0415
 
         _console().print(_ascii_safe(render_catalogue(found)))
         _save_pictures(pictures)
-    _say_incomplete(found.get("incomplete"), "the catalogue is incomplete (what needs it says unknown or is not run)")
+    _say_incomplete(found.incomplete, "the catalogue is incomplete (what needs it says unknown or is not run)")
 
 
 @app.command()
@@ -637,7 +636,7 @@ def devices(
     pictures = _pictures("placement devices", as_json=as_json, force=force, svg=svg)
     found = inventory(_options(False, Mode.graph, cpus, virtual_gpus))
     if as_json:
-        _print_json(found)
+        _print_json(found.to_dict())
     else:
         _console().print(_ascii_safe(render_inventory(found)))
         _save_pictures(pictures)
@@ -664,7 +663,7 @@ def inspect(
     Example: placement inspect grpc://localhost:2222 --timeout 3
     """
     from placement_cli import clusterspec  # noqa: PLC0415
-    from placement_cli.errors import UsageProblem  # noqa: PLC0415
+    from placement_cli.exceptions import UsageProblem  # noqa: PLC0415
 
     if target is not None and cluster_spec is not None:
         raise UsageProblem("give a TARGET or --cluster-spec FILE, not both")
@@ -854,7 +853,7 @@ def _training_devices(lesson: str, towers: int | None, devices: str | None, gpus
     """The towers' (or replicas') devices and the logical CPUs to make: --devices, --gpus, or
     ``default`` logical CPUs from /cpu:``first_cpu`` on; every count held to the lesson's caps."""
     from placement_cli.devices import LESSON_DEVICES, lesson_devices, parse_indices  # noqa: PLC0415
-    from placement_cli.errors import UsageProblem  # noqa: PLC0415
+    from placement_cli.exceptions import UsageProblem  # noqa: PLC0415
 
     unit = LESSON_DEVICES[lesson][1]
     if devices and gpus:
@@ -1029,7 +1028,7 @@ def cluster(
     Example: placement cluster --ps 2 --workers 2 --steps 10 --sync
     """
     from placement_cli import clusterspec  # noqa: PLC0415
-    from placement_cli.errors import Terminated, UsageProblem  # noqa: PLC0415
+    from placement_cli.exceptions import Terminated, UsageProblem  # noqa: PLC0415
     from placement_cli.runtime.cluster import check_cluster, run  # noqa: PLC0415
 
     described = None
@@ -1204,7 +1203,7 @@ def demo(
     if as_json:
         _demo_json(chosen, machine)
         return
-    from placement_cli.errors import Terminated  # noqa: PLC0415
+    from placement_cli.exceptions import Terminated  # noqa: PLC0415
 
     try:
         failed = _demo_tables(chosen, machine, _pausing(pause), all_rows)
@@ -1274,7 +1273,7 @@ def _demo_json(chosen: list[int], machine: Any) -> None:
         result = outcome.result
         if outcome.kind in ("report", "training"):
             result = report_dict(result, run=True)
-        elif outcome.kind == "cluster":
+        elif outcome.kind in ("cluster", "inventory"):
             result = result.to_dict()
         steps.append({"number": k, "key": step.key, "title": step.title, "explanation": step.explain,
                       "code": step.source(), "args": step.args(machine), "code_ran": outcome.ran,

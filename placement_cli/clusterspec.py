@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from placement_cli.errors import UsageProblem
+from placement_cli.exceptions import UsageProblem
 
 _JOB_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")  # TensorFlow's IsJobName
 # host:port, host a name, an IPv4 address or a bracketed IPv6 address

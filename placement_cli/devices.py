@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 
 from placement_cli.caps import LESSON_DEVICES, MAX_CPUS, MAX_VIRTUAL_GPUS  # the table, kept light for the CLI
+from placement_cli.exceptions import DeviceSpecError
 
 _PART = re.compile(r"(job|replica|task|device|cpu|gpu):([^/]*)", re.IGNORECASE)
 _TYPE_INDEX = re.compile(r"([A-Za-z][A-Za-z0-9_]*):(\d+|\*)")
@@ -14,10 +15,6 @@ _LOGGED_TYPE_INDEX = re.compile(r"([A-Za-z_][A-Za-z0-9_]*):(\d+|\*)")
 _JOB_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")  # TensorFlow's IsJobName
 _INT_MAX = 2**31 - 1  # ids past this do not name a device (TensorFlow stores them in an int)
 _BARE_TYPES = frozenset({"CPU", "GPU", "TPU", "CUSTOM", "EPU"})  # TF accepts these without "device:"
-
-
-class DeviceSpecError(ValueError):
-    """A device string TensorFlow would not accept."""
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from placement_cli.devices import DeviceSpec, try_parse
+from placement_cli.exceptions import FilterError
 from placement_cli.logparse import placer
 from placement_cli.model import Placement, Report
 
@@ -28,10 +29,6 @@ _BARE_TYPE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _OP_TYPE = re.compile(placer.OP.decode())  # an op type as the parser reads one
 # a task as the tables name it: ps/0, or ps/0 CPU:0 with its device
 _SHORT_TASK = re.compile(r"(?P<task>[A-Za-z][A-Za-z0-9_]*/[0-9]+)(?: +[A-Za-z_][A-Za-z0-9_]*:[0-9]+)?")
-
-
-class FilterError(ValueError):
-    """A filter value that cannot be used (empty, a bad regex, no device or op type)."""
 
 
 def is_plumbing(p: Placement) -> bool:

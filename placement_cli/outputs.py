@@ -17,7 +17,7 @@ import stat
 import tempfile
 from collections.abc import Iterable
 
-from placement_cli.errors import UsageProblem
+from placement_cli.exceptions import UsageProblem
 from placement_cli.i18n import _
 
 

@@ -246,7 +246,7 @@ def test_bounds_refused(args: list[str], words: str) -> None:
 def test_a_host_the_private_namespace_cannot_reach_is_refused_at_once(host: str) -> None:
     """Each of these once passed the check and left the workers waiting 300 s for their ps."""
     from placement_cli.clusterspec import from_text
-    from placement_cli.errors import UsageProblem
+    from placement_cli.exceptions import UsageProblem
     from placement_cli.runtime.cluster import check_cluster
 
     spec = from_text(json.dumps({"ps": [f"{host}:2222"], "worker": ["localhost:2223"]}), "spec.json")

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from placement_cli import clusterspec
-from placement_cli.errors import UsageProblem
+from placement_cli.exceptions import UsageProblem
 
 
 def test_cluster_spec_dict_lists_tasks_in_order():

@@ -25,6 +25,7 @@ from conftest import run_cli
 from placement_cli.cli import app
 from placement_cli.lessons import demo
 from placement_cli.lessons.demo import STEPS, Machine, Outcome, Step, run_step, select
+from placement_cli.model import Inventory, PhysicalDevice
 
 KEYS = ["devices", "logging", "manual", "missing", "soft", "towers", "copies", "train", "mirrored", "cluster"]
 IN_PROCESS = len(KEYS) - 1  # the steps that run in the demo's own TensorFlow (the cluster runs in processes of its own)
@@ -129,8 +130,7 @@ def test_the_demo_shows_no_hint_of_another_commands_options() -> None:
     from placement_cli.render.demo import _result
     from placement_cli.render.table import View
 
-    found = {"physical": [{"device_type": "CPU", "name": "/physical_device:CPU:0"}], "logical": [],
-             "device_mapping": [], "device_mapping_logged": False}
+    found = Inventory(physical=(PhysicalDevice("/physical_device:CPU:0", "CPU"),), logical=())
     console = Console(file=io.StringIO(), width=200)
     console.print(_result(Outcome("inventory", found), View()))
     assert "--cpus" not in console.file.getvalue() and "--soft" not in console.file.getvalue()

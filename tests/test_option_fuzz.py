@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from placement_cli import clusterspec
 from placement_cli.cli import _pictures, _state, app
-from placement_cli.errors import UsageProblem
+from placement_cli.exceptions import UsageProblem
 from placement_cli.i18n import use
 from placement_cli.outputs import check_folder
 
@@ -193,7 +193,7 @@ def test_a_save_log_file_is_opened_or_refused_in_one_line(folder: Path, path: st
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(paths=st.lists(_PATHS, min_size=1, max_size=3), keep=st.booleans())
 def test_a_log_file_is_parsed_or_refused_in_one_line(folder: Path, paths: list[str], keep: bool) -> None:
-    from placement_cli.errors import InputError  # noqa: PLC0415
+    from placement_cli.exceptions import InputError  # noqa: PLC0415
     from placement_cli.logparse import parse_paths  # noqa: PLC0415
 
     if any(p.startswith(("fifo", "/dev/stdin", "/dev/stdout", "/proc", "/dev/full")) for p in paths):

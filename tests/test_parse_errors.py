@@ -12,7 +12,7 @@ import pytest
 from conftest import LOGS
 from placement_cli.devices import tf_rejects
 from placement_cli.logparse import parse_paths
-from placement_cli.logparse.failures import failure_from_text
+from placement_cli.logparse.error_messages import failure_from_text
 
 CASES = [
     # graph mode, TF 2.21: tf.device('/gpu:99999999999999999999') and friends

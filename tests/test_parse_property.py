@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from conftest import LOGS  # noqa: E402
-from placement_cli.errors import InputError
+from placement_cli.exceptions import InputError
 from placement_cli.logparse import engine, parallel
 from placement_cli.logparse.engine import parse_streams
 

@@ -22,7 +22,7 @@ from rich.console import Console
 
 from conftest import LOGS, read_dot, run_cli
 from placement_cli.devices import try_parse
-from placement_cli.errors import UsageProblem
+from placement_cli.exceptions import UsageProblem
 from placement_cli.model import Copy, Edge, Placement, Report
 from placement_cli.outputs import check_file, write_file
 from placement_cli.render.graph import depths, dot_string, render_dot, render_graph_svg

@@ -81,7 +81,7 @@ def _no_tensorflow() -> Iterator[None]:
     _calls.clear()
     _environments.clear()
     with patch("placement_cli.lessons.guide.matmul", _lesson(None)), \
-            patch("placement_cli.lessons.failures.catalogue", _lesson(None)), \
+            patch("placement_cli.lessons.failure_cases.catalogue", _lesson(None)), \
             patch("placement_cli.lessons.demo.start", _lesson(None)), \
             patch("placement_cli.lessons.guide.tower", _lesson(0)), \
             patch("placement_cli.lessons.train.train", _lesson(0)), \

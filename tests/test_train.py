@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from conftest import has_gpu, matmul_count, run_cli
 from placement_cli.cli import app
 from placement_cli.devices import parse_device
-from placement_cli.errors import UsageProblem
+from placement_cli.exceptions import UsageProblem
 from placement_cli.lessons.train import TrainSpec, check_split, expected_bytes, parameter_count, role_order
 from placement_cli.model import Copy, GradientCheck, Placement, Report, Training, link_totals
 from placement_cli.render.table import View

@@ -88,11 +88,10 @@ def _devices(machine: Machine) -> Outcome:
     from placement_cli.runtime.inventory import inventory  # noqa: PLC0415
 
     found = inventory(_options())
-    logical = [short_name(d["canonical"]) for d in found["logical"]]
-    gpus = [d for d in found["physical"] if d["device_type"] == "GPU"]
-    if gpus:
+    logical = [short_name(d.canonical) for d in found.logical]
+    if found.gpus:
         return Outcome("inventory", found, N_("TensorFlow sees {gpus} GPU(s) and {count} logical devices: {names}."),
-                       {"gpus": len(gpus), "count": len(logical), "names": ", ".join(logical)})
+                       {"gpus": len(found.gpus), "count": len(logical), "names": ", ".join(logical)})
     return Outcome("inventory", found, N_("No GPU here: the CPU is split into {count} logical devices ({names}); "
                                           "the GPU steps run on them instead, and say so."),
                    {"count": len(logical), "names": ", ".join(logical)})

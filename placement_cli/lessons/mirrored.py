@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from placement_cli.errors import UsageProblem
+from placement_cli.exceptions import UsageProblem
 from placement_cli.lessons.split import check_even
 from placement_cli.model import Copy, ExpectedBytes, Placement, Report, Training, VariableCopies
 from placement_cli.render import words

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from placement_cli.errors import UsageProblem
+from placement_cli.exceptions import UsageProblem
 
 
 def check_even(batch: int, parts: int, unit: str, why: str) -> None:

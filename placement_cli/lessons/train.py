@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from placement_cli.devices import short_name, try_parse
-from placement_cli.errors import UsageProblem
+from placement_cli.exceptions import UsageProblem
 from placement_cli.lessons.split import check_even
 from placement_cli.model import FREE, ExpectedBytes, GradientCheck, Placement, Report, Training, VariableCopies
 from placement_cli.render import words

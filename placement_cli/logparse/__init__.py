@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from typing import BinaryIO
 
-from placement_cli.errors import InputError
+from placement_cli.exceptions import InputError
 from placement_cli.i18n import _
 from placement_cli.logparse.engine import parse_streams
 from placement_cli.model import Report

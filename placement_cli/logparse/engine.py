@@ -18,7 +18,7 @@ from typing import Any, BinaryIO
 
 from placement_cli.devices import DeviceSpec, DeviceSpecError, parse_device
 from placement_cli.logparse import eager, mapping, placer, reader, rejoin
-from placement_cli.logparse.failures import MAX_CHARS, MAX_LINES, TRIGGER, may_hold_failure, read_failure
+from placement_cli.logparse.error_messages import MAX_CHARS, MAX_LINES, TRIGGER, may_hold_failure, read_failure
 from placement_cli.model import DeviceMapping, Placement, PlacementFailure, Report
 
 CHUNK = 2 << 20  # bytes read and parsed at a time; no answer depends on it

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from placement_cli.errors import InputError
+from placement_cli.exceptions import InputError
 from placement_cli.i18n import _
 
 SAMPLE = 256 << 10  # text judged (binary or not, wrap width) before anything is parsed

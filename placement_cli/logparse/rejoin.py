@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import re
 
-from placement_cli.logparse import eager, failures, placer
+from placement_cli.logparse import eager, error_messages, placer
 
 MAX_JOIN = 16  # rows one record may span
 CONSUMED = b"\0"  # what is left of a row that a join took
@@ -206,12 +206,12 @@ def _trimmed_join(text: bytes, nxt: bytes, both: bytes) -> bool:
     a mapping line stops mid-sentence there."""
     if is_record(both) and not is_record(text):
         return True
-    spans = failures.TRIGGER.search(text[-64:] + b" " + nxt[:64])
+    spans = error_messages.TRIGGER.search(text[-64:] + b" " + nxt[:64])
     if spans and spans.start() < len(text[-64:]) < spans.end():
         return True
     if nxt.startswith(b"unknown device.") and _DEVICE_AT_END.fullmatch(text):
         return True
-    if failures.TRIGGER.search(text) and not text.rstrip().endswith(b"."):
+    if error_messages.TRIGGER.search(text) and not text.rstrip().endswith(b"."):
         return True
     return _MAPPING_LINE.match(text) is not None
 

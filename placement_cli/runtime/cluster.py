@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from placement_cli.clusterspec import Cluster
-from placement_cli.errors import Terminated, UsageProblem
+from placement_cli.exceptions import Terminated, UsageProblem
 from placement_cli.i18n import N_, Message
 
 OVERALL_LIMIT = 600.0  # seconds the supervisor may take in all before it is killed

@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 
 from placement_cli.clusterspec import Cluster, Task
 from placement_cli.devices import try_parse
+from placement_cli.exceptions import InspectorFailed
 from placement_cli.i18n import N_, Message
 from placement_cli.model import Inspection, TaskAnswer, TaskDevice
 from placement_cli.runtime.cluster import how_it_ended, process_state
@@ -288,10 +289,6 @@ def run(cluster: Cluster | None, address: str | None, timeout: float) -> Inspect
     if not isinstance(found, Inspection):
         raise InspectorFailed(f"the process asking TensorFlow (pid {child.pid}) gave an unreadable answer")
     return found
-
-
-class InspectorFailed(RuntimeError):
-    """inspect's own TensorFlow process ended without an answer: placement failed, not the cluster."""
 
 
 def _gave_up(cluster: Cluster | None, address: str | None, timeout: float, why: Message) -> Inspection:

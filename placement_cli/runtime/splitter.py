@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from placement_cli.logparse.failures import MAX_LINES, TRIGGER, may_hold_failure
+from placement_cli.logparse.error_messages import MAX_LINES, TRIGGER, may_hold_failure
 from placement_cli.logparse import eager
 from placement_cli.logparse.placer import DEVICE, NODE, OP
 

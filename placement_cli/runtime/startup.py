@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from placement_cli.devices import try_parse
-from placement_cli.errors import UsageProblem
+from placement_cli.exceptions import UsageProblem
 
 
 @dataclass(frozen=True)

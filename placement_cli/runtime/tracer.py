@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, BinaryIO
 
-from placement_cli.errors import UsageProblem
+from placement_cli.exceptions import UsageProblem
 from placement_cli.i18n import _
 from placement_cli import outputs
 from placement_cli.model import Copy, Edge, Report

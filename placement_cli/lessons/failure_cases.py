@@ -6,17 +6,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from placement_cli.runtime import private
-from placement_cli.runtime.fdcapture import capture_fds
-from placement_cli.logparse import parse_text
-from placement_cli.logparse.failures import failure_from_text
-from placement_cli.model import PlacementFailure
-from placement_cli.why import Facts, explain, merge_nodes
-from placement_cli.runtime.facts import graph_nodes, kernel_checks, kernel_map
-from placement_cli.runtime.run import essential
+from placement_cli.i18n import N_, Message
 from placement_cli.lessons.guide import A_VALUES
+from placement_cli.logparse import parse_text
+from placement_cli.logparse.error_messages import failure_from_text
+from placement_cli.model import FailureCase, FailureCatalogue, PlacementFailure, SoftRun
+from placement_cli.runtime import private
+from placement_cli.runtime.facts import graph_nodes, kernel_checks, kernel_map
+from placement_cli.runtime.fdcapture import capture_fds
+from placement_cli.runtime.run import essential
 from placement_cli.runtime.startup import RunOptions, available_devices, session_config, tensorflow
-from placement_cli.i18n import N_
+from placement_cli.why import Facts, explain, merge_nodes
 
 # Every case runs in this one process: one TensorFlow start-up for the whole catalogue.
 _CPUS = 2
@@ -29,7 +29,7 @@ class CaseUnavailable(Exception):
 @dataclass(frozen=True)
 class Case:
     name: str
-    description: str
+    description: Message
     requested: str
     build: Callable[[Any], Any]  # tf -> fetch, built inside a fresh default graph
     needs_gpu: bool = False
@@ -61,21 +61,22 @@ def _colocation(tf: Any) -> Any:
     return b
 
 
-# The cases' words, as templates the renderer translates (JSON shows them formatted, in English).
-OUT_OF_RANGE = N_("MatMul pinned to /cpu:7 when the session has {cpus} CPU devices")
-NEEDS_GPU = N_("needs a GPU: no GPU on this machine, so this case cannot be run here")
+# The cases' words as messages: English in JSON, the chosen language in tables.
+NEEDS_GPU = Message(N_("needs a GPU: no GPU on this machine, so this case cannot be run here"))
 CASES = (
-    Case("missing-gpu", N_("MatMul pinned to a GPU this machine does not have (the guide's /gpu:2)"), "/gpu:2",
-         _matmul_on("/gpu:2")),
-    Case("cpu-out-of-range", OUT_OF_RANGE.format(cpus=_CPUS), "/cpu:7", _matmul_on("/cpu:7")),
-    Case("no-gpu-kernel", N_("A string op (StringJoin) pinned to a GPU: it has no GPU kernel"), "/gpu:0",
+    Case("missing-gpu", Message(N_("MatMul pinned to a GPU this machine does not have (the guide's /gpu:2)")),
+         "/gpu:2", _matmul_on("/gpu:2")),
+    Case("cpu-out-of-range", Message(N_("MatMul pinned to /cpu:7 when the session has {cpus} CPU devices"), cpus=_CPUS),
+         "/cpu:7", _matmul_on("/cpu:7")),
+    Case("no-gpu-kernel", Message(N_("A string op (StringJoin) pinned to a GPU: it has no GPU kernel")), "/gpu:0",
          _string_on_gpu, needs_gpu=True),
-    Case("colocation-conflict", N_("b = identity(a) colocated with a on CPU:0, but pinned to CPU:1"), "/cpu:1",
-         _colocation),
-    Case("malformed-gpu-index", N_("A device string whose index is not a number"), "/gpu:x", _matmul_on("/gpu:x")),
-    Case("malformed-device-type", N_("A device string with an unknown component"), "/foo:0", _matmul_on("/foo:0")),
+    Case("colocation-conflict", Message(N_("b = identity(a) colocated with a on CPU:0, but pinned to CPU:1")),
+         "/cpu:1", _colocation),
+    Case("malformed-gpu-index", Message(N_("A device string whose index is not a number")), "/gpu:x",
+         _matmul_on("/gpu:x")),
+    Case("malformed-device-type", Message(N_("A device string with an unknown component")), "/foo:0",
+         _matmul_on("/foo:0")),
 )
-TEMPLATES = (OUT_OF_RANGE, NEEDS_GPU, *(c.description for c in CASES if c.name != "cpu-out-of-range"))
 
 
 def _run(tf: Any, case: Case, soft: bool) -> tuple[Any, str | None, str | None, str, Any]:
@@ -107,7 +108,32 @@ def _failure(message: str, error_class: str | None, requested: str) -> Placement
     return PlacementFailure(kind=kind, node=None, requested_device=requested, message=essential(message))
 
 
-def catalogue() -> dict[str, Any]:
+def _case(tf: Any, case: Case, have_gpu: bool, devices: tuple[str, ...], kernels: Any, check: Any) -> FailureCase:
+    """Run one case without soft placement, then with it; or say why it cannot run here."""
+    if case.needs_gpu and not have_gpu:
+        return FailureCase(case.name, case.description, case.requested, skip_reason=NEEDS_GPU)
+    try:
+        _, error_class, message, _, _ = _run(tf, case, soft=False)
+    except CaseUnavailable as exc:
+        return FailureCase(case.name, case.description, case.requested, skip_reason=str(exc))
+    error = None
+    if message is not None:
+        error = _failure(message, error_class, case.requested)
+        if not error.available_devices:
+            error = PlacementFailure(error.kind, error.node, error.requested_device, error.message,
+                                     devices if error_class != "ValueError" else ())
+    result, soft_class, soft_message, log, graph = _run(tf, case, soft=True)
+    if soft_message is None:
+        facts = Facts(nodes=merge_nodes(graph_nodes(graph.get_operations(), kernels, check)), available=devices,
+                      kernels=kernels, complete=True)
+        soft = SoftRun(tuple(explain(parse_text(log).placements, facts)), result)
+    else:
+        soft = SoftRun(error_class=soft_class, message=(essential(soft_message).splitlines() or [""])[0])
+    return FailureCase(case.name, case.description, case.requested, ran=True,
+                       error_class=error_class, error=error, soft=soft)
+
+
+def catalogue() -> FailureCatalogue:
     """Run every case (GPU-only ones only where a GPU exists) and report what happened."""
     private.forget()
     with capture_fds():
@@ -115,33 +141,5 @@ def catalogue() -> dict[str, Any]:
         have_gpu = bool(tf.config.list_physical_devices("GPU"))
     kernels, devices = kernel_map(), available_devices(tf)
     check = kernel_checks(devices)
-    cases = []
-    for case in CASES:
-        entry: dict[str, Any] = {"name": case.name, "description": case.description, "requested": case.requested,
-                                 "ran": False, "skip_reason": None, "error_class": None, "error": None, "soft": None}
-        cases.append(entry)
-        if case.needs_gpu and not have_gpu:
-            entry["skip_reason"] = NEEDS_GPU
-            continue
-        try:
-            _, error_class, message, _, _ = _run(tf, case, soft=False)
-        except CaseUnavailable as exc:
-            entry["skip_reason"] = str(exc)
-            continue
-        entry["ran"] = True
-        if message is not None:
-            failure = _failure(message, error_class, case.requested)
-            if not failure.available_devices:
-                failure = PlacementFailure(failure.kind, failure.node, failure.requested_device, failure.message,
-                                           devices if error_class != "ValueError" else ())
-            entry["error_class"], entry["error"] = error_class, failure.to_dict()
-        result, soft_class, soft_message, log, graph = _run(tf, case, soft=True)
-        if soft_message is None:
-            facts = Facts(nodes=merge_nodes(graph_nodes(graph.get_operations(), kernels, check)), available=devices,
-                          kernels=kernels, complete=True)
-            placements = [p.to_dict(run=True) for p in explain(parse_text(log).placements, facts)]
-            entry["soft"] = {"placements": placements, "result": result}
-        else:
-            entry["soft"] = {"placements": [], "result": None, "error_class": soft_class,
-                             "message": (essential(soft_message).splitlines() or [""])[0]}
-    return {"cases": cases, "incomplete": list(private.missing_facts())}
+    cases = tuple(_case(tf, case, have_gpu, devices, kernels, check) for case in CASES)
+    return FailureCatalogue(cases, tuple(private.missing_facts()))

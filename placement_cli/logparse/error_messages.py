@@ -1,4 +1,4 @@
-"""Placement errors, in every wording TensorFlow has used since 0.x.
+"""The placement error messages TensorFlow logs or raises (InvalidArgumentError), in every wording since 0.x.
 
 A message may run over several lines: TensorFlow's own tails (``Registered devices:``,
 ``Registered kernels:``, ``All kernels registered for op``, an eager op's ``Device

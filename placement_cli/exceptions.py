@@ -1,0 +1,37 @@
+"""Every domain error the CLI turns into an exit code: 2 for usage and input, 128 + N for a signal,
+3 for placement's own helper process failing (the funnel in the CLI is the one place that maps them)."""
+
+
+class InputError(Exception):
+    """Input that is not a readable text log (exit 2)."""
+
+
+class UsageProblem(Exception):
+    """A run option that cannot work on this machine (exit 2)."""
+
+
+class DeviceSpecError(ValueError):
+    """A device string TensorFlow would not accept (exit 2)."""
+
+
+class FilterError(ValueError):
+    """A filter value that cannot be used: empty, a bad regex, no device or op type (exit 2)."""
+
+
+class InspectorFailed(RuntimeError):
+    """inspect's own TensorFlow process ended without an answer: placement failed, not the cluster
+    (exit 3, an internal error)."""
+
+
+class Terminated(BaseException):  # noqa: N818 - like KeyboardInterrupt: not an Exception, so nothing swallows it
+    """SIGTERM or SIGHUP arrived: unwind like Ctrl-C (cleanups run, children are ended), then exit
+    128 + the signal's number with one line."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+    def __str__(self) -> str:
+        import signal  # noqa: PLC0415
+
+        return signal.Signals(self.signum).name
