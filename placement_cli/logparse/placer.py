@@ -12,6 +12,8 @@ as the product spec allows. So a fragment such as ``(Mul): /job:...`` (what is l
 of a line a notebook flushed in two parts) is never read as a node named ``(Mul)``.
 """
 
+import re
+
 DEVICE = (
     rb"/job:[^\s/]++(?:/replica:\d++)?+(?:/task:\d++)?+"
     rb"(?:/device:[A-Za-z_][A-Za-z0-9_]*+:\d++|/(?:cpu|gpu|CPU|GPU):\d++)"
@@ -48,3 +50,26 @@ def line_pattern() -> bytes:
     """One line (no newline in it) that is a glog or bare placer record, for ``fullmatch``."""
     return rb"(?:[^\n]*?placer\.cc:\d++\] |" + _INDENT + rb")" + _COUNTED
 
+
+
+# What a capture takes off a program's output (exactly the shapes TensorFlow >= 2.16 writes, each one
+# the parser reads as kind "placer": never indented, never without its op):
+# the placer's record, its printf copy or the body of its glog copy: TF 2.x ``node: (Op): device``,
+# TF 1.x ``node: (Op)/job:...`` (NORMALISE makes the two alike for the parser).
+WRITTEN = NODE + rb": \(" + OP + rb"\)(?:: )?+" + DEVICE
+WRITTEN_LINE = re.compile(WRITTEN + rb"[ \t\r]*+")
+# TF 2.x's printf copy to the letter; and its end, after the node's name, and one character of a name.
+COPY = re.compile(NODE + rb": \(" + OP + rb"\): " + DEVICE)
+COPY_TAIL = re.compile(rb": \(" + OP + rb"\): " + DEVICE)
+NODE_CHAR = re.compile(_NAME)
+# Every placement names a device "/job:...": a literal that tells fast whether text may hold one.
+JOB = b"/job:"
+# An unfinished line that may still become a printf copy (a capture holds it back a moment).
+PARTIAL = re.compile(rb"[^\s:]+(?::[^\s:]+)*(?::(?: (?:\([^\s()]*(?:\)(?::? ?(?:/[^\s]*)?)?)?)?)?)?")
+# The source files of the placer's glog copy (TF >= 1.x, TF 0.x).
+FILES = (b"placer.cc", b"simple_placer.cc")
+
+
+def placer_file(path: bytes) -> bool:
+    """Whether a glog line's source file (with its folders) is the placer's."""
+    return path.rsplit(b"/", 1)[-1] in FILES
