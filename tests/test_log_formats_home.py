@@ -6,7 +6,7 @@ inside ``_()``/``N_()`` are prose about the formats, not the formats) and looks 
 one of TensorFlow's log lines:
 
 * the literal words of a line: the eager runtime's ``Executing op``, the placer's source file
-  ``placer.cc``, the ``Device mapping:`` header, absl's ``InitializeLog`` notice;
+  ``placer.cc``, the ``Device mapping:`` header, absl's ``absl::InitializeLog`` notice;
 * a glog/absl prefix written as a regex: a severity class ``[IWEF]`` or ``I\\d{4}``;
 * a device name written as a regex: ``/job:``, ``/device:`` or ``task:`` in a literal that also holds
   regex syntax (``\\d``, ``\\S``, ``[^``, ``(?``), or the mapping's ``(?:job|device)``.
@@ -28,7 +28,7 @@ HOME = PACKAGE / "logparse"
 NOT_LOG_FORMATS = {PACKAGE / "devices.py"}  # device names as users type them
 MESSAGES = {"_", "N_", "ngettext", "Message"}
 
-WORDS = ("Executing op", "placer.cc", "Device mapping:", "InitializeLog")
+WORDS = ("Executing op", "placer.cc", "Device mapping:", "absl::")
 PREFIX = re.compile(r"\[IWEF\]|(?<![A-Za-z])I\\d\{4\}")
 DEVICE_REGEX = re.compile(r"(?:/job:|/device:|task:).*(?:\\[dDsS]|\[\^|\(\?)|(?:\\[dDsS]|\[\^|\(\?).*(?:/job:|/device:|task:)"
                           r"|\(\?:job\|device\)")

@@ -177,7 +177,7 @@ class Splitter:
         if ch.stdout:
             matches = _BARE.finditer(b"\n" + data[:end], pos) if placer.JOB in data else ()
         else:
-            matches = _GLOG.finditer(b"\n" + data[:end], pos) if b"] " in data or b"absl::" in data else ()
+            matches = _GLOG.finditer(b"\n" + data[:end], pos) if b"] " in data or glog.ABSL_NOTICE in data else ()
         for m in matches:
             start, stop = m.start(), m.end()  # the line, with its newline, in ``data``
             if start < pos:
