@@ -1,12 +1,7 @@
 """Eager runtime lines: ``Executing op X in device D`` and remote ``Executing op X on task D``."""
 
-import re
-
 from placement_cli.logparse.placer import DEVICE, OP
 
 START = b"Executing op "  # what every eager line begins with
 
 PATTERN = START + rb"(" + OP + rb") (?:in device|on task) (" + DEVICE + rb")[ \t\r]*+$"
-# The line's text alone, for fullmatch; and a search for one anywhere in a text.
-LINE = re.compile(PATTERN)
-ANYWHERE = re.compile(PATTERN, re.M)

@@ -1,5 +1,5 @@
 """The log prefixes TensorFlow's C++ logging has used (absl, TF 1.x glog, TF 0.x), read leniently in
-a log and exactly as TensorFlow writes them in a capture."""
+a log and exactly as TensorFlow writes them in a capture (compiled for that in ``written``)."""
 
 import re
 
@@ -18,13 +18,12 @@ def _header(severities: bytes) -> bytes:
 # ``2024-01-02 10:00:00.123456: I tensorflow/core/common_runtime/placer.cc:162] ``). Groups: sev or
 # sev2 (the severity letter), file (the source file, with its folders).
 HEADER = _header(rb"[IWEF]")
+INFO_HEADER = _header(rb"I")
 # Where a header may start inside a line (after a program's unfinished line): found fast, then tried.
-HEADER_START = re.compile(rb"(?=[IWEF]\d{4} \d\d:\d\d:\d|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.)")
+HEADER_START = rb"(?=[IWEF]\d{4} \d\d:\d\d:\d|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.)"
 # An unfinished line that may still become a header line (a capture holds it back a moment).
-HEADER_PARTIAL = re.compile(rb"[IWEF]\d{0,4}(?: [\d:.]*(?: +\d*(?: [^\s\]]*(?:\](?: [^\n]*)?)?)?)?)?"
-                            rb"|\d{1,4}(?:-[\d-]*(?: [\d:.]*(?:: ?(?:[IWEF](?: [^\s\]]*(?:\](?: [^\n]*)?)?)?)?)?)?)?")
-# A line of TensorFlow's INFO chatter, as text (a task's log quoted in an error leaves these out).
-INFO_LINE = re.compile(r"\s*+" + _header(b"I").decode("ascii"))
+HEADER_PARTIAL = (rb"[IWEF]\d{0,4}(?: [\d:.]*(?: +\d*(?: [^\s\]]*(?:\](?: [^\n]*)?)?)?)?)?"
+                  rb"|\d{1,4}(?:-[\d-]*(?: [\d:.]*(?:: ?(?:[IWEF](?: [^\s\]]*(?:\](?: [^\n]*)?)?)?)?)?)?)?")
 # absl's notice, the first line a process writes through it before InitializeLog (no prefix).
 ABSL_NOTICE = b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
 ABSL_LINE = re.escape(ABSL_NOTICE) + rb"[ \t\r]*+"

@@ -8,10 +8,6 @@ HEADER = b"Device mapping:"
 # One device's line: ``/job:localhost/replica:0/task:0/device:GPU:0 -> device: 0, name: ...``
 _NAME = rb"/(?:job|device):\S++"
 ENTRY = _NAME + rb" -> "
-# As a capture tells them, a line at a time (no newline).
-HEADER_LINE = re.compile(re.escape(HEADER) + rb".*+")
-ENTRY_LINE = re.compile(ENTRY + rb".*+")
-ENTRY_START = re.compile(ENTRY)
 
 # A description the terminal wrapped ("pci bus\nid: 0000:05:00.0") continues on the
 # next line, which then starts with one of the keys TensorFlow prints. Every repeat is

@@ -12,8 +12,6 @@ as the product spec allows. So a fragment such as ``(Mul): /job:...`` (what is l
 of a line a notebook flushed in two parts) is never read as a node named ``(Mul)``.
 """
 
-import re
-
 DEVICE = (
     rb"/job:[^\s/]++(?:/replica:\d++)?+(?:/task:\d++)?+"
     rb"(?:/device:[A-Za-z_][A-Za-z0-9_]*+:\d++|/(?:cpu|gpu|CPU|GPU):\d++)"
@@ -57,15 +55,14 @@ def line_pattern() -> bytes:
 # the placer's record, its printf copy or the body of its glog copy: TF 2.x ``node: (Op): device``,
 # TF 1.x ``node: (Op)/job:...`` (NORMALISE makes the two alike for the parser).
 WRITTEN = NODE + rb": \(" + OP + rb"\)(?:: )?+" + DEVICE
-WRITTEN_LINE = re.compile(WRITTEN + rb"[ \t\r]*+")
 # TF 2.x's printf copy to the letter; and its end, after the node's name, and one character of a name.
-COPY = re.compile(NODE + rb": \(" + OP + rb"\): " + DEVICE)
-COPY_TAIL = re.compile(rb": \(" + OP + rb"\): " + DEVICE)
-NODE_CHAR = re.compile(_NAME)
+COPY = NODE + rb": \(" + OP + rb"\): " + DEVICE
+COPY_TAIL = rb": \(" + OP + rb"\): " + DEVICE
+NODE_CHAR = _NAME
 # Every placement names a device "/job:...": a literal that tells fast whether text may hold one.
 JOB = b"/job:"
 # An unfinished line that may still become a printf copy (a capture holds it back a moment).
-PARTIAL = re.compile(rb"[^\s:]+(?::[^\s:]+)*(?::(?: (?:\([^\s()]*(?:\)(?::? ?(?:/[^\s]*)?)?)?)?)?)?")
+PARTIAL = rb"[^\s:]+(?::[^\s:]+)*(?::(?: (?:\([^\s()]*(?:\)(?::? ?(?:/[^\s]*)?)?)?)?)?)?"
 # The source files of the placer's glog copy (TF >= 1.x, TF 0.x).
 FILES = (b"placer.cc", b"simple_placer.cc")
 

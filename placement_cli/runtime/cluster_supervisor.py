@@ -40,7 +40,7 @@ from collections.abc import Callable
 from typing import Any
 
 from placement_cli.i18n import N_
-from placement_cli.logparse import glog
+from placement_cli.logparse import written
 from placement_cli.runtime.cluster_launch import how_it_ended, process_state
 
 READY_LIMIT = 150.0  # seconds for every task to import TensorFlow and start its server (loaded 2-core machine)
@@ -223,7 +223,7 @@ def _tail(path: str, lines: int = _TAIL) -> str:
     text = data.decode("utf-8", "replace")
     # what says why: warnings, errors, Python's traceback; not TensorFlow's INFO chatter (placements)
     kept = [line.strip() for line in text.splitlines()
-            if line.strip() and not glog.INFO_LINE.match(line) and "cuInit" not in line and "cuda drivers" not in line]
+            if line.strip() and not written.INFO_LINE.match(line) and "cuInit" not in line and "cuda drivers" not in line]
     return " | ".join(kept[-lines:])
 
 

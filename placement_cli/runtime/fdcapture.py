@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import IO, Any
 
-from placement_cli.logparse import eager, glog, mapping, placer
+from placement_cli.logparse import eager, glog, mapping, placer, written
 
 
 @dataclass
@@ -242,7 +242,7 @@ _END = rb"[ \t\r]*+"
 _BARE = re.compile(rb"(?:" + placer.WRITTEN + rb"|" + eager.PATTERN + rb")" + _END)
 _GLOG_PLACER = re.compile(glog.HEADER + rb"(?P<placed>" + placer.WRITTEN + rb")" + _END)
 _GLOG_EAGER = re.compile(glog.HEADER + eager.PATTERN + _END)
-_GLOG_MAPPING = re.compile(glog.HEADER + mapping.HEADER_LINE.pattern)
+_GLOG_MAPPING = re.compile(glog.HEADER + written.MAPPING_HEADER_LINE.pattern)
 _JOB = re.compile(re.escape(placer.JOB))
 _KEYWORDS = re.compile(re.escape(placer.JOB) + rb"|/device:|" + re.escape(mapping.HEADER))
 
@@ -258,8 +258,8 @@ def is_placement_text(text: bytes) -> bool:
     if not lines or not all(line.endswith(b"\n") for line in lines):
         return False
     bodies = [_body(line) for line in lines]
-    if mapping.HEADER_LINE.fullmatch(bodies[0]):
-        return all(mapping.ENTRY_LINE.fullmatch(b) for b in bodies[1:])
+    if written.MAPPING_HEADER_LINE.fullmatch(bodies[0]):
+        return all(written.MAPPING_ENTRY_LINE.fullmatch(b) for b in bodies[1:])
     return all(_BARE.fullmatch(b) for b in bodies)
 
 
@@ -327,7 +327,7 @@ def _lines_with(data: bytes, pattern: re.Pattern[bytes]) -> Iterator[tuple[int, 
 def _glog_start(body: bytes) -> tuple[int, re.Match[bytes] | None] | None:
     """Where a glog placement line of TensorFlow's starts in ``body`` (a line, or the end of one),
     with the placer's match if it is one."""
-    for candidate in glog.HEADER_START.finditer(body):
+    for candidate in written.GLOG_START.finditer(body):
         at = candidate.start()
         placed = _GLOG_PLACER.fullmatch(body, at)
         if placed is not None:
@@ -346,7 +346,7 @@ def _glog_cuts(data: bytes) -> tuple[list[tuple[int, int, bool]], Counter[bytes]
     mapping_end = -1
     for start, end in _lines_with(data, _KEYWORDS):
         body = data[start:end - 1]
-        if start == mapping_end and mapping.ENTRY_LINE.fullmatch(body.rstrip(b"\r")):
+        if start == mapping_end and written.MAPPING_ENTRY_LINE.fullmatch(body.rstrip(b"\r")):
             cuts.append((start, end, True))
             mapping_end = end
             continue
@@ -396,9 +396,9 @@ def _bare_cuts(data: bytes, twins: Counter[bytes], shape_only: bool,
             continue
         if not shape_only:
             continue
-        if placer.COPY.fullmatch(body):
+        if written.COPY.fullmatch(body):
             cuts.append((start, end, True))
-        elif at > 0 and placer.COPY_TAIL.fullmatch(body, at) and placer.NODE_CHAR.fullmatch(body, at - 1, at):
+        elif at > 0 and written.COPY_TAIL.fullmatch(body, at) and written.NODE_CHAR.fullmatch(body, at - 1, at):
             op = body[at:body.index(b")", at) + 1]
             node = next((n for n in names.get(op, ()) if len(n) < at and body.endswith(n, 0, at)), None)
             if node is None:
@@ -441,4 +441,4 @@ def _assemble(data: bytes, cuts: list[tuple[int, int, bool]],
 
 def has_eager_line(data: bytes) -> bool:
     """Whether ``data`` holds a line of the eager runtime's placement log."""
-    return eager.ANYWHERE.search(data) is not None
+    return written.EAGER_ANYWHERE.search(data) is not None

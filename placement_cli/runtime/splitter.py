@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from placement_cli.logparse import eager, glog, mapping, placer
+from placement_cli.logparse import glog, mapping, placer, written
 from placement_cli.logparse.failures import MAX_LINES, TRIGGER, may_hold_failure
 
 HOLD = 0.03  # an incomplete last line that may be the start of a TF line waits at most this long
@@ -41,8 +41,8 @@ def may_become_tensorflow_line(tail: bytes, *, stdout: bool) -> bool:
     """Whether an unfinished line could still become one of TensorFlow's log lines (a placer copy on
     stdout; a glog line on stderr)."""
     if stdout:
-        return placer.PARTIAL.fullmatch(tail) is not None
-    return bool(glog.HEADER_PARTIAL.fullmatch(tail) or glog.ABSL_NOTICE.startswith(tail))
+        return written.PLACER_PARTIAL.fullmatch(tail) is not None
+    return bool(written.GLOG_PARTIAL.fullmatch(tail) or glog.ABSL_NOTICE.startswith(tail))
 
 
 @dataclass
@@ -207,8 +207,8 @@ class Splitter:
             ch.after_hidden = not shown
             return shown
         msg = m.group("msg")
-        placed = placer.placer_file(m.group("file")) and placer.WRITTEN_LINE.fullmatch(msg)
-        if placed or eager.LINE.fullmatch(msg) or msg.startswith(mapping.HEADER):
+        placed = placer.placer_file(m.group("file")) and written.PLACER_LINE.fullmatch(msg)
+        if placed or written.EAGER_LINE.fullmatch(msg) or msg.startswith(mapping.HEADER):
             self._parse(line, at)
             ch.in_mapping = msg.startswith(mapping.HEADER)
             return self.echo_placement
