@@ -49,10 +49,9 @@ def line_pattern() -> bytes:
     return rb"(?:[^\n]*?placer\.cc:\d++\] |" + _INDENT + rb")" + _COUNTED
 
 
-
-# What a capture takes off a program's output (exactly the shapes TensorFlow >= 2.16 writes, each one
-# the parser reads as kind "placer": never indented, never without its op):
-# the placer's record, its printf copy or the body of its glog copy: TF 2.x ``node: (Op): device``,
+# What a capture takes off a program's output (compiled in ``written``): exactly the shapes TensorFlow
+# >= 2.16 writes, each one the parser reads as kind "placer", never indented, never without its op.
+# The placer's record, its printf copy or the body of its glog copy: TF 2.x ``node: (Op): device``,
 # TF 1.x ``node: (Op)/job:...`` (NORMALISE makes the two alike for the parser).
 WRITTEN = NODE + rb": \(" + OP + rb"\)(?:: )?+" + DEVICE
 # TF 2.x's printf copy to the letter; and its end, after the node's name, and one character of a name.
