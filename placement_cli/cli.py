@@ -1029,7 +1029,8 @@ def cluster(
     """
     from placement_cli import clusterspec  # noqa: PLC0415
     from placement_cli.exceptions import Terminated, UsageProblem  # noqa: PLC0415
-    from placement_cli.runtime.cluster import check_cluster, run  # noqa: PLC0415
+    from placement_cli.lessons.cluster import run  # noqa: PLC0415
+    from placement_cli.runtime.cluster_launch import check_cluster  # noqa: PLC0415
 
     described = None
     if cluster_spec is not None:

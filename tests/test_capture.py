@@ -140,7 +140,7 @@ def test_split_capture_keeps_each_fd_apart_in_order_and_restores_them() -> None:
 
 STREAMS = r'''
 import os, sys
-from placement_cli import notebook
+from placement_cli.runtime import pystreams
 from placement_cli.runtime.fdcapture import SplitCapture
 
 CPU = "/job:localhost/replica:0/task:0/device:CPU:0"
@@ -153,7 +153,7 @@ def tf_write(text):
 import io, logging
 handled = io.StringIO()
 logging.getLogger("tensorflow").addHandler(logging.StreamHandler(handled))
-outer = notebook._Streams()
+outer = pystreams.Streams()
 outer.start()
 logging.getLogger("tensorflow").warning(f"Executing op Logged in device {CPU}")
 logging.getLogger("tensorflow").warning("a warning of TensorFlow's")
@@ -165,7 +165,7 @@ for start in range(0, len(mapping), 900):
 sys.stdout.write(f"Executing op Lookalike in device {CPU}\n")  # the program's own, from its own code
 tf_write("tf.print output\n")
 os.write(1, b"c-level \x00 line\n")
-inner = notebook._Streams()
+inner = pystreams.Streams()
 inner.start()
 tf_write(f"Executing op AddV2 in device {CPU}\n")
 print("inner print", flush=True)

@@ -97,3 +97,65 @@ def test_a_placement_line_the_parser_reads_is_taken_off_the_output(case: tuple[s
         assert _captured(kind, line) == parsed, line
     if kind == "bare":
         assert is_placement_text(line + b"\n") == parsed, line
+
+
+# What sits between a placer record's op and its device: TensorFlow 2's ``): ``, TensorFlow 1's ``)``,
+# and shapes it never writes (no blank, two blanks, a tab): the parser reads none of the last.
+_SEPARATORS = [b"): ", b")", b"):", b"):  ", b"):\t"]
+# A Device mapping header as TensorFlow writes it, and lookalikes the parser does not read as one.
+_HEADERS = [b"Device mapping:", b"Device mapping: no known devices.", b"Device mapping", b"Device mappings:",
+            b"device mapping:"]
+_SOURCES = [b"placer.cc:162", b"simple_placer.cc:841", b"direct_session.cc:382", b"xplacer.cc:1"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(_names(_TF + _HOSTILE), _names(_TF), st.sampled_from(DEVICES), st.sampled_from(_SEPARATORS),
+       st.sampled_from(GLOGS), st.sampled_from(_SOURCES))
+def test_the_text_between_op_and_device_is_read_alike(node: str, op: str, device: bytes, separator: bytes,
+                                                      prefix: bytes, source: bytes) -> None:
+    """A placer record taken off the output, bare or glog, is one the parser reads; and one the parser
+    reads from the placer's own file in a shape TensorFlow writes is taken."""
+    body = node.encode() + b": (" + op.encode() + separator + device
+    for kind, line in (("bare", body), ("glog", prefix + source + b"] " + body)):
+        parsed = _parsed(line)
+        written = separator in (b"): ", b")") and (kind == "bare" or source.startswith((b"placer", b"simple_placer")))
+        assert not _split(kind, line) or parsed, line
+        assert not _captured(kind, line) or parsed, line
+        if written:
+            assert _split(kind, line) == parsed, line
+        if written and separator == b"): ":
+            assert _captured(kind, line) == parsed, line
+
+
+def _mapping_read(text: bytes) -> tuple[bool, int]:
+    report = parse_text(text.decode("utf-8", "replace"))
+    return report.mapping_seen, len(report.device_mapping)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(_HEADERS), st.sampled_from(GLOGS),
+       st.lists(st.sampled_from(DEVICES[:4]), min_size=0, max_size=3, unique=True))
+def test_a_device_mapping_block_is_taken_as_the_parser_reads_it(header: bytes, prefix: bytes,
+                                                                devices: list[bytes]) -> None:
+    """The header (a glog line) and its device lines: the splitter and capture() take them off the
+    output exactly when the parser reads the block, the header as one and every device. (The parser
+    also reads a device line with no header before it, which TensorFlow never writes.)"""
+    entries = [device + b" -> device: " + str(i).encode() + b", name: X, pci bus id: 0000:05:00.0"
+               for i, device in enumerate(devices)]
+    head = prefix + b"direct_session.cc:382] " + header + b"\n"
+    block = head + b"".join(e + b"\n" for e in entries)
+    seen = _mapping_read(head)[0]
+    read = _mapping_read(block)[1]
+    splitter = Splitter(io.BytesIO())
+    channel = splitter.channel("stderr", stdout=False)
+    splitter.feed(channel, block)
+    splitter.close(channel)
+    split_taken = channel.take() == b""
+    separated = separate({2: block}, info_hidden=False)
+    captured = separated.shown[2] == b""
+    whole = seen and read == len(devices)
+    assert split_taken == whole, block
+    assert captured == whole, block
+    # unprefixed, as TensorFlow's Python listener writes it under IPython
+    bare = header + b"\n" + b"".join(e + b"\n" for e in entries)
+    assert is_placement_text(bare) == (_mapping_read(header + b"\n")[0] and _mapping_read(bare)[1] == len(devices)), bare

@@ -247,7 +247,7 @@ def test_a_host_the_private_namespace_cannot_reach_is_refused_at_once(host: str)
     """Each of these once passed the check and left the workers waiting 300 s for their ps."""
     from placement_cli.clusterspec import from_text
     from placement_cli.exceptions import UsageProblem
-    from placement_cli.runtime.cluster import check_cluster
+    from placement_cli.runtime.cluster_launch import check_cluster
 
     spec = from_text(json.dumps({"ps": [f"{host}:2222"], "worker": ["localhost:2223"]}), "spec.json")
     with pytest.raises(UsageProblem, match="give localhost, 127.x.x.x or"):
@@ -475,7 +475,7 @@ def test_tf2_refuses_sync() -> None:
 
 
 def _english(message: dict) -> str:
-    from placement_cli.runtime.cluster import message as as_message
+    from placement_cli.runtime.cluster_launch import message as as_message
 
     return str(as_message(message))
 
@@ -485,31 +485,31 @@ def test_the_watch_names_a_stopped_task_and_a_silent_one(tmp_path: Path) -> None
     and one whose heartbeats stopped although it runs."""
     from types import SimpleNamespace
 
-    from placement_cli.runtime import clusterhost
+    from placement_cli.runtime import cluster_supervisor
 
     sleeper = subprocess.Popen(["sleep", "120"])
     try:
         processes = {"ps/0": SimpleNamespace(pid=os.getpid(), exitcode=None),
                      "worker/0": SimpleNamespace(pid=sleeper.pid, exitcode=None)}
-        watch = clusterhost._Watch(processes, None, str(tmp_path))
-        assert watch.lost(set(processes), clusterhost._TRAINING) is None
-        watch.beats["ps/0"] = time.monotonic() - clusterhost.SILENCE_LIMIT - 5
-        said = _english(watch.lost(set(processes), clusterhost._TRAINING))
+        watch = cluster_supervisor._Watch(processes, None, str(tmp_path))
+        assert watch.lost(set(processes), cluster_supervisor._TRAINING) is None
+        watch.beats["ps/0"] = time.monotonic() - cluster_supervisor.SILENCE_LIMIT - 5
+        said = _english(watch.lost(set(processes), cluster_supervisor._TRAINING))
         assert said.startswith(f"ps/0 (pid {os.getpid()}) has not answered placement for ")
         assert said.endswith("while the workers trained")
         os.kill(sleeper.pid, signal.SIGSTOP)
         end = time.monotonic() + 30
-        while clusterhost.process_state(sleeper.pid) != "T":  # the kernel stops it: wait for that state, bounded
+        while cluster_supervisor.process_state(sleeper.pid) != "T":  # the kernel stops it: wait for that state, bounded
             assert time.monotonic() < end
             time.sleep(0.05)
-        said = _english(watch.lost({"worker/0"}, clusterhost._TRAINING))
+        said = _english(watch.lost({"worker/0"}, cluster_supervisor._TRAINING))
         assert said == (f"worker/0 (pid {sleeper.pid}) was found stopped (process state T: SIGSTOP or a debugger) "
                         "while the workers trained")
         # a worker that said its own error exits 0: it is not the peer to blame for another's error
         processes["ps/0"] = SimpleNamespace(pid=os.getpid(), exitcode=0)
         watch.beats.clear()
-        assert watch.lost({"ps/0"}, clusterhost._TRAINING, failed_only=True) is None
-        assert "exited with code 0" in _english(watch.lost({"ps/0"}, clusterhost._TRAINING))
+        assert watch.lost({"ps/0"}, cluster_supervisor._TRAINING, failed_only=True) is None
+        assert "exited with code 0" in _english(watch.lost({"ps/0"}, cluster_supervisor._TRAINING))
     finally:
         sleeper.kill()
         sleeper.wait()
@@ -517,13 +517,15 @@ def test_the_watch_names_a_stopped_task_and_a_silent_one(tmp_path: Path) -> None
 
 def _report(*, sync: bool, workers: int, results: dict, api: str = "tf1", tasks: list | None = None):
     from placement_cli.lessons.cluster import build
-    from placement_cli.runtime.cluster import ClusterRun
+    from placement_cli.model import ClusterRun
+    from placement_cli.runtime.cluster_launch import task_of, training_of
 
     tasks = tasks or [{"job": "ps", "task": 0, "target": "grpc://localhost:1", "pid": 10, "exit_code": -9,
                        "ended_by_placement": True}] + [
         {"job": "worker", "task": i, "target": f"grpc://localhost:{i + 2}", "pid": 11 + i, "exit_code": 0,
          "ended_by_placement": False, "steps_reported": 7} for i in range(workers)]
-    run = ClusterRun(isolated=True, tasks=tasks, results=results, logs={})
+    run = ClusterRun(isolated=True, tasks=tuple(map(task_of, tasks)),
+                     results=tuple((name, training_of(r)) for name, r in results.items()))
     return build(run, sync=sync, steps=3, copies=False, api=api)
 
 
@@ -569,11 +571,12 @@ def test_a_worker_that_never_reported_is_unknown_not_zero() -> None:
 
 def test_a_report_of_unknown_isolation_says_so() -> None:
     from placement_cli.lessons.cluster import build
-    from placement_cli.runtime.cluster import ClusterRun
+    from placement_cli.model import ClusterRun
+    from placement_cli.runtime.cluster_launch import task_of
 
     tasks = [{"job": "ps", "task": 0, "target": "grpc://localhost:1", "pid": 10, "exit_code": None,
               "ended_by_placement": None}]
-    found = build(ClusterRun(tasks=tasks, problem="gone"), sync=False, steps=3, copies=False)
+    found = build(ClusterRun(tasks=tuple(map(task_of, tasks)), problem="gone"), sync=False, steps=3, copies=False)
     shown = " ".join(_printed(found).split())  # the title wraps to the table's width
     assert "listening on every interface" not in shown and "private network namespace is not known" in shown
     assert "not known" in shown.split("localhost:1", 1)[1]  # its exit code
@@ -582,7 +585,7 @@ def test_a_report_of_unknown_isolation_says_so() -> None:
 def test_a_graph_execution_error_is_said_by_its_cause() -> None:
     """TensorFlow's graph errors begin with an empty 'Graph execution error:' (once all a worker's
     error said); the cause follows the node's traceback."""
-    from placement_cli.runtime.clusterhost import said
+    from placement_cli.runtime.cluster_supervisor import said
 
     text = ("Graph execution error:\n\nDetected at node 'GradientDescent/update' defined at (most recent call last):\n"
             "  File \"x.py\", line 1, in <module>\nNode: 'GradientDescent/update'\n"

@@ -270,14 +270,13 @@ print("FLIPPED", json.dumps({"nodes": [p.node for p in flipped.placements],
 HOSTILE = r'''
 import json, os, random, re, signal, sys, tempfile, warnings
 import placement_cli
-from placement_cli import notebook
-from placement_cli.runtime import fdcapture
+from placement_cli.runtime import fdcapture, pystreams
 import tensorflow as tf
 tf.get_logger().setLevel("ERROR")  # its retracing warnings are not the noise this checks
 
 def state():
     return [os.readlink("/proc/self/fd/1"), os.readlink("/proc/self/fd/2"), sys.stdout is ORIGINAL[0],
-            sys.stderr is ORIGINAL[1], notebook._ACTIVE == [] and fdcapture._STACK == [] and fdcapture._ORIGINALS == {}]
+            sys.stderr is ORIGINAL[1], pystreams.ACTIVE == [] and fdcapture._STACK == [] and fdcapture._ORIGINALS == {}]
 
 ORIGINAL = (sys.stdout, sys.stderr)
 BEFORE = state()

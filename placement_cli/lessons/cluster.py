@@ -1,105 +1,28 @@
-"""`placement cluster`: what a ps/worker run did, as a report and as data (no TensorFlow here)."""
+"""`placement cluster`: a real ps/worker run, and its report (every task's log parsed; no TensorFlow here)."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from placement_cli.devices import try_parse
 from placement_cli.logparse import parse_text
-from placement_cli.model import Copy, Edge, Placement, Report
-from placement_cli.runtime.cluster import ClusterRun
+from placement_cli.model import ClusterReport, ClusterRun, Edge, Placement, Report, WorkerSteps
+from placement_cli.runtime import cluster_launch
 
-_SCHEDULED = re.compile(r"Executing op __inference_train_step_\d+ on task /job:worker/replica:\d+/task:(\d+)")
+# The supervisor's process: the entry module that hands it the work each task runs.
+ENTRY = "placement_cli.lessons.cluster_tasks"
+_STEP_FUNCTION = re.compile(r"__inference_train_step_\d+")  # the coordinator's tf.function, as TF names it
 _SYNC_OPS = ("ConditionalAccumulator", "FIFOQueue", "FIFOQueueV2", "QueueEnqueueManyV2", "QueueDequeueV2",
              "AccumulatorTakeGradient", "ResourceConditionalAccumulator", "ResourceAccumulatorTakeGradient")
 
 
-@dataclass(frozen=True)
-class ClusterReport:
-    run: ClusterRun
-    report: Report
-    sync: bool
-    steps: int
-    api: str = "tf1"
-    graph: Report | None = None  # for --dot and --graph-svg: node names qualified by the task they ran on
-
-    @property
-    def complete(self) -> bool:
-        workers = [t for t in self.run.tasks if t["job"] == "worker"]
-        expected = 1 if self.api == "tf2" else len(workers)
-        return self.run.error is None and bool(workers) and len(self.run.results) == expected
-
-    @property
-    def scheduled(self) -> dict[int, int]:
-        """TF2: worker task -> steps the coordinator ran there (its log's ``Executing op
-        __inference_train_step_N on task /job:worker/.../task:I`` lines)."""
-        counts = dict.fromkeys((t["task"] for t in self.run.tasks if t["job"] == "worker"), 0)
-        for match in _SCHEDULED.finditer(self.run.logs.get("chief/0", "")):
-            task = int(match[1])
-            counts[task] = counts.get(task, 0) + 1
-        return counts
-
-    @property
-    def variables(self) -> dict[str, str]:
-        found: dict[str, str] = {}
-        for result in self.run.results.values():
-            found.update(result.get("variables") or {})
-        return dict(sorted(found.items()))
-
-    @property
-    def sync_ops(self) -> dict[str, int]:
-        """Op types of SyncReplicasOptimizer's machinery that the workers' graphs placed, with counts."""
-        counts: dict[str, int] = {}
-        for p in self.report.placements:
-            if p.op and (p.op in _SYNC_OPS or "Accumulator" in p.op or "TokenQueue" in p.op):
-                counts[p.op] = counts.get(p.op, 0) + 1
-        return dict(sorted(counts.items()))
-
-    def workers(self) -> list[dict[str, Any]]:
-        if self.api == "tf2":
-            # the coordinator's log counts what it sent where; without its result the count is a
-            # lower bound at best (steps_reported), and what ran is not known (null)
-            known = "chief/0" in self.run.results
-            return [{"task": task, "steps": n} if known else
-                    {"task": task, "steps": None, "steps_reported": n if "chief/0" in self.run.logs else None}
-                    for task, n in sorted(self.scheduled.items())]
-        out = []
-        for task in self.run.tasks:
-            if task["job"] != "worker":
-                continue
-            result = self.run.results.get(f"worker/{task['task']}")
-            if result is None:  # it never reported: what it ran is not known (null), not nothing (0)
-                out.append({"task": task["task"], "steps": None, "losses": None, "global_steps": None,
-                            "steps_reported": task.get("steps_reported")})
-                continue
-            out.append({"task": task["task"], "steps": len(result.get("losses") or []),
-                        "losses": result.get("losses") or [], "global_steps": result.get("global_steps") or []})
-        return out
-
-    def to_dict(self) -> dict[str, Any]:
-        data = self.report.to_dict(run=True)
-        data.update(
-            mode="sync" if self.sync else "async",
-            api=self.api,
-            steps_asked=self.steps,
-            tasks=[{k: t.get(k) for k in ("job", "task", "target", "pid", "exit_code", "ended_by_placement", "private_kib",
-                                          "steps_reported")}
-                   for t in self.run.tasks],
-            isolated=self.run.isolated,
-            variables=self.variables,
-            workers=self.workers(),
-            sync_ops=self.sync_ops,
-            complete=self.complete,
-            error=self.run.error,
-            seconds=self.run.seconds,
-        )
-        if self.api == "tf2":
-            chief = self.run.results.get("chief/0")
-            data.update(losses=None if chief is None else chief.get("losses") or [],
-                        global_steps=None if chief is None else chief.get("global_steps") or [])
-        return data
+def run(request: dict[str, Any], progress: Callable[[dict[str, Any]], None]) -> ClusterRun:
+    """Start the cluster ``request`` describes, every task a process, and train (see cluster_tasks)."""
+    return cluster_launch.run(request, progress, ENTRY)
 
 
 def build(run: ClusterRun, *, sync: bool, steps: int, copies: bool, api: str = "tf1") -> ClusterReport:
@@ -109,29 +32,72 @@ def build(run: ClusterRun, *, sync: bool, steps: int, copies: bool, api: str = "
     drawn: list[Placement] = []
     edges: dict[Edge, None] = {}
     lines = 0
-    for name in sorted(run.logs, key=lambda n: (n.split("/")[0], int(n.split("/")[1]))):
-        parsed = parse_text(run.logs[name])
+    scheduled: Counter[int] = Counter()
+    for name, log in sorted(run.logs, key=lambda item: (item[0].split("/")[0], int(item[0].split("/")[1]))):
+        parsed = parse_text(log)
         lines += parsed.lines
         placements.extend(parsed.placements)
+        if name == "chief/0":
+            scheduled = _scheduled(parsed)
         qualified = {p.node: _on_task(p.device, p.node) for p in parsed.placements if p.node}
         drawn.extend(replace(p, node=qualified[p.node]) for p in parsed.placements if p.node)
-        for source, target, control in (run.results.get(name) or {}).get("edges") or ():
+        training = run.result(name)
+        for source, target, control in training.edges if training is not None else ():
             if source in qualified and target in qualified:
                 edges.setdefault(Edge(qualified[source], qualified[target], bool(control)), None)
     found_copies = None
     if copies:
-        found_copies = tuple(Copy(**{**c, "shape": None if c.get("shape") is None else tuple(c["shape"])})
-                             for _, result in sorted(run.results.items()) for c in result.get("copies") or ())
+        found_copies = tuple(c for _, training in sorted(run.results, key=lambda item: item[0])
+                             for c in training.copies)
     result = None
-    workers = [t for t in run.tasks if t["job"] == "worker"]
-    if run.error is None and workers and len(run.results) == (1 if api == "tf2" else len(workers)):
-        result = {name: r["losses"][-1] if r.get("losses") else None for name, r in sorted(run.results.items())}
+    if run.error is None and run.workers and len(run.results) == (1 if api == "tf2" else len(run.workers)):
+        result = {name: training.losses[-1] if training.losses else None
+                  for name, training in sorted(run.results, key=lambda item: item[0])}
     report = Report(placements=tuple(placements), lines=lines, result=result, copies=found_copies,
                     run_error=run.error, title="placement cluster")
     drawn_copies = None if found_copies is None else tuple(
         replace(c, producer=_on_task(c.source, c.producer_node)) for c in found_copies)
     graph = replace(report, placements=tuple(drawn), edges=tuple(edges) if edges else None, copies=drawn_copies)
-    return ClusterReport(run=run, report=report, sync=sync, steps=steps, api=api, graph=graph)
+    counts = dict.fromkeys((t.task for t in run.workers), 0)
+    for task, n in scheduled.items():
+        counts[task] = counts.get(task, 0) + n
+    return ClusterReport(run=run, report=report, sync=sync, steps=steps, api=api, graph=graph,
+                         scheduled=tuple(counts.items()), workers=_workers(run, api, counts),
+                         sync_ops=_sync_ops(report))
+
+
+def _scheduled(chief: Report) -> Counter[int]:
+    """TF2: worker task -> steps the coordinator ran there (its log's eager lines ``Executing op
+    __inference_train_step_N on task /job:worker/.../task:I/device:CPU:0``)."""
+    return Counter(p.spec.task for p in chief.placements if p.kind == "eager" and p.op
+                   and _STEP_FUNCTION.fullmatch(p.op) and p.spec.job == "worker" and p.spec.task is not None)
+
+
+def _workers(run: ClusterRun, api: str, scheduled: dict[int, int]) -> tuple[WorkerSteps, ...]:
+    if api == "tf2":
+        # the coordinator's log counts what it sent where; without its result the count is a
+        # lower bound at best (steps_reported), and what ran is not known (null)
+        known = run.result("chief/0") is not None
+        logged = run.log("chief/0") is not None
+        return tuple(WorkerSteps(task, n if known else None, steps_reported=n if logged and not known else None,
+                                 api=api, known=known) for task, n in sorted(scheduled.items()))
+    out = []
+    for task in run.workers:
+        training = run.result(task.name)
+        if training is None:  # it never reported: what it ran is not known (null), not nothing (0)
+            out.append(WorkerSteps(task.task, None, steps_reported=task.steps_reported, known=False))
+            continue
+        out.append(WorkerSteps(task.task, len(training.losses), training.losses, training.global_steps))
+    return tuple(out)
+
+
+def _sync_ops(report: Report) -> tuple[tuple[str, int], ...]:
+    """Op types of SyncReplicasOptimizer's machinery that the workers' graphs placed, with counts."""
+    counts: dict[str, int] = {}
+    for p in report.placements:
+        if p.op and (p.op in _SYNC_OPS or "Accumulator" in p.op or "TokenQueue" in p.op):
+            counts[p.op] = counts.get(p.op, 0) + 1
+    return tuple(sorted(counts.items()))
 
 
 def _on_task(device: str, node: str) -> str:

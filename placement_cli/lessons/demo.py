@@ -216,26 +216,25 @@ CLUSTER_REQUEST: dict[str, Any] = {"api": "tf1", "ps": 1, "workers": 2, "steps":
 
 
 def _cluster(machine: Machine) -> Outcome:
-    from placement_cli.lessons.cluster import build  # noqa: PLC0415
-    from placement_cli.runtime.cluster import run  # noqa: PLC0415
+    from placement_cli.lessons.cluster import build, run  # noqa: PLC0415
 
     request = dict(CLUSTER_REQUEST)
     found = build(run(request, machine.progress or (lambda event: None)), sync=False, steps=request["steps"],
                   copies=False)
-    workers = found.workers()
+    workers = found.workers
     # the shown function runs in the workers' processes, out of the recorder's reach: their answers say it ran
     ran = ["_train"] if found.run.results else []
-    if not found.complete or any(w["steps"] != request["steps"] for w in workers):
+    if not found.complete or any(w.steps != request["steps"] for w in workers):
         return Outcome("cluster", found, ok=False, problem=found.run.error or "the cluster did not finish its steps",
                        ran=ran)
-    last = max((step for w in workers for step in w["global_steps"]), default=0)
+    last = max((step for w in workers for step in w.global_steps or ()), default=0)
     where = sorted({device for device in found.variables.values()})
     return Outcome("cluster", found, N_("{workers} workers, each a process with its own graph, trained against "
                                         "{ps} ps task: every variable lives on {variables} (replica_device_setter), "
                                         "the compute on each worker's own task; async, so the global step counts "
                                         "every worker's steps: {total} in all (the last value a worker read: {last})."),
                    {"workers": len(workers), "ps": request["ps"], "variables": ", ".join(where) or "?",
-                    "last": last, "total": sum(w["steps"] for w in workers)}, ran=ran)
+                    "last": last, "total": sum(w.steps or 0 for w in workers)}, ran=ran)
 
 
 def _module(name: str) -> Any:
@@ -261,7 +260,7 @@ GUIDE = _Lazy("placement_cli.lessons.guide")
 INVENTORY = _Lazy("placement_cli.runtime.inventory")
 TRAIN = _Lazy("placement_cli.lessons.train")
 MIRRORED = _Lazy("placement_cli.lessons.mirrored")
-CLUSTERHOST = _Lazy("placement_cli.runtime.clusterhost")
+CLUSTER_TASKS = _Lazy("placement_cli.lessons.cluster_tasks")
 
 STEPS: list[Step] = [
     Step("devices", N_("The devices TensorFlow sees"),
@@ -300,7 +299,7 @@ STEPS: list[Step] = [
     Step("cluster", N_("A ps/worker cluster (cluster)"),
          N_("Beyond one machine: a real cluster of TensorFlow gRPC servers, one process per task. "
             "replica_device_setter puts the variables on the ps task; each worker builds its own graph and "
-            "trains between-graph."), ((CLUSTERHOST, "_train"),), _cluster,
+            "trains between-graph."), ((CLUSTER_TASKS, "_train"),), _cluster,
          lambda m: {"request": dict(CLUSTER_REQUEST)}),
 ]
 

@@ -2,4 +2,6 @@
 
 from placement_cli.logparse.placer import DEVICE, OP
 
-PATTERN = rb"Executing op (" + OP + rb") (?:in device|on task) (" + DEVICE + rb")[ \t\r]*+$"
+START = b"Executing op "  # what every eager line begins with
+
+PATTERN = START + rb"(" + OP + rb") (?:in device|on task) (" + DEVICE + rb")[ \t\r]*+$"

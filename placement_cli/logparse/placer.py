@@ -48,3 +48,24 @@ def line_pattern() -> bytes:
     """One line (no newline in it) that is a glog or bare placer record, for ``fullmatch``."""
     return rb"(?:[^\n]*?placer\.cc:\d++\] |" + _INDENT + rb")" + _COUNTED
 
+
+# What a capture takes off a program's output (compiled in ``written``): exactly the shapes TensorFlow
+# >= 2.16 writes, each one the parser reads as kind "placer", never indented, never without its op.
+# The placer's record, its printf copy or the body of its glog copy: TF 2.x ``node: (Op): device``,
+# TF 1.x ``node: (Op)/job:...`` (NORMALISE makes the two alike for the parser).
+WRITTEN = NODE + rb": \(" + OP + rb"\)(?:: )?+" + DEVICE
+# TF 2.x's printf copy to the letter; and its end, after the node's name, and one character of a name.
+COPY = NODE + rb": \(" + OP + rb"\): " + DEVICE
+COPY_TAIL = rb": \(" + OP + rb"\): " + DEVICE
+NODE_CHAR = _NAME
+# Every placement names a device "/job:...": a literal that tells fast whether text may hold one.
+JOB = b"/job:"
+# An unfinished line that may still become a printf copy (a capture holds it back a moment).
+PARTIAL = rb"[^\s:]+(?::[^\s:]+)*(?::(?: (?:\([^\s()]*(?:\)(?::? ?(?:/[^\s]*)?)?)?)?)?)?"
+# The source files of the placer's glog copy (TF >= 1.x, TF 0.x).
+FILES = (b"placer.cc", b"simple_placer.cc")
+
+
+def placer_file(path: bytes) -> bool:
+    """Whether a glog line's source file (with its folders) is the placer's."""
+    return path.rsplit(b"/", 1)[-1] in FILES

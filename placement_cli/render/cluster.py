@@ -7,7 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from placement_cli.i18n import _
-from placement_cli.lessons.cluster import ClusterReport
+from placement_cli.model import ClusterReport, WorkerSteps
 from placement_cli.render.table import View, clean, literal, report_group
 
 
@@ -34,8 +34,8 @@ def tasks_table(found: ClusterReport) -> Table:
     for heading in (_("job"), _("task"), _("address"), _("pid"), _("exit code")):
         table.add_column(heading, overflow="fold")
     for t in found.run.tasks:
-        table.add_row(literal(t["job"]), str(t["task"]), literal(str(t["target"]).removeprefix("grpc://")),
-                      str(t.get("pid") or "-"), _exit(t.get("exit_code"), t.get("ended_by_placement")))
+        table.add_row(literal(t.job), str(t.task), literal(str(t.target).removeprefix("grpc://")),
+                      str(t.pid or "-"), _exit(t.exit_code, t.ended_by_placement))
     return table
 
 
@@ -53,33 +53,33 @@ def variables_table(found: ClusterReport) -> Table | None:
 def training_table(found: ClusterReport) -> Table:
     if found.api == "tf2":
         return _scheduled_table(found)
-    table = Table(title=_("Training per worker") + f" ({found.to_dict()['mode']})", title_justify="left")
+    table = Table(title=_("Training per worker") + f" ({found.mode})", title_justify="left")
     for heading in (_("worker"), _("steps"), _("first loss"), _("last loss"), _("global steps seen")):
         table.add_column(heading, overflow="fold")
-    for w in found.workers():
-        if w["losses"] is None:  # it never reported: unknown, not none
-            table.add_row(f"worker/{w['task']}", _steps_unknown(w), _("unknown"), _("unknown"), _("unknown"))
+    for w in found.workers:
+        if w.losses is None:  # it never reported: unknown, not none
+            table.add_row(f"worker/{w.task}", _steps_unknown(w), _("unknown"), _("unknown"), _("unknown"))
             continue
-        losses = w["losses"]
-        seen = w["global_steps"]
-        table.add_row(f"worker/{w['task']}", str(len(losses)), f"{losses[0]:.4f}" if losses else "-",
+        losses = w.losses
+        seen = w.global_steps or ()
+        table.add_row(f"worker/{w.task}", str(len(losses)), f"{losses[0]:.4f}" if losses else "-",
                       f"{losses[-1]:.4f}" if losses else "-",
                       f"{seen[0]}..{seen[-1]}" if len(seen) > 1 else (str(seen[0]) if seen else "-"))
     return table
 
 
-def _steps_unknown(worker: dict) -> str:
-    reported = worker.get("steps_reported")
+def _steps_unknown(worker: WorkerSteps) -> str:
+    reported = worker.steps_reported
     if reported:
         return _("unknown (it said {steps} before it ended)").format(steps=reported)
     return _("unknown")
 
 
-def _steps(worker: dict) -> str:
+def _steps(worker: WorkerSteps) -> str:
     """A worker's steps, for the sentences: the count, or unknown."""
-    if worker.get("losses") is None and worker.get("steps") is None:
+    if worker.losses is None and worker.steps is None:
         return _steps_unknown(worker)
-    return str(worker["steps"] if worker.get("losses") is None else len(worker["losses"]))
+    return str(worker.steps if worker.losses is None else len(worker.losses))
 
 
 def _scheduled_table(found: ClusterReport) -> Table:
@@ -87,25 +87,25 @@ def _scheduled_table(found: ClusterReport) -> Table:
                   title_justify="left")
     table.add_column(_("worker"))
     table.add_column(_("steps"), justify="right")
-    for w in found.workers():
-        table.add_row(f"worker/{w['task']}", _("unknown") if w["steps"] is None else str(w["steps"]))
+    for w in found.workers:
+        table.add_row(f"worker/{w.task}", _("unknown") if w.steps is None else str(w.steps))
     return table
 
 
 def difference(found: ClusterReport) -> str:
     """One sentence on async vs sync, read from what ran."""
     if found.api == "tf2":
-        chief = found.run.results.get("chief/0") or {}
-        losses = chief.get("losses") or []
-        ran = ", ".join(f"worker/{w['task']}: {_steps(w)}" for w in found.workers())
+        chief = found.run.result("chief/0")
+        losses = chief.losses if chief is not None else ()
+        ran = ", ".join(f"worker/{w.task}: {_steps(w)}" for w in found.workers)
         return _("tf2: the coordinator (/job:chief) scheduled each step's tf.function on whichever worker was free "
                  "(steps: {ran}); every step updated the variables on the ps at once, without waiting for the "
                  "others (async). Loss: {first} to {last}.").format(
             ran=ran, first=f"{losses[0]:.4f}" if losses else "-", last=f"{losses[-1]:.4f}" if losses else "-")
-    workers = found.workers()
-    ran = ", ".join(f"worker/{w['task']}: {_steps(w)}" for w in workers)
-    last = max((s for w in workers for s in w["global_steps"] or ()), default="-")
-    ops = found.sync_ops
+    workers = found.workers
+    ran = ", ".join(f"worker/{w.task}: {_steps(w)}" for w in workers)
+    last = max((s for w in workers for s in w.global_steps or ()), default="-")
+    ops = dict(found.sync_ops)
     if found.sync:
         placed = ", ".join(f"{n} {op}" for op, n in ops.items()) or _("no accumulator op")
         if len(workers) == 1:
@@ -131,7 +131,7 @@ def cluster_group(found: ClusterReport, view: View) -> Group:
     variables = variables_table(found)
     if variables is not None:
         parts.append(variables)
-    said = found.api == "tf1" and any(t.get("steps_reported") for t in found.run.tasks)  # how far they got
+    said = found.api == "tf1" and any(t.steps_reported for t in found.run.tasks)  # how far they got
     if found.run.results or said:
         parts.append(training_table(found))
         parts.append(Text(clean(difference(found))))

@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import IO, Any
 
-from placement_cli.logparse import eager
-from placement_cli.logparse.placer import DEVICE, NODE, OP
+from placement_cli.logparse import eager, glog, mapping, placer, written
 
 
 @dataclass
@@ -238,36 +237,18 @@ def write_to(fd: int, data: bytes) -> None:
 # the mapping go through a logging listener to Python's sys.stdout instead, unprefixed.
 # TensorFlow writes each of its lines whole, with one write; the program may have left a line
 # unfinished on the same fd just before, so TensorFlow's line can start in the middle of a line.
-# node, op and the eager line as the parser reads them (logparse): a line it would not read is never taken
-_PLACER = NODE + rb": (?:\(" + OP + rb"\): ?)?" + DEVICE
-_EAGER = eager.PATTERN
+# Each pattern is logparse's (a line the parser would not read is never taken).
 _END = rb"[ \t\r]*+"
-# absl (TF >= 2.16: "I0000 00:00:1795232759.847888    3899 placer.cc:162] ") and older glog prefixes
-_GLOG = (rb"(?:[IWEF]\d{4} \d\d:\d\d:\d++\.\d++ ++\d++ (?P<file>[^\]\s:]++):\d++\] "
-         rb"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d++: [IWEF] (?P<file2>[^\]\s:]++):\d++\] )")
-_GLOG_START = re.compile(rb"(?=[IWEF]\d{4} \d\d:\d\d:\d|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.)")
-_BARE = re.compile(rb"(?:" + _PLACER + rb"|" + _EAGER + rb")" + _END)
-_GLOG_PLACER = re.compile(_GLOG + rb"(?P<placed>" + _PLACER + rb")" + _END)
-_GLOG_EAGER = re.compile(_GLOG + _EAGER + _END)
-_GLOG_MAPPING = re.compile(_GLOG + rb"Device mapping:.*+")
-_MAPPING_HEAD = re.compile(rb"Device mapping:.*+")
-_MAPPING_ENTRY = re.compile(rb"/(?:job|device):\S++ -> .*+")
-_ANY_EAGER = re.compile(eager.PATTERN, re.M)
-# The placer's printf copy in TensorFlow 2 (`NAME: (OP): DEVICE`), with a name TensorFlow accepts.
-_COPY = re.compile(NODE + rb": \(" + OP + rb"\): " + DEVICE)
-_COPY_TAIL = re.compile(rb": \(" + OP + rb"\): " + DEVICE)
-_NODE_CHAR = re.compile(rb"[A-Za-z0-9_.\-/>]")
-_JOB = re.compile(rb"/job:")
-_KEYWORDS = re.compile(rb"/job:|/device:|Device mapping:")
+_BARE = re.compile(rb"(?:" + placer.WRITTEN + rb"|" + eager.PATTERN + rb")" + _END)
+_GLOG_PLACER = re.compile(glog.HEADER + rb"(?P<placed>" + placer.WRITTEN + rb")" + _END)
+_GLOG_EAGER = re.compile(glog.HEADER + eager.PATTERN + _END)
+_GLOG_MAPPING = re.compile(glog.HEADER + written.MAPPING_HEADER_LINE.pattern)
+_JOB = re.compile(re.escape(placer.JOB))
+_KEYWORDS = re.compile(re.escape(placer.JOB) + rb"|/device:|" + re.escape(mapping.HEADER))
 
 
 def _body(line: bytes) -> bytes:
-    return line.rstrip(b"\r\n").replace(b")/job:", b"): /job:")
-
-
-def _placer_file(match: re.Match[bytes]) -> bool:
-    name = match.group("file") or match.group("file2") or b""
-    return name.rsplit(b"/", 1)[-1] in (b"placer.cc", b"simple_placer.cc")
+    return line.rstrip(b"\r\n").replace(*placer.NORMALISE)
 
 
 def is_placement_text(text: bytes) -> bool:
@@ -277,8 +258,8 @@ def is_placement_text(text: bytes) -> bool:
     if not lines or not all(line.endswith(b"\n") for line in lines):
         return False
     bodies = [_body(line) for line in lines]
-    if _MAPPING_HEAD.fullmatch(bodies[0]):
-        return all(_MAPPING_ENTRY.fullmatch(b) for b in bodies[1:])
+    if written.MAPPING_HEADER_LINE.fullmatch(bodies[0]):
+        return all(written.MAPPING_ENTRY_LINE.fullmatch(b) for b in bodies[1:])
     return all(_BARE.fullmatch(b) for b in bodies)
 
 
@@ -346,11 +327,11 @@ def _lines_with(data: bytes, pattern: re.Pattern[bytes]) -> Iterator[tuple[int, 
 def _glog_start(body: bytes) -> tuple[int, re.Match[bytes] | None] | None:
     """Where a glog placement line of TensorFlow's starts in ``body`` (a line, or the end of one),
     with the placer's match if it is one."""
-    for candidate in _GLOG_START.finditer(body):
+    for candidate in written.GLOG_START.finditer(body):
         at = candidate.start()
         placed = _GLOG_PLACER.fullmatch(body, at)
         if placed is not None:
-            if _placer_file(placed):
+            if placer.placer_file(placed.group("file")):
                 return at, placed
             continue
         if _GLOG_EAGER.fullmatch(body, at) or _GLOG_MAPPING.fullmatch(body, at):
@@ -365,7 +346,7 @@ def _glog_cuts(data: bytes) -> tuple[list[tuple[int, int, bool]], Counter[bytes]
     mapping_end = -1
     for start, end in _lines_with(data, _KEYWORDS):
         body = data[start:end - 1]
-        if start == mapping_end and _MAPPING_ENTRY.fullmatch(body.rstrip(b"\r")):
+        if start == mapping_end and written.MAPPING_ENTRY_LINE.fullmatch(body.rstrip(b"\r")):
             cuts.append((start, end, True))
             mapping_end = end
             continue
@@ -415,9 +396,9 @@ def _bare_cuts(data: bytes, twins: Counter[bytes], shape_only: bool,
             continue
         if not shape_only:
             continue
-        if _COPY.fullmatch(body):
+        if written.COPY.fullmatch(body):
             cuts.append((start, end, True))
-        elif at > 0 and _COPY_TAIL.fullmatch(body, at) and _NODE_CHAR.fullmatch(body, at - 1, at):
+        elif at > 0 and written.COPY_TAIL.fullmatch(body, at) and written.NODE_CHAR.fullmatch(body, at - 1, at):
             op = body[at:body.index(b")", at) + 1]
             node = next((n for n in names.get(op, ()) if len(n) < at and body.endswith(n, 0, at)), None)
             if node is None:
@@ -460,4 +441,4 @@ def _assemble(data: bytes, cuts: list[tuple[int, int, bool]],
 
 def has_eager_line(data: bytes) -> bool:
     """Whether ``data`` holds a line of the eager runtime's placement log."""
-    return _ANY_EAGER.search(data) is not None
+    return written.EAGER_ANYWHERE.search(data) is not None

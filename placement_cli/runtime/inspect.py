@@ -34,7 +34,7 @@ from placement_cli.devices import try_parse
 from placement_cli.exceptions import InspectorFailed
 from placement_cli.i18n import N_, Message
 from placement_cli.model import Inspection, TaskAnswer, TaskDevice
-from placement_cli.runtime.cluster import how_it_ended, process_state
+from placement_cli.runtime.cluster_launch import how_it_ended, process_state
 
 DEFAULT_TIMEOUT = 5.0
 MIN_TIMEOUT = 0.5

@@ -20,37 +20,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
+from placement_cli.logparse import glog, mapping, placer, written
 from placement_cli.logparse.error_messages import MAX_LINES, TRIGGER, may_hold_failure
-from placement_cli.logparse import eager
-from placement_cli.logparse.placer import DEVICE, NODE, OP
 
 HOLD = 0.03  # an incomplete last line that may be the start of a TF line waits at most this long
 LONGEST = 16384  # a partial line longer than this is never held
 
-_PREFIX = (rb"(?:(?P<sev>[IWEF])\d{4} \d\d:\d\d:\d+\.\d+ +\d+ "  # absl: I0000 00:00:1795.5 6213 placer.cc:162]
-           rb"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: (?P<sev2>[IWEF]) )"  # TF <= 2.15: 2024-01-02 10:00:00.5: I
-           rb"(?P<file>[^\s\]:]+):\d+\] (?P<msg>[^\n]*)")
-_ABSL = rb"WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR[ \t\r]*"
+# TensorFlow's lines as logparse spells them (a line the parser would not read is never consumed).
 # One whole glog line (the chunk is prefixed with a newline so every line starts after one).
-_GLOG = re.compile(rb"\n(?:" + _PREFIX + rb"|(?P<absl>" + _ABSL + rb"))(?=\n)")
-# node and op as the parser reads them (logparse.placer): a line it would not read is never consumed
-_PLACED = NODE + rb": \(" + OP + rb"\)(?:: )?" + DEVICE  # TF 2.x ``node: (Op): device``; TF 1.x ``(Op)/job:``
-_BARE = re.compile(rb"\n" + _PLACED + rb"[ \t\r]*(?=\n)")
-_PLACER_MSG = re.compile(_PLACED + rb"[ \t\r]*")
-_EAGER_MSG = re.compile(eager.PATTERN)
-_MAPPING_START = rb"/(?:job|device):\S+ -> "
-_MAPPING_LINE = re.compile(_MAPPING_START + rb"[^\n]*\n")
+_GLOG = re.compile(rb"\n(?:" + glog.HEADER + rb"(?P<msg>[^\n]*)|(?P<absl>" + glog.ABSL_LINE + rb"))(?=\n)")
+_BARE = re.compile(rb"\n" + placer.WRITTEN + rb"[ \t\r]*(?=\n)")  # the placer's printf copy, a whole line
+_MAPPING_LINE = re.compile(mapping.ENTRY + rb"[^\n]*\n")
 # A line of TensorFlow's own log (glog/absl prefix), a placer record or a Device mapping line:
 # never part of an error message.
-_LOG_LINE = re.compile(_PREFIX + rb"|" + _PLACED + rb"|" + _MAPPING_START)
-_PLACERS = (b"placer.cc", b"simple_placer.cc")
-_CONTINUATION = b"To enable the following instructions:"  # the second line of cpu_feature_guard's notice
-# Could an incomplete line still become one of the lines above? (a heuristic for holding only)
-_GLOG_START = re.compile(rb"[IWEF]\d{0,4}(?: [\d:.]*(?: +\d*(?: [^\s\]]*(?:\](?: [^\n]*)?)?)?)?)?"
-                         rb"|\d{1,4}(?:-[\d-]*(?: [\d:.]*(?:: ?(?:[IWEF](?: [^\s\]]*(?:\](?: [^\n]*)?)?)?)?)?)?)?")
-_BARE_START = re.compile(rb"[^\s:]+(?::[^\s:]+)*(?::(?: (?:\([^\s()]*(?:\)(?::? ?(?:/[^\s]*)?)?)?)?)?)?")
-_ABSL_TEXT = b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
-SEVERITY = {b"I": 0, b"W": 1, b"E": 2, b"F": 3}
+_LOG_LINE = re.compile(glog.HEADER + rb"|" + placer.WRITTEN + rb"|" + mapping.ENTRY)
 _REPLACEMENT = b"\xef\xbf\xbd"
 
 
@@ -58,8 +41,8 @@ def may_become_tensorflow_line(tail: bytes, *, stdout: bool) -> bool:
     """Whether an unfinished line could still become one of TensorFlow's log lines (a placer copy on
     stdout; a glog line on stderr)."""
     if stdout:
-        return _BARE_START.fullmatch(tail) is not None
-    return bool(_GLOG_START.fullmatch(tail) or _ABSL_TEXT.startswith(tail))
+        return written.PLACER_PARTIAL.fullmatch(tail) is not None
+    return bool(written.GLOG_PARTIAL.fullmatch(tail) or glog.ABSL_NOTICE.startswith(tail))
 
 
 @dataclass
@@ -174,10 +157,10 @@ class Splitter:
 
     def _may_be_tf(self, ch: Channel, tail: bytes) -> bool:
         if ch.stdout:
-            return _BARE_START.fullmatch(tail) is not None
-        return bool(_GLOG_START.fullmatch(tail) or _ABSL_TEXT.startswith(tail)
+            return may_become_tensorflow_line(tail, stdout=True)
+        return bool(may_become_tensorflow_line(tail, stdout=False)
                     or (ch.in_mapping and tail.startswith(b"/"))
-                    or (ch.after_hidden and _CONTINUATION.startswith(tail[: len(_CONTINUATION)])))
+                    or (ch.after_hidden and glog.CONTINUATION.startswith(tail[: len(glog.CONTINUATION)])))
 
     def _lines(self, ch: Channel, data: bytes, end: int) -> None:
         """Decide the whole lines in ``data[:end]``."""
@@ -192,9 +175,9 @@ class Splitter:
         if ch.in_mapping or ch.after_hidden:
             pos = self._continuations(ch, data, pos, end)
         if ch.stdout:
-            matches = _BARE.finditer(b"\n" + data[:end], pos) if b"/job:" in data else ()
+            matches = _BARE.finditer(b"\n" + data[:end], pos) if placer.JOB in data else ()
         else:
-            matches = _GLOG.finditer(b"\n" + data[:end], pos) if b"] " in data or b"absl::" in data else ()
+            matches = _GLOG.finditer(b"\n" + data[:end], pos) if b"] " in data or glog.ABSL_NOTICE in data else ()
         for m in matches:
             start, stop = m.start(), m.end()  # the line, with its newline, in ``data``
             if start < pos:
@@ -224,12 +207,12 @@ class Splitter:
             ch.after_hidden = not shown
             return shown
         msg = m.group("msg")
-        placer = m.group("file").rsplit(b"/", 1)[-1] in _PLACERS and _PLACER_MSG.fullmatch(msg)
-        if placer or _EAGER_MSG.fullmatch(msg) or msg.startswith(b"Device mapping"):
+        placed = placer.placer_file(m.group("file")) and written.PLACER_LINE.fullmatch(msg)
+        if placed or written.EAGER_LINE.fullmatch(msg) or msg.startswith(mapping.HEADER):
             self._parse(line, at)
-            ch.in_mapping = msg.startswith(b"Device mapping")
+            ch.in_mapping = msg.startswith(mapping.HEADER)
             return self.echo_placement
-        shown = SEVERITY[m.group("sev") or m.group("sev2")] >= self.min_level
+        shown = glog.severity(m) >= self.min_level
         ch.after_hidden = not shown
         return shown
 
@@ -248,7 +231,7 @@ class Splitter:
             pos = m.end()
         if pos < end and ch.after_hidden:
             ch.after_hidden = False
-            if data.startswith(_CONTINUATION, pos):
+            if data.startswith(glog.CONTINUATION, pos):
                 pos = data.find(b"\n", pos) + 1
         return pos if consumed else start
 

@@ -1,7 +1,8 @@
 """The supervisor of a ``placement cluster`` run: one process per task, watched until the end.
 
-``python -m placement_cli.runtime.clusterhost`` reads its request (JSON) on stdin and writes JSON
-lines on stdout: progress events (``{"event": "ready", ...}``) while the tasks start, then one
+The lesson's entry module (``python -m placement_cli.lessons.cluster_tasks``) calls ``main`` with the
+work each training task runs: the supervisor builds no graph. It reads its request (JSON) on stdin
+and writes JSON lines on stdout: progress events (``{"event": "ready", ...}``) while the tasks start, then one
 ``{"event": "result", ...}`` document. The CLI, which never imports TensorFlow, starts it in a new
 session and kills its whole process group on any exit path.
 
@@ -27,7 +28,6 @@ import ctypes
 import json
 import os
 import queue as queue_module
-import re
 import shutil
 import signal
 import socket
@@ -36,17 +36,18 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from placement_cli.i18n import N_
-from placement_cli.runtime.cluster import how_it_ended, process_state
+from placement_cli.logparse import written
+from placement_cli.runtime.cluster_launch import how_it_ended, process_state
 
 READY_LIMIT = 150.0  # seconds for every task to import TensorFlow and start its server (loaded 2-core machine)
 TRAIN_LIMIT = 300.0  # seconds for the training itself
 BEAT = 1.0  # seconds between a task's heartbeats (each carries its steps so far)
 SILENCE_LIMIT = 45.0  # seconds without a heartbeat before a running task is named as not answering
 _TAIL = 6  # lines of a failed task's log quoted in its error
-_INFO = re.compile(r"\s*I\d{4} ")  # a glog INFO line
 
 
 # ---------------------------------------------------------------- isolation
@@ -96,9 +97,33 @@ def free_ports(count: int) -> list[socket.socket]:
 # ---------------------------------------------------------------- a task (runs in its own process)
 
 
+class Trainer:
+    """What a training task's work (a lesson's) gets from the supervisor: its place in the cluster, its
+    server, and the two things it says back."""
+
+    def __init__(self, job: str, index: int, spec: Any, server: Any, request: dict[str, Any], messages: Any,
+                 go: list[Any]) -> None:
+        self.job, self.index, self.spec, self.server, self.request = job, index, spec, server, request
+        self.messages, self.go = messages, go
+
+    def session_ready(self) -> None:
+        """This worker's session is up: say so, and wait until every worker's is (all start together)."""
+        self.messages.put({"kind": "session", "task": f"{self.job}/{self.index}"})
+        self.go[-1].wait()
+
+    @staticmethod
+    def stepped(steps: int) -> None:
+        """How many steps it has run so far (said with every heartbeat)."""
+        _progress["steps"] = steps
+
+
+Work = Callable[[Any, Trainer], dict[str, Any]]  # (tensorflow, the task) -> its result, as JSON data
+
+
 def _task_main(job: str, index: int, cluster: dict[str, list[str]], request: dict[str, Any], logdir: str,
-               messages: Any, go: Any) -> None:
-    """One task: its server, then (workers) the training. Everything it says goes on ``messages``."""
+               messages: Any, go: Any, work: Work) -> None:
+    """One task: its server, then (workers, TF2's chief) the lesson's ``work``. Everything it says goes
+    on ``messages``."""
     with contextlib.suppress(Exception):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: die with the process that forked it
@@ -131,10 +156,7 @@ def _task_main(job: str, index: int, cluster: dict[str, list[str]], request: dic
             while True:  # the server serves from its own threads; this one sleeps (GIL free) until killed
                 time.sleep(3600)
         go[0 if job == "chief" else index].wait()
-        if job == "chief":
-            result = _coordinate(tf, spec, request)
-        else:
-            result = _train(tf, spec, server, index, request, messages, go)
+        result = work(tf, Trainer(job, index, spec, server, request, messages, go))
         result["private_kib"] = _private_kib(os.getpid())  # it exits next: measured here, at its largest
         messages.put({"kind": "result", "task": name, **result})
     except BaseException as exc:  # noqa: BLE001 - said to the supervisor, which names the task
@@ -184,165 +206,6 @@ def said(exc: BaseException) -> str:
     return lines[0] if lines else ""
 
 
-def _data(seed: int, features: int, classes: int, batch: int) -> tuple[Any, Any]:
-    import numpy as np  # noqa: PLC0415
-
-    rng = np.random.default_rng(seed)
-    truth = np.random.default_rng(0).normal(size=(features, classes))  # the same true model everywhere
-    x = rng.normal(size=(batch, features)).astype("float32")
-    y = np.eye(classes, dtype="float32")[np.argmax(x @ truth, axis=1)]
-    return x, y
-
-
-def _train(tf: Any, spec: Any, server: Any, index: int, request: dict[str, Any], messages: Any,
-           go: list[Any]) -> dict[str, Any]:
-    """Between-graph training of a softmax regression: variables round-robin over the ps tasks."""
-    v1 = tf.compat.v1
-    workers = request["workers"]
-    steps = request["steps"]
-    sync = request["sync"]
-    is_chief = index == 0
-    features, classes = 10, 3
-    graph = tf.Graph()
-    with graph.as_default():
-        setter = v1.train.replica_device_setter(ps_tasks=request["ps"], worker_device=f"/job:worker/task:{index}",
-                                                cluster=spec)
-        with v1.device(setter):
-            global_step = v1.train.get_or_create_global_step()
-            weights = v1.get_variable("weights", [features, classes], initializer=v1.zeros_initializer())
-            bias = v1.get_variable("bias", [classes], initializer=v1.zeros_initializer())
-            x_value, y_value = _data(100 + index, features, classes, 32)
-            x = tf.constant(x_value, name="features")
-            y = tf.constant(y_value, name="labels")
-            logits = tf.matmul(x, weights) + bias
-            loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=logits), name="loss")
-            optimizer = v1.train.GradientDescentOptimizer(request["lr"])
-            hooks = []
-            if sync:
-                optimizer = v1.train.SyncReplicasOptimizer(optimizer, replicas_to_aggregate=workers,
-                                                           total_num_replicas=workers)
-            train_op = optimizer.minimize(loss, global_step=global_step)
-            release = None
-            if sync:
-                hooks = [optimizer.make_session_run_hook(is_chief), v1.train.StopAtStepHook(last_step=steps)]
-                with v1.device(global_step.device):  # the token queue's device, where its ops run
-                    release = tf.raw_ops.QueueEnqueueManyV2(
-                        handle=graph.get_tensor_by_name("sync_token_q:0"),  # SyncReplicasOptimizer's shared queue
-                        components=[tf.zeros([2 * workers], global_step.dtype.base_dtype)], name="release_tokens")
-        variables = {v.op.name: v.device for v in v1.global_variables()}
-        config = v1.ConfigProto(log_device_placement=True, operation_timeout_in_ms=request["operation_timeout_ms"],
-                                device_filters=["/job:ps", f"/job:worker/task:{index}"])
-        losses: list[float] = []
-        steps_seen: list[int] = []
-        copies: list[dict[str, Any]] = []
-        with v1.train.MonitoredTrainingSession(master=server.target, is_chief=is_chief, hooks=hooks,
-                                               stop_grace_period_secs=2, config=config,
-                                               save_checkpoint_secs=None, save_summaries_steps=None,
-                                               save_summaries_secs=None, log_step_count_steps=None) as session:
-            messages.put({"kind": "session", "task": f"worker/{index}"})
-            go[-1].wait()  # every worker's session is up: all start their steps together
-            while not session.should_stop() and (sync or len(losses) < steps):
-                if request["copies"] and not losses:
-                    options = v1.RunOptions(output_partition_graphs=True, trace_level=v1.RunOptions.FULL_TRACE)
-                    metadata = v1.RunMetadata()
-                    _, value, step = session.run([train_op, loss, global_step], options=options,
-                                                 run_metadata=metadata)
-                    copies = _copies(tf, metadata, graph)
-                else:
-                    _, value, step = session.run([train_op, loss, global_step])
-                losses.append(float(value))
-                steps_seen.append(int(step))
-                _progress["steps"] = len(losses)
-            if release is not None:
-                session.run_step_fn(lambda step_context: _release(tf, step_context.session, global_step, release, steps))
-    return {"losses": losses, "global_steps": steps_seen, "variables": variables, "copies": copies,
-            "edges": _edges(graph)}
-
-
-def _release(tf: Any, session: Any, global_step: Any, release: Any, steps: int) -> None:
-    """The end of sync training, without a worker left waiting. Each worker stops on its own when
-    it sees the global step reach ``steps`` (StopAtStepHook); another may by then be in one more run
-    (two, where a run's fetched step was read before its update), its gradient pushed, waiting on
-    the token queue for a step nobody else will push a gradient to. A non-chief left waiting is
-    released when the chief ends (its queue runner closes the queue: OutOfRange, which ends a
-    MonitoredSession quietly); the chief left waiting waited out the operation timeout
-    (DeadlineExceeded). So a worker that reached the last step puts two tokens per worker in the
-    queue: every run still waiting, or still to come, ends as a normal run. Their value is step 0,
-    older than any step the accumulators take, so a gradient pushed with one is stale and dropped:
-    no step beyond ``steps`` is made of them. A worker stopped before the last step (an error of its
-    own or of the chief's queue runner) puts none; its error is raised when the session closes."""
-    if session.run(global_step) < steps:
-        return
-    try:
-        session.run(release)
-    except tf.errors.CancelledError:  # the chief has ended and closed the queue: no run waits on it any more
-        pass
-
-
-def _edges(graph: Any) -> list[list[Any]]:
-    """The worker's graph as [producer, consumer, control] triples, for --dot and --graph-svg."""
-    found: dict[tuple[str, str, bool], None] = {}
-    for op in graph.get_operations():
-        for tensor in op.inputs:
-            found[(tensor.op.name, op.name, False)] = None
-        for control in op.control_inputs:
-            found.setdefault((control.name, op.name, True), None)
-    return [list(edge) for edge in found]
-
-
-def _coordinate(tf: Any, spec: Any, request: dict[str, Any]) -> dict[str, Any]:
-    """TF2: ParameterServerStrategy + ClusterCoordinator, this task being /job:chief. The training
-    step is a tf.function the coordinator schedules on whichever worker is free; variables live on
-    the ps tasks. Placement logging is pushed to every task, which logs its own partitions."""
-    tf.debugging.set_log_device_placement(True)
-    resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(spec, rpc_layer="grpc", task_type="chief",
-                                                                    task_id=0)
-    strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
-    coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
-    features, classes = 10, 3
-    x_value, y_value = _data(100, features, classes, 32)
-    with strategy.scope():
-        weights = tf.Variable(tf.zeros([features, classes]), name="weights")
-        bias = tf.Variable(tf.zeros([classes]), name="bias")
-        global_step = tf.Variable(0, dtype=tf.int64, name="global_step")
-    lr = request["lr"]
-
-    @tf.function
-    def train_step() -> Any:
-        x = tf.constant(x_value, name="features")
-        y = tf.constant(y_value, name="labels")
-        with tf.GradientTape() as tape:
-            logits = tf.matmul(x, weights) + bias
-            loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=logits))
-        grad_w, grad_b = tape.gradient(loss, [weights, bias])
-        weights.assign_sub(lr * grad_w)
-        bias.assign_sub(lr * grad_b)
-        step = global_step.assign_add(1)
-        return loss, step
-
-    scheduled = [coordinator.schedule(train_step) for _ in range(request["steps"])]
-    coordinator.join()
-    fetched = [r.fetch() for r in scheduled]
-    variables = {v.name.split(":")[0]: v.device for v in (weights, bias, global_step)}
-    return {"losses": [float(loss) for loss, _ in fetched], "global_steps": [int(step) for _, step in fetched],
-            "variables": variables, "copies": []}
-
-
-def _copies(tf: Any, metadata: Any, graph: Any) -> list[dict[str, Any]]:
-    """The copies of one traced step that cross tasks, with dtype, shape and bytes where known."""
-    from dataclasses import asdict  # noqa: PLC0415
-
-    from placement_cli.runtime.stepstats import copies_with_bytes  # noqa: PLC0415
-
-    found = []
-    for copy in copies_with_bytes(tf, metadata.partition_graphs, metadata.step_stats, graph):
-        if copy.physical is not False:  # between tasks (every task here has one CPU)
-            data = asdict(copy)
-            data["shape"] = None if copy.shape is None else list(copy.shape)
-            found.append(data)
-    return found
-
-
 # ---------------------------------------------------------------- the supervisor
 
 
@@ -360,7 +223,7 @@ def _tail(path: str, lines: int = _TAIL) -> str:
     text = data.decode("utf-8", "replace")
     # what says why: warnings, errors, Python's traceback; not TensorFlow's INFO chatter (placements)
     kept = [line.strip() for line in text.splitlines()
-            if line.strip() and not _INFO.match(line) and "cuInit" not in line and "cuda drivers" not in line]
+            if line.strip() and not written.INFO_LINE.match(line) and "cuInit" not in line and "cuda drivers" not in line]
     return " | ".join(kept[-lines:])
 
 
@@ -450,7 +313,7 @@ class _Watch:
         return _m(N_("{problem}: {tail}"), problem=said, tail=tail) if tail else said
 
 
-def supervise(request: dict[str, Any], emit: Any) -> dict[str, Any]:
+def supervise(request: dict[str, Any], emit: Any, work: Work) -> dict[str, Any]:
     """Start the cluster, train, collect; always kills every task it started before returning. A
     port placement chose that another process took in between (``Could not start gRPC server``)
     is retried once with new ports."""
@@ -464,13 +327,13 @@ def supervise(request: dict[str, Any], emit: Any) -> dict[str, Any]:
     os.environ["GRPC_FAIL_FAST"] = "true"
     try:
         ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["tensorflow", "placement_cli.runtime.clusterhost"])
+        ctx.set_forkserver_preload(["tensorflow", __name__, *_module_of(work)])
         start_method = "forkserver"
     except ValueError:
         ctx = multiprocessing.get_context("spawn")
         start_method = "spawn"
     for attempt in range(2):
-        answer = _attempt(dict(request), emit, ctx)
+        answer = _attempt(dict(request), emit, ctx, work)
         ours = not request.get("cluster")
         if not (ours and attempt == 0 and answer["error"] and "Could not start gRPC server" in _english(answer["error"])):
             break
@@ -487,7 +350,13 @@ def _english(message: dict[str, Any] | str) -> str:
     return message["template"].format(**fields)
 
 
-def _attempt(request: dict[str, Any], emit: Any, ctx: Any) -> dict[str, Any]:
+def _module_of(work: Work) -> list[str]:
+    """The module that defines ``work`` by its importable name (the entry module runs as __main__)."""
+    spec = getattr(sys.modules.get(work.__module__), "__spec__", None)
+    return [spec.name] if spec is not None and spec.name != "__main__" else []
+
+
+def _attempt(request: dict[str, Any], emit: Any, ctx: Any, work: Work) -> dict[str, Any]:
     """One launch of the cluster, from choosing its ports to killing its last task."""
     logdir = tempfile.mkdtemp(prefix="placement-cluster-")
     held: list[socket.socket] = []
@@ -521,7 +390,7 @@ def _attempt(request: dict[str, Any], emit: Any, ctx: Any) -> dict[str, Any]:
     try:
         for job, i in tasks:
             name = f"{job}/{i}"
-            p = ctx.Process(target=_task_main, args=(job, i, cluster, request, logdir, messages, go),
+            p = ctx.Process(target=_task_main, args=(job, i, cluster, request, logdir, messages, go, work),
                             name=f"placement-{name}", daemon=True)
             p.start()
             processes[name] = p
@@ -664,7 +533,9 @@ def _end_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="placement-parent-watch", daemon=True).start()
 
 
-def main() -> None:
+def main(work: Work) -> None:
+    """The supervisor's process: the request on stdin, JSON lines on stdout; ``work`` is what each
+    training task runs (the lesson's graphs)."""
     request = json.loads(sys.stdin.read())
     out = os.fdopen(os.dup(1), "w")  # the CLI's channel; fd 1 and 2 go to a file TensorFlow's chatter may fill
     log = os.open(os.devnull, os.O_WRONLY)
@@ -677,12 +548,8 @@ def main() -> None:
         out.flush()
 
     try:
-        emit(supervise(request, emit))
+        emit(supervise(request, emit, work))
     except BaseException as exc:  # noqa: BLE001 - the CLI shows it as an internal error
         emit({"event": "crash", "error": f"{type(exc).__name__}: {exc}"})
     out.flush()
     os._exit(0)
-
-
-if __name__ == "__main__":
-    main()

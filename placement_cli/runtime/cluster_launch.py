@@ -1,6 +1,7 @@
-"""`placement cluster`, the CLI's side: start the supervisor, show its progress, make its answer a report.
+"""`placement cluster`, the CLI's side: start the supervisor, show its progress, make its answer a ClusterRun.
 
-No TensorFlow here. The supervisor (``clusterhost``) runs in a new session, so that killing its
+No TensorFlow here. The supervisor (``cluster_supervisor``, started through the module a lesson names:
+runtime runs no lesson of its own) runs in a new session, so that killing its
 process group ends it, its forkserver and every task at once; that happens on every exit path
 (the answer read, an error, Ctrl-C, SIGTERM, SIGHUP).
 """
@@ -18,34 +19,14 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from placement_cli.clusterspec import Cluster
 from placement_cli.exceptions import Terminated, UsageProblem
 from placement_cli.i18n import N_, Message
+from placement_cli.model import ClusterRun, ClusterTask, Copy, TaskTraining
 
 OVERALL_LIMIT = 600.0  # seconds the supervisor may take in all before it is killed
-
-
-@dataclass
-class ClusterRun:
-    """What the supervisor said: the tasks, each worker's training, the logs; problem when it failed."""
-
-    isolated: bool | None = None  # None: not known (the supervisor ended before it said)
-    isolation_note: str = ""
-    tasks: list[dict[str, Any]] = field(default_factory=list)
-    results: dict[str, dict[str, Any]] = field(default_factory=dict)
-    logs: dict[str, str] = field(default_factory=dict)
-    problem: Message | str | None = None  # shown in the user's language; ``error`` is its English
-    seconds: float | None = None
-    start_method: str | None = None
-    cluster: dict[str, list[str]] = field(default_factory=dict)
-    own_failure: bool = False  # placement's own supervisor failed (crashed, killed), not the cluster
-
-    @property
-    def error(self) -> str | None:
-        return None if self.problem is None else str(self.problem)
 
 
 def message(data: Any) -> Message | str:
@@ -54,6 +35,20 @@ def message(data: Any) -> Message | str:
         fields = {k: message(v) if isinstance(v, dict) else v for k, v in (data.get("fields") or {}).items()}
         return Message(data["template"], **fields)
     return str(data)
+
+
+def task_of(data: dict[str, Any]) -> ClusterTask:
+    """A task as the supervisor described it."""
+    return ClusterTask(**{name: data.get(name) for name in ClusterTask.__dataclass_fields__ if name in data})
+
+
+def training_of(data: dict[str, Any]) -> TaskTraining:
+    """A training task's result as the supervisor passed it on."""
+    copies = tuple(Copy(**{**c, "shape": None if c.get("shape") is None else tuple(c["shape"])})
+                   for c in data.get("copies") or ())
+    return TaskTraining(losses=tuple(data.get("losses") or ()), global_steps=tuple(data.get("global_steps") or ()),
+                        variables=tuple((data.get("variables") or {}).items()), copies=copies,
+                        edges=tuple((source, target, bool(control)) for source, target, control in data.get("edges") or ()))
 
 
 def check_cluster(cluster: Cluster) -> dict[str, list[str]]:
@@ -99,15 +94,16 @@ def _private_folder() -> str:
     return tempfile.mkdtemp(prefix="placement-cluster-", dir="/tmp")
 
 
-def run(request: dict[str, Any], progress: Callable[[dict[str, Any]], None]) -> ClusterRun:
-    """Start the supervisor with ``request``, hand each progress event to ``progress``, return its answer.
+def run(request: dict[str, Any], progress: Callable[[dict[str, Any]], None], entry: str) -> ClusterRun:
+    """Start the supervisor (``python -m entry``: the module that hands it the tasks' work) with
+    ``request``, hand each progress event to ``progress``, return its answer.
     The supervisor's process group is killed whatever happens; SIGTERM and SIGHUP become
     KeyboardInterrupt-like exits through ``Terminated``."""
     # every temporary file of the cluster (its tasks' logs, TensorFlow's autograph files) goes in one
     # folder, removed here whatever happened: killed tasks run no cleanup of their own
     private = _private_folder()
     try:
-        child = subprocess.Popen([sys.executable, "-P", "-m", "placement_cli.runtime.clusterhost"],
+        child = subprocess.Popen([sys.executable, "-P", "-m", entry],
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                  start_new_session=True,
                                  env={**os.environ, "TMPDIR": private, "PLACEMENT_CLUSTER_PARENT": str(os.getpid())})
@@ -132,13 +128,13 @@ def run(request: dict[str, Any], progress: Callable[[dict[str, Any]], None]) -> 
         done.set()
 
     reader = threading.Thread(target=read, daemon=True)
-    answer = ClusterRun()
+    isolation: dict[str, Any] = {}  # what the progress events said of the isolation
     known: dict[str, dict[str, Any]] = {}  # the tasks the progress events named: kept if no answer comes
 
     def heard(event: dict[str, Any]) -> None:
         kind, name = event.get("event"), event.get("task")
         if kind == "isolation":
-            answer.isolated, answer.isolation_note = bool(event.get("isolated")), str(event.get("why") or "")
+            isolation.update(isolated=bool(event.get("isolated")), isolation_note=str(event.get("why") or ""))
         elif kind == "retry":
             known.clear()
         elif kind in ("started", "ready") and isinstance(name, str) and "/" in name:
@@ -183,20 +179,16 @@ def run(request: dict[str, Any], progress: Callable[[dict[str, Any]], None]) -> 
                 final = {"event": "crash", "error": Message(N_("the cluster did not finish within {limit:g} s"),
                                                             limit=OVERALL_LIMIT)}
         if final["event"] == "crash":
-            answer.problem = final["error"] if isinstance(final["error"], Message) else str(final.get("error"))
-            answer.tasks = _ended_with_group(child, list(known.values()))
-            answer.own_failure = True
-            return answer
-        answer.isolated = bool(final["isolated"])
-        answer.isolation_note = final.get("isolation_note") or ""
-        answer.tasks = final["tasks"]
-        answer.results = final["results"]
-        answer.logs = final["logs"]
-        answer.problem = None if final["error"] is None else message(final["error"])
-        answer.seconds = final.get("seconds")
-        answer.start_method = final.get("start_method")
-        answer.cluster = final["cluster"]
-        return answer
+            problem = final["error"] if isinstance(final["error"], Message) else str(final.get("error"))
+            tasks = _ended_with_group(child, list(known.values()))
+            return ClusterRun(**isolation, tasks=tuple(map(task_of, tasks)), problem=problem, own_failure=True)
+        return ClusterRun(isolated=bool(final["isolated"]), isolation_note=final.get("isolation_note") or "",
+                          tasks=tuple(map(task_of, final["tasks"])),
+                          results=tuple((name, training_of(data)) for name, data in final["results"].items()),
+                          logs=tuple(final["logs"].items()),
+                          problem=None if final["error"] is None else message(final["error"]),
+                          seconds=final.get("seconds"), start_method=final.get("start_method"),
+                          cluster=tuple((job, tuple(addresses)) for job, addresses in final["cluster"].items()))
     finally:
         kill_group(child)
         shutil.rmtree(private, ignore_errors=True)
