@@ -16,7 +16,7 @@ from placement_cli.runtime.facts import graph_nodes, kernel_checks, kernel_map
 from placement_cli.runtime.run import essential
 from placement_cli.lessons.guide import A_VALUES
 from placement_cli.runtime.startup import RunOptions, available_devices, session_config, tensorflow
-from placement_cli.i18n import N_
+from placement_cli.i18n import N_, Message
 
 # Every case runs in this one process: one TensorFlow start-up for the whole catalogue.
 _CPUS = 2
@@ -61,21 +61,22 @@ def _colocation(tf: Any) -> Any:
     return b
 
 
-# The cases' words, as templates the renderer translates (JSON shows them formatted, in English).
-OUT_OF_RANGE = N_("MatMul pinned to /cpu:7 when the session has {cpus} CPU devices")
-NEEDS_GPU = N_("needs a GPU: no GPU on this machine, so this case cannot be run here")
+# The cases' words, as Messages (JSON shows them in English, tables in the chosen language).
+NEEDS_GPU = Message(N_("needs a GPU: no GPU on this machine, so this case cannot be run here"))
 CASES = (
-    Case("missing-gpu", N_("MatMul pinned to a GPU this machine does not have (the guide's /gpu:2)"), "/gpu:2",
-         _matmul_on("/gpu:2")),
-    Case("cpu-out-of-range", OUT_OF_RANGE.format(cpus=_CPUS), "/cpu:7", _matmul_on("/cpu:7")),
-    Case("no-gpu-kernel", N_("A string op (StringJoin) pinned to a GPU: it has no GPU kernel"), "/gpu:0",
+    Case("missing-gpu", Message(N_("MatMul pinned to a GPU this machine does not have (the guide's /gpu:2)")),
+         "/gpu:2", _matmul_on("/gpu:2")),
+    Case("cpu-out-of-range", Message(N_("MatMul pinned to /cpu:7 when the session has {cpus} CPU devices"), cpus=_CPUS),
+         "/cpu:7", _matmul_on("/cpu:7")),
+    Case("no-gpu-kernel", Message(N_("A string op (StringJoin) pinned to a GPU: it has no GPU kernel")), "/gpu:0",
          _string_on_gpu, needs_gpu=True),
-    Case("colocation-conflict", N_("b = identity(a) colocated with a on CPU:0, but pinned to CPU:1"), "/cpu:1",
-         _colocation),
-    Case("malformed-gpu-index", N_("A device string whose index is not a number"), "/gpu:x", _matmul_on("/gpu:x")),
-    Case("malformed-device-type", N_("A device string with an unknown component"), "/foo:0", _matmul_on("/foo:0")),
+    Case("colocation-conflict", Message(N_("b = identity(a) colocated with a on CPU:0, but pinned to CPU:1")),
+         "/cpu:1", _colocation),
+    Case("malformed-gpu-index", Message(N_("A device string whose index is not a number")), "/gpu:x",
+         _matmul_on("/gpu:x")),
+    Case("malformed-device-type", Message(N_("A device string with an unknown component")), "/foo:0",
+         _matmul_on("/foo:0")),
 )
-TEMPLATES = (OUT_OF_RANGE, NEEDS_GPU, *(c.description for c in CASES if c.name != "cpu-out-of-range"))
 
 
 def _run(tf: Any, case: Case, soft: bool) -> tuple[Any, str | None, str | None, str, Any]:

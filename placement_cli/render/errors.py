@@ -9,9 +9,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from placement_cli.devices import short_name
-from placement_cli.i18n import _
-from placement_cli.lessons.failures import TEMPLATES
-from placement_cli.render import words
+from placement_cli.i18n import _, shown
 from placement_cli.render.table import clean, format_result, literal, pad_left
 
 
@@ -20,24 +18,24 @@ def _soft_summary(soft: dict[str, Any] | None) -> str:
         return "-"
     if soft.get("error_class"):
         return _("still fails: {error}").format(error=f"{soft['error_class']}: {soft.get('message', '')}")
-    shown = [p for p in soft["placements"] if p["op"] not in ("_Arg", "_Retval")]
-    devices = sorted({short_name(p["canonical"]) for p in shown})
+    placed = [p for p in soft["placements"] if p["op"] not in ("_Arg", "_Retval")]
+    devices = sorted({short_name(p["canonical"]) for p in placed})
     nodes_by_reason: dict[str, list[str]] = {}
-    for p in shown:
+    for p in placed:
         if p.get("reason"):
             nodes_by_reason.setdefault(p["reason"], []).append(p["node"] or p["op"] or "?")
-    why = [f"{', '.join(sorted(nodes))}: {words.reason(reason)}" for reason, nodes in nodes_by_reason.items()]
+    why = [f"{', '.join(sorted(nodes))}: {shown(reason)}" for reason, nodes in nodes_by_reason.items()]
     because = f" ({'; '.join(why)})" if why else ""
     return _("runs on {devices}{because}, result {result}").format(
         devices=", ".join(devices) or "?", because=because, result=format_result(soft["result"]))
 
 
 def _case_panel(case: dict[str, Any]) -> Panel:
-    rows: list[tuple[str, str]] = [(_("what"), words.from_templates(case["description"], TEMPLATES)),
+    rows: list[tuple[str, str]] = [(_("what"), shown(case["description"])),
                                    (_("requested"), case["requested"])]
     error = case["error"]
     if not case["ran"]:
-        rows.append((_("not run"), words.from_templates(case["skip_reason"], TEMPLATES)))
+        rows.append((_("not run"), shown(case["skip_reason"])))
         style, status = "yellow", _("not runnable here")
     elif error is None:
         rows.append((_("error"), _("none")))
