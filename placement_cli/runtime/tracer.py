@@ -443,8 +443,8 @@ class _Supervisor:
                 return False
         assert self.child is not None
         if _lingers(self.child.pid):
-            self.notes.append(f"{one_line(self.script)} exited; a process it started is still running "
-                              "(placement does not wait for it)")
+            self.notes.append(_("{script} exited; a process it started is still running (placement does not wait "
+                                "for it)").format(script=one_line(self.script)))
         return True
 
     # -- end -------------------------------------------------------------------------------
