@@ -85,40 +85,36 @@ def N_(message: str) -> str:  # noqa: N802 - gettext's name for "mark for transl
     return message
 
 
-class Message:
+class Message(str):
     """A message kept whole until it is shown: its template (marked with ``N_`` where it is written)
-    and its fields, which may be Messages too. ``str()`` is English (JSON, logs); ``shown()`` is in
-    the chosen language. Picklable: a child process may make it."""
+    and its fields, which may be Messages too. As a string it is its English text (JSON, logs,
+    comparisons, the notebook API); ``shown()`` is the same message in the chosen language, made
+    from the template and the fields, never from the English text. Picklable: a child process may
+    make it."""
 
-    __slots__ = ("fields", "template")
+    template: str
+    fields: dict[str, object]
 
-    def __init__(self, template: str, **fields: object) -> None:
+    def __new__(cls, template: str, /, **fields: object) -> Message:
+        self = super().__new__(cls, template.format(**fields))
         self.template = template
         self.fields = fields
+        return self
 
-    def __str__(self) -> str:
-        return self.template.format(**{k: str(v) if isinstance(v, Message) else v for k, v in self.fields.items()})
-
-    def __repr__(self) -> str:
-        return f"Message({str(self)!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return str(self) == str(other) if isinstance(other, Message | str) else NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(str(self))
-
-    def __getstate__(self) -> tuple[str, dict[str, object]]:
-        return self.template, self.fields
-
-    def __setstate__(self, state: tuple[str, dict[str, object]]) -> None:
-        self.template, self.fields = state
+    def __reduce__(self) -> tuple[object, tuple[str, dict[str, object]]]:
+        return _message, (self.template, self.fields)
 
     def shown(self) -> str:
-        return translated(self.template).format(
-            **{k: v.shown() if isinstance(v, Message) else v for k, v in self.fields.items()})
+        return translated(self.template).format(**{k: shown(v) if isinstance(v, Message) else v
+                                                   for k, v in self.fields.items()})
+
+
+def _message(template: str, fields: dict[str, object]) -> Message:
+    return Message(template, **fields)
 
 
 def shown(text: object) -> str:
-    """A Message in the chosen language; anything else as it is."""
-    return text.shown() if isinstance(text, Message) else str(text)
+    """A Message in the chosen language; None as ""; anything else (a name) as it is."""
+    if isinstance(text, Message):
+        return text.shown()
+    return "" if text is None else str(text)

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from placement_cli.devices import DeviceSpec
+from placement_cli.i18n import N_, Message
 
-if TYPE_CHECKING:
-    from placement_cli.i18n import Message
-
-AS_REQUESTED = "as requested"
-FREE = "free"
-SOFT_FALLBACK = "soft fallback"
-LOGGED = "logged"  # parsed from a log: what was requested is unknown
+# A placement's status: JSON writes its English, tables show it in the chosen language.
+AS_REQUESTED = Message(N_("as requested"))
+FREE = Message(N_("free"))
+SOFT_FALLBACK = Message(N_("soft fallback"))
+LOGGED = Message(N_("logged"))  # parsed from a log: what was requested is unknown
 
 
 @dataclass(frozen=True)
@@ -29,9 +29,9 @@ class Placement:
     kind: str  # "placer" | "eager" | "legacy"
     line: int
     requested: str | None = None
-    status: str = LOGGED
-    reason: str | None = None
-    group: str | None = None  # e.g. the tower a node belongs to
+    status: str = LOGGED  # one of the statuses above
+    reason: str | None = None  # a Message (messages.py), English as a string
+    group: str | None = None  # the tower a node belongs to, a lesson's role (a Message), a name scope
     wrapper: bool = False  # a node of the single-op function TF 2.x wraps an eager op in (tables hide it)
 
     @property
@@ -99,7 +99,7 @@ class Copy:
     """One cross-device transfer in the executed graph: a _Send/_Recv pair (or, ``computed``, the
     traffic a collective op moves out of sight, worked out rather than seen)."""
 
-    tensor: str
+    tensor: str  # a computed copy's: a Message
     source: str
     target: str
     dtype: str | None = None  # what is known only where the run was traced (train, mirrored --copies)
@@ -166,6 +166,19 @@ def link_totals(copies: tuple[Copy, ...]) -> tuple[LinkTotal, ...]:
     return tuple(totals)
 
 
+def reason_counts(placements: Iterable[Placement]) -> list[tuple[str, int, list[str]]]:
+    """Each reason given, how many placements have it, and the first few distinct names among them."""
+    found: dict[str, tuple[int, list[str]]] = {}
+    for p in placements:
+        if p.reason:
+            n, names = found.get(p.reason, (0, []))
+            name = p.node or p.op or "?"
+            if len(names) < 3 and name not in names:
+                names.append(name)
+            found[p.reason] = (n + 1, names)
+    return sorted(((r, n, names) for r, (n, names) in found.items()), key=lambda t: (-t[1], t[0]))
+
+
 @dataclass(frozen=True)
 class GradientCheck:
     """The averaged tower gradient against the full-batch gradient on one device (``train --check``)."""
@@ -219,8 +232,8 @@ class ExpectedBytes:
     """What one step should copy between devices, from the model's sizes: the sanity line."""
 
     total: int
-    terms: tuple[tuple[str, int], ...]  # (what, bytes) summing to total
-    formula: str
+    terms: tuple[tuple[str, int], ...]  # (what, bytes) summing to total; what: messages.term
+    formula: str  # a Message
 
     def to_dict(self) -> dict[str, Any]:
         return {"bytes": self.total, "formula": self.formula, "terms": [{"what": w, "bytes": b} for w, b in self.terms]}
@@ -243,11 +256,11 @@ class Training:
     variables_on: str | None = None  # towers: where the variables live
     variables: tuple[VariableCopies, ...] = ()
     reduction: str | None = None  # mirrored: the cross-device ops' class; None: unknown
-    reduction_source: str | None = None  # how it was chosen / read
-    mode: str | None = None  # mirrored: "custom loop" | "keras fit"
+    reduction_source: str | None = None  # how it was chosen / read (a Message)
+    mode: str | None = None  # mirrored: custom loop or Keras fit (a Message)
     check: GradientCheck | None = None
     expected: ExpectedBytes | None = None
-    notes: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # Messages
     error: str | None = None  # what stopped the steps, when they did not all run
     roles: tuple[str, ...] = ()  # the groups of its placements, in the order tables show them
     replicas: tuple[str, ...] = ()  # mirrored: the replicas' devices as the strategy resolved them
@@ -284,7 +297,7 @@ class Report:
     mapping_seen: bool = False
     counted: tuple[tuple[str, int], ...] | None = None  # per-device counts when placements were not kept
     # Only for runs (show, tower, ...):
-    title: str | None = None
+    title: str | None = None  # a Message, English as a string
     result: Any = None
     log: str | None = None
     copies: tuple[Copy, ...] | None = None  # only when asked for (--copies)

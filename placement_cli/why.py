@@ -12,9 +12,10 @@ from typing import Any
 from placement_cli.devices import DeviceSpec, try_parse
 from placement_cli.filters import onednn_base
 from placement_cli.model import AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, Placement
-from placement_cli.render import words  # the reasons' templates (no rich: words imports only i18n, model)
+from placement_cli import messages
+from placement_cli.i18n import Message
+from placement_cli.messages import UNKNOWN
 
-UNKNOWN = words.UNKNOWN
 _CALL_OPS = ("StatefulPartitionedCall", "PartitionedCall")
 _CALL_NODE = re.compile(r"(?:Stateful)?PartitionedCall(?:_\d+)?")  # tf.function call nodes' default names
 # Kernels registered for DEFAULT serve every device type but the CPU (TF's kernel lookup falls back to them).
@@ -221,32 +222,32 @@ class _Explainer:
         return replace(p, requested=node.requested, status=SOFT_FALLBACK, group=node.group,
                        reason=self.fallback_reason(want, p, node))
 
-    def fallback_reason(self, want: DeviceSpec, p: Placement, node: NodeFacts) -> str:
+    def fallback_reason(self, want: DeviceSpec, p: Placement, node: NodeFacts) -> Message:
         """Why the placer did not honour a request."""
         if not any(want.satisfied_by(s) for s in self.specs):
-            names = ", ".join(s.short for s in self.specs) or words.NONE_LISTED
-            return words.MISSING.format(device=want.short, names=names)
+            names = ", ".join(s.short for s in self.specs) or messages.NONE_LISTED
+            return Message(messages.MISSING, device=want.short, names=names)
         found = self.kernel_reason(p, node, want.device_type) or self.colocation_reason(p, node)
         if found:
             return found
         if not self.kernels_known(p, node, want.device_type):
-            return words.UNCHECKED.format(device=want.short)
-        return words.HAS_KERNEL.format(device=want.short)
+            return Message(messages.UNCHECKED, device=want.short)
+        return Message(messages.HAS_KERNEL, device=want.short)
 
-    def on_cpu_reason(self, p: Placement, node: NodeFacts | None) -> str | None:
+    def on_cpu_reason(self, p: Placement, node: NodeFacts | None) -> Message | None:
         """Why an op that asked for no device sits on a CPU while a GPU exists."""
         if not self.gpu_exists or p.spec.device_type != "CPU":
             return None
         return self.kernel_reason(p, node, "GPU") or self.colocation_reason(p, node) or UNKNOWN
 
-    def kernel_reason(self, p: Placement, node: NodeFacts | None, device_type: str | None) -> str | None:
+    def kernel_reason(self, p: Placement, node: NodeFacts | None, device_type: str | None) -> Message | None:
         op = p.op or (node.op if node else None)
         if not device_type or not op:
             return None
         if not has_kernel(self.facts.kernels, op, device_type):
-            return words.NO_KERNEL.format(device_type=device_type, op=op)
+            return Message(messages.NO_KERNEL, device_type=device_type, op=op)
         if node is not None and device_type in node.no_kernel:
-            return words.NO_TYPED_KERNEL.format(device_type=device_type, op=op)
+            return Message(messages.NO_TYPED_KERNEL, device_type=device_type, op=op)
         return None
 
     def kernels_known(self, p: Placement, node: NodeFacts | None, device_type: str | None) -> bool:
@@ -256,13 +257,14 @@ class _Explainer:
             return False
         return node is None or device_type not in node.unchecked
 
-    def colocation_reason(self, p: Placement, node: NodeFacts | None) -> str | None:
+    def colocation_reason(self, p: Placement, node: NodeFacts | None) -> Message | None:
         for partner in node.partners if node else ():
             if self.where.get(partner) == {p.canonical}:
                 kinds = self.ops_by_name.get(partner, set())
                 kind = next(iter(kinds)) if len(kinds) == 1 else None
-                template = words.COLOCATED_KIND if kind else words.COLOCATED
-                return template.format(partner=partner, kind=kind, device=p.short)
+                if kind:
+                    return Message(messages.COLOCATED_KIND, partner=partner, kind=kind, device=p.short)
+                return Message(messages.COLOCATED, partner=partner, device=p.short)
         return None
 
 
@@ -384,19 +386,6 @@ def has_kernel(kernels: Mapping[str, frozenset[str]] | None, op: str, device_typ
         return True  # unknown registry, or a function call: not ours to say
     types = kernels[op]
     return device_type in types or (device_type != "CPU" and _DEFAULT in types)
-
-
-def reason_counts(placements: Iterable[Placement]) -> list[tuple[str, int, list[str]]]:
-    """Each reason given, how many placements have it, and the first few distinct names among them."""
-    found: dict[str, tuple[int, list[str]]] = {}
-    for p in placements:
-        if p.reason:
-            n, names = found.get(p.reason, (0, []))
-            name = p.node or p.op or "?"
-            if len(names) < 3 and name not in names:
-                names.append(name)
-            found[p.reason] = (n + 1, names)
-    return sorted(((r, n, names) for r, (n, names) in found.items()), key=lambda t: (-t[1], t[0]))
 
 
 def merge_nodes(records: Iterable[NodeFacts]) -> dict[tuple[str, str | None], NodeFacts]:

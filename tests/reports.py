@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from placement_cli import messages
 from placement_cli.devices import parse_device
+from placement_cli.i18n import Message
 from placement_cli.model import Placement, PlacementFailure, Report
 from placement_cli.why import Facts, NodeFacts, explain, merge_nodes
 
@@ -54,7 +56,8 @@ def trace_report() -> Report:
                                      "was explicitly assigned to /device:GPU:2 but available devices are [ "
                                      f"{CPU0}, {GPU.format(0)} ].",
                              available_devices=(CPU0, GPU.format(0)))
-    return _report(placements, facts, (CPU0, GPU.format(0)), title="trace of train[v2].py (exit code 0)",
+    return _report(placements, facts, (CPU0, GPU.format(0)),
+                   title=Message(messages.TRACE, script="train[v2].py", code=0),
                    errors=(error,))
 
 
@@ -68,7 +71,7 @@ def tower_report() -> Report:
             placements.append(placed(name, op, GPU.format(0) if t == 0 else CPU0, len(placements) + 1))
             facts.append(NodeFacts(name, op, f"/gpu:{t}", group=group))
     placements.append(placed("AddN", "AddN", CPU0, len(placements) + 1))
-    facts.append(NodeFacts("AddN", "AddN", "/cpu:0", group="reduce"))
+    facts.append(NodeFacts("AddN", "AddN", "/cpu:0", group=messages.REDUCE))
     return _report(placements, facts, (CPU0, GPU.format(0)), title="Guide towers on /gpu:0, /gpu:1 [soft]",
                    result=[[44.0, 56.0], [98.0, 128.0]])
 
@@ -89,4 +92,5 @@ def big_report(layers: int = 60) -> Report:
         name = f"input_pipeline/StringJoin_{i}"
         placements.append(placed(name, "StringJoin", CPU0, len(placements) + 1))
         facts.append(NodeFacts(name, "StringJoin"))
-    return _report(placements, facts, (CPU0, GPU.format(0), GPU.format(1)), title="trace of big_model.py (exit code 0)")
+    return _report(placements, facts, (CPU0, GPU.format(0), GPU.format(1)),
+                   title=Message(messages.TRACE, script="big_model.py", code=0))

@@ -15,8 +15,8 @@ import pytest
 from rich.cells import cell_len
 
 from conftest import LOGS
-from placement_cli import i18n
-from placement_cli.render import words
+from placement_cli import i18n, messages
+from placement_cli.i18n import Message
 from placement_cli.render.rows import _wrap
 from reports import big_report, trace_report
 from test_golden import check, render_report
@@ -177,24 +177,27 @@ def test_the_encoding_decision_is_the_catalogues_characters() -> None:
 
 
 @pytest.mark.parametrize("english", [
-    words.READ_COPY.format(partner="model/w1", device="CPU:0"),
-    words.READ_SAME.format(partner="model/w1", device="CPU:0"),
-    words.READ.format(partner="model/w1", device="CPU:0"),
-    words.COLOCATED_KIND.format(partner="model/w1", kind="VarHandleOp", device="CPU:0"),
-    words.NO_KERNEL.format(device_type="GPU", op="Foo"),
+    Message(messages.READ_COPY, partner="model/w1", device="CPU:0"),
+    Message(messages.READ_SAME, partner="model/w1", device="CPU:0"),
+    Message(messages.READ, partner="model/w1", device="CPU:0"),
+    Message(messages.COLOCATED_KIND, partner="model/w1", kind="VarHandleOp", device="CPU:0"),
+    Message(messages.NO_KERNEL, device_type="GPU", op="Foo"),
 ])
-def test_every_reason_a_lesson_writes_is_translated_whole(zh, english: str) -> None:
+def test_every_reason_a_lesson_writes_is_translated_whole(zh, english: Message) -> None:
     """A reason made from a template comes out as that template's translation: no English is left,
     and no English text is swallowed into a device or node name."""
-    shown = words.reason(english)
+    shown = i18n.shown(english)
     assert not re.search(r"[a-z]{3,} [a-z]{3,}", shown.replace("model/w1", "").replace("VarHandleOp", "")), shown
     assert "CPU:0" in shown or "GPU" in shown
 
 
 def test_a_name_field_cannot_swallow_free_text(zh) -> None:
-    """An unknown reason that merely starts like a template stays as it is (English), never half-translated."""
+    """A reason that is no Message but merely starts like a template stays as it is (English), never
+    half-translated; the Message of that template is translated whole, its name fields as they are."""
     text = "colocated with model/w1 (VarHandleOp) on CPU:0, and something else entirely"
-    assert words.reason(text) == text
+    assert i18n.shown(text) == text
+    made = Message(messages.COLOCATED_KIND, partner="model/w1", kind="VarHandleOp", device="CPU:0")
+    assert text.startswith(made) and i18n.shown(made) != made and "model/w1" in i18n.shown(made)
 
 
 def test_a_neutral_change_stays_neutral_in_chinese() -> None:
@@ -213,29 +216,33 @@ def test_every_role_and_scope_label_is_translated(zh) -> None:
     from placement_cli.render.digest import EAGER_SCOPE, TOP_SCOPE
 
     code = {"average_gradients", "apply_gradients", "all_reduce", "reduce_loss", "strategy", "reduce", "eager"}
-    labels = [*train.role_order(3), *mirrored.role_order(2), EAGER_SCOPE, TOP_SCOPE, "towers 1-4: gradients"]
+    labels = [*train.role_order(3), *mirrored.role_order(2), EAGER_SCOPE, TOP_SCOPE,
+              messages.units_role(messages.TOWER, 1, 4, messages.GRADIENTS)]
     for label in labels:
-        shown = words.role(label)
+        shown = i18n.shown(label)
         leftover = set(re.findall(r"[A-Za-z_]+", shown)) - code
         assert not leftover, (label, shown)
-    assert words.role("model/dense") == "model/dense"  # a name scope is a name
+    assert i18n.shown("model/dense") == "model/dense"  # a name scope is a name
 
 
 def test_the_training_lessons_formulas_notes_and_terms_are_translated(zh) -> None:
     """What train --copies and mirrored --copies write (kept in English in the model) is shown in Chinese."""
-    from placement_cli.lessons import mirrored
+    from placement_cli.lessons import mirrored, train
 
     spec = mirrored.MirroredSpec(devices=("/cpu:0", "/cpu:1"), batch=64, steps=1, lr=0.1, reduce="collective",
                                  fit=False)
     expected = mirrored.expected_bytes(spec, spec.devices)
-    texts = [words.FORMULA_TRAIN.format(device="/cpu:0"), expected.formula, words.NOTE_RING, words.NOTE_NCCL,
-             words.RING_TENSOR, words.REDUCE_DEFAULT.format(reduce="collective"), words.MODE_LOOP,
-             "parameters down to 2 towers and gradients back", "parameters down to 1 tower (of 2) and gradients back",
-             "fetched loss", "input", *(w.split(":")[0] for w, _ in expected.terms)]
+    towers = train.TrainSpec(devices=("/cpu:1", "/cpu:1", "/cpu:2"))
+    shared = train.expected_bytes(towers, 4)  # two towers share a device: the parameters go there once
+    texts = [Message(messages.FORMULA_TRAIN, device="/cpu:0"), expected.formula, shared.formula, messages.NOTE_RING,
+             messages.NOTE_NCCL, messages.RING_TENSOR, Message(messages.REDUCE_DEFAULT, reduce="collective"),
+             messages.MODE_LOOP, messages.counted(messages.DOWN_AND_BACK, 2),
+             messages.counted(messages.DOWN_AND_BACK_OF, 1, total=2), messages.FETCHED_LOSS, messages.INPUT,
+             *(messages.term_label(w) for w, _ in (*expected.terms, *shared.terms))]
     code = {"x", "n", "CPU", "int", "all_reduce", "all", "reduce", "strategy", "run", "_Send", "NcclAllReduce", "NVIDIA",
             "NCCL", "GPU", "cpu", "collective", "one", "device", "MirroredStrategy", "B"}
     for text in texts:
-        shown = words.training_text(text)
+        shown = i18n.shown(text)
         leftover = set(re.findall(r"[A-Za-z_]+", shown)) - code
         assert not leftover, (text, shown)
 

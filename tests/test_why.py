@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from placement_cli.devices import parse_device
-from placement_cli.model import AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, Placement
-from placement_cli.why import UNKNOWN, Facts, NodeFacts, Span, explain, has_kernel, merge_nodes, reason_counts
+from placement_cli.model import AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, Placement, reason_counts
+from placement_cli.why import UNKNOWN, Facts, NodeFacts, Span, explain, has_kernel, merge_nodes
 
 CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
 GPU0 = "/job:localhost/replica:0/task:0/device:GPU:0"

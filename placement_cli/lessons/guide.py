@@ -5,8 +5,9 @@ from __future__ import annotations
 from contextlib import nullcontext
 from typing import Any
 
+from placement_cli import messages
+from placement_cli.i18n import Message
 from placement_cli.model import Report
-from placement_cli.render import words
 from placement_cli.runtime.run import Trial, run_captured, run_session
 from placement_cli.runtime.startup import RunOptions, session_config
 
@@ -74,7 +75,7 @@ def tower_graph(tf: Any, devices: list[str], reduce_on: str, groups: dict[str, s
     with _on(tf, reduce_on):
         total = tf.add_n(towers)
     for op in ops()[before:]:
-        groups[op.name] = "reduce"
+        groups[op.name] = messages.REDUCE
     return total
 
 
@@ -104,9 +105,10 @@ def matmul(device: str | None, inputs_on: str | None, options: RunOptions) -> Re
 
         return _run_graph(tf, lambda: matmul_graph(tf, device, inputs), trial, options)
 
-    template = {(False, False): words.MATMUL, (True, False): words.MATMUL_PINNED,
-                (False, True): words.MATMUL_INPUTS, (True, True): words.MATMUL_BOTH}[bool(device), bool(inputs_on)]
-    title = template.format(mode=options.mode, device=device, inputs=inputs_on)
+    template = {(False, False): messages.MATMUL, (True, False): messages.MATMUL_PINNED,
+                (False, True): messages.MATMUL_INPUTS,
+                (True, True): messages.MATMUL_BOTH}[bool(device), bool(inputs_on)]
+    title = Message(template, mode=options.mode, device=device, inputs=inputs_on)
     return run_captured(build, options, title)
 
 
@@ -131,13 +133,13 @@ def tower(devices: list[str], reduce_on: str, options: RunOptions) -> Report:
                         towers.append(tf.matmul(a, b))
                 if not summed:
                     return towers[0]
-                with trial.span(reduce_on, "reduce"), _on(tf, reduce_on):
+                with trial.span(reduce_on, messages.REDUCE), _on(tf, reduce_on):
                     return tf.add_n(towers)
 
             return _run_eager(tf, compute, trial, options)
 
         return _run_graph(tf, lambda: tower_graph(tf, devices, reduce_on, trial.groups), trial, options)
 
-    template = words.TOWERS if summed else words.ONE_TOWER
-    title = template.format(devices=", ".join(devices), reduce_on=reduce_on, mode=options.mode)
+    template = messages.TOWERS if summed else messages.ONE_TOWER
+    title = Message(template, devices=", ".join(devices), reduce_on=reduce_on, mode=options.mode)
     return run_captured(build, options, title)

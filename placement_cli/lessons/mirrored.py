@@ -8,10 +8,11 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from placement_cli import messages
 from placement_cli.exceptions import UsageProblem
+from placement_cli.i18n import Message
 from placement_cli.lessons.split import check_even
 from placement_cli.model import Copy, ExpectedBytes, Placement, Report, Training, VariableCopies
-from placement_cli.render import words
 from placement_cli.runtime import private
 from placement_cli.runtime.facts import GraphRecorder
 from placement_cli.runtime.run import Trial, run_captured
@@ -23,14 +24,13 @@ SEED = 2017
 REDUCTIONS = ("collective", "one-device", "hierarchical", "nccl")
 MAX_REPLICAS = 16
 # Custom loop roles per replica, in the order the step runs them; then what is not one replica's.
-PARTS = ("forward", "gradients", "all_reduce", "apply")
-REDUCE_LOSS, STEP_OTHER, SETUP = ("reduce_loss (strategy.reduce)", "train step: arguments, results, other",
-                                  "setup (variables, data; eager)")
+PARTS = (messages.FORWARD, messages.GRADIENTS, messages.ALL_REDUCE, messages.APPLY)
+REDUCE_LOSS, STEP_OTHER, SETUP = messages.REDUCE_LOSS, messages.STEP_OTHER, messages.SETUP
 _REPLICA = re.compile(r"^replica_(\d+)/(.*)$")
 _CALL_PREFIX = re.compile(r"^(?:(?:Stateful)?PartitionedCall(?:_\d+)?/)+")
 _PLUMBING = frozenset({"_Arg", "_Retval", "_DeviceArg", "_DeviceRetval"})
 _UPDATE = re.compile(r"(?:^|/)update_(\d+)(?:_\d+)?(?:/|$)")
-_NCCL_LESSON = words.NOTE_NCCL
+_NCCL_LESSON = messages.NOTE_NCCL
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ def check_split(batch: int, replicas: int) -> None:
 
 
 def role_order(replicas: int) -> list[str]:
-    return [f"replica {k}: {part}" for k in range(replicas) for part in (*PARTS, "other")] + \
+    return [messages.replica_role(k, part) for k in range(replicas) for part in (*PARTS, messages.OTHER_PART)] + \
         [REDUCE_LOSS, STEP_OTHER, SETUP]
 
 
@@ -261,7 +261,7 @@ def ring_copies(replicas: tuple[str, ...], gradient_bytes: int) -> list[Copy]:
         return []
     total = 2 * (n - 1) * gradient_bytes
     share, extra = divmod(total, n)
-    return [Copy(tensor=words.RING_TENSOR, source=replicas[i], target=replicas[(i + 1) % n],
+    return [Copy(tensor=messages.RING_TENSOR, source=replicas[i], target=replicas[(i + 1) % n],
                  dtype="float32", bytes=share + (1 if i < extra else 0), computed=True,
                  physical=crosses_memory(replicas[i], replicas[(i + 1) % n])) for i in range(n)]
 
@@ -279,11 +279,11 @@ def expected_bytes(spec: MirroredSpec, replicas: tuple[str, ...]) -> ExpectedByt
     specs = [try_parse(d) for d in replicas]
     away = 0 if spec.fit else sum(1 for s in specs if s is not None and s.device_type == "CPU" and s.device_index != 0)
     labels = away * (spec.batch // n) * 4  # Keras fit's distributed dataset puts each shard on its replica
-    terms = ((f"gradients: 2 x ({n} - 1) x {size:,} B", 2 * (n - 1) * size),
-             (f"losses: ({n} - 1) x 4 B", (n - 1) * 4),
-             (f"labels: {away} replica{'s' if away != 1 else ''} off CPU:0 x {spec.batch // n} x 4 B", labels))
-    return ExpectedBytes(total=sum(b for _, b in terms), terms=terms,
-                         formula=words.FORMULA_MIRRORED)
+    terms = ((messages.term(messages.GRADIENTS, f"2 x ({n} - 1) x {size:,} B"), 2 * (n - 1) * size),
+             (messages.term(messages.LOSSES, f"({n} - 1) x 4 B"), (n - 1) * 4),
+             (messages.term(messages.LABELS,
+                            f"{away} replica{'s' if away != 1 else ''} off CPU:0 x {spec.batch // n} x 4 B"), labels))
+    return ExpectedBytes(total=sum(b for _, b in terms), terms=terms, formula=Message(messages.FORMULA_MIRRORED))
 
 
 def mirrored(spec: MirroredSpec, options: RunOptions) -> Report:
@@ -323,8 +323,8 @@ def mirrored(spec: MirroredSpec, options: RunOptions) -> Report:
         trial.result = list(trial.losses) if len(trial.losses) == spec.steps else None
         return trial
 
-    template = words.MIRRORED_FIT if spec.fit else words.MIRRORED_LOOP
-    title = template.format(devices=", ".join(spec.devices), reduce=spec.reduce)
+    template = messages.MIRRORED_FIT if spec.fit else messages.MIRRORED_LOOP
+    title = Message(template, devices=", ".join(spec.devices), reduce=spec.reduce)
     report = run_captured(run, replace(options, mode="eager"), title)
     replica_of = _replica_index(trial.replicas or spec.devices)
     steps = step_placements(report.placements, trial.step_nodes)
@@ -333,7 +333,7 @@ def mirrored(spec: MirroredSpec, options: RunOptions) -> Report:
     notes: list[str] = []
     if copies is not None and trial.collective:
         copies = (*copies, *ring_copies(trial.replicas, parameter_count() * 4))
-        notes.append(words.NOTE_RING)
+        notes.append(messages.NOTE_RING)
     if spec.reduce == "nccl" and trial.error:
         notes.append(_NCCL_LESSON)
     reduction, implementation = trial.reduction or (None, None)
@@ -342,9 +342,9 @@ def mirrored(spec: MirroredSpec, options: RunOptions) -> Report:
         losses=tuple(trial.losses), parameters=parameter_count(), parameter_bytes=parameter_count() * 4,
         input_bytes=spec.batch * (INPUTS * 4 + 4), variables=tuple(trial.variables),
         reduction=None if reduction is None else f"{reduction}{f' ({implementation})' if implementation else ''}",
-        reduction_source=(words.REDUCE_DEFAULT if spec.reduce == "collective" else words.REDUCE_CHOSEN).format(
-            reduce=spec.reduce),
-        mode=words.MODE_FIT if spec.fit else words.MODE_LOOP,
+        reduction_source=Message(messages.REDUCE_DEFAULT if spec.reduce == "collective" else messages.REDUCE_CHOSEN,
+                                 reduce=spec.reduce),
+        mode=messages.MODE_FIT if spec.fit else messages.MODE_LOOP,
         expected=expected_bytes(spec, trial.replicas or spec.devices), notes=tuple(notes), error=trial.error,
         roles=tuple(role_order(spec.replicas)), replicas=trial.replicas)
     return replace(report, placements=placements, copies=copies, training=training, executed=trial.executed)
@@ -434,21 +434,21 @@ def _role(p: Placement, in_step: bool, replica_of: dict[str, int]) -> str:
         replica = _device_replica(p, replica_of)
     if replica is None:
         return STEP_OTHER
-    return f"replica {replica}: {_part(p.op or '', scope, name, gradient)}"
+    return messages.replica_role(replica, _part(p.op or "", scope, name, gradient))
 
 
-def _part(op: str, scope: str, name: str, gradient: bool) -> str:
+def _part(op: str, scope: str, name: str, gradient: bool) -> Message:
     """Which part of a replica's step a node is: its scope in our custom loop; Keras fit's scopes
     (the model's, compile_loss, the optimizer's) mapped onto the same parts."""
     if op.startswith(("Collective", "Nccl")) or scope == "all_reduce":
-        return "all_reduce"
+        return messages.ALL_REDUCE
     if gradient or scope == "gradients":
-        return "gradients"
+        return messages.GRADIENTS
     if scope in ("forward", "compile_loss") or scope.startswith("sequential"):
-        return "forward"
+        return messages.FORWARD
     if scope in ("apply", "sgd") or _UPDATE.search(name):
-        return "apply"
-    return "other"
+        return messages.APPLY
+    return messages.OTHER_PART
 
 
 def _device_replica(p: Placement, replica_of: dict[str, int]) -> int | None:

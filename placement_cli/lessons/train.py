@@ -8,11 +8,12 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from placement_cli import messages
 from placement_cli.devices import short_name, try_parse
 from placement_cli.exceptions import UsageProblem
 from placement_cli.lessons.split import check_even
+from placement_cli.i18n import Message
 from placement_cli.model import FREE, ExpectedBytes, GradientCheck, Placement, Report, Training, VariableCopies
-from placement_cli.render import words
 from placement_cli.runtime.run import Trial, run_captured, run_traced_step
 from placement_cli.runtime.startup import RunOptions, session_config
 
@@ -26,10 +27,11 @@ MAX_BATCH = 65_536
 # hundred ulps of the dtype, far above summation-order noise (measured ~1e-8 / ~1e-17), far below a bug.
 TOLERANCE = {"float32": 1e-5, "float64": 1e-12}
 
-# Roles, in the order the table shows them; towers' roles are "tower i: ..." between input and averaging.
-VARIABLES, INPUT, AVERAGE, APPLY, LOSS, CHECK, INIT = ("variables", "input", "average_gradients",
-                                                       "apply_gradients", "loss", "check", "init")
-FORWARD, READS, GRADIENTS = "forward", "variable reads", "gradients"
+# Roles, in the order the table shows them; towers' roles are "tower i: ..." between input and averaging
+# (the names of code, average_gradients and apply_gradients, are no words to translate).
+VARIABLES, INPUT, AVERAGE, APPLY, LOSS, CHECK, INIT = (messages.VARIABLES, messages.INPUT, "average_gradients",
+                                                       "apply_gradients", messages.LOSS, messages.CHECK, messages.INIT)
+FORWARD, READS, GRADIENTS = messages.FORWARD, messages.READS, messages.GRADIENTS
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,7 @@ def check_split(batch: int, towers: int) -> None:
 
 
 def role_order(towers: int) -> list[str]:
-    per_tower = [f"tower {i}: {part}" for i in range(towers) for part in (FORWARD, READS, GRADIENTS)]
+    per_tower = [messages.tower_role(i, part) for i in range(towers) for part in (FORWARD, READS, GRADIENTS)]
     return [VARIABLES, INPUT, *per_tower, AVERAGE, APPLY, LOSS, CHECK, INIT]
 
 
@@ -153,16 +155,17 @@ def build(tf: Any, spec: TrainSpec) -> _Built:
                     tf.compat.v1.get_variable_scope().reuse_variables()  # towers 1.. reuse tower 0's variables
                     tower_grads.append(opt.compute_gradients(loss))
                     losses.append(loss)
+                gradients, read, forward = (messages.tower_role(i, part) for part in (GRADIENTS, READS, FORWARD))
                 for op in graph.get_operations()[mark:]:
                     if op.name.startswith("model/"):
                         roles[op.name] = VARIABLES
                     elif op.name.startswith(f"tower_{i}/gradients/"):
-                        roles[op.name] = f"tower {i}: {GRADIENTS}"
+                        roles[op.name] = gradients
                     elif op.type == "ReadVariableOp":
-                        roles[op.name] = f"tower {i}: {READS}"
+                        roles[op.name] = read
                         reads[op.name] = (i, op.inputs[0].op.name)
                     else:
-                        roles[op.name] = f"tower {i}: {FORWARD}"
+                        roles[op.name] = forward
                 mark = len(graph.get_operations())
         variables = [v for _, v in tower_grads[0]]
         with tf.device(VARIABLES_ON):
@@ -210,18 +213,19 @@ def expected_bytes(spec: TrainSpec, size: int, devices: tuple[str, ...] | None =
     shard = spec.batch // spec.towers
     place = short_name(home)
     if targets == away:
-        towers = f"{away} tower{'s' if away != 1 else ''}" + (f" (of {spec.towers})" if away != spec.towers else "")
-        moved = ((f"parameters down to {towers} and gradients back: 2 x {params:,} B x {away}", 2 * params * away),)
-        formula = words.FORMULA_TRAIN.format(device=place)
+        down = (messages.counted(messages.DOWN_AND_BACK, away) if away == spec.towers else
+                messages.counted(messages.DOWN_AND_BACK_OF, away, total=spec.towers))
+        moved = ((messages.term(down, f"2 x {params:,} B x {away}"), 2 * params * away),)
+        formula = Message(messages.FORMULA_TRAIN, device=place)
     else:  # towers sharing a device: the parameters go there once
-        moved = ((f"parameters down to {targets} tower device{'s' if targets != 1 else ''}: {params:,} B x {targets}",
+        moved = ((messages.term(messages.counted(messages.DOWN_TO_DEVICES, targets), f"{params:,} B x {targets}"),
                   params * targets),
-                 (f"gradients back from {away} tower{'s' if away != 1 else ''}: {params:,} B x {away}", params * away))
-        formula = words.FORMULA_TRAIN_SHARED.format(device=place)
+                 (messages.term(messages.counted(messages.BACK_FROM, away), f"{params:,} B x {away}"), params * away))
+        formula = Message(messages.FORMULA_TRAIN_SHARED, device=place)
     terms = (*moved,
-             (f"input: {away} x {shard} examples x ({FEATURES} x {size} B + 4 B label)",
+             (messages.term(messages.INPUT, f"{away} x {shard} examples x ({FEATURES} x {size} B + 4 B label)"),
               away * shard * (FEATURES * size + 4)),
-             (f"fetched loss: {away} x {size} B", away * size))
+             (messages.term(messages.FETCHED_LOSS, f"{away} x {size} B"), away * size))
     return ExpectedBytes(total=sum(b for _, b in terms), terms=terms, formula=formula)
 
 
@@ -297,8 +301,8 @@ def train(spec: TrainSpec, options: RunOptions) -> Report:
             roles=tuple(role_order(spec.towers)))
         return trial
 
-    template = words.TRAINING if spec.towers > 1 else words.TRAINING_ONE
-    title = template.format(count=spec.towers, devices=", ".join(spec.devices), variables=VARIABLES_ON)
+    template = messages.TRAINING if spec.towers > 1 else messages.TRAINING_ONE
+    title = Message(template, count=spec.towers, devices=", ".join(spec.devices), variables=VARIABLES_ON)
     report = run_captured(run, options, title)
     placements = explain_reads(report.placements, trial.reads)
     training = trial.training
@@ -307,7 +311,7 @@ def train(spec: TrainSpec, options: RunOptions) -> Report:
         training = replace(training, variables=tuple(replace(v, devices=(where.get(v.name, v.devices[0]),))
                                                      for v in trial.variables))
         # the copies expected where the towers and the variables really ran (soft placement moves them)
-        ran = [group_device(placements, f"tower {i}: {FORWARD}") for i in range(spec.towers)]
+        ran = [group_device(placements, messages.tower_role(i, FORWARD)) for i in range(spec.towers)]
         towers_on = tuple(p.canonical if p is not None else d for p, d in zip(ran, spec.devices))
         home = next(iter(where.values()), VARIABLES_ON)
         training = replace(training, expected=expected_bytes(spec, training.parameter_bytes // training.parameters,
@@ -337,20 +341,20 @@ def explain_reads(placements: tuple[Placement, ...], reads: dict[str, tuple[int,
     """The towers' ReadVariableOps ask for no device (a variable's read resets the device scope) and
     the placer puts them with their resource variable: say so, and whether each step copies the value."""
     where = {p.node: p for p in placements if p.kind == "placer" and p.node}
-    towers = {i: group_device(placements, f"tower {i}: {FORWARD}") for i, _ in reads.values()}
+    towers = {i: group_device(placements, messages.tower_role(i, FORWARD)) for i, _ in reads.values()}
     explained = []
     for p in placements:
         found = reads.get(p.node or "") if p.kind == "placer" else None
         variable = where.get(found[1]) if found else None
         if found and variable is not None and variable.canonical == p.canonical and p.status == FREE \
-                and (p.reason is None or p.reason.startswith("colocated with")):
+                and (p.reason is None or messages.colocated(p.reason)):
             tower = towers.get(found[0])
             if tower is None:
-                template = words.READ
+                template = messages.READ
             elif tower.canonical == p.canonical:
-                template = words.READ_SAME
+                template = messages.READ_SAME
             else:
-                template = words.READ_COPY
-            p = replace(p, reason=template.format(partner=found[1], device=p.short))
+                template = messages.READ_COPY
+            p = replace(p, reason=Message(template, partner=found[1], device=p.short))
         explained.append(p)
     return tuple(explained)

@@ -11,8 +11,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from placement_cli.i18n import _, translated
-from placement_cli.render import words
+from placement_cli.i18n import Message, _, translated
 from placement_cli.render.table import Hints, View, clean, literal, report_group
 from placement_cli.render.wrap import wrapped
 
@@ -49,14 +48,8 @@ def notice_text(outcome: Any, translate: bool = True) -> str:
     """The fact to notice, its fields read from the result (statuses and reasons in the chosen language)."""
     if not outcome.notice:
         return ""
-    fields = dict(outcome.fields)
-    if translate:
-        if "status" in fields:
-            fields["status"] = words.status(fields["status"])
-        if "reason" in fields:
-            fields["reason"] = words.reason(fields["reason"])
-        return translated(outcome.notice).format(**fields)
-    return outcome.notice.format(**fields)
+    notice = Message(outcome.notice, **outcome.fields)
+    return notice.shown() if translate else str(notice)
 
 
 def _result(outcome: Any, view: View) -> RenderableType:

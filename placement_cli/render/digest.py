@@ -10,18 +10,20 @@ from dataclasses import dataclass
 from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.text import Text
 
+from placement_cli import messages
 from placement_cli.devices import short_name
+from placement_cli.i18n import _, shown
 from placement_cli.model import SOFT_FALLBACK, Placement, Report
-from placement_cli.i18n import _
-from placement_cli.render import words
+from placement_cli.render.parts import counts_table, rows_table, table_rows
 from placement_cli.render.rows import MIDDLE, Column, RowTable
-from placement_cli.render.table import View, clean, counts_table, rows_table, table_rows
+from placement_cli.render.text import clean
+from placement_cli.render.view import View
 
 MAX_KEYS = 15  # rows of a per-op or per-scope table; the rest are summed into one "(N more)" row
 MAX_DEVICE_COLUMNS = 8  # more devices than this: the least used share an "other" column
 MAX_SCOPE_DEPTH = 3
-EAGER_SCOPE = "(eager ops)"
-TOP_SCOPE = "(top level)"
+EAGER_SCOPE = messages.EAGER_SCOPE  # the scopes that are no name
+TOP_SCOPE = messages.TOP_SCOPE
 
 
 def scope_of(node: str | None, depth: int) -> str:
@@ -118,27 +120,26 @@ def _count(n: int) -> str:
     return str(n) if n else "-"
 
 
-def digest_renderables(report: Report, shown: list[Placement], rows: int, *, run: bool,
+def digest_renderables(report: Report, visible: list[Placement], rows: int, *, run: bool,
                        view: View) -> list[RenderableType]:
     """What a report with more rows than fit a screen shows instead of its placement table."""
     note = _("{rows} rows do not fit a screen ({screen} rows): a digest follows. {more}.").format(
         rows=rows, screen=view.screen_rows, more=view.more_rows)
     parts: list[RenderableType] = [Text(note, style="italic"), counts_table(report, view.filtered)]
-    by_op: Counter[tuple[str, str]] = Counter((p.op or "?", p.canonical) for p in shown)
+    by_op: Counter[tuple[str, str]] = Counter((p.op or "?", p.canonical) for p in visible)
     parts.append(CrossTab(_("Per op type and device"), _("op"), by_op, view.fit))
-    depth = scope_depth(p.node for p in shown)
+    depth = scope_depth(p.node for p in visible)
     scopes: dict[str | None, str] = {}
     by_scope: Counter[tuple[str, str]] = Counter()
-    for p in shown:
+    for p in visible:
         if p.node not in scopes:
             scopes[p.node] = scope_of(p.node, depth)
-        by_scope[words.role(scopes[p.node]) if scopes[p.node] in (EAGER_SCOPE, TOP_SCOPE) else scopes[p.node],
-                 p.canonical] += 1
+        by_scope[shown(scopes[p.node]), p.canonical] += 1
     levels = _("first level") if depth == 1 else _("first {depth} levels").format(depth=depth)
     parts.append(CrossTab(_("Per name scope ({levels}) and device").format(levels=levels), _("scope"), by_scope,
                           view.fit))
     if run:
-        parts.append(_worth_a_look(shown, run, view))
+        parts.append(_worth_a_look(visible, run, view))
     else:
         parts.append(Text(_("A log alone does not say what each op asked for: `placement trace` runs the program "
                             "and shows which ops did not land where they asked, and why."), style="italic"))

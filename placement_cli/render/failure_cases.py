@@ -9,7 +9,6 @@ from rich.text import Text
 from placement_cli.devices import short_name
 from placement_cli.i18n import _, shown
 from placement_cli.model import FailureCase, FailureCatalogue, SoftRun
-from placement_cli.render import words
 from placement_cli.render.table import clean, format_result, literal, pad_left
 
 
@@ -24,7 +23,7 @@ def _soft_summary(soft: SoftRun | None) -> str:
     for p in placed:
         if p.reason:
             nodes_by_reason.setdefault(p.reason, []).append(p.node or p.op or "?")
-    why = [f"{', '.join(sorted(nodes))}: {words.reason(reason)}" for reason, nodes in nodes_by_reason.items()]
+    why = [f"{', '.join(sorted(nodes))}: {shown(reason)}" for reason, nodes in nodes_by_reason.items()]
     because = f" ({'; '.join(why)})" if why else ""
     return _("runs on {devices}{because}, result {result}").format(
         devices=", ".join(devices) or "?", because=because, result=format_result(soft.result))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import colorsys
 import html
-import re
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
@@ -19,15 +18,14 @@ from typing import Any
 from rich.cells import cell_len, set_cell_size
 
 from placement_cli.filters import is_plumbing
-from placement_cli.i18n import _
+from placement_cli.i18n import _, shown
 from placement_cli.model import Report
+from placement_cli.render.text import clean
 
 # One colour per device, in the order devices sort; distinct on white, readable under black text.
 PALETTE = ("#8dd3c7", "#fdb462", "#bebada", "#fb8072", "#80b1d3", "#b3de69", "#fccde5", "#ffed6f",
            "#bc80bd", "#ccebc5", "#d9d9d9", "#e5c494")
 CROSSING = "#c0392b"  # edges between devices
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 @dataclass(frozen=True)
@@ -112,7 +110,7 @@ def picture(report: Report) -> Picture:
             carried.add(where)
     depth = depths(list(nodes), [(link.source, link.target) for link in links.values()])
     devices = tuple(sorted({where[1] for where in nodes.values()}, key=device_order))
-    return Picture(title=report.title or "placement", devices=devices,
+    return Picture(title=shown(report.title) or "placement", devices=devices,
                    nodes=tuple(Node(n, op, device, depth[n]) for n, (op, device) in nodes.items()),
                    links=tuple(links.values()), hidden=hidden, unnamed=unnamed,
                    edges_known=report.edges is not None)
@@ -193,10 +191,6 @@ def _label(link: Link) -> str:
         return _("same copy")  # its bytes are on the edge that carries the tensor there
     label = _("copy") + ("" if link.bytes is None else f" {_size(link.bytes)}")
     return label + (" " + _("(one memory: nothing moved)") if link.physical is False else "")
-
-
-def clean(text: str) -> str:
-    return _CONTROL.sub("\N{REPLACEMENT CHARACTER}", text)
 
 
 # ----------------------------------------------------------------------------------------------- DOT

@@ -11,16 +11,18 @@ from rich.console import Group, RenderableType
 from rich.panel import Panel
 from rich.text import Text
 
+from placement_cli import messages
 from placement_cli.devices import short_name
+from placement_cli.i18n import _, shown
 from placement_cli.model import Copy, GradientCheck, Placement, Report, Training, link_totals
-from placement_cli.render import words
-from placement_cli.i18n import _
+from placement_cli.render.digest import digest_renderables
+from placement_cli.render.parts import (counts_table, failure_panel, mapping_renderable, onednn_note, reasons_table,
+                                        rows_table, shown_placements, table_rows)
 from placement_cli.render.rows import MIDDLE, WRAP, Column, RowTable
-from placement_cli.render.table import (View, clean, counts_table, failure_panel, literal, mapping_renderable,
-                                        onednn_note, reasons_table, rows_table, shown_placements, table_rows)
+from placement_cli.render.text import clean, literal
+from placement_cli.render.view import View
 
 LOSS_HEAD, LOSS_TAIL = 10, 5  # a long run's loss table: the first and last steps (--all: every one)
-_OTHER = "(other)"
 
 
 def size(n: int | None) -> str:
@@ -49,7 +51,8 @@ def setup_text(training: Training) -> Text:
         names = training.replicas or training.devices
         replicas = ", ".join(_("{device} (replica {index})").format(device=clean(short_name(d)), index=i)
                              for i, d in enumerate(names))
-        text.append(_("replicas: {replicas}; {mode}.").format(replicas=replicas, mode=clean(words.training_text(training.mode))) + "\n")
+        text.append(_("replicas: {replicas}; {mode}.").format(replicas=replicas, mode=clean(shown(training.mode)))
+                    + "\n")
         per = training.batch // max(len(training.devices), 1)
         text.append(_("global batch {batch} ({per} per replica), {dtype}, learning rate {lr}, {steps}; "
                       "{parameters} parameters ({size}).").format(
@@ -63,7 +66,7 @@ def setup_text(training: Training) -> Text:
             reduction = _("unknown (the strategy's private attribute could not be read)")
         text.append(_("all-reduce: "))
         text.append(reduction, style="bold")
-        text.append(_(", from {source}.").format(source=clean(words.training_text(training.reduction_source))))
+        text.append(_(", from {source}.").format(source=clean(shown(training.reduction_source))))
     return text
 
 
@@ -88,29 +91,27 @@ def role_table(placements: Sequence[Placement], roles: Sequence[str], view: View
     towers shows the first two and the last one, and sums the rest (--all: every tower)."""
     counts: dict[str, Counter[str]] = {}
     for p in placements:
-        counts.setdefault(p.group or _OTHER, Counter())[p.canonical] += 1
+        counts.setdefault(p.group or messages.OTHER, Counter())[p.canonical] += 1
     order = [r for r in roles if r in counts] + sorted(r for r in counts if r not in roles)
-    towers = sorted({int(r.split()[1].rstrip(":")) for r in order if r.startswith(("tower ", "replica "))
-                     and r.split()[1].rstrip(":").isdigit()})
+    units = {role: found for role in order if (found := messages.unit(role)) is not None}
+    towers = sorted({number for _template, number, _part in units.values()})
     fold = not view.all_rows and len(order) > view.screen_rows and len(towers) > 3
     folded = set(towers[2:-1]) if fold else set()
     table = RowTable(_("Per role and device"), [Column(_("role"), MIDDLE, min_width=12),
                                                 Column(_("devices"), WRAP, min_width=12),
                                                 Column(_("ops"), justify="right")], fit=view.fit)
-    summed: dict[str, Counter[str]] = {}
-    previous = None
+    summed: dict[object, Counter[str]] = {}
+    previous: object = None
     for role in order:
-        number = _unit(role)
+        template, number, part = units.get(role, (None, None, None))
         if number is not None and number in folded:
-            key = role.split(":", 1)[1].strip() if ":" in role else role
-            summed.setdefault(key, Counter()).update(counts[role])
+            summed.setdefault(part, Counter()).update(counts[role])
             if number == max(folded):
-                first, last = min(folded), max(folded)
-                kind = role.split()[0]
-                _role_row(table, f"{kind}s {first}-{last}: {key}", summed[key], previous != "fold")
+                _role_row(table, messages.units_role(template, min(folded), max(folded), part), summed[part],
+                          previous != "fold")
                 previous = "fold"
             continue
-        section = role.split(":")[0] if number is not None else role
+        section = (template, number) if number is not None else role
         _role_row(table, role, counts[role], previous is not None and section != previous)
         previous = section
     if fold:
@@ -118,23 +119,15 @@ def role_table(placements: Sequence[Placement], roles: Sequence[str], view: View
     return table
 
 
-def _unit(role: str) -> int | None:
-    parts = role.split()
-    if len(parts) > 1 and parts[0] in ("tower", "replica"):
-        number = parts[1].rstrip(":")
-        return int(number) if number.isdigit() else None
-    return None
-
-
 def _role_row(table: RowTable, role: str, counts: Counter[str], new_section: bool) -> None:
     ranked = sorted(counts.items(), key=lambda t: (-t[1], t[0]))
     if len(ranked) > 4:
-        shown = ", ".join(f"{clean(short_name(d))} {n}" for d, n in ranked[:3])
-        devices = _("{shown}, {count} more devices {ops}").format(shown=shown, count=len(ranked) - 3,
+        first = ", ".join(f"{clean(short_name(d))} {n}" for d, n in ranked[:3])
+        devices = _("{shown}, {count} more devices {ops}").format(shown=first, count=len(ranked) - 3,
                                                                  ops=sum(n for _, n in ranked[3:]))
     else:
         devices = ", ".join(f"{clean(short_name(d))} {n}" for d, n in ranked)
-    table.add_row(clean(words.role(role)), devices, str(sum(counts.values())), new_section=new_section)
+    table.add_row(clean(shown(role)), devices, str(sum(counts.values())), new_section=new_section)
 
 
 def loss_table(training: Training, view: View) -> RenderableType:
@@ -245,9 +238,9 @@ def copies_renderables(report: Report, view: View) -> list[RenderableType]:
 def _expected_line(training: Training, total: int | None) -> Text:
     expected = training.expected
     assert expected is not None
-    terms = " + ".join(f"{size(b)} {clean(words.training_text(w.split(':')[0]))}" for w, b in expected.terms if b)
+    terms = " + ".join(f"{size(b)} {clean(shown(messages.term_label(w)))}" for w, b in expected.terms if b)
     text = Text(_("expected ({formula}): {terms} = {total}: ").format(
-        formula=clean(words.training_text(expected.formula)), terms=terms, total=size(expected.total)))
+        formula=clean(shown(expected.formula)), terms=terms, total=size(expected.total)))
     if total is None:
         text.append(_("cannot compare (some sizes unknown)"), style="yellow")
     elif total == expected.total:
@@ -270,7 +263,7 @@ def _copies_table(copies: Sequence[Copy], view: View) -> RowTable:
     for c in sorted(copies, key=lambda c: links[c.source, c.target]):
         link = (c.source, c.target)
         shape = "?" if c.shape is None else "[" + ", ".join(map(str, c.shape)) + "]"
-        table.add_row(clean(words.training_text(c.tensor)), clean(c.consumer) or "-", clean(short_name(c.source)),
+        table.add_row(clean(shown(c.tensor)), clean(c.consumer) or "-", clean(short_name(c.source)),
                       clean(short_name(c.target)), clean(c.dtype) or "?", shape,
                       _("{size} (computed)").format(size=size(c.bytes)) if c.computed else size(c.bytes),
                       new_section=previous is not None and link != previous)
@@ -280,13 +273,11 @@ def _copies_table(copies: Sequence[Copy], view: View) -> RowTable:
 
 def training_renderables(report: Report, view: View) -> list[RenderableType]:
     """Everything `train` and `mirrored` show, in reading order."""
-    from placement_cli.render.digest import digest_renderables  # noqa: PLC0415
-
     training = report.training
     roles = training.roles if training else ()
     parts: list[RenderableType] = []
     if report.title:
-        parts.append(literal(words.title(report.title), "bold underline"))
+        parts.append(literal(shown(report.title), "bold underline"))
     if training is not None:
         parts.append(setup_text(training))
         if training.lesson == "mirrored" and training.variables:
@@ -294,15 +285,15 @@ def training_renderables(report: Report, view: View) -> list[RenderableType]:
     mapping = mapping_renderable(report)
     if mapping is not None:
         parts.append(mapping)
-    shown = shown_placements(report, run=True)
-    if shown:
-        parts.append(role_table(shown, roles, view))
-        rows = table_rows(_ordered_by_role(shown, roles), run=True)
+    visible = shown_placements(report, run=True)
+    if visible:
+        parts.append(role_table(visible, roles, view))
+        rows = table_rows(_ordered_by_role(visible, roles), run=True)
         if view.all_rows or len(rows) <= view.screen_rows:
             parts.append(rows_table(rows, fit=view.fit))
             parts.append(counts_table(report, view.filtered))
         else:
-            parts.extend(digest_renderables(report, shown, len(rows), run=True, view=view))
+            parts.extend(digest_renderables(report, visible, len(rows), run=True, view=view))
     reasons = reasons_table(report, view.fit)
     if reasons is not None:
         parts.append(reasons)
@@ -319,7 +310,7 @@ def training_renderables(report: Report, view: View) -> list[RenderableType]:
     if onednn is not None:
         parts.append(onednn)
     if training is not None:
-        parts.extend(Text(clean(words.training_text(note)), style="italic") for note in training.notes)
+        parts.extend(Text(clean(shown(note)), style="italic") for note in training.notes)
     parts.extend(failure_panel(f, True, view.hints) for f in report.errors)
     if training is not None and not training.complete and not report.errors:
         ran = len(training.losses)

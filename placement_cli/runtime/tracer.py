@@ -29,10 +29,10 @@ from dataclasses import dataclass, replace
 from typing import Any, BinaryIO
 
 from placement_cli.exceptions import UsageProblem
-from placement_cli.i18n import _
+from placement_cli.i18n import Message, _
+from placement_cli.messages import TRACE, one_line
 from placement_cli import outputs
 from placement_cli.model import Copy, Edge, Report
-from placement_cli.render import words
 from placement_cli.runtime.child import BOOT, ENV
 from placement_cli.runtime.splitter import Channel, Splitter
 
@@ -86,9 +86,9 @@ def check_script(script: str) -> None:
 
         if importlib.machinery.PathFinder.find_spec("__main__", [script]) is None:
             raise UsageProblem(_("{script}: a folder with no __main__.py (python runs a folder by its __main__.py)").format(
-                script=words.one_line(script)))
+                script=one_line(script)))
         return
-    raise UsageProblem(_("{script}: no such script").format(script=words.one_line(script)))
+    raise UsageProblem(_("{script}: no such script").format(script=one_line(script)))
 
 
 def open_save_log(path: str, script: str, force: bool) -> BinaryIO:
@@ -443,8 +443,8 @@ class _Supervisor:
                 return False
         assert self.child is not None
         if _lingers(self.child.pid):
-            self.notes.append(f"{words.one_line(self.script)} exited; a process it started is still running "
-                              "(placement does not wait for it)")
+            self.notes.append(_("{script} exited; a process it started is still running (placement does not wait "
+                                "for it)").format(script=one_line(self.script)))
         return True
 
     # -- end -------------------------------------------------------------------------------
@@ -492,12 +492,12 @@ class _Supervisor:
         if switched == "kept":
             self.notes.append(_("{script} switched placement logging off (tf.debugging.set_log_device_placement(False)); "
                                 "placement kept it on, so its placements are all here (the script read back its own "
-                                "setting)").format(script=words.one_line(self.script)))
+                                "setting)").format(script=one_line(self.script)))
         elif switched:
             self.notes.append(_("{script} switched placement logging off (tf.debugging.set_log_device_placement(False)): "
-                                "what it placed after that may be missing from the report").format(script=words.one_line(self.script)))
+                                "what it placed after that may be missing from the report").format(script=one_line(self.script)))
         report = replace(parsed, placements=explain(parsed.placements, facts), log=text,
-                         title=words.TRACE.format(script=words.one_line(self.script), code=code), copies=copied, edges=edges)
+                         title=Message(TRACE, script=one_line(self.script), code=code), copies=copied, edges=edges)
         return TraceResult(report=report, exit_code=code, output_closed=self.output_closed, notes=tuple(self.notes))
 
 

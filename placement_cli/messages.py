@@ -1,0 +1,139 @@
+"""Reasons, titles, roles and the training lessons' texts as i18n Messages (template + fields): the
+model keeps them whole, JSON writes their English, tables show them in the chosen language. Every
+template is marked here, once, so every one has a catalogue entry."""
+
+from __future__ import annotations
+
+import re
+
+from placement_cli.i18n import N_, Message
+
+# Why an op sits where it does (why.py; train's variable reads).
+MISSING = N_("{device} does not exist (have: {names})")
+NONE_LISTED = Message(N_("none listed"))
+UNKNOWN = Message(N_("unknown"))
+UNCHECKED = N_("unknown ({device} exists; its kernels could not be checked)")
+HAS_KERNEL = N_("unknown ({device} exists and has a kernel for it)")
+NO_KERNEL = N_("no {device_type} kernel registered for {op}")
+NO_TYPED_KERNEL = N_("no {device_type} kernel for {op} with this node's types")
+COLOCATED = N_("colocated with {partner} on {device}")
+COLOCATED_KIND = N_("colocated with {partner} ({kind}) on {device}")
+READ_SAME = N_("colocated with its variable {partner} (VarHandleOp) on {device}, where its tower runs too: no copy")
+READ_COPY = N_("colocated with its variable {partner} (VarHandleOp) on {device}, not on its tower's device: "
+               "every step copies the value there")
+READ = N_("colocated with its variable {partner} (VarHandleOp) on {device}")
+COLOCATION = frozenset({COLOCATED, COLOCATED_KIND, READ_SAME, READ_COPY, READ})
+
+
+def colocated(reason: object) -> bool:
+    """Whether ``reason`` says the op sits with a partner it must share a device with."""
+    return isinstance(reason, Message) and reason.template in COLOCATION
+
+
+# The lessons' report titles.
+MATMUL = N_("Guide matmul ({mode} mode)")
+MATMUL_PINNED = N_("Guide matmul ({mode} mode, all on {device})")
+MATMUL_INPUTS = N_("Guide matmul ({mode} mode, a and b on {inputs})")
+MATMUL_BOTH = N_("Guide matmul ({mode} mode, all on {device}, a and b on {inputs})")
+TOWERS = N_("Guide towers on {devices}, summed on {reduce_on} ({mode} mode)")
+ONE_TOWER = N_("Guide towers on {devices} ({mode} mode): one tower, so nothing is summed "
+               "(no tf.add_n ran; --reduce-on unused)")
+TRAINING = N_("Tower training: {count} towers on {devices}, variables and averaging on {variables}")
+TRAINING_ONE = N_("Tower training: 1 tower on {devices}, variables and averaging on {variables}")
+MIRRORED_LOOP = N_("MirroredStrategy over {devices} (custom loop, --reduce {reduce})")
+MIRRORED_FIT = N_("MirroredStrategy over {devices} (Keras fit, --reduce {reduce})")
+TRACE = N_("trace of {script} (exit code {code})")
+
+
+# The roles (groups) the lessons give ops; names of code (average_gradients) stay plain strings.
+FORWARD = Message(N_("forward"))
+READS = Message(N_("variable reads"))
+GRADIENTS = Message(N_("gradients"))
+ALL_REDUCE = Message(N_("all_reduce"))
+APPLY = Message(N_("apply"))
+OTHER_PART = Message(N_("other"))
+VARIABLES = Message(N_("variables"))
+INPUT = Message(N_("input"))
+LOSS = Message(N_("loss"))
+INIT = Message(N_("init"))
+CHECK = Message(N_("check"))
+REDUCE = Message(N_("reduce"))
+OTHER = Message(N_("(other)"))  # no role given
+REDUCE_LOSS = Message(N_("reduce_loss (strategy.reduce)"))
+STEP_OTHER = Message(N_("train step: arguments, results, other"))
+SETUP = Message(N_("setup (variables, data; eager)"))
+TOP_SCOPE = Message(N_("(top level)"))  # the digest's scopes that are no name
+EAGER_SCOPE = Message(N_("(eager ops)"))
+TOWER = N_("tower {number}: {part}")
+REPLICA = N_("replica {number}: {part}")
+_UNITS = {TOWER: N_("towers {first}-{last}: {part}"), REPLICA: N_("replicas {first}-{last}: {part}")}
+
+
+def tower_role(number: int, part: Message) -> Message:
+    return Message(TOWER, number=number, part=part)
+
+
+def replica_role(number: int, part: Message) -> Message:
+    return Message(REPLICA, number=number, part=part)
+
+
+def unit(role: object) -> tuple[str, int, object] | None:
+    """(its template, its number, its part) of a tower's or a replica's role; None for any other."""
+    if isinstance(role, Message) and role.template in _UNITS:
+        return role.template, int(role.fields["number"]), role.fields["part"]  # type: ignore[call-overload]
+    return None
+
+
+def units_role(template: str, first: int, last: int, part: object) -> Message:
+    """The roles ``first`` to ``last`` of one kind (``template``: TOWER or REPLICA) and one part, summed."""
+    return Message(_UNITS[template], first=first, last=last, part=part)
+
+
+# The training lessons' expected-bytes formulas, their terms, notes and the computed ring copies.
+FORMULA_MIRRORED = N_("2 x (replicas - 1) x gradient bytes + the other replicas' losses + int32 labels sent from CPU:0")
+FORMULA_TRAIN = N_("2 x parameter bytes x towers + input bytes + fetched losses, for the towers off {device}")
+FORMULA_TRAIN_SHARED = N_("parameter bytes x (tower devices + towers) + input bytes + fetched losses, for the towers "
+                          "off {device}")
+NOTE_RING = Message(N_("The gradients travel inside the collective all-reduce ops, where no _Send shows them: their "
+                       "bytes are computed (ring: each device sends 2(n-1)/n x the gradient bytes)."))
+NOTE_NCCL = Message(N_("NcclAllReduce runs NVIDIA's NCCL library between GPUs only: no CPU kernel exists, so on CPU "
+                       "replicas it cannot run. Use --reduce collective (MirroredStrategy's default) or one-device."))
+RING_TENSOR = Message(N_("gradients (ring all-reduce)"))
+REDUCE_DEFAULT = N_("--reduce {reduce} (MirroredStrategy's default)")
+REDUCE_CHOSEN = N_("--reduce {reduce}")
+MODE_FIT = Message(N_("Keras fit"))
+MODE_LOOP = Message(N_("custom loop: strategy.run, all_reduce, strategy.reduce"))
+LOSSES = Message(N_("losses"))
+LABELS = Message(N_("labels"))
+FETCHED_LOSS = Message(N_("fetched loss"))
+DOWN_AND_BACK_OF = (N_("parameters down to {count} tower (of {total}) and gradients back"),
+                    N_("parameters down to {count} towers (of {total}) and gradients back"))
+DOWN_AND_BACK = (N_("parameters down to {count} tower and gradients back"),
+                 N_("parameters down to {count} towers and gradients back"))
+DOWN_TO_DEVICES = (N_("parameters down to {count} tower device"), N_("parameters down to {count} tower devices"))
+BACK_FROM = (N_("gradients back from {count} tower"), N_("gradients back from {count} towers"))
+TERM = "{label}: {arithmetic}"  # no words of its own: nothing to translate
+
+
+def counted(templates: tuple[str, str], count: int, **fields: object) -> Message:
+    """The singular (count 1) or plural template of a pair, with its count."""
+    return Message(templates[count != 1], count=count, **fields)
+
+
+def term(label: Message, arithmetic: str) -> Message:
+    """A term of an expected-bytes sum: what it is (translated) and how it was worked out (numbers)."""
+    return Message(TERM, label=label, arithmetic=arithmetic)
+
+
+def term_label(what: object) -> object:
+    """What a term is, without its arithmetic."""
+    return what.fields["label"] if isinstance(what, Message) and what.template == TERM else what
+
+
+_NOT_IN_A_LINE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def one_line(name: str) -> str:
+    """A name from the command line (a script's) as one line shows it wherever it appears: its
+    control characters, newlines and tabs included, become U+FFFD (as every name from a log does)."""
+    return _NOT_IN_A_LINE.sub("\N{REPLACEMENT CHARACTER}", name)

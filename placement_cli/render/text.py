@@ -1,0 +1,33 @@
+"""Text helpers of every renderer: log text made safe to show, labels padded by display width,
+results as the tables write them."""
+
+from __future__ import annotations
+
+import re
+
+from rich.cells import cell_len
+from rich.text import Text
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def clean(text: str | None) -> str:
+    """Log text made safe to show: no escape sequences or other control characters."""
+    return _CONTROL.sub("\N{REPLACEMENT CHARACTER}", text) if text else ""
+
+
+def literal(text: str | None, style: str = "") -> Text:
+    """Text shown exactly as written (``[red]`` stays ``[red]``)."""
+    return Text(clean(text) or "-", style=style)
+
+def pad_left(label: str, width: int) -> str:
+    """``label`` right-aligned in ``width`` cells (a Chinese character takes two)."""
+    return " " * max(width - cell_len(label), 0) + label
+
+
+def format_result(result: object) -> str:
+    if isinstance(result, list):
+        return "[" + ", ".join(format_result(x) for x in result) + "]"
+    if isinstance(result, float) and result.is_integer():
+        return str(int(result))
+    return str(result)
