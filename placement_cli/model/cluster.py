@@ -1,0 +1,149 @@
+"""`placement cluster`: a ps/worker run, one process per task; the supervisor's answer, then the report
+made of it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from placement_cli.model.report import Copy, Report
+
+_TASK_FIELDS = ("job", "task", "target", "pid", "exit_code", "ended_by_placement", "private_kib", "steps_reported")
+
+
+@dataclass(frozen=True)
+class ClusterTask:
+    """One task of a cluster run, as its supervisor saw it (None: not known)."""
+
+    job: str
+    task: int
+    target: str | None = None  # grpc://HOST:PORT
+    pid: int | None = None
+    exit_code: int | None = None  # negative: the signal that killed it
+    ended_by_placement: bool | None = None  # placement killed it at the end (a server never stops itself)
+    private_kib: int | None = None
+    steps_reported: int | None = None  # TF1's workers: the steps it said it had run, by its heartbeats
+
+    @property
+    def name(self) -> str:
+        return f"{self.job}/{self.task}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in _TASK_FIELDS}
+
+
+@dataclass(frozen=True)
+class TaskTraining:
+    """What one training task reported at its end (TF1: a worker; TF2: the coordinator)."""
+
+    losses: tuple[float, ...] = ()
+    global_steps: tuple[int, ...] = ()  # the global step each of its steps read
+    variables: tuple[tuple[str, str], ...] = ()  # (variable, the device it lives on)
+    copies: tuple[Copy, ...] = ()  # what its first step copied between tasks (--copies)
+    edges: tuple[tuple[str, str, bool], ...] = ()  # its graph: (producer, consumer, control)
+
+
+@dataclass(frozen=True)
+class ClusterRun:
+    """What the supervisor said: the tasks, each trainer's training, each task's log; problem when it failed."""
+
+    isolated: bool | None = None  # None: not known (the supervisor ended before it said)
+    isolation_note: str = ""
+    tasks: tuple[ClusterTask, ...] = ()
+    results: tuple[tuple[str, TaskTraining], ...] = ()  # by task name ("worker/0"), in task order
+    logs: tuple[tuple[str, str], ...] = ()  # each task's stderr (glog: where its placements are)
+    problem: Any = None  # a str or an i18n.Message, shown in the user's language; ``error`` is its English
+    seconds: float | None = None
+    start_method: str | None = None
+    cluster: tuple[tuple[str, tuple[str, ...]], ...] = ()  # job -> addresses
+    own_failure: bool = False  # placement's own supervisor failed (crashed, killed), not the cluster
+
+    @property
+    def error(self) -> str | None:
+        return None if self.problem is None else str(self.problem)
+
+    def result(self, task: str) -> TaskTraining | None:
+        return next((training for name, training in self.results if name == task), None)
+
+    def log(self, task: str) -> str | None:
+        return next((text for name, text in self.logs if name == task), None)
+
+    @property
+    def workers(self) -> tuple[ClusterTask, ...]:
+        return tuple(t for t in self.tasks if t.job == "worker")
+
+
+@dataclass(frozen=True)
+class WorkerSteps:
+    """What one worker ran. None: not known (it never reported), which is not nothing (0)."""
+
+    task: int
+    steps: int | None
+    losses: tuple[float, ...] | None = None  # TF1 only: TF2's losses are the coordinator's
+    global_steps: tuple[int, ...] | None = None
+    steps_reported: int | None = None  # where not known: what it said before it ended
+    api: str = "tf1"
+    known: bool = True  # its result came
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.api == "tf2":
+            if self.known:
+                return {"task": self.task, "steps": self.steps}
+            return {"task": self.task, "steps": None, "steps_reported": self.steps_reported}
+        if not self.known:
+            return {"task": self.task, "steps": None, "losses": None, "global_steps": None,
+                    "steps_reported": self.steps_reported}
+        return {"task": self.task, "steps": self.steps, "losses": list(self.losses or ()),
+                "global_steps": list(self.global_steps or ())}
+
+
+@dataclass(frozen=True)
+class ClusterReport:
+    """`placement cluster`: the run, its placements by task, and how the workers trained."""
+
+    run: ClusterRun
+    report: Report
+    sync: bool
+    steps: int
+    api: str = "tf1"
+    graph: Report | None = None  # for --dot and --graph-svg: node names qualified by the task they ran on
+    scheduled: tuple[tuple[int, int], ...] = ()  # TF2: (worker task, steps the coordinator's log sent it)
+    workers: tuple[WorkerSteps, ...] = ()
+    sync_ops: tuple[tuple[str, int], ...] = ()  # SyncReplicasOptimizer's op types the graphs placed, counted
+
+    @property
+    def mode(self) -> str:
+        return "sync" if self.sync else "async"
+
+    @property
+    def complete(self) -> bool:
+        expected = 1 if self.api == "tf2" else len(self.run.workers)
+        return self.run.error is None and bool(self.run.workers) and len(self.run.results) == expected
+
+    @property
+    def variables(self) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for _, training in self.run.results:
+            found.update(training.variables)
+        return dict(sorted(found.items()))
+
+    def to_dict(self) -> dict[str, Any]:
+        data = self.report.to_dict(run=True)
+        data.update(
+            mode=self.mode,
+            api=self.api,
+            steps_asked=self.steps,
+            tasks=[t.to_dict() for t in self.run.tasks],
+            isolated=self.run.isolated,
+            variables=self.variables,
+            workers=[w.to_dict() for w in self.workers],
+            sync_ops=dict(self.sync_ops),
+            complete=self.complete,
+            error=self.run.error,
+            seconds=self.run.seconds,
+        )
+        if self.api == "tf2":
+            chief = self.run.result("chief/0")
+            data.update(losses=None if chief is None else list(chief.losses),
+                        global_steps=None if chief is None else list(chief.global_steps))
+        return data
