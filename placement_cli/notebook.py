@@ -130,7 +130,7 @@ class CapturedReport:
 
 def capture(enable_logging: bool = True) -> _Capture:
     """Capture TensorFlow's placement log for the code inside the block, then parse it and say why
-    ops sit where they do. Enter it before TensorFlow runs its first op (see the README)."""
+    ops sit where they do. Enter it before TensorFlow runs its first op (see docs/capture.md)."""
     return _Capture(enable_logging)
 
 

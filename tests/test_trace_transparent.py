@@ -262,7 +262,7 @@ def test_no_placement_frames_even_from_the_entry_point(tmp_path: Path) -> None:
 
 
 def test_a_newline_in_the_script_s_name_is_shown_one_way_everywhere(tmp_path: Path) -> None:
-    """As the README says of every name: a control character (a newline too) becomes U+FFFD, in the
+    """As docs/output.md says of every name: a control character (a newline too) becomes U+FFFD, in the
     rule, the title and the messages on stderr alike."""
     write(tmp_path, "print('hi')\n", "a\nb.py")
     proc = run([*TRACE, "a\nb.py"], tmp_path)

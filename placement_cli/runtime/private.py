@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-# name -> what it is used for (the README and `unavailable()` messages use these words)
+# name -> what it is used for (docs/notes.md and `unavailable()` messages use these words)
 APIS = {
     "kernel_registry": "tensorflow.python.framework.kernels.get_all_registered_kernels: which device types have a kernel for each op",
     "kernel_lookup": "tensorflow.python.util._pywrap_kernel_registry.TryFindKernelClass: whether a node's very attrs have a kernel on a device type",
