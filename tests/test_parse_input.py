@@ -130,3 +130,14 @@ def test_captured_text_is_never_refused_as_binary() -> None:
 
     report = parse_text("\x01\x02\x07" * 5000 + "\n" + BARE + "\ud800\0\n")
     assert report.placement_count == 1
+
+
+@pytest.mark.parametrize("start", ["BZh91AY&SY", "a\0b\0c\0d\0" * 50, "\ufeff"],
+                         ids=["bzip2-magic", "utf16-like-nuls", "bom"])
+def test_captured_text_is_read_as_the_text_it_is(start: str) -> None:
+    """What a program printed is placement's own text: a start that looks like a compressed file
+    or like UTF-16 does not make it one (capture() and trace read it with parse_text)."""
+    from placement_cli.logparse import parse_text
+
+    report = parse_text(start + "\nMatMul: (MatMul): /job:localhost/replica:0/task:0/device:CPU:0\n")
+    assert [p.node for p in report.placements] == ["MatMul"]

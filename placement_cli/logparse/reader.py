@@ -250,7 +250,7 @@ def open_text(stream: BinaryIO, name: str, size: int, note: Callable[[str], None
     compression = None
     source: Any = _Prepend(head, stream)
     broken: tuple[type[BaseException], ...] = ()
-    for magic, kind, module, opener in _COMPRESSED:
+    for magic, kind, module, opener in () if known_text else _COMPRESSED:  # placement's own text: UTF-8 as is
         if head.startswith(magic):
             lib = importlib.import_module(module)
             broken = (OSError, EOFError, ValueError, getattr(lib, "LZMAError", OSError),
@@ -268,7 +268,7 @@ def open_text(stream: BinaryIO, name: str, size: int, note: Callable[[str], None
                 raise InputError(_("{name}: empty input ({kind} data of 0 bytes)").format(name=name, kind=kind))
             source = _Prepend(head, source)
             break
-    encoding, bom = _encoding(head)
+    encoding, bom = ("utf-8", len(codecs.BOM_UTF8) * head.startswith(codecs.BOM_UTF8)) if known_text else _encoding(head)
     source.read(bom)
     blocks = decoded(source, encoding, size, name=name, endless=compression is not None or _endless(stream))
     sample = b""
