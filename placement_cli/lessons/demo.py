@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -385,3 +385,15 @@ def gpu_note(machine: Machine) -> str | None:
     return N_("No GPU here: the GPU steps run on logical CPUs (/cpu:1, /cpu:2; MirroredStrategy's two replicas "
               "on /cpu:0, /cpu:1) and say so; nothing pretends a GPU exists.")
 
+
+
+def run_steps(chosen: list[int], machine: Machine) -> Iterator[tuple[int, Step, Outcome]]:
+    """The chosen steps, each run when the one before was shown: (number, step, outcome)."""
+    for k in chosen:
+        step = STEPS[k - 1]
+        yield k, step, run_step(step, machine)
+
+
+def failure(number: int, step: Step, outcome: Outcome) -> str | None:
+    """How a step that failed is named at the end (None: it went as the lesson expects)."""
+    return None if outcome.ok else f"step {number} ({step.key}): {outcome.problem}"
