@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import sys
@@ -145,9 +146,13 @@ def _traceback_wanted() -> bool:
 
 
 def internal(exc: BaseException) -> typer.Exit:
-    """An unexpected error: exit 3 with one line; with --traceback, the exception itself."""
+    """An unexpected error: exit 3 with one line; with --traceback, its traceback instead (exit 3 too)."""
     if _traceback_wanted():
-        raise exc
+        import traceback  # noqa: PLC0415
+
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # stderr closed: the code still says it
+            traceback.print_exception(exc, file=sys.stderr)
+        return typer.Exit(int(ExitCode.INTERNAL))
     return fail(ExitCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc} (rerun with --traceback)")
 
 
