@@ -212,15 +212,18 @@ def _mirrored(machine: Machine) -> Outcome:
 
 
 # the cluster step's run: 1 ps and 2 workers, each a process of its own, 3 async steps each
-CLUSTER_REQUEST: dict[str, Any] = {"api": "tf1", "ps": 1, "workers": 2, "steps": 3, "sync": False, "copies": False,
-                                   "lr": 0.5, "operation_timeout_ms": 10_000, "cluster": None}
+def _cluster_request() -> dict[str, Any]:
+    """The cluster lesson's run, as `placement cluster --ps 1 --workers 2 --steps 3` makes it."""
+    from placement_cli.lessons.cluster import plan  # noqa: PLC0415
+
+    return plan(api="tf1", ps=1, workers=2, steps=3, sync=False, copies=False, addresses=None)
 
 
 def _cluster(machine: Machine) -> Outcome:
     from placement_cli.lessons.cluster import build  # noqa: PLC0415
     from placement_cli.runtime.cluster import run  # noqa: PLC0415
 
-    request = dict(CLUSTER_REQUEST)
+    request = _cluster_request()
     found = build(run(request, machine.progress or (lambda event: None)), sync=False, steps=request["steps"],
                   copies=False)
     workers = found.workers()
@@ -302,7 +305,7 @@ STEPS: list[Step] = [
          N_("Beyond one machine: a real cluster of TensorFlow gRPC servers, one process per task. "
             "replica_device_setter puts the variables on the ps task; each worker builds its own graph and "
             "trains between-graph."), ((CLUSTERHOST, "_train"),), _cluster,
-         lambda m: {"request": dict(CLUSTER_REQUEST)}),
+         lambda m: {"request": _cluster_request()}),
 ]
 
 
