@@ -160,8 +160,8 @@ def plan(*, api: str, ps: int | None, workers: int | None, steps: int, sync: boo
                            "and its remote functions record no partition graphs)")
     if api == "tf2" and addresses is not None:
         raise UsageProblem("--api tf2 with --cluster-spec/TF_CONFIG is not supported: give --ps and --workers")
-    return {"api": api, "ps": DEFAULT_TASKS if ps is None else ps, "workers": DEFAULT_TASKS if workers is None else workers,
-            "steps": steps, "sync": sync, "copies": copies, "lr": 0.5,
+    return {"api": api, "ps": DEFAULT_TASKS if ps is None else ps,
+            "workers": DEFAULT_TASKS if workers is None else workers, "steps": steps, "sync": sync, "copies": copies, "lr": 0.5,
             # a hang guard: --sync workers legitimately wait for each other's gradients, which on
             # a loaded 2-core machine took over 10 s
             "operation_timeout_ms": 30_000 if sync else 10_000, "cluster": addresses}

@@ -389,7 +389,6 @@ def gpu_note(machine: Machine) -> str | None:
               "on /cpu:0, /cpu:1) and say so; nothing pretends a GPU exists.")
 
 
-
 def run_steps(chosen: list[int], machine: Machine) -> Iterator[tuple[int, Step, Outcome]]:
     """The chosen steps, each run when the one before was shown: (number, step, outcome)."""
     for k in chosen:
