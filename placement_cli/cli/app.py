@@ -7,9 +7,8 @@ import errno
 import functools
 import sys
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from enum import IntEnum
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, NamedTuple, TypeVar
 
 import typer
 
@@ -44,39 +43,34 @@ class ExitCode(IntEnum):
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-# --- what a command returns ---------------------------------------------------------------------
+# --- what a command returns (frozen: named tuples, which cost a fifth of a dataclass at every start-up) ---
 
-@dataclass(frozen=True)
-class Said:
+class Said(NamedTuple):
     """A line on stderr, in its place among what the command prints."""
 
     text: str
 
 
-@dataclass(frozen=True)
-class Json:
+class Json(NamedTuple):
     """One JSON document on stdout."""
 
     value: Any
 
 
-@dataclass(frozen=True)
-class Verbatim:
+class Verbatim(NamedTuple):
     """Printed as it is (TensorFlow's log, a rule): no ASCII stand-ins; ``soft_wrap`` keeps lines whole."""
 
     renderable: Any
     soft_wrap: bool = False
 
 
-@dataclass(frozen=True)
-class Pause:
+class Pause(NamedTuple):
     """Wait for Enter before what follows (the demo's steps); the prompt goes to the terminal."""
 
     prompt: str
 
 
-@dataclass(frozen=True)
-class Pictures:
+class Pictures(NamedTuple):
     """The files a command writes beside what it prints (checked before it runs)."""
 
     svg: str | None = None
@@ -86,16 +80,14 @@ class Pictures:
     command: str = "placement"
 
 
-@dataclass(frozen=True)
-class Ending:
+class Ending(NamedTuple):
     """How a command ends once its output is printed: its exit code and the lines said last."""
 
     code: int = ExitCode.OK
     notices: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(NamedTuple):
     """What a command did. ``output`` is printed in order: renderables (tables, panels), Json, Said,
     Verbatim and Pause; a lazy iterable is printed as it is made (the demo's steps run as they are
     shown), and ``finish`` then says how it ended. Then the pictures are written, the notices said,
