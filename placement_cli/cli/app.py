@@ -15,15 +15,19 @@ import typer
 from placement_cli import __version__
 from placement_cli.i18n import N_, _, translated
 
-SETTINGS: dict[str, Any] = {
-    "name": "placement",
-    "help": "See where TensorFlow places every op, and why.",
-    "no_args_is_help": True,
-    "pretty_exceptions_enable": False,
-    "rich_markup_mode": None,  # plain help: rich help costs 2x the start-up time
-    "context_settings": {"help_option_names": ["-h", "--help"]},
-}
-app = typer.Typer(**SETTINGS)
+def _typer() -> typer.Typer:
+    """An app with placement's settings (the commands are registered on ``app``)."""
+    return typer.Typer(
+        name="placement",
+        help="See where TensorFlow places every op, and why.",
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,  # plain help: rich help costs 2x the start-up time
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+
+
+app = _typer()
 
 # The order `placement --help` lists the commands in (each module registers its own).
 COMMANDS = ("show", "tower", "errors", "devices", "inspect", "parse", "trace", "train", "cluster", "mirrored", "demo")
@@ -448,7 +452,7 @@ def app_for(args: list[str]) -> typer.Typer:
         found = [info for info in app.registered_commands if command_name(info) == arg]
         if not found:
             return app
-        one = typer.Typer(**SETTINGS)
+        one = _typer()
         one.registered_callback = app.registered_callback
         one.registered_commands = found
         return one
