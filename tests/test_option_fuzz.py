@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from placement_cli import clusterspec
-from placement_cli.cli import _pictures, _state, app
+from placement_cli.cli import app
+from placement_cli.cli.options import pictures as _pictures
 from placement_cli.exceptions import UsageProblem
 from placement_cli.i18n import use
 from placement_cli.outputs import check_folder
@@ -63,7 +64,6 @@ VALUES = st.one_of(st.sampled_from(SHAPED), _NUMBERS, st.text(_CHARS, max_size=4
 def _read(command: str, option: str, value: str) -> None:
     """The value as the command line reads it: taken, or a usage error of one line (exit 2)."""
     param = OPTIONS[command, option]
-    _state.update(traceback=False, record=False, console=None, code=0)
     ctx = COMMAND.commands[command].make_context(command, list(NEEDS.get(command, [])), resilient_parsing=True)
     try:
         param.process_value(ctx, value)

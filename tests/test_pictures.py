@@ -517,20 +517,19 @@ def test_a_picture_that_appeared_meanwhile_keeps_a_failed_runs_exit_1(tmp_path: 
     import typer
 
     import placement_cli.outputs
-    from placement_cli import cli
+    from placement_cli.cli.app import Pictures, _Printer, _save_pictures
 
     def appeared(path: str, text: str, force: bool) -> None:
         raise UsageProblem(f"{path}: the file appeared meanwhile; kept it (add --force to overwrite it)")
 
     monkeypatch.setattr(placement_cli.outputs, "write_file", appeared)
-    monkeypatch.setitem(cli._state, "code", 1)  # the run itself failed
     report = Report()
-    with pytest.raises(typer.Exit) as ended:
-        cli._save_pictures(cli.Pictures(dot=str(tmp_path / "p.dot")), report)
+    printer = _Printer(record=False)
+    with pytest.raises(typer.Exit) as ended:  # the run itself failed
+        _save_pictures(printer, Pictures(dot=str(tmp_path / "p.dot")), report, 1, keep_code=False)
     assert ended.value.exit_code == 1
-    monkeypatch.setitem(cli._state, "code", 0)
     with pytest.raises(typer.Exit) as ended:
-        cli._save_pictures(cli.Pictures(dot=str(tmp_path / "p.dot")), report)
+        _save_pictures(printer, Pictures(dot=str(tmp_path / "p.dot")), report, 0, keep_code=False)
     assert ended.value.exit_code == 2
 
 

@@ -107,3 +107,27 @@ def _on_task(device: str, node: str) -> str:
     if spec is None or spec.job is None:
         return node
     return f"{spec.job}/{spec.task if spec.task is not None else 0}: {node}"
+
+
+DEFAULT_TASKS = 2  # ps and worker tasks when neither --ps/--workers nor a cluster spec says
+
+
+def plan(*, api: str, ps: int | None, workers: int | None, steps: int, sync: bool, copies: bool,
+         addresses: dict[str, list[str]] | None) -> dict[str, Any]:
+    """The cluster lesson's run, as runtime.cluster.run takes it: the tasks (the spec's, else the
+    counts, else DEFAULT_TASKS each), the learning rate, and the sessions' hang guard. UsageProblem
+    for what the tf2 API cannot do."""
+    from placement_cli.exceptions import UsageProblem  # noqa: PLC0415
+
+    if addresses is not None:
+        ps, workers = len(addresses["ps"]), len(addresses["worker"])
+    if api == "tf2" and (sync or copies):
+        raise UsageProblem("--api tf2 takes neither --sync nor --copies (ParameterServerStrategy trains async, "
+                           "and its remote functions record no partition graphs)")
+    if api == "tf2" and addresses is not None:
+        raise UsageProblem("--api tf2 with --cluster-spec/TF_CONFIG is not supported: give --ps and --workers")
+    return {"api": api, "ps": DEFAULT_TASKS if ps is None else ps,
+            "workers": DEFAULT_TASKS if workers is None else workers, "steps": steps, "sync": sync, "copies": copies, "lr": 0.5,
+            # a hang guard: --sync workers legitimately wait for each other's gradients, which on
+            # a loaded 2-core machine took over 10 s
+            "operation_timeout_ms": 30_000 if sync else 10_000, "cluster": addresses}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -211,14 +211,17 @@ def _mirrored(machine: Machine) -> Outcome:
 
 
 # the cluster step's run: 1 ps and 2 workers, each a process of its own, 3 async steps each
-CLUSTER_REQUEST: dict[str, Any] = {"api": "tf1", "ps": 1, "workers": 2, "steps": 3, "sync": False, "copies": False,
-                                   "lr": 0.5, "operation_timeout_ms": 10_000, "cluster": None}
+def _cluster_request() -> dict[str, Any]:
+    """The cluster lesson's run, as `placement cluster --ps 1 --workers 2 --steps 3` makes it."""
+    from placement_cli.lessons.cluster import plan  # noqa: PLC0415
+
+    return plan(api="tf1", ps=1, workers=2, steps=3, sync=False, copies=False, addresses=None)
 
 
 def _cluster(machine: Machine) -> Outcome:
     from placement_cli.lessons.cluster import build, run  # noqa: PLC0415
 
-    request = dict(CLUSTER_REQUEST)
+    request = _cluster_request()
     found = build(run(request, machine.progress or (lambda event: None)), sync=False, steps=request["steps"],
                   copies=False)
     workers = found.workers
@@ -300,7 +303,7 @@ STEPS: list[Step] = [
          N_("Beyond one machine: a real cluster of TensorFlow gRPC servers, one process per task. "
             "replica_device_setter puts the variables on the ps task; each worker builds its own graph and "
             "trains between-graph."), ((CLUSTER_TASKS, "_train"),), _cluster,
-         lambda m: {"request": dict(CLUSTER_REQUEST)}),
+         lambda m: {"request": _cluster_request()}),
 ]
 
 
@@ -383,3 +386,14 @@ def gpu_note(machine: Machine) -> str | None:
     return N_("No GPU here: the GPU steps run on logical CPUs (/cpu:1, /cpu:2; MirroredStrategy's two replicas "
               "on /cpu:0, /cpu:1) and say so; nothing pretends a GPU exists.")
 
+
+def run_steps(chosen: list[int], machine: Machine) -> Iterator[tuple[int, Step, Outcome]]:
+    """The chosen steps, each run when the one before was shown: (number, step, outcome)."""
+    for k in chosen:
+        step = STEPS[k - 1]
+        yield k, step, run_step(step, machine)
+
+
+def failure(number: int, step: Step, outcome: Outcome) -> str | None:
+    """How a step that failed is named at the end (None: it went as the lesson expects)."""
+    return None if outcome.ok else f"step {number} ({step.key}): {outcome.problem}"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -136,3 +138,20 @@ def cluster_group(found: ClusterReport, view: View) -> Group:
         parts.append(training_table(found))
         parts.append(Text(clean(difference(found))))
     return Group(*parts)
+
+
+def progress_line(event: dict[str, Any]) -> str | None:
+    """A cluster's start-up event as the line said on stderr (cluster, and the demo's cluster step)."""
+    kind = event.get("event")
+    if kind == "isolation" and not event.get("isolated"):
+        return _("no private network namespace ({why}): the cluster's ports listen on every interface, "
+                 "unauthenticated, while it runs").format(why=event.get("why"))
+    if kind == "retry":
+        return _("a port was taken while the cluster started ({why}); starting again on new ports").format(
+            why=event.get("why"))
+    if kind == "session":
+        return _("{task}: session up, training").format(task=event["task"])
+    if kind == "ready":
+        return _("{task} ready on {address} (pid {pid}, {seconds} s)").format(
+            task=event["task"], address=event["address"], pid=event["pid"], seconds=event["seconds"])
+    return None

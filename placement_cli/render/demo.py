@@ -97,3 +97,22 @@ def machine_note(note: str | None) -> RenderableType | None:
 
 def pause_prompt(number: int, title: str) -> str:
     return _("Press Enter for step {number}: {title} (Ctrl-C stops) ").format(number=number, title=translated(title))
+
+
+def steps_dict(steps: list[Any]) -> dict[str, Any]:
+    """`demo --list --json`: every step's number, key and title."""
+    return {"steps": [{"number": k, "key": s.key, "title": s.title} for k, s in enumerate(steps, 1)]}
+
+
+def step_dict(number: int, step: Any, outcome: Any, args: dict[str, Any]) -> dict[str, Any]:
+    """One step of `demo --json`: what it explains, the code shown, and what it produced (English)."""
+    from placement_cli.render.json import report_dict  # noqa: PLC0415
+
+    result = outcome.result
+    if outcome.kind in ("report", "training"):
+        result = report_dict(result, run=True)
+    elif outcome.kind in ("cluster", "inventory"):
+        result = result.to_dict()
+    return {"number": number, "key": step.key, "title": step.title, "explanation": step.explain,
+            "code": step.source(), "args": args, "code_ran": outcome.ran, "ok": outcome.ok, "problem": outcome.problem,
+            "notice": notice_text(outcome, translate=False) if outcome.ok else None, "result": result}

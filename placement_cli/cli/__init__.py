@@ -1,0 +1,18 @@
+"""The command line: the app, its options and emit() in app.py; a module per command family."""
+
+from __future__ import annotations
+
+import sys
+
+from placement_cli.cli import cluster, demo, parse, run, trace, training  # noqa: F401 - each registers its commands
+from placement_cli.cli.app import COMMANDS, app, app_for, command_name
+
+app.registered_commands.sort(key=lambda info: COMMANDS.index(command_name(info)))  # --help lists them in this order
+
+
+def main() -> None:
+    """`placement` and `python -m placement_cli`."""
+    app_for(sys.argv[1:])(prog_name="placement")
+
+
+__all__ = ["app", "main"]

@@ -1,0 +1,122 @@
+"""`placement demo`: the guide's lessons in order, for a class."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+import typer
+
+from placement_cli.cli import shown
+from placement_cli.cli.app import Ending, ExitCode, Json, Outcome, Pause, app, fail, guarded, option_callback
+from placement_cli.cli.options import AllOpt, ForceOpt, JsonOpt, LangOpt, SvgOpt, pictures
+from placement_cli.i18n import _
+
+
+@option_callback
+def _step_option(value: str | None) -> str | None:
+    from placement_cli.lessons.demo import select  # noqa: PLC0415 - no TensorFlow: the steps are data
+
+    if value is not None:
+        try:
+            select(value)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+    return value
+
+
+def _ending(failed: list[str]) -> Ending:
+    if not failed:
+        return Ending()
+    return Ending(ExitCode.PLACEMENT_FAILED,
+                  (_("{count} step(s) failed: {steps}").format(count=len(failed), steps="; ".join(failed)),))
+
+
+@app.command()
+@guarded
+def demo(
+    list_steps: Annotated[bool, typer.Option("--list", help="List the steps and exit.")] = False,
+    step: Annotated[str | None, typer.Option("--step", metavar="K|K-M|K,M", callback=_step_option, help="Run only these steps: 3, 3-5 or 2,4.")] = None,
+    pause: Annotated[bool | None, typer.Option("--pause/--no-pause", show_default=False, help="Wait for Enter between steps (default: when stdin and stdout are terminals). With stdout redirected the prompt goes to stderr.")] = None,
+    all_rows: AllOpt = False,
+    lang: LangOpt = None,
+    as_json: JsonOpt = False,
+    svg: SvgOpt = None,
+    force: ForceOpt = False,
+) -> Outcome:
+    """Walk through the guide's lessons in order, for a class: each step explains, shows the code
+    that runs, runs it live and says what to notice in the result.
+
+    Devices, logging placement, manual placement, a device that does not exist, soft placement,
+    towers, copies between devices, then the training lessons (train, mirrored) in one TensorFlow
+    start-up, and a real ps/worker cluster (cluster) in processes of its own. Without GPUs the GPU
+    steps run on logical CPUs, and say so.
+    Example: placement demo --lang zh --step 4-5
+    """
+    from placement_cli.lessons.demo import STEPS, select  # noqa: PLC0415
+
+    chosen = select(step)
+    if list_steps and step is not None:
+        raise fail(ExitCode.USAGE, _("--list lists every step and runs none: use --list or --step, not both"))
+    drawn = pictures("placement demo", as_json=as_json, force=force, svg=svg)
+    if list_steps:
+        if as_json:
+            from placement_cli.render.demo import steps_dict  # noqa: PLC0415
+
+            return Outcome(output=[Json(steps_dict(STEPS))], pictures=drawn)
+        from placement_cli.render.demo import steps_table  # noqa: PLC0415
+
+        return Outcome(output=[steps_table(STEPS)], pictures=drawn)
+    from dataclasses import replace  # noqa: PLC0415
+
+    from placement_cli.cli.cluster import progress  # noqa: PLC0415
+    from placement_cli.lessons.demo import start  # noqa: PLC0415
+
+    machine = replace(start(), progress=progress)  # the cluster step's tasks, a line each as they start
+    failed: list[str] = []  # filled as the steps run; the ending reads it once they all did
+    if as_json:
+        return _json(chosen, machine)
+    return Outcome(output=_tables(chosen, machine, failed, _pausing(pause), all_rows), pictures=drawn,
+                   finish=lambda: _ending(failed))  # the slides hold the steps that failed too
+
+
+def _pausing(pause: bool | None) -> bool:
+    from placement_cli.render.console import is_terminal  # noqa: PLC0415
+
+    return pause if pause is not None else is_terminal(sys.stdin) and is_terminal(sys.stdout)
+
+
+def _tables(chosen: list[int], machine: Any, failed: list[str], pause: bool, all_rows: bool) -> Iterator[Any]:
+    """The chosen steps, each run and shown in turn (after Enter, when pausing); the failed ones named in ``failed``."""
+    from placement_cli.lessons.demo import STEPS, failure, gpu_note, run_steps  # noqa: PLC0415
+    from placement_cli.render.demo import machine_note, pause_prompt, step_group  # noqa: PLC0415
+
+    note = machine_note(gpu_note(machine))
+    if note is not None:
+        yield note
+    view = shown.view(all_rows=all_rows)
+    steps = run_steps(chosen, machine)
+    for i, k in enumerate(chosen):
+        if pause and i:
+            yield Pause(pause_prompt(k, STEPS[k - 1].title))
+        number, step, outcome = next(steps)
+        yield step_group(number, len(STEPS), step, outcome, step.args(machine), view)
+        problem = failure(number, step, outcome)
+        if problem is not None:
+            failed.append(problem)
+
+
+def _json(chosen: list[int], machine: Any) -> Outcome:
+    from placement_cli.lessons.demo import failure, gpu_note, run_steps  # noqa: PLC0415
+    from placement_cli.render.demo import step_dict  # noqa: PLC0415
+
+    steps, failed = [], []
+    for number, step, outcome in run_steps(chosen, machine):
+        steps.append(step_dict(number, step, outcome, step.args(machine)))
+        problem = failure(number, step, outcome)
+        if problem is not None:
+            failed.append(problem)
+    ending = _ending(failed)
+    return Outcome(code=ending.code, output=[Json({"gpus": machine.gpus, "note": gpu_note(machine), "steps": steps})],
+                   notices=ending.notices)

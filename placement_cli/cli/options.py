@@ -1,0 +1,164 @@
+"""The options several commands share, defined once, and the checks made before anything runs."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from enum import Enum
+from typing import Annotated, Any
+
+import typer
+
+from placement_cli.caps import MAX_CPUS, MAX_VIRTUAL_GPUS
+from placement_cli.cli.app import Pictures, option_callback, say
+from placement_cli.i18n import _
+
+
+class Mode(str, Enum):
+    graph = "graph"
+    eager = "eager"
+
+
+class Lang(str, Enum):
+    en = "en"
+    zh = "zh"
+
+
+def capped(option: str, low: int, high: int, why: str) -> Callable[[int | None], int | None]:
+    """A bounded count whose refusal says why the bound is there."""
+
+    @option_callback
+    def check(value: int | None) -> int | None:
+        if value is not None and not low <= value <= high:
+            raise typer.BadParameter(f"{value} is out of range: {option} takes {low} to {high} ({why})")
+        return value
+
+    return check
+
+
+def checked(check: Callable[[str], object], tidy: Callable[[str], str] = str.strip) -> Callable[[Any], Any]:
+    """An option's callback: ``check(value)`` raises a ValueError (DeviceSpecError, FilterError) for
+    a value that TensorFlow or placement would refuse, and its words become the usage error (exit 2).
+    Checks import their module when called, so --help stays light."""
+
+    @option_callback
+    def callback(value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            check(value)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+        return tidy(value)
+
+    return callback
+
+
+def _devices_module() -> Any:
+    import placement_cli.devices  # noqa: PLC0415
+
+    return placement_cli.devices
+
+
+def _filters_module() -> Any:
+    import placement_cli.filters  # noqa: PLC0415
+
+    return placement_cli.filters
+
+
+device_option = checked(lambda value: _devices_module().parse_option_device(value))  # strip: as TF reads it
+gpus_option = checked(lambda value: _devices_module().parse_option_indices(value), tidy=str)
+devices_option = checked(lambda value: _devices_module().parse_option_devices(value),
+                         tidy=lambda value: ",".join(d.strip() for d in value.split(",")))
+
+
+@option_callback
+def lr_option(value: float) -> float:
+    import math  # noqa: PLC0415
+
+    if not math.isfinite(value) or not 0 < value <= 100:
+        raise typer.BadParameter(f"{value} is not a learning rate: give a number above 0 and at most 100")
+    return value
+
+
+@option_callback
+def _lang_option(value: Lang | None) -> Lang | None:
+    """Choose the language before anything is rendered; no --lang: the locale's."""
+    from placement_cli.i18n import characters, from_locale, use  # noqa: PLC0415
+    from placement_cli.render.console import shows  # noqa: PLC0415
+
+    language = value.value if value else from_locale()
+    if not shows(sys.stdout, characters(language)):  # ascii, Big5: Chinese would print as "??"
+        if value:
+            say(f"--lang {language}: standard output cannot encode it ({sys.stdout.encoding}); English is used")
+        language = "en"
+    use(language)
+    return value
+
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout instead of tables.")]
+SoftOpt = Annotated[bool, typer.Option("--soft/--no-soft", help="allow_soft_placement: fall back to an existing device.")]
+ModeOpt = Annotated[Mode, typer.Option("--mode", help="graph: tf.compat.v1.Session as in the guide; eager: TF2 APIs.")]
+LogOpt = Annotated[bool, typer.Option("--log", help="Also print the raw log TensorFlow wrote.")]
+CpusOpt = Annotated[int | None, typer.Option("--cpus", metavar="N", callback=capped("--cpus", 1, MAX_CPUS, f"logical CPUs /cpu:0../cpu:{MAX_CPUS - 1}"), help="Split the CPU into N logical devices (/cpu:0../cpu:N-1).")]
+AllOpt = Annotated[bool, typer.Option("--all", help="Print every row, however many; without it, a report longer than a screen (40 rows when not a terminal) is shown as a digest.")]
+CopiesOpt = Annotated[bool, typer.Option("--copies", help="Show the executed graph's _Send/_Recv copies between devices (graph mode; turns off constant folding, grappler's and the older graph optimizer's, so the guide's matmuls really run).")]
+VGpusOpt = Annotated[int | None, typer.Option("--virtual-gpus", metavar="N", callback=capped("--virtual-gpus", 1, MAX_VIRTUAL_GPUS, "logical GPUs carved out of one physical GPU"), help="Split one physical GPU into N logical GPUs.")]
+LangOpt = Annotated[Lang | None, typer.Option("--lang", callback=_lang_option, show_default=False, help="Language of tables, statuses, reasons and hints: en or zh (default: the locale's, LC_ALL/LC_MESSAGES/LANG). --json stays English.")]
+
+# Filters of the commands that read a program's placements (parse, trace); every one ignores case.
+DeviceFilterOpt = Annotated[str | None, typer.Option("--device", metavar="DEV", callback=checked(lambda value: _filters_module().check_device(value)), help="Only placements on DEV: a device type, a device or a task (GPU, CPU:0, /job:ps, ps/0).")]
+OpFilterOpt = Annotated[str | None, typer.Option("--op", metavar="OP", callback=checked(lambda value: _filters_module().check_op(value)), help="Only placements of op type OP (MatMul also matches oneDNN's _MklMatMul).")]
+NodeFilterOpt = Annotated[str | None, typer.Option("--node", metavar="REGEX", callback=checked(lambda value: _filters_module().compile_node(value), tidy=str), help="Only nodes whose name matches REGEX (Python's syntax, matched in linear time: no backreferences or lookaround).")]
+TopOpt = Annotated[int | None, typer.Option("--top", min=1, metavar="N", help="Only the first N placements a table shows (TensorFlow's plumbing not counted).")]
+
+# Pictures: the same options on every command that has what they draw (add them to a new command with
+# its parameters and one pictures(...) call before it runs; its outcome carries them and the graph).
+SvgOpt = Annotated[str | None, typer.Option("--svg", metavar="FILE", help="Also write the tables, as printed, to FILE as an SVG (for slides; fonts found offline). Not with --json.")]
+DotOpt = Annotated[str | None, typer.Option("--dot", metavar="FILE", help="Write the graph that ran to FILE as Graphviz DOT: nodes coloured and grouped by assigned device, edges between devices red and labelled copy (with bytes under --copies).")]
+GraphSvgOpt = Annotated[str | None, typer.Option("--graph-svg", metavar="FILE", help="Write the graph that ran to FILE as an SVG that needs no Graphviz: one lane per device, nodes by depth, copies between devices in red.")]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Let the pictures' options overwrite an existing FILE (a link's file; special files such as /dev/null are written into, never replaced).")]
+TensorBoardOpt = Annotated[str | None, typer.Option("--tensorboard", metavar="DIR", help="Write a TensorBoard event file in DIR (made if missing): the graph with each node's assigned device, and the run's step stats. Graph mode only.")]
+
+
+def pictures(command: str, *, as_json: bool, force: bool, svg: str | None = None, dot: str | None = None,
+             graph_svg: str | None = None, protect: tuple[str, ...] = ()) -> Pictures:
+    """Check the pictures' files before anything runs (exit 2 for one that cannot be written)."""
+    from placement_cli.exceptions import UsageProblem  # noqa: PLC0415
+
+    if svg is not None and as_json:
+        raise UsageProblem(_("--svg draws the tables, and --json prints none: give one of them"))
+    named = (("--svg", svg), ("--dot", dot), ("--graph-svg", graph_svg))
+    if any(path is not None for _option, path in named):
+        from placement_cli.outputs import check_distinct, check_file  # noqa: PLC0415
+
+        check_distinct(named)
+        for option, path in named:
+            if path is not None:
+                check_file(option, path, force, protect)
+    return Pictures(svg, dot, graph_svg, force, command)
+
+
+def tensorboard(path: str | None, mode: Mode = Mode.graph, drawn: Pictures = Pictures()) -> str | None:
+    """--tensorboard's folder, made and checked before TensorFlow runs; refused in eager mode and
+    when a picture's file has the same name (the picture could not be written after the run)."""
+    if path is None:
+        return None
+    from placement_cli.outputs import check_distinct, check_folder  # noqa: PLC0415
+
+    if mode is Mode.eager:
+        raise typer.BadParameter(_("--tensorboard needs --mode graph (eager ops run without a Session graph to store)"))
+    check_distinct((("--svg", drawn.svg), ("--dot", drawn.dot), ("--graph-svg", drawn.graph_svg),
+                    ("--tensorboard", path)))
+    return check_folder("--tensorboard", path)
+
+
+def run_options(soft: bool, mode: Mode, cpus: int | None, virtual_gpus: int | None, copies: bool = False,
+                board: str | None = None, drawn: Pictures = Pictures()) -> Any:
+    """The options of a run on this machine, checked against each other."""
+    from placement_cli.runtime.startup import RunOptions  # noqa: PLC0415
+
+    if copies and mode is Mode.eager:
+        raise typer.BadParameter("--copies needs --mode graph (eager ops run one by one: no partition graphs)")
+    return RunOptions(soft=soft, mode=mode.value, cpus=cpus, virtual_gpus=virtual_gpus, copies=copies,
+                      tensorboard=tensorboard(board, mode, drawn))

@@ -1,0 +1,48 @@
+"""`placement parse`: placement logs of any TensorFlow version, read without TensorFlow."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from placement_cli.cli import shown
+from placement_cli.cli.app import Outcome, app, guarded, say
+from placement_cli.cli.options import (AllOpt, DeviceFilterOpt, ForceOpt, JsonOpt, LangOpt, NodeFilterOpt,
+                                       OpFilterOpt, SvgOpt, TopOpt, pictures)
+from placement_cli.i18n import _
+
+
+@app.command()
+@guarded
+def parse(
+    files: Annotated[list[str], typer.Argument(metavar="FILE...", help="Log files; - reads standard input.", show_default=False)],
+    summary: Annotated[bool, typer.Option("--summary", help="Only the counts per device.")] = False,
+    device: DeviceFilterOpt = None,
+    op: OpFilterOpt = None,
+    node: NodeFilterOpt = None,
+    top: TopOpt = None,
+    all_rows: AllOpt = False,
+    lang: LangOpt = None,
+    as_json: JsonOpt = False,
+    svg: SvgOpt = None,
+    force: ForceOpt = False,
+) -> Outcome:
+    """Parse placement logs of any TensorFlow version (0.x to 2.x), mixed with any other output.
+
+    Several files are read as one stream, so a program's stdout and stderr logs pair up.
+    Example: placement parse train.log --summary
+    """
+    from placement_cli.filters import Filters, apply  # noqa: PLC0415
+    from placement_cli.logparse import parse_paths  # noqa: PLC0415
+
+    drawn = pictures("placement parse", as_json=as_json, force=force, svg=svg, protect=tuple(files))
+    filters = Filters(device, op, node, top)
+    narrowed = apply(parse_paths(files, keep=not summary or filters.active, note=say), filters, hide_plumbing=False)
+    notices = ()
+    if not narrowed.total:
+        names = ", ".join("standard input" if f == "-" else f for f in files)
+        notices = (_("no placements found in {names}").format(names=names),)
+    return Outcome(output=shown.report_output(narrowed.report, as_json=as_json, run=False, summary=summary,
+                                              all_rows=all_rows, filtered=narrowed),
+                   pictures=drawn, notices=notices)

@@ -1,0 +1,147 @@
+"""The guide's runs on this machine: show, tower, errors, devices."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from placement_cli.cli import shown
+from placement_cli.cli.app import ExitCode, Json, Outcome, Pictures, app, guarded
+from placement_cli.cli.options import (AllOpt, CopiesOpt, CpusOpt, DotOpt, ForceOpt, GraphSvgOpt, JsonOpt, LangOpt,
+                                       LogOpt, Mode, ModeOpt, SoftOpt, SvgOpt, TensorBoardOpt, VGpusOpt, device_option,
+                                       devices_option, gpus_option, pictures, run_options)
+
+
+def _ran(report: Any, options: Any, drawn: Pictures, *, as_json: bool, log: bool, all_rows: bool,
+         soft: bool) -> Outcome:
+    """A run's outcome: its report, the pictures of its graph; exit 1 when it produced no result."""
+    from placement_cli.render.table import Hints  # noqa: PLC0415
+
+    produced = report.result is not None
+    return Outcome(
+        code=ExitCode.OK if produced else ExitCode.PLACEMENT_FAILED,  # a run without its result never exits 0
+        output=shown.report_output(report, as_json=as_json, run=True, show_log=log, all_rows=all_rows,
+                                   hints=Hints.run_command(soft)),
+        pictures=drawn, graph=report,
+        notices=(*shown.tensorboard_notice(options.tensorboard, written=produced), *shown.incomplete(report.incomplete)))
+
+
+@app.command()
+@guarded
+def show(
+    device: Annotated[str | None, typer.Option("--device", metavar="DEV", callback=device_option, help="Pin a, b and MatMul to DEV (the guide's /gpu:2 case).")] = None,
+    inputs_on: Annotated[str | None, typer.Option("--inputs-on", metavar="DEV", callback=device_option, help="Pin only a and b to DEV (the guide's /cpu:0 case).")] = None,
+    soft: SoftOpt = False,
+    mode: ModeOpt = Mode.graph,
+    cpus: CpusOpt = None,
+    virtual_gpus: VGpusOpt = None,
+    copies: CopiesOpt = False,
+    log: LogOpt = False,
+    all_rows: AllOpt = False,
+    lang: LangOpt = None,
+    as_json: JsonOpt = False,
+    svg: SvgOpt = None,
+    dot: DotOpt = None,
+    graph_svg: GraphSvgOpt = None,
+    tensorboard: TensorBoardOpt = None,
+    force: ForceOpt = False,
+) -> Outcome:
+    """Run the guide's matmul (a 2x3 times b 3x2) with placement logging and show where each op went.
+
+    Example: placement show --device /gpu:2 --soft
+    """
+    from placement_cli.lessons.guide import matmul  # noqa: PLC0415
+
+    drawn = pictures("placement show", as_json=as_json, force=force, svg=svg, dot=dot, graph_svg=graph_svg)
+    options = run_options(soft, mode, cpus, virtual_gpus, copies, tensorboard, drawn)
+    report = matmul(device, inputs_on, options)
+    return _ran(report, options, drawn, as_json=as_json, log=log, all_rows=all_rows, soft=soft)
+
+
+@app.command()
+@guarded
+def tower(
+    ctx: typer.Context,
+    gpus: Annotated[str, typer.Option("--gpus", metavar="N,N|N-N", callback=gpus_option, help="GPU indices for the towers: 2,3 or 0-3.")] = "2,3",
+    devices: Annotated[str | None, typer.Option("--devices", metavar="DEV,DEV", callback=devices_option, help="Tower devices instead of --gpus, e.g. /cpu:1,/cpu:2.")] = None,
+    reduce_on: Annotated[str, typer.Option("--reduce-on", metavar="DEV", callback=device_option, help="Where tf.add_n sums the towers.")] = "/cpu:0",
+    soft: SoftOpt = False,
+    mode: ModeOpt = Mode.graph,
+    cpus: CpusOpt = None,
+    virtual_gpus: VGpusOpt = None,
+    copies: CopiesOpt = False,
+    log: LogOpt = False,
+    all_rows: AllOpt = False,
+    lang: LangOpt = None,
+    as_json: JsonOpt = False,
+    svg: SvgOpt = None,
+    dot: DotOpt = None,
+    graph_svg: GraphSvgOpt = None,
+    tensorboard: TensorBoardOpt = None,
+    force: ForceOpt = False,
+) -> Outcome:
+    """Run the guide's multi-tower graph: one matmul per device, summed with tf.add_n.
+
+    Without GPUs, use --soft to see the fallbacks, or run the towers on logical CPUs.
+    Example: placement tower --devices /cpu:1,/cpu:2 --cpus 3
+    """
+    from placement_cli.devices import lesson_devices, parse_option_indices  # noqa: PLC0415
+    from placement_cli.lessons.guide import tower as run_tower  # noqa: PLC0415
+
+    source = ctx.get_parameter_source("gpus")
+    if devices and source is not None and source.name != "DEFAULT":
+        raise typer.BadParameter("give the towers with --gpus or with --devices, not both", param_hint="--gpus")
+    towers = devices.split(",") if devices else [f"/gpu:{i}" for i in parse_option_indices(gpus)]
+    lesson_devices("tower", towers, "--devices" if devices else "--gpus", cpus, derive_cpus=False)
+    drawn = pictures("placement tower", as_json=as_json, force=force, svg=svg, dot=dot, graph_svg=graph_svg)
+    options = run_options(soft, mode, cpus, virtual_gpus, copies, tensorboard, drawn)
+    report = run_tower(towers, reduce_on, options)
+    return _ran(report, options, drawn, as_json=as_json, log=log, all_rows=all_rows, soft=soft)
+
+
+@app.command()
+@guarded
+def errors(lang: LangOpt = None, as_json: JsonOpt = False, svg: SvgOpt = None, force: ForceOpt = False) -> Outcome:
+    """Run a catalogue of placement failures for real and show each error, and what --soft does instead.
+
+    All cases share one TensorFlow start-up; GPU-only cases are reported as not run on machines without one.
+    Example: placement errors --json
+    """
+    from placement_cli.lessons.failure_cases import catalogue  # noqa: PLC0415
+
+    drawn = pictures("placement errors", as_json=as_json, force=force, svg=svg)
+    found = catalogue()
+    if as_json:
+        output: list[Any] = [Json(found.to_dict())]
+    else:
+        from placement_cli.render.failure_cases import render_catalogue  # noqa: PLC0415
+
+        output = [render_catalogue(found)]
+    return Outcome(output=output, pictures=drawn, notices=shown.incomplete(
+        found.incomplete, "the catalogue is incomplete (what needs it says unknown or is not run)"))
+
+
+@app.command()
+@guarded
+def devices(
+    cpus: CpusOpt = None,
+    virtual_gpus: VGpusOpt = None,
+    lang: LangOpt = None,
+    as_json: JsonOpt = False,
+    svg: SvgOpt = None,
+    force: ForceOpt = False,
+) -> Outcome:
+    """List the physical and logical devices TensorFlow sees, and the Device mapping a Session logs.
+
+    Example: placement devices --cpus 4
+    """
+    from placement_cli.runtime.inventory import inventory  # noqa: PLC0415
+
+    drawn = pictures("placement devices", as_json=as_json, force=force, svg=svg)
+    found = inventory(run_options(False, Mode.graph, cpus, virtual_gpus))
+    if as_json:
+        return Outcome(output=[Json(found.to_dict())], pictures=drawn)
+    from placement_cli.render.inventory import render_inventory  # noqa: PLC0415
+
+    return Outcome(output=[render_inventory(found)], pictures=drawn)

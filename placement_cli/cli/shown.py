@@ -1,0 +1,69 @@
+"""What the commands print of a report: the view for this stdout, the filters' notice, the log."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from placement_cli.cli.app import Json, Said, Verbatim
+from placement_cli.i18n import _
+
+
+def view(*, all_rows: bool, hints: Any = None, filtered: Any = None) -> Any:
+    """How much of a report stdout shows: every row when they fit a screen or with --all, else a
+    digest; whole node names when stdout is not a terminal (files, pipes)."""
+    from placement_cli.render.console import is_terminal, screen_rows  # noqa: PLC0415
+    from placement_cli.render.table import View  # noqa: PLC0415
+
+    return View(all_rows=all_rows, screen_rows=screen_rows(sys.stdout), fit=is_terminal(sys.stdout), hints=hints,
+                filtered=filtered)
+
+
+def no_match(filtered: Any) -> list[Said]:
+    """The line that says the filters left nothing (none when something matched)."""
+    if filtered is None or not filtered.nothing_matched:
+        return []
+    return [Said(_("no placements match {filters} (of {total})").format(filters=filtered.filters.describe(),
+                                                                       total=filtered.total))]
+
+
+def log(report: Any) -> list[Any]:
+    """--log: TensorFlow's log as it wrote it, each line kept whole (also in files and pipes)."""
+    from rich.rule import Rule  # noqa: PLC0415
+
+    from placement_cli.render.table import literal  # noqa: PLC0415
+
+    if not report.log:
+        return []
+    return [Verbatim(Rule(_("TensorFlow's log"))), Verbatim(literal(report.log.rstrip()), soft_wrap=True),
+            Verbatim(Rule())]
+
+
+def report_output(report: Any, *, as_json: bool, run: bool, show_log: bool = False, summary: bool = False,
+                  all_rows: bool = False, hints: Any = None, filtered: Any = None) -> list[Any]:
+    """A report as JSON, or as its tables (after TensorFlow's log with --log)."""
+    if as_json:
+        from placement_cli.render.json import report_dict  # noqa: PLC0415
+
+        return [*no_match(filtered), Json(report_dict(report, run=run, filtered=filtered))]
+    from placement_cli.render.table import report_group  # noqa: PLC0415
+
+    return [*no_match(filtered), *(log(report) if show_log else ()),
+            report_group(report, run=run, summary=summary, view=view(all_rows=all_rows, hints=hints,
+                                                                         filtered=filtered))]
+
+
+def incomplete(found: Any, what: str = "reasons are incomplete (those that need it say unknown)") -> tuple[str, ...]:
+    """One line, whatever the number of private TensorFlow APIs missing, naming them and why."""
+    return (f"{what}: TensorFlow's " + "; ".join(found),) if found else ()
+
+
+def tensorboard_notice(path: str | None, written: bool = True) -> tuple[str, ...]:
+    if path is None:
+        return ()
+    if written:
+        return (_("TensorBoard event file written in {path}: see it with  tensorboard --logdir {path}").format(
+            path=path),)
+    # the devices the graph asked for are no placement: nothing is drawn as if it were one
+    return (_("no TensorBoard event file written in {path}: the run failed before TensorFlow placed its graph").format(
+        path=path),)

@@ -1,0 +1,106 @@
+"""`placement trace`: a user's script run with placement logging on from its first op."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+import typer
+
+from placement_cli.cli import shown
+from placement_cli.cli.app import Json, Outcome, Verbatim, app, guarded, say
+from placement_cli.cli.options import (AllOpt, DeviceFilterOpt, DotOpt, GraphSvgOpt, JsonOpt, LangOpt, NodeFilterOpt,
+                                       OpFilterOpt, SvgOpt, TopOpt, pictures)
+from placement_cli.i18n import _
+
+
+def _load_renderers() -> None:
+    """Imported while the script runs: the report is printed the moment it ends."""
+    import placement_cli.render.json  # noqa: F401, PLC0415
+    import placement_cli.render.table  # noqa: F401, PLC0415
+    import placement_cli.why  # noqa: F401, PLC0415
+
+
+@app.command(context_settings={"allow_interspersed_args": False})
+@guarded
+def trace(
+    script: Annotated[str, typer.Argument(metavar="SCRIPT", help="The Python script to run.", show_default=False)],
+    args: Annotated[list[str] | None, typer.Argument(metavar="[ARGS]...", help="Arguments for the script.", show_default=False)] = None,
+    device: DeviceFilterOpt = None,
+    op: OpFilterOpt = None,
+    node: NodeFilterOpt = None,
+    top: TopOpt = None,
+    save_log: Annotated[str | None, typer.Option("--save-log", metavar="FILE", help="Keep TensorFlow's log (and the script's uncaught error) in FILE.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Let --save-log, --svg, --dot and --graph-svg overwrite an existing FILE.")] = False,
+    log: Annotated[bool, typer.Option("--log", help="Echo TensorFlow's placement lines too, as they come.")] = False,
+    copies: Annotated[bool, typer.Option("--copies", help="List the _Send/_Recv copies between devices of the script's tf.compat.v1.Session runs (their executed graphs, as grappler left them; asked for once per session and fetch).")] = False,
+    all_rows: AllOpt = False,
+    lang: LangOpt = None,
+    as_json: JsonOpt = False,
+    svg: SvgOpt = None,
+    dot: DotOpt = None,
+    graph_svg: GraphSvgOpt = None,
+) -> Outcome:
+    """Run your TensorFlow script with placement logging on from its first op, then show its placements.
+
+    placement's options go before SCRIPT; everything after SCRIPT is the script's, untouched.
+    The script's own output reaches the terminal live (placement lines are consumed); with
+    --json its stdout goes to stderr so the JSON on stdout stays clean. The exit code is the script's.
+    The why column explains each op not where its graph asked, or on a CPU while a GPU exists.
+    Example: placement trace train.py --epochs 1
+    """
+    from placement_cli.filters import Filters, apply  # noqa: PLC0415
+    from placement_cli.outputs import check_distinct  # noqa: PLC0415
+    from placement_cli.messages import one_line  # noqa: PLC0415
+    from placement_cli.runtime.tracer import (  # noqa: PLC0415
+        check_script, fresh_line, open_save_log, reopen_closed_stdio, run_traced)
+
+    closed = reopen_closed_stdio()
+    check_script(script)
+    check_distinct((("--save-log", save_log), ("--svg", svg), ("--dot", dot), ("--graph-svg", graph_svg)))
+    drawn = pictures("placement trace", as_json=as_json, force=force, svg=svg, dot=dot, graph_svg=graph_svg,
+                     protect=(script,))
+    saved = open_save_log(save_log, script, force) if save_log else None
+    traced = run_traced(script, args or [], stdout_fd=2 if as_json else 1, echo_log=log, save_log=saved,
+                        copies=copies, closed=closed, meanwhile=_load_renderers)
+    if 2 not in closed:
+        fresh_line(2)  # after the script's own unfinished line, placement's messages start a line of their own
+    for note in traced.notes:
+        say(note)
+    if traced.output_closed:  # | head -1: the report has nowhere to go, which is no error
+        return Outcome(code=traced.exit_code, output_closed=True)
+    name = one_line(script)  # the script's name, one way everywhere
+    narrowed = apply(traced.report, Filters(device, op, node, top))
+    output = _json(traced, narrowed) if as_json else _tables(traced, narrowed, name, all_rows)
+    notices = []
+    if not traced.report.placement_count:
+        notices.append(_("no placements found in the output of {script}").format(script=name))
+    if copies and traced.report.copies is None:
+        notices.append(_("no tf.compat.v1.Session ran in {script}: --copies lists the copies of Session runs "
+                         "only").format(script=name))
+    return Outcome(code=traced.exit_code, output=output, pictures=drawn, graph=narrowed.report,
+                   notices=tuple(notices), keep_code=True)  # the script ran: its exit code is the user's
+
+
+def _json(traced: Any, narrowed: Any) -> list[Any]:
+    from placement_cli.render.json import report_dict  # noqa: PLC0415
+
+    document = {**report_dict(narrowed.report, run=True, filtered=narrowed), "exit_code": traced.exit_code}
+    return [Json(document), *shown.no_match(narrowed)]
+
+
+def _tables(traced: Any, narrowed: Any, name: str, all_rows: bool) -> Iterator[Any]:
+    """The report under a rule naming the script and its exit code; made as it is printed, as the
+    script's output may have left stdout closed or its last line unfinished."""
+    from rich.rule import Rule  # noqa: PLC0415
+
+    from placement_cli.render.table import Hints, literal  # noqa: PLC0415
+    from placement_cli.runtime.tracer import fresh_line  # noqa: PLC0415
+
+    sys.stdout.flush()
+    fresh_line(1)
+    title = literal(_("placement: {script} exited with code {code}").format(script=name, code=traced.exit_code))
+    yield Verbatim(Rule(title))
+    yield from shown.report_output(narrowed.report, as_json=False, run=True, all_rows=all_rows,
+                                   hints=Hints(source="program"), filtered=narrowed)

@@ -1,0 +1,181 @@
+"""The training lessons: train (the cifar10 tower pattern) and mirrored (MirroredStrategy)."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Any
+
+import typer
+
+from placement_cli.caps import LESSON_DEVICES
+from placement_cli.cli import shown
+from placement_cli.cli.app import ExitCode, Json, Outcome, Pictures, app, guarded
+from placement_cli.cli.options import (AllOpt, CpusOpt, DeviceFilterOpt, DotOpt, ForceOpt, GraphSvgOpt, JsonOpt,
+                                       LangOpt, LogOpt, NodeFilterOpt, OpFilterOpt, SoftOpt, SvgOpt, TensorBoardOpt,
+                                       TopOpt, VGpusOpt, capped, devices_option, gpus_option, lr_option, pictures)
+from placement_cli.cli.options import tensorboard as tensorboard_folder
+from placement_cli.i18n import _
+
+
+class DType(str, Enum):
+    float32 = "float32"
+    float64 = "float64"
+
+
+class Reduce(str, Enum):
+    collective = "collective"
+    one_device = "one-device"
+    hierarchical = "hierarchical"
+    nccl = "nccl"
+
+
+def _code(report: Any) -> ExitCode:
+    """1 when the placement failed, the steps did not all run, a loss is not finite (the training
+    diverged), or the gradient check failed."""
+    training = report.training
+    if report.failed or training is None or not training.complete or training.diverged_at is not None:
+        return ExitCode.PLACEMENT_FAILED
+    check = training.check
+    return ExitCode.PLACEMENT_FAILED if check is not None and not check.passed else ExitCode.OK
+
+
+def _why_failed(report: Any) -> tuple[str, ...]:
+    """The lines that say why: the training diverged, the gradient check failed."""
+    from placement_cli.render.training import diverged_message  # noqa: PLC0415
+
+    training = report.training
+    if training is None:
+        return ()
+    lines = []
+    diverged = diverged_message(training)
+    if diverged is not None:
+        lines.append(diverged)
+    if training.check is not None and not training.check.passed:
+        lines.append(_("gradient check failed: max relative difference {difference:.3g} > tolerance {tolerance:g}").format(
+            difference=training.check.max_rel, tolerance=training.check.tolerance))
+    return tuple(lines)
+
+
+def _trained(report: Any, narrowed: Any, drawn: Pictures, *, as_json: bool, log: bool, all_rows: bool,
+             soft: bool | None, notices: tuple[str, ...] = ()) -> Outcome:
+    """A training lesson's outcome: JSON, or its tables (roles, placements or digest, losses, check, copies)."""
+    shown_report = narrowed.report
+    if as_json:
+        from placement_cli.render.json import report_dict  # noqa: PLC0415
+
+        output: list[Any] = [*shown.no_match(narrowed), Json(report_dict(shown_report, run=True, filtered=narrowed))]
+    else:
+        from placement_cli.render.table import Hints  # noqa: PLC0415
+        from placement_cli.render.training import training_group  # noqa: PLC0415
+
+        view = shown.view(all_rows=all_rows, hints=Hints.run_command(soft), filtered=narrowed)
+        output = [*shown.no_match(narrowed), *(shown.log(shown_report) if log else ()),
+                  training_group(shown_report, view)]
+    return Outcome(code=_code(report), output=output, pictures=drawn, graph=shown_report,
+                   notices=(*notices, *_why_failed(report)))
+
+
+@app.command()
+@guarded
+def train(
+    towers: Annotated[int | None, typer.Option("--towers", metavar="N", callback=capped("--towers", 1, LESSON_DEVICES["train"][0], LESSON_DEVICES["train"][2]), help="How many towers (default 2; with --devices or --gpus, one per device).")] = None,
+    devices: Annotated[str | None, typer.Option("--devices", metavar="DEV,DEV", callback=devices_option, help="The towers' devices, e.g. /gpu:0,/gpu:1 (default: logical CPUs /cpu:1../cpu:N).")] = None,
+    gpus: Annotated[str | None, typer.Option("--gpus", metavar="N,N|N-N", callback=gpus_option, help="Towers on these GPUs: 0,1 or 0-3.")] = None,
+    steps: Annotated[int, typer.Option("--steps", metavar="N", callback=capped("--steps", 1, 10_000, "a lesson, not a training job"), help="Training steps to run.")] = 5,
+    batch: Annotated[int, typer.Option("--batch", metavar="N", callback=capped("--batch", 1, 65_536, "synthetic examples made per step"), help="Examples per step, split evenly over the towers.")] = 64,
+    lr: Annotated[float, typer.Option("--lr", metavar="RATE", callback=lr_option, help="Learning rate of the one GradientDescentOptimizer.")] = 0.5,
+    dtype: Annotated[DType, typer.Option("--dtype", help="Type of the model and its data.")] = DType.float32,
+    check: Annotated[bool, typer.Option("--check", help="Compare the averaged tower gradient with the full-batch gradient on one device (exit 1 beyond the tolerance).")] = False,
+    soft: SoftOpt = False,
+    cpus: CpusOpt = None,
+    virtual_gpus: VGpusOpt = None,
+    copies: Annotated[bool, typer.Option("--copies", help="Trace the first step: every _Send/_Recv with its tensor, dtype, shape and bytes, totals per link and per step (both constant folders off).")] = False,
+    device: DeviceFilterOpt = None,
+    op: OpFilterOpt = None,
+    node: NodeFilterOpt = None,
+    top: TopOpt = None,
+    log: LogOpt = False,
+    all_rows: AllOpt = False,
+    lang: LangOpt = None,
+    as_json: JsonOpt = False,
+    svg: SvgOpt = None,
+    dot: DotOpt = None,
+    graph_svg: GraphSvgOpt = None,
+    tensorboard: TensorBoardOpt = None,
+    force: ForceOpt = False,
+) -> Outcome:
+    """Train the cifar10 multi-GPU tower pattern for real: variables on the CPU, a loss and gradients
+    per tower, average_gradients and one apply_gradients on the CPU.
+
+    Towers run on logical CPUs by default (--cpus N+1, towers on /cpu:1../cpu:N), on GPUs with
+    --gpus or --devices. The placements are grouped by role; the why column says where the towers'
+    variable reads went.
+    Example: placement train --towers 2 --check --copies
+    """
+    from placement_cli.filters import Filters, apply  # noqa: PLC0415
+    from placement_cli.lessons.split import training_devices  # noqa: PLC0415
+    from placement_cli.lessons.train import TrainSpec, check_split  # noqa: PLC0415
+    from placement_cli.runtime.startup import RunOptions  # noqa: PLC0415
+
+    chosen, cpus = training_devices("train", towers, devices, gpus, cpus, default=2, first_cpu=1)
+    check_split(batch, len(chosen))
+    drawn = pictures("placement train", as_json=as_json, force=force, svg=svg, dot=dot, graph_svg=graph_svg)
+    board = tensorboard_folder(tensorboard, drawn=drawn)
+    from placement_cli.lessons.train import train as run_train  # noqa: PLC0415
+
+    spec = TrainSpec(devices=tuple(chosen), batch=batch, steps=steps, lr=lr, dtype=dtype.value, check=check)
+    report = run_train(spec, RunOptions(soft=soft, mode="graph", cpus=cpus, virtual_gpus=virtual_gpus, copies=copies,
+                                        tensorboard=board))
+    narrowed = apply(report, Filters(device, op, node, top))
+    return _trained(report, narrowed, drawn, as_json=as_json, log=log, all_rows=all_rows, soft=soft,
+                    notices=shown.tensorboard_notice(board, written=report.result is not None))
+
+
+@app.command()
+@guarded
+def mirrored(
+    replicas: Annotated[int | None, typer.Option("--replicas", metavar="N", callback=capped("--replicas", 1, LESSON_DEVICES["mirrored"][0], LESSON_DEVICES["mirrored"][2]), help="How many replicas (default 2; with --devices or --gpus, one per device).")] = None,
+    devices: Annotated[str | None, typer.Option("--devices", metavar="DEV,DEV", callback=devices_option, help="The replicas' devices, e.g. /gpu:0,/gpu:1 (default: logical CPUs /cpu:0../cpu:N-1).")] = None,
+    gpus: Annotated[str | None, typer.Option("--gpus", metavar="N,N|N-N", callback=gpus_option, help="Replicas on these GPUs: 0,1 or 0-3.")] = None,
+    reduce: Annotated[Reduce, typer.Option("--reduce", help="The cross-device all-reduce: collective (MirroredStrategy's default), one-device (ReductionToOneDevice), hierarchical (HierarchicalCopyAllReduce), nccl (NcclAllReduce, GPUs only).")] = Reduce.collective,
+    fit: Annotated[bool, typer.Option("--fit", help="Train with Keras fit instead of the custom loop (strategy.run, all_reduce, strategy.reduce).")] = False,
+    steps: Annotated[int, typer.Option("--steps", metavar="N", callback=capped("--steps", 1, 1_000, "a lesson, not a training job"), help="Training steps to run.")] = 3,
+    batch: Annotated[int, typer.Option("--batch", metavar="N", callback=capped("--batch", 1, 8_192, "synthetic 784-feature examples made per step"), help="Global batch per step, split evenly over the replicas.")] = 64,
+    lr: Annotated[float, typer.Option("--lr", metavar="RATE", callback=lr_option, help="Learning rate of plain gradient descent.")] = 0.1,
+    cpus: CpusOpt = None,
+    virtual_gpus: VGpusOpt = None,
+    copies: Annotated[bool, typer.Option("--copies", help="The first step's _Send/_Recv with their bytes (eager run metadata); bytes a collective moves out of sight are computed, and marked so.")] = False,
+    device: DeviceFilterOpt = None,
+    op: OpFilterOpt = None,
+    node: NodeFilterOpt = None,
+    top: TopOpt = None,
+    log: LogOpt = False,
+    all_rows: AllOpt = False,
+    lang: LangOpt = None,
+    as_json: JsonOpt = False,
+    svg: SvgOpt = None,
+    dot: DotOpt = None,
+    graph_svg: GraphSvgOpt = None,
+    force: ForceOpt = False,
+) -> Outcome:
+    """Train the seed's 784-128-10 Keras model under tf.distribute.MirroredStrategy, for real.
+
+    Replicas run on logical CPUs by default (--cpus N, replicas on /cpu:0../cpu:N-1), on GPUs with
+    --gpus or --devices. Shows the replicas, where each variable's copies live, which all-reduce
+    was used, the placements grouped per replica, and the loss per step.
+    Example: placement mirrored --reduce one-device --copies
+    """
+    from placement_cli.filters import Filters, apply  # noqa: PLC0415
+    from placement_cli.lessons.mirrored import MirroredSpec, check_split  # noqa: PLC0415
+    from placement_cli.lessons.split import training_devices  # noqa: PLC0415
+    from placement_cli.runtime.startup import RunOptions  # noqa: PLC0415
+
+    chosen, cpus = training_devices("mirrored", replicas, devices, gpus, cpus, default=2, first_cpu=0)
+    check_split(batch, len(chosen))
+    drawn = pictures("placement mirrored", as_json=as_json, force=force, svg=svg, dot=dot, graph_svg=graph_svg)
+    from placement_cli.lessons.mirrored import mirrored as run_mirrored  # noqa: PLC0415
+
+    spec = MirroredSpec(devices=tuple(chosen), batch=batch, steps=steps, lr=lr, reduce=reduce.value, fit=fit)
+    report = run_mirrored(spec, RunOptions(mode="eager", cpus=cpus, virtual_gpus=virtual_gpus, copies=copies))
+    narrowed = apply(report, Filters(device, op, node, top))
+    return _trained(report, narrowed, drawn, as_json=as_json, log=log, all_rows=all_rows, soft=None)
