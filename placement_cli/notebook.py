@@ -105,7 +105,7 @@ class CapturedReport:
         from rich.console import Console  # noqa: PLC0415
 
         # force_jupyter=False: inside Jupyter rich would display the report itself, a second time.
-        console = Console(file=io.StringIO(), width=_WIDTH, record=html, force_jupyter=False,
+        console = Console(file=io.StringIO(), width=_WIDTH, record=html, force_jupyter=False, emoji=False,
                           force_terminal=html, color_system="truecolor" if html else None, legacy_windows=False)
         console.print(self.__rich__())
         if html:

@@ -1,16 +1,42 @@
 """Frozen result model shared by capture, parse and render: one type per result, JSON from each
-type's ``to_dict``. Renderers accept only these."""
+type's ``to_dict``. Renderers accept only these. Each type is imported from here; a module is loaded
+when one of its types is first asked for (`parse` needs only the report's)."""
 
-from placement_cli.model.catalogue import (FailureCase, FailureCatalogue, Inventory, LogicalDevice, PhysicalDevice,
-                                           SoftRun)
-from placement_cli.model.cluster import ClusterReport, ClusterRun, ClusterTask, TaskTraining, WorkerSteps
-from placement_cli.model.inspection import Inspection, TaskAnswer, TaskDevice
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from placement_cli.model.report import (AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, Copy, DeviceMapping, Edge,
                                         ExpectedBytes, GradientCheck, LinkTotal, Placement, PlacementFailure, Report,
                                         Training, VariableCopies, link_totals, reason_counts)
 
-__all__ = ["AS_REQUESTED", "FREE", "LOGGED", "SOFT_FALLBACK", "ClusterReport", "ClusterRun", "ClusterTask", "Copy",
-           "DeviceMapping", "Edge", "ExpectedBytes", "FailureCase", "FailureCatalogue", "GradientCheck", "Inspection",
-           "Inventory", "LinkTotal", "LogicalDevice", "PhysicalDevice", "Placement", "PlacementFailure", "Report",
-           "SoftRun", "TaskAnswer", "TaskDevice", "TaskTraining", "Training", "VariableCopies", "WorkerSteps",
-           "link_totals", "reason_counts"]
+if TYPE_CHECKING:
+    from placement_cli.model.catalogue import (FailureCase, FailureCatalogue, Inventory, LogicalDevice,
+                                               PhysicalDevice, SoftRun)
+    from placement_cli.model.cluster import ClusterReport, ClusterRun, ClusterTask, TaskTraining, WorkerSteps
+    from placement_cli.model.inspection import Inspection, TaskAnswer, TaskDevice
+
+_LAZY = {
+    **dict.fromkeys(("FailureCase", "FailureCatalogue", "Inventory", "LogicalDevice", "PhysicalDevice", "SoftRun"),
+                    "catalogue"),
+    **dict.fromkeys(("ClusterReport", "ClusterRun", "ClusterTask", "TaskTraining", "WorkerSteps"), "cluster"),
+    **dict.fromkeys(("Inspection", "TaskAnswer", "TaskDevice"), "inspection"),
+}
+
+__all__ = ["AS_REQUESTED", "FREE", "LOGGED", "SOFT_FALLBACK", "Copy", "DeviceMapping", "Edge", "ExpectedBytes",
+           "GradientCheck", "LinkTotal", "Placement", "PlacementFailure", "Report", "Training", "VariableCopies",
+           "link_totals", "reason_counts", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -91,7 +91,7 @@ def make_console(stream: IO[str] | None = None, record: bool = False) -> Console
     printed, for --svg (what it writes to the stream is the same)."""
     stream = stream if stream is not None else sys.stdout
     tolerate_encoding(stream)
-    return _Console(file=stream, highlight=False, width=_width(stream), record=record)
+    return _Console(file=stream, highlight=False, emoji=False, width=_width(stream), record=record)
 
 
 class _Console(Console):
