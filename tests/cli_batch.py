@@ -49,6 +49,15 @@ def _same_devices(options: Any) -> Any:
 startup.tensorflow = _same_devices
 
 
+def _check_guarded() -> None:
+    """Every module that starts TensorFlow reached it through the check (none imported the function
+    before it was replaced): else the check would be silently skipped."""
+    bypassing = [name for name, module in list(sys.modules.items())
+                 if name.startswith("placement_cli") and getattr(module, "tensorflow", None) is _start]
+    if bypassing:
+        raise BatchError(f"{bypassing} start TensorFlow without the batch's check of the logical devices")
+
+
 class _CurrentStderr:
     """TensorFlow's Python logger keeps the stream it found at its first use: the first command's
     stderr, closed since. It writes to each command's own stderr instead."""
@@ -80,6 +89,7 @@ def run(args: list[str], env: dict[str, str], fd_out: Any, fd_err: Any) -> dict[
         raise BatchError(f"{sorted(env)}: TensorFlow's settings are read once a process: give the batch them")
     out_at, err_at = os.fstat(1).st_size, os.fstat(2).st_size
     result = CliRunner(env=env).invoke(app, args, prog_name="placement")
+    _check_guarded()
     stderr = result.stderr
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         # what Python prints for an exception that escaped the entry point (its exit code is 1)

@@ -361,7 +361,7 @@ def test_tensorboard_step_stats_are_of_the_guides_graph_with_or_without_copies(e
 
 # --------------------------------------------------------------------------- refusals (no TensorFlow)
 
-@pytest.mark.parametrize(("args", "says"), [
+REFUSED = [
     (["show", "--mode", "eager", "--tensorboard", "{tmp}/tb"], "--tensorboard needs --mode graph"),
     (["show", "--json", "--svg", "{tmp}/x.svg"], "--json prints none"),
     (["show", "--svg", "{tmp}/missing/x.svg"], "no such directory"),
@@ -374,10 +374,23 @@ def test_tensorboard_step_stats_are_of_the_guides_graph_with_or_without_copies(e
     (["show", "--svg", "--json"], "--svg --json: looks like an option"),  # no file named --json is written
     (["tower", "--dot", "--all"], "--dot --all: looks like an option"),
     (["train", "--tensorboard", "-x"], "--tensorboard -x: looks like an option"),
-])
-def test_pictures_are_refused_before_anything_runs(tmp_path: Path, args: list[str], says: str) -> None:
-    (tmp_path / "exists.svg").write_text("keep me")
-    proc = run_cli(*(a.format(tmp=tmp_path, log=LOG) for a in args))
+]
+
+
+@pytest.fixture(scope="module")
+def refused(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, ...], tuple[Path, Any]]:
+    """Each refusal in a folder of its own, all run in one process (run_batch): each is refused before it runs."""
+    folders = [tmp_path_factory.mktemp("refused") for _ in REFUSED]
+    for folder in folders:
+        (folder / "exists.svg").write_text("keep me")
+    runs = run_batch(*([a.format(tmp=folder, log=LOG) for a in args] for folder, (args, _) in zip(folders, REFUSED)))
+    return {tuple(args): (folder, proc) for folder, (args, _), proc in zip(folders, REFUSED, runs)}
+
+
+@pytest.mark.parametrize(("args", "says"), REFUSED)
+def test_pictures_are_refused_before_anything_runs(refused: dict[tuple[str, ...], tuple[Path, Any]],
+                                                    args: list[str], says: str) -> None:
+    tmp_path, proc = refused[tuple(args)]
     assert proc.returncode == 2, proc.stderr
     assert says in proc.stderr and proc.stderr.count("\n") <= 12 and "Traceback" not in proc.stderr
     assert "Placements" not in proc.stdout
