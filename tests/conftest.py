@@ -38,9 +38,10 @@ def run_batch(*commands: Any, env: dict[str, str] | None = None,
     (TensorFlow's settings) is the batch's, as run_cli's is a call's. Every command must ask for the
     same logical devices. What a command writes at fd level is in its output, as with run_cli; keep
     run_cli for what needs a process of its own (signals, ptys, stdin, a closed stdout, the exit code
-    of the interpreter itself, once-a-process output such as TensorFlow's start-up lines)."""
-    request = [{"args": list(c[0]), "env": c[1]} if isinstance(c, tuple) and len(c) == 2 and isinstance(c[1], dict) else {"args": list(c), "env": {}}
-               for c in commands]
+    of the interpreter itself, output compared byte for byte with a fresh process's: TensorFlow logs some
+    lines once a process, and the demo's missing-GPU step parses one line fewer in-process)."""
+    request = [{"args": list(c[0]), "env": c[1]} if isinstance(c, tuple) and len(c) == 2 and isinstance(c[1], dict)
+               else {"args": list(c), "env": {}} for c in commands]
     full_env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "120", **(env or {})}
     proc = subprocess.run([sys.executable, str(Path(__file__).parent / "cli_batch.py")], capture_output=True,
                           input=json.dumps({"commands": request}).encode(), timeout=timeout, env=full_env)
