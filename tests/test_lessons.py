@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from conftest import gpu_count, has_gpu, is_matmul, matmul_count, needs_gpu, run_cli, run_json
+from conftest import gpu_count, has_gpu, is_matmul, matmul_count, needs_gpu, run_batch, run_cli, run_json
 
 pytestmark = pytest.mark.tf
 
@@ -36,8 +36,20 @@ def test_virtual_gpus_without_a_gpu_is_exit_2() -> None:
 
 
 @pytest.fixture(scope="module")
-def catalogue() -> dict[str, Any]:
-    return {c["name"]: c for c in run_json("errors")["cases"]}
+def on_two_cpus() -> list[Any]:
+    """The runs on two logical CPUs, in one TensorFlow start-up: the eager run first, as in a process of
+    its own (it is compared with one), then the errors catalogue (its cases make two CPUs)."""
+    return run_batch([*EAGER_CPU1, "--json"], ["errors", "--json"])
+
+
+def _json(proc: Any) -> dict[str, Any]:
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="module")
+def catalogue(on_two_cpus: list[Any]) -> dict[str, Any]:
+    return {c["name"]: c for c in _json(on_two_cpus[1])["cases"]}
 
 
 def test_errors_catalogue_runs_every_case_for_real(catalogue: dict[str, Any]) -> None:
@@ -74,8 +86,8 @@ def test_devices_lists_logical_cpus_whatever_the_users_log_level() -> None:
 
 
 @pytest.fixture(scope="module")
-def eager_cpu1() -> dict[str, Any]:
-    return run_json(*EAGER_CPU1)
+def eager_cpu1(on_two_cpus: list[Any]) -> dict[str, Any]:
+    return _json(on_two_cpus[0])
 
 
 def test_eager_mode_logs_placements_with_tf2_apis(eager_cpu1: dict[str, Any]) -> None:

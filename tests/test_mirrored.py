@@ -1,5 +1,5 @@
-"""`placement mirrored`: MirroredStrategy trained for real on two logical CPUs (three TensorFlow runs
-shared by every test through module fixtures), and its pure parts without TensorFlow."""
+"""`placement mirrored`: MirroredStrategy trained for real on two logical CPUs (three TensorFlow runs in
+one start-up, shared by every test through module fixtures), and its pure parts without TensorFlow."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from conftest import run_cli
+from conftest import run_batch, run_cli
 from placement_cli.cli import app
 from placement_cli.devices import parse_device
 from placement_cli.lessons.mirrored import (MirroredSpec, expected_bytes, parameter_count, ring_copies,
@@ -27,16 +27,24 @@ def _short(device: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def loop() -> dict[str, Any]:
+def runs() -> Any:
+    """The runs on the default two logical CPUs, in one TensorFlow start-up."""
+    return run_batch(["mirrored", "--json", "--copies"],
+                     ["mirrored", "--json", "--copies", "--fit", "--reduce", "one-device"],
+                     ["mirrored", "--reduce", "nccl", "--steps", "1"])
+
+
+@pytest.fixture(scope="module")
+def loop(runs: Any) -> dict[str, Any]:
     """The default: a custom loop over /cpu:0, /cpu:1 with MirroredStrategy's own all-reduce."""
-    proc = run_cli("mirrored", "--json", "--copies")
+    proc = runs[0]
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout)
 
 
 @pytest.fixture(scope="module")
-def fit() -> dict[str, Any]:
-    proc = run_cli("mirrored", "--json", "--copies", "--fit", "--reduce", "one-device")
+def fit(runs: Any) -> dict[str, Any]:
+    proc = runs[1]
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout)
 
@@ -114,8 +122,8 @@ def test_one_device_reduction_shows_every_gradient_byte(fit: dict[str, Any]) -> 
 
 
 @pytest.mark.tf
-def test_nccl_on_cpus_is_the_lesson_not_a_crash() -> None:
-    proc = run_cli("mirrored", "--reduce", "nccl", "--steps", "1")
+def test_nccl_on_cpus_is_the_lesson_not_a_crash(runs: Any) -> None:
+    proc = runs[2]
     assert proc.returncode == 1
     assert "Traceback" not in proc.stdout + proc.stderr
     assert "all-reduce: NcclAllReduce, from --reduce nccl" in proc.stdout

@@ -1,7 +1,8 @@
 """Pictures: --svg (the tables), --dot and --graph-svg (the graph by assigned device), --tensorboard.
 
-The TensorFlow runs are shared through module fixtures: one tower run writes every picture at once
-(and one plain run is compared with it), one train run writes DOT and TensorBoard beside its JSON."""
+The TensorFlow runs are shared through module fixtures, in one TensorFlow start-up (run_batch): one tower
+run writes every picture at once (and one plain run is compared with it), one train run writes DOT and
+TensorBoard beside its JSON."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import pytest
 from rich.cells import cell_len
 from rich.console import Console
 
-from conftest import LOGS, read_dot, run_cli
+from conftest import LOGS, read_dot, run_batch, run_cli
 from placement_cli.devices import try_parse
 from placement_cli.exceptions import UsageProblem
 from placement_cli.model import Copy, Edge, Placement, Report
@@ -36,25 +37,34 @@ LOG = str(next(LOGS.joinpath("tf2.21").glob("*.log")))
 # ----------------------------------------------------------------------------------- shared runs
 
 @pytest.fixture(scope="module")
-def tower_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def shared_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The tower runs and the train run in one TensorFlow start-up (all on 3 logical CPUs)."""
     where = tmp_path_factory.mktemp("tower")
     files = {"svg": where / "t.svg", "dot": where / "t.dot", "graph": where / "g.svg", "tb": where / "tb"}
-    pictured = run_cli(*TOWER, "--svg", str(files["svg"]), "--dot", str(files["dot"]),
-                       "--graph-svg", str(files["graph"]), "--tensorboard", str(files["tb"]))
-    plain = run_cli(*TOWER)
     # step stats without --copies: the traced run must still execute the guide's graph, not a folded one
     files["tb_plain"] = where / "tb_plain"
-    unfolded = run_cli(*TOWER[:-1], "--tensorboard", str(files["tb_plain"]))
+    trained = tmp_path_factory.mktemp("train")
+    train_files = {"dot": trained / "t.dot", "graph": trained / "g.svg", "tb": trained / "tb"}
+    pictured, plain, unfolded, train = run_batch(
+        [*TOWER, "--svg", str(files["svg"]), "--dot", str(files["dot"]), "--graph-svg", str(files["graph"]),
+         "--tensorboard", str(files["tb"])],
+        TOWER,
+        [*TOWER[:-1], "--tensorboard", str(files["tb_plain"])],
+        ["train", "--copies", "--steps", "2", "--all", "--json", "--dot", str(train_files["dot"]),
+         "--graph-svg", str(train_files["graph"]), "--tensorboard", str(train_files["tb"])])
+    return {"tower": (files, pictured, plain, unfolded), "train": (train_files, train)}
+
+
+@pytest.fixture(scope="module")
+def tower_run(shared_runs: dict[str, Any]) -> dict[str, Any]:
+    files, pictured, plain, unfolded = shared_runs["tower"]
     assert unfolded.returncode == 0, unfolded.stderr[-3000:]
     return {"files": files, "pictured": pictured, "plain": plain}
 
 
 @pytest.fixture(scope="module")
-def train_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    where = tmp_path_factory.mktemp("train")
-    files = {"dot": where / "t.dot", "graph": where / "g.svg", "tb": where / "tb"}
-    proc = run_cli("train", "--copies", "--steps", "2", "--all", "--json", "--dot", str(files["dot"]),
-                   "--graph-svg", str(files["graph"]), "--tensorboard", str(files["tb"]))
+def train_run(shared_runs: dict[str, Any]) -> dict[str, Any]:
+    files, proc = shared_runs["train"]
     assert proc.returncode == 0, proc.stderr[-3000:]
     return {"files": files, "report": json.loads(proc.stdout), "stderr": proc.stderr}
 
@@ -351,7 +361,7 @@ def test_tensorboard_step_stats_are_of_the_guides_graph_with_or_without_copies(e
 
 # --------------------------------------------------------------------------- refusals (no TensorFlow)
 
-@pytest.mark.parametrize(("args", "says"), [
+REFUSED = [
     (["show", "--mode", "eager", "--tensorboard", "{tmp}/tb"], "--tensorboard needs --mode graph"),
     (["show", "--json", "--svg", "{tmp}/x.svg"], "--json prints none"),
     (["show", "--svg", "{tmp}/missing/x.svg"], "no such directory"),
@@ -364,10 +374,23 @@ def test_tensorboard_step_stats_are_of_the_guides_graph_with_or_without_copies(e
     (["show", "--svg", "--json"], "--svg --json: looks like an option"),  # no file named --json is written
     (["tower", "--dot", "--all"], "--dot --all: looks like an option"),
     (["train", "--tensorboard", "-x"], "--tensorboard -x: looks like an option"),
-])
-def test_pictures_are_refused_before_anything_runs(tmp_path: Path, args: list[str], says: str) -> None:
-    (tmp_path / "exists.svg").write_text("keep me")
-    proc = run_cli(*(a.format(tmp=tmp_path, log=LOG) for a in args))
+]
+
+
+@pytest.fixture(scope="module")
+def refused(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, ...], tuple[Path, Any]]:
+    """Each refusal in a folder of its own, all run in one process (run_batch): each is refused before it runs."""
+    folders = [tmp_path_factory.mktemp("refused") for _ in REFUSED]
+    for folder in folders:
+        (folder / "exists.svg").write_text("keep me")
+    runs = run_batch(*([a.format(tmp=folder, log=LOG) for a in args] for folder, (args, _) in zip(folders, REFUSED)))
+    return {tuple(args): (folder, proc) for folder, (args, _), proc in zip(folders, REFUSED, runs)}
+
+
+@pytest.mark.parametrize(("args", "says"), REFUSED)
+def test_pictures_are_refused_before_anything_runs(refused: dict[tuple[str, ...], tuple[Path, Any]],
+                                                    args: list[str], says: str) -> None:
+    tmp_path, proc = refused[tuple(args)]
     assert proc.returncode == 2, proc.stderr
     assert says in proc.stderr and proc.stderr.count("\n") <= 12 and "Traceback" not in proc.stderr
     assert "Placements" not in proc.stdout

@@ -1,5 +1,5 @@
-"""`placement train`: the cifar10 tower pattern trained for real on logical CPUs (three TensorFlow
-runs shared by every test through module fixtures), and its pure parts without TensorFlow."""
+"""`placement train`: the cifar10 tower pattern trained for real on logical CPUs (four TensorFlow
+runs in three start-ups, shared by every test through module fixtures), and its pure parts without TensorFlow."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from conftest import has_gpu, matmul_count, run_cli
+from conftest import has_gpu, matmul_count, run_batch, run_cli
 from placement_cli.cli import app
 from placement_cli.devices import parse_device
 from placement_cli.exceptions import UsageProblem
@@ -39,10 +39,17 @@ def trained() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def soft_text() -> Any:
+def on_missing_gpus() -> Any:
+    """The runs on GPUs that no machine here has (no logical CPUs asked for), in one start-up."""
+    return run_batch(["train", "--gpus", "14-16", "--soft", "--check", "--dtype", "float64", "--batch", "66",
+                      "--steps", "2"],
+                     ["train", "--gpus", "14,15"])
+
+
+@pytest.fixture(scope="module")
+def soft_text(on_missing_gpus: Any) -> Any:
     """Towers asked on GPUs that no machine here has, with --soft: float64, three towers, tables."""
-    return run_cli("train", "--gpus", "14-16", "--soft", "--check", "--dtype", "float64", "--batch", "66",
-                   "--steps", "2")
+    return on_missing_gpus[0]
 
 
 @pytest.fixture(scope="module")
@@ -202,8 +209,8 @@ def test_soft_towers_on_missing_gpus_float64_tables(soft_text: Any) -> None:
 
 
 @pytest.mark.tf
-def test_missing_gpus_fail_clearly_with_exit_1() -> None:
-    proc = run_cli("train", "--gpus", "14,15")
+def test_missing_gpus_fail_clearly_with_exit_1(on_missing_gpus: Any) -> None:
+    proc = on_missing_gpus[1]
     assert proc.returncode == 1
     assert "Traceback" not in proc.stdout + proc.stderr
     assert "Placement failed" in proc.stdout and "GPU:14" in proc.stdout and "--soft" in proc.stdout
