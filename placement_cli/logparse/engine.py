@@ -17,7 +17,7 @@ from operator import attrgetter, itemgetter
 from typing import Any, BinaryIO
 
 from placement_cli.devices import DeviceSpec, DeviceSpecError, parse_device
-from placement_cli.logparse import eager, mapping, placer, reader, rejoin
+from placement_cli.logparse import eager, lazy, mapping, placer, reader, rejoin
 from placement_cli.logparse.error_messages import MAX_CHARS, MAX_LINES, TRIGGER, may_hold_failure, read_failure
 from placement_cli.model import DeviceMapping, Placement, PlacementFailure, Report
 
@@ -26,12 +26,12 @@ CHUNK = 2 << 20  # bytes read and parsed at a time; no answer depends on it
 # twice as many, depending on where blocks of this many lines end): stdout is
 # block-buffered, so its copies lag the glog copies by a few KiB.
 PAIR_LINES = 32768
-_GLOG = re.compile(placer.glog_pattern(detailed=True), re.M)
-_BARE = re.compile(placer.bare_pattern(detailed=True), re.M)
-_GLOG_COUNT = re.compile(placer.glog_pattern(detailed=False), re.M)
-_BARE_COUNT = re.compile(placer.bare_pattern(detailed=False), re.M)
-_EAGER = re.compile(eager.PATTERN, re.M)
-_MAPPING = re.compile(mapping.PATTERN, re.M)
+_GLOG = lazy.Pattern(placer.glog_pattern(detailed=True), re.M)
+_BARE = lazy.Pattern(placer.bare_pattern(detailed=True), re.M)
+_GLOG_COUNT = lazy.Pattern(placer.glog_pattern(detailed=False), re.M)
+_BARE_COUNT = lazy.Pattern(placer.bare_pattern(detailed=False), re.M)
+_EAGER = lazy.Pattern(eager.PATTERN, re.M)
+_MAPPING = lazy.Pattern(mapping.PATTERN, re.M)
 
 Key = bytes  # "node: (Op)/job:..." as printed, once normalised
 Note = Callable[[str], None]

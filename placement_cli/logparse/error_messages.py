@@ -11,30 +11,14 @@ possessive, and a message is cut at ``MAX_CHARS``.
 from __future__ import annotations
 
 import re
-from typing import Any
 from collections.abc import Callable
 
+from placement_cli.logparse import lazy
 from placement_cli.devices import tf_rejects, try_parse
 from placement_cli.model import PlacementFailure
 
 MAX_LINES = 32  # lines one message may span, its first included
 MAX_CHARS = 16384  # characters of one message that are read
-
-class _Lazy:
-    """A pattern compiled the first time it is used: most logs hold no placement error, and parse's
-    start-up need not pay for these."""
-
-    __slots__ = ("_args", "_compiled")
-
-    def __init__(self, *args: Any) -> None:
-        self._args = args
-        self._compiled: re.Pattern[str] | None = None
-
-    def __getattr__(self, name: str) -> Any:
-        if self._compiled is None:
-            self._compiled = re.compile(*self._args)
-        return getattr(self._compiled, name)
-
 
 # Cheap literal searches that tell whether a chunk of bytes may hold an error at all (a
 # substring test runs at memchr speed; one regex of many branches does not): each of
@@ -48,7 +32,7 @@ TRIGGER = re.compile(
     rb"|Could not find device for node|No registered '|while parsing the device spec"
     rb"|Unable to find any devices for spec"
 )
-_START = _Lazy(
+_START = lazy.Pattern(
     r"Cannot assign a device|Could not satisfy (?:explicit )?device specification|Cannot colocate"
     r"|Malformed device specification|No OpKernel was registered|Could not find device for node"
     r"|No registered '|Multiple device types are not allowed|Unknown attribute '"
@@ -56,42 +40,42 @@ _START = _Lazy(
 )
 # "/job:ps/replica:0/task:3/device:CPU:0 unknown device." (eager); the name may hold a space.
 _UNKNOWN = " unknown device."
-_NODE = _Lazy(r"Cannot assign a device (?:for operation|to node) '?+([^'\s:]++(?::[^'\s:]++)*+)'?+:")
-_NODE_COLOCATE = _Lazy(
+_NODE = lazy.Pattern(r"Cannot assign a device (?:for operation|to node) '?+([^'\s:]++(?::[^'\s:]++)*+)'?+:")
+_NODE_COLOCATE = lazy.Pattern(
     r"Cannot colocate nodes \{\{colocation_node (?P<a>\S+?)\}\} and \{\{colocation_node (?P<b>\S+?)\}\}"
     r"|Cannot colocate nodes '?(?P<c>[^'\s]+?)'? and"
 )
-_ASSIGNED = _Lazy(r"(?:explicitly )?assigned to (\S++) but available devices are \[")
-_SATISFY = _Lazy(r"Could not satisfy (explicit )?device specification '([^'\n]*+)'")
-_NO_KERNEL = _Lazy(r"no supported kernel for \w++ devices", re.IGNORECASE)
+_ASSIGNED = lazy.Pattern(r"(?:explicitly )?assigned to (\S++) but available devices are \[")
+_SATISFY = lazy.Pattern(r"Could not satisfy (explicit )?device specification '([^'\n]*+)'")
+_NO_KERNEL = lazy.Pattern(r"no supported kernel for \w++ devices", re.IGNORECASE)
 _NOT_REGISTERED = "no devices matching that specification are registered"
 # A tf.function called under a device scope no device matches, soft placement off (TF 2.x):
 # "Unable to find any devices for spec /device:GPU:99 [Op:__inference_f_8]"
-_NO_DEVICES = _Lazy(r"Unable to find any devices for spec (\S++)")
-_MALFORMED = _Lazy(r"Malformed device specification '([^'\n]*+)'")
-_SPEC_ERROR = _Lazy(
+_NO_DEVICES = lazy.Pattern(r"Unable to find any devices for spec (\S++)")
+_MALFORMED = lazy.Pattern(r"Malformed device specification '([^'\n]*+)'")
+_SPEC_ERROR = lazy.Pattern(
     r"Multiple device types are not allowed while parsing the device spec: (\S++)"
     r"|Unknown attribute '[^'\n]*+' is encountered while parsing the device spec: '([^'\n]*+)'"
 )
 # Where the runtime wordings of a missing kernel name their node.
-_KERNEL_NODE = _Lazy(
+_KERNEL_NODE = lazy.Pattern(
     r"used by \{\{node ([^\s}]++)\}\}|used by node ([^\s(]++)|Could not find device for node: \{\{node ([^\s}]++)\}\}"
     r"|compatible with node (?:\{\{node )?+([^\s}=]++)|in node: \{name:'([^'\n]++)'"
 )
-_TRACE_NODE = _Lazy(r"^\s*\[\[(?:Node: |\{\{node )?+([^\s}\]=]++)")  # "\t [[Node: X = ...", "\t [[X]]"
-_DEVICE_ATTR = _Lazy(r'_device="([^"\n]++)"')
-_KERNEL_TAIL = _Lazy(
+_TRACE_NODE = lazy.Pattern(r"^\s*\[\[(?:Node: |\{\{node )?+([^\s}\]=]++)")  # "\t [[Node: X = ...", "\t [[X]]"
+_DEVICE_ATTR = lazy.Pattern(r'_device="([^"\n]++)"')
+_KERNEL_TAIL = lazy.Pattern(
     r"Registered devices: |Registered kernels:|All kernels registered for op |\s++device=|\s++<no registered kernels>"
 )
-_EAGER_TAIL = _Lazy(r"Device Name: |Device: |Attrs: ")
+_EAGER_TAIL = lazy.Pattern(r"Device Name: |Device: |Attrs: ")
 # A line that continues a wrapped placement error (a console broke it at a word).
-_WRAPPED_TAIL = _Lazy(
+_WRAPPED_TAIL = lazy.Pattern(
     r"\s*+(?:but available devices|available devices|was explicitly assigned|because no supported kernel"
     r"|Make sure the device specification|Supported device types|All available devices|enable_soft_placement)"
 )
 _PLACEMENT_WORDINGS = ("Cannot assign", "Could not satisfy", "Cannot colocate")
 # Lines that begin a message of their own rather than go on with one.
-_NEW_MESSAGE = _Lazy(
+_NEW_MESSAGE = lazy.Pattern(
     r"\s*+(?:[\w.]*(?:Error|Exception|Warning)\b|Traceback|File \"|\[\[|[IWEF]\d{4} |\d{4}-\d\d-\d\d)"
 )
 # The words of TensorFlow's placement errors (a console may cut any of them).

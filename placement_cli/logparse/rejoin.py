@@ -32,23 +32,23 @@ from __future__ import annotations
 
 import re
 
-from placement_cli.logparse import eager, error_messages, placer
+from placement_cli.logparse import eager, error_messages, lazy, placer
 
 MAX_JOIN = 16  # rows one record may span
 CONSUMED = b"\0"  # what is left of a row that a join took
 LOOKBACK = MAX_JOIN  # lines of the previous chunk a fragment may need
-_RECORD = re.compile(rb"(?:" + placer.line_pattern() + rb"|[^\n]*?" + eager.PATTERN + rb")")
-_TAIL = re.compile(rb":\d++[ \t\r]*+$", re.M)  # a line that ends like a device name
-_GLOG_HEAD = re.compile(rb"placer\.cc:\d++\] ")
+_RECORD = lazy.Pattern(rb"(?:" + placer.line_pattern() + rb"|[^\n]*?" + eager.PATTERN + rb")")
+_TAIL = lazy.Pattern(rb":\d++[ \t\r]*+$", re.M)  # a line that ends like a device name
+_GLOG_HEAD = lazy.Pattern(rb"placer\.cc:\d++\] ")
 # Lines that start something of their own: a log line's prefix, a mapping line, and the
 # lines of a Python traceback and of TensorFlow's node trace that follow an error.
-_STARTS_RECORD = re.compile(
+_STARTS_RECORD = lazy.Pattern(
     rb"(?:[IWEF]\d{4} \d\d:\d\d:\d\d|\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d|Device mapping:|/(?:job|device):\S++ -> "
     rb"|[ \t]*+\[\[|[ \t]*+File \"|Traceback \(most recent call last\)|During handling of the above exception)"
 )
-_MAPPING_LINE = re.compile(rb"(?:[^\n]*?\] )?/(?:job|device):\S++ -> ")
-_DEVICE_AT_END = re.compile(rb"[\s\S]*" + placer.DEVICE + rb"[ \t\r]*+")
-_DEVICE_END = re.compile(placer.DEVICE + rb"[ \t\r]*+")
+_MAPPING_LINE = lazy.Pattern(rb"(?:[^\n]*?\] )?/(?:job|device):\S++ -> ")
+_DEVICE_AT_END = lazy.Pattern(rb"[\s\S]*" + placer.DEVICE + rb"[ \t\r]*+")
+_DEVICE_END = lazy.Pattern(placer.DEVICE + rb"[ \t\r]*+")
 _TRIM = 8  # blanks a console copy may have dropped at the end of a row
 
 

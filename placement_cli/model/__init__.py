@@ -8,25 +8,25 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from placement_cli.model.report import (AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, Copy, DeviceMapping, Edge,
-                                        ExpectedBytes, GradientCheck, LinkTotal, Placement, PlacementFailure, Report,
-                                        Training, VariableCopies, link_totals, reason_counts)
+                                        LinkTotal, Placement, PlacementFailure, Report, link_totals, reason_counts)
 
 if TYPE_CHECKING:
     from placement_cli.model.catalogue import (FailureCase, FailureCatalogue, Inventory, LogicalDevice,
                                                PhysicalDevice, SoftRun)
     from placement_cli.model.cluster import ClusterReport, ClusterRun, ClusterTask, TaskTraining, WorkerSteps
     from placement_cli.model.inspection import Inspection, TaskAnswer, TaskDevice
+    from placement_cli.model.training import ExpectedBytes, GradientCheck, Training, VariableCopies
 
 _LAZY = {
     **dict.fromkeys(("FailureCase", "FailureCatalogue", "Inventory", "LogicalDevice", "PhysicalDevice", "SoftRun"),
                     "catalogue"),
     **dict.fromkeys(("ClusterReport", "ClusterRun", "ClusterTask", "TaskTraining", "WorkerSteps"), "cluster"),
     **dict.fromkeys(("Inspection", "TaskAnswer", "TaskDevice"), "inspection"),
+    **dict.fromkeys(("ExpectedBytes", "GradientCheck", "Training", "VariableCopies"), "training"),
 }
 
-__all__ = ["AS_REQUESTED", "FREE", "LOGGED", "SOFT_FALLBACK", "Copy", "DeviceMapping", "Edge", "ExpectedBytes",
-           "GradientCheck", "LinkTotal", "Placement", "PlacementFailure", "Report", "Training", "VariableCopies",
-           "link_totals", "reason_counts", *_LAZY]
+__all__ = ["AS_REQUESTED", "FREE", "LOGGED", "SOFT_FALLBACK", "Copy", "DeviceMapping", "Edge", "LinkTotal",
+           "Placement", "PlacementFailure", "Report", "link_totals", "reason_counts", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:

@@ -7,10 +7,13 @@ import math
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from placement_cli.devices import DeviceSpec
 from placement_cli.i18n import N_, Message
+
+if TYPE_CHECKING:
+    from placement_cli.model.training import Training
 
 # A placement's status: JSON writes its English, tables show it in the chosen language.
 AS_REQUESTED = Message(N_("as requested"))
@@ -179,112 +182,6 @@ def reason_counts(placements: Iterable[Placement]) -> list[tuple[str, int, list[
             found[p.reason] = (n + 1, names)
     return sorted(((r, n, names) for r, (n, names) in found.items()), key=lambda t: (-t[1], t[0]))
 
-
-@dataclass(frozen=True)
-class GradientCheck:
-    """The averaged tower gradient against the full-batch gradient on one device (``train --check``)."""
-
-    dtype: str
-    reference: str  # the device the full-batch gradient was computed on
-    tolerance: float  # the largest relative difference allowed (of the gradient's largest magnitude)
-    variables: tuple[tuple[str, float, float, float], ...]  # (variable, max abs diff, max rel diff, max |grad|)
-    note: str | None = None
-
-    @property
-    def max_abs(self) -> float:
-        diffs = [v[1] for v in self.variables]
-        return math.nan if any(math.isnan(d) for d in diffs) else max(diffs, default=0.0)
-
-    @property
-    def max_rel(self) -> float:
-        """The largest relative difference; NaN if any is NaN (max() would skip it by order)."""
-        rels = [v[2] for v in self.variables]
-        return math.nan if any(math.isnan(r) for r in rels) else max(rels, default=0.0)
-
-    @property
-    def passed(self) -> bool:
-        return all(rel <= self.tolerance for _, _, rel, _ in self.variables)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"dtype": self.dtype, "reference_device": self.reference, "max_abs_diff": self.max_abs,
-                "max_rel_diff": self.max_rel, "tolerance": {"rel": self.tolerance}, "passed": self.passed,
-                "note": self.note,
-                "variables": [{"name": n, "max_abs_diff": a, "max_rel_diff": r, "max_abs_gradient": g}
-                              for n, a, r, g in self.variables]}
-
-
-@dataclass(frozen=True)
-class VariableCopies:
-    """One model variable and the devices its copies (or its single self) live on."""
-
-    name: str
-    shape: tuple[int, ...]
-    dtype: str
-    devices: tuple[str, ...]
-    kind: str  # the variable's class: ResourceVariable, MirroredVariable, ...
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype, "devices": list(self.devices),
-                "kind": self.kind}
-
-
-@dataclass(frozen=True)
-class ExpectedBytes:
-    """What one step should copy between devices, from the model's sizes: the sanity line."""
-
-    total: int
-    terms: tuple[tuple[str, int], ...]  # (what, bytes) summing to total; what: messages.term
-    formula: str  # a Message
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"bytes": self.total, "formula": self.formula, "terms": [{"what": w, "bytes": b} for w, b in self.terms]}
-
-
-@dataclass(frozen=True)
-class Training:
-    """What a training lesson (train, mirrored) set up and what its steps gave."""
-
-    lesson: str  # "towers" | "mirrored"
-    devices: tuple[str, ...]  # the towers' or replicas' devices, as asked
-    batch: int  # global batch per step
-    steps: int  # steps asked for
-    lr: float
-    dtype: str
-    losses: tuple[float, ...] = ()  # one per step that ran
-    parameters: int = 0
-    parameter_bytes: int = 0
-    input_bytes: int = 0  # one step's batch (features and labels)
-    variables_on: str | None = None  # towers: where the variables live
-    variables: tuple[VariableCopies, ...] = ()
-    reduction: str | None = None  # mirrored: the cross-device ops' class; None: unknown
-    reduction_source: str | None = None  # how it was chosen / read (a Message)
-    mode: str | None = None  # mirrored: custom loop or Keras fit (a Message)
-    check: GradientCheck | None = None
-    expected: ExpectedBytes | None = None
-    notes: tuple[str, ...] = ()  # Messages
-    error: str | None = None  # what stopped the steps, when they did not all run
-    roles: tuple[str, ...] = ()  # the groups of its placements, in the order tables show them
-    replicas: tuple[str, ...] = ()  # mirrored: the replicas' devices as the strategy resolved them
-
-    @property
-    def complete(self) -> bool:
-        return len(self.losses) == self.steps
-
-    @property
-    def diverged_at(self) -> int | None:
-        """The first step (from 1) whose loss is not a finite number: the training diverged there."""
-        return next((step for step, loss in enumerate(self.losses, 1) if not math.isfinite(loss)), None)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"lesson": self.lesson, "devices": list(self.devices), "batch": self.batch,
-                "steps_requested": self.steps, "lr": self.lr,
-                "dtype": self.dtype, "parameters": self.parameters, "parameter_bytes": self.parameter_bytes,
-                "input_bytes": self.input_bytes, "variables_on": self.variables_on,
-                "variables": [v.to_dict() for v in self.variables], "reduction": self.reduction,
-                "reduction_source": self.reduction_source, "mode": self.mode,
-                "expected_copy_bytes": None if self.expected is None else self.expected.to_dict(),
-                "notes": list(self.notes), "error": self.error, "roles": list(self.roles),
-                "replicas": list(self.replicas), "diverged_at_step": self.diverged_at}
 
 
 @dataclass(frozen=True)
