@@ -104,7 +104,7 @@ CpusOpt = Annotated[int | None, typer.Option("--cpus", metavar="N", callback=cap
 AllOpt = Annotated[bool, typer.Option("--all", help="Print every row, however many; without it, a report longer than a screen (40 rows when not a terminal) is shown as a digest.")]
 CopiesOpt = Annotated[bool, typer.Option("--copies", help="Show the executed graph's _Send/_Recv copies between devices (graph mode; turns off constant folding, grappler's and the older graph optimizer's, so the guide's matmuls really run).")]
 VGpusOpt = Annotated[int | None, typer.Option("--virtual-gpus", metavar="N", callback=capped("--virtual-gpus", 1, MAX_VIRTUAL_GPUS, "logical GPUs carved out of one physical GPU"), help="Split one physical GPU into N logical GPUs.")]
-LangOpt = Annotated[Lang | None, typer.Option("--lang", callback=_lang_option, show_default=False, help="Language of tables, statuses, reasons and hints: en or zh (default: the locale's, LC_ALL/LC_MESSAGES/LANG). --json stays English.")]
+LangOpt = Annotated[Lang | None, typer.Option("--lang", callback=_lang_option, show_default=False, help="Language of tables, statuses, reasons and hints: en or zh (default: the locale's: LANGUAGE, LC_ALL, LC_MESSAGES or LANG, the first set). --json stays English.")]
 
 # Filters of the commands that read a program's placements (parse, trace); every one ignores case.
 DeviceFilterOpt = Annotated[str | None, typer.Option("--device", metavar="DEV", callback=checked(lambda value: _filters_module().check_device(value)), help="Only placements on DEV: a device type, a device or a task (GPU, CPU:0, /job:ps, ps/0).")]
