@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from placement_cli.cli import shown
-from placement_cli.cli.app import ExitCode, Json, Outcome, app, guarded, option_callback, say
+from placement_cli.cli.app import ExitCode, Json, Outcome, command, option_callback, say
 from placement_cli.cli.options import (AllOpt, DotOpt, ForceOpt, GraphSvgOpt, JsonOpt, LangOpt, SvgOpt, capped,
                                        pictures)
 from placement_cli.i18n import _
@@ -38,8 +38,7 @@ def progress(event: dict[str, Any]) -> None:
         say(line)
 
 
-@app.command()
-@guarded
+@command()
 def inspect(
     target: Annotated[str | None, typer.Argument(metavar="[TARGET]", help="A task of the cluster: grpc://HOST:PORT or HOST:PORT.", show_default=False)] = None,
     cluster_spec: Annotated[str | None, typer.Option("--cluster-spec", metavar="FILE", help="The cluster as TensorFlow's ClusterSpec JSON ({\"ps\": [\"host:2222\"], \"worker\": [...]}) or a TF_CONFIG object.")] = None,
@@ -85,8 +84,7 @@ def inspect(
                    notices=(missing,) if missing else ())
 
 
-@app.command()
-@guarded
+@command()
 def cluster(
     ps: Annotated[int | None, typer.Option("--ps", metavar="N", callback=capped("--ps", 1, 4, "one process per task on this machine"), help="Parameter-server tasks (default 2).")] = None,
     workers: Annotated[int | None, typer.Option("--workers", metavar="N", callback=capped("--workers", 1, 8, "one process per task on this machine"), help="Worker tasks (default 2).")] = None,

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from placement_cli.cli import shown
-from placement_cli.cli.app import Ending, ExitCode, Json, Outcome, Pause, app, fail, guarded, option_callback
+from placement_cli.cli.app import Ending, ExitCode, Json, Outcome, Pause, command, fail, option_callback
 from placement_cli.cli.options import AllOpt, ForceOpt, JsonOpt, LangOpt, SvgOpt, pictures
 from placement_cli.i18n import _
 
@@ -33,8 +33,11 @@ def _ending(failed: list[str]) -> Ending:
                   (_("{count} step(s) failed: {steps}").format(count=len(failed), steps="; ".join(failed)),))
 
 
-@app.command()
-@guarded
+def _starts_tensorflow(args: dict[str, Any]) -> bool:
+    return not args.get("list_steps")  # --list starts nothing: a TF_CONFIG is no concern of it
+
+
+@command(one_machine=_starts_tensorflow)
 def demo(
     list_steps: Annotated[bool, typer.Option("--list", help="List the steps and exit.")] = False,
     step: Annotated[str | None, typer.Option("--step", metavar="K|K-M|K,M", callback=_step_option, help="Run only these steps: 3, 3-5 or 2,4.")] = None,
