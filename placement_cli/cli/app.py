@@ -251,14 +251,14 @@ def _restore_signals(saved: dict[int, Any]) -> None:
 
 def _one_machine(command: str) -> None:
     """A TF_CONFIG left in the environment leaves it before TensorFlow starts, and the user is told once."""
+    from placement_cli.messages import cut  # noqa: PLC0415
     from placement_cli.runtime.startup import drop_cluster_config  # noqa: PLC0415
 
     stale = drop_cluster_config()
     if stale is not None:
-        value = " ".join(stale.split())  # one line, cut to fit one
+        value = cut(" ".join(stale.split()), 60, "\N{HORIZONTAL ELLIPSIS}")  # one line, cut to fit one
         say(_("TF_CONFIG is set ({value}) and ignored: `placement {command}` runs on this machine alone "
-              "(cluster and inspect read TF_CONFIG)").format(
-            value=value if len(value) <= 60 else value[:59] + "\N{HORIZONTAL ELLIPSIS}", command=command))
+              "(cluster and inspect read TF_CONFIG)").format(value=value, command=command))
 
 
 def command(*, one_machine: bool | Callable[[dict[str, Any]], bool] = False, own_signals: bool = False,
