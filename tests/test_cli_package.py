@@ -84,3 +84,12 @@ def test_a_new_command_is_declared_in_its_own_module_only(monkeypatch: pytest.Mo
     assert "`placement hello` runs on this machine alone" in result.stderr
     quiet = runner.invoke(app, ["parse", str(LOG)], env={"TF_CONFIG": '{"task": {"type": "worker"}}'})
     assert quiet.exit_code == 0 and "TF_CONFIG" not in quiet.stderr
+
+
+def test_a_signal_exit_code_is_worked_out_in_one_place() -> None:
+    import signal
+
+    from placement_cli.cli.app import ExitCode, signalled
+
+    assert signalled(signal.SIGTERM) is ExitCode.TERMINATED and signalled(signal.SIGHUP) is ExitCode.HUNG_UP
+    assert signalled(signal.SIGINT) is ExitCode.INTERRUPTED

@@ -220,3 +220,10 @@ def test_onednn_note_names_each_renamed_op_and_what_it_replaced() -> None:
     assert conv is not None and "tf.matmul" not in conv.plain
     assert onednn_note(replace(report, placements=(placed("m", "MatMul", CPU0, 1),), executed=None)) is None
     assert text_of(report_group(report, run=True), 200).count("oneDNN's versions") == 1
+
+
+def test_one_rule_says_when_rows_fit_a_screen() -> None:
+    from placement_cli.render.view import View
+
+    assert View(screen_rows=3).fits(3) and not View(screen_rows=3).fits(4)
+    assert View(all_rows=True, screen_rows=3).fits(99)

@@ -44,6 +44,11 @@ class ExitCode(IntEnum):
     TERMINATED = 143  # SIGTERM (kill, a job scheduler), as shells count it
 
 
+def signalled(signum: int) -> ExitCode:
+    """The exit code of a command a signal ended, as shells count it: 128 + its number."""
+    return ExitCode(128 + signum)
+
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -173,7 +178,7 @@ def funnel(exc: BaseException, code: int = ExitCode.OK) -> BaseException:
     if isinstance(exc, Terminated):
         import signal  # noqa: PLC0415
 
-        return fail(ExitCode(128 + exc.signum), translated(_TERMINATING[signal.Signals(exc.signum).name]))
+        return fail(signalled(exc.signum), translated(_TERMINATING[signal.Signals(exc.signum).name]))
     if isinstance(exc, KeyboardInterrupt):
         return fail(ExitCode.INTERRUPTED, _("interrupted"))
     if not isinstance(exc, Exception):

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from placement_cli.cli import shown
-from placement_cli.cli.app import ExitCode, Json, Outcome, command, option_callback, say
+from placement_cli.cli.app import ExitCode, Json, Outcome, command, option_callback, say, signalled
 from placement_cli.cli.options import (AllOpt, DotOpt, ForceOpt, GraphSvgOpt, JsonOpt, LangOpt, SvgOpt, capped,
                                        pictures)
 from placement_cli.i18n import _
@@ -134,7 +134,7 @@ def cluster(
         found_run = run(request, progress)
     except Terminated as exc:
         say(_("{signal}: every task of the cluster was ended").format(signal=exc))
-        raise typer.Exit(128 + exc.signum) from None  # as shells count a signal: 143 for SIGTERM, 129 for SIGHUP
+        raise typer.Exit(int(signalled(exc.signum))) from None  # 143 for SIGTERM, 129 for SIGHUP
     from placement_cli.lessons.cluster import build  # noqa: PLC0415
 
     found = build(found_run, sync=sync, steps=steps, copies=copies, api=api.value)
