@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from enum import Enum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -13,6 +13,9 @@ from placement_cli.cli.app import ExitCode, Json, Outcome, command, option_callb
 from placement_cli.cli.options import (AllOpt, DotOpt, ForceOpt, GraphSvgOpt, JsonOpt, LangOpt, SvgOpt, capped,
                                        pictures)
 from placement_cli.i18n import _
+
+if TYPE_CHECKING:
+    from placement_cli.model import ClusterEvent
 
 
 class Api(str, Enum):
@@ -29,7 +32,7 @@ def _timeout_option(value: float) -> float:
     return value
 
 
-def progress(event: dict[str, Any]) -> None:
+def progress(event: ClusterEvent) -> None:
     """A cluster's start-up, a line per task on stderr, as it happens (cluster, and the demo's cluster step)."""
     from placement_cli.render.cluster import progress_line  # noqa: PLC0415
 

@@ -13,7 +13,7 @@ from typing import Any
 from placement_cli.devices import short_name
 from placement_cli.i18n import N_, Message
 from placement_cli.messages import cut
-from placement_cli.model import DemoOutcome, DemoStep, DemoSteps, StepTitle
+from placement_cli.model import ClusterEvent, DemoOutcome, DemoStep, DemoSteps, StepTitle
 from placement_cli.runtime.startup import RunOptions
 
 SOFT_CONFIG = "tf.compat.v1.ConfigProto(log_device_placement=True, allow_soft_placement=True)"
@@ -26,7 +26,7 @@ class Machine:
     ``progress`` hears the cluster step's tasks start (a line each, so nobody stares at a silent screen)."""
 
     gpus: int
-    progress: Callable[[dict[str, Any]], None] | None = field(default=None, compare=False)
+    progress: Callable[[ClusterEvent], None] | None = field(default=None, compare=False)
 
     @property
     def towers(self) -> list[str]:
