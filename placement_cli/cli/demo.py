@@ -92,11 +92,12 @@ def _tables(chosen: list[int], machine: Any, failed: list[str], pause: bool, all
     """The chosen steps, each run and shown in turn (after Enter, when pausing); the failed ones named in ``failed``."""
     from placement_cli.lessons.demo import STEPS, gpu_note, run_steps  # noqa: PLC0415
     from placement_cli.render.demo import machine_note, pause_prompt, step_group  # noqa: PLC0415
+    from placement_cli.render.table import Hints  # noqa: PLC0415
 
     note = machine_note(gpu_note(machine))
     if note is not None:
         yield note
-    view = shown.view(all_rows=all_rows)
+    view = shown.view(all_rows=all_rows, hints=Hints(source="program"))  # the lessons' code, not another command's options
     steps = run_steps(chosen, machine)
     for i, k in enumerate(chosen):
         if pause and i:

@@ -13,7 +13,7 @@ from rich.text import Text
 
 from placement_cli.i18n import _, translated
 from placement_cli.model import ClusterReport, DemoOutcome, DemoStep, DemoSteps, Inventory, Report
-from placement_cli.render.table import Hints, View, clean, literal, report_group
+from placement_cli.render.table import View, clean, literal, report_group
 from placement_cli.render.wrap import wrapped
 
 
@@ -64,7 +64,8 @@ def step_result(result: Report | Inventory | ClusterReport | None, view: View) -
 
 
 def step_group(step: DemoStep, total: int, view: View) -> Group:
-    """One step: heading, explanation, the code that ran, its live result, what to notice."""
+    """One step: heading, explanation, the code that ran, its live result (its failures' hints are for
+    a program: the demo has no options to suggest), what to notice."""
     outcome = step.outcome
     heading = _("Step {number} of {total}: {title}").format(number=step.number, total=total,
                                                             title=translated(step.title))
@@ -74,8 +75,7 @@ def step_group(step: DemoStep, total: int, view: View) -> Group:
         wrapped(Text(translated(step.explanation))),
         Panel(Syntax(code, "python", theme="ansi_dark", background_color="default", word_wrap=True),
               title=_("The code that runs"), title_align="left", border_style="blue"),
-        step_result(outcome.result, View(all_rows=view.all_rows, screen_rows=view.screen_rows, fit=view.fit,
-                                         hints=Hints(source="program"))),
+        step_result(outcome.result, view),
     ]
     if outcome.ok:
         parts.append(Panel(wrapped(Text(clean(notice_text(outcome)))), title=_("What to notice"), title_align="left",
