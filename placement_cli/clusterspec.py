@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from placement_cli.exceptions import UsageProblem
+from placement_cli.messages import cut
 
 _JOB_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")  # TensorFlow's IsJobName
 # host:port, host a name, an IPv4 address or a bracketed IPv6 address
@@ -206,8 +207,7 @@ def _unique(pairs: list[tuple[str, Any]], source: str) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for key, value in pairs:
         if key in found:
-            shown = key if len(key) <= 40 else key[:37] + "..."
-            raise UsageProblem(f"{source}: the key {shown!r} is given twice in one JSON object")
+            raise UsageProblem(f"{source}: the key {cut(key, 40)!r} is given twice in one JSON object")
         found[key] = value
     return found
 
@@ -229,8 +229,7 @@ def _address(value: Any, where: str) -> str:
         text = text[len("grpc://"):]
     match = _ADDRESS.fullmatch(text)
     if match is None or not 0 < int(match["port"]) < 65536:
-        shown = value if len(value) <= 80 else value[:77] + "..."
-        raise UsageProblem(f"{where}: {shown!r} is not HOST:PORT with a port from 1 to 65535")
+        raise UsageProblem(f"{where}: {cut(value, 80)!r} is not HOST:PORT with a port from 1 to 65535")
     return text
 
 

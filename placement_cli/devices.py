@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from placement_cli.caps import LESSON_DEVICES, MAX_CPUS, MAX_VIRTUAL_GPUS  # the table, kept light for the CLI
 from placement_cli.exceptions import DeviceSpecError
+from placement_cli.messages import cut
 
 _PART = re.compile(r"(job|replica|task|device|cpu|gpu):([^/]*)", re.IGNORECASE)
 _TYPE_INDEX = re.compile(r"([A-Za-z][A-Za-z0-9_]*):(\d+|\*)")
@@ -288,7 +289,7 @@ def parse_option_indices(text: str) -> list[int]:
 
 def _brief(text: str, limit: int = 40) -> str:
     """A user's string cut to fit a one-line message."""
-    return text if len(text) <= limit else text[: limit - 1] + "\N{HORIZONTAL ELLIPSIS}"
+    return cut(text, limit, "\N{HORIZONTAL ELLIPSIS}")
 
 
 def lesson_devices(lesson: str, devices: list[str], option: str, cpus: int | None, *,

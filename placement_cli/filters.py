@@ -11,6 +11,7 @@ from typing import Any, Protocol
 from placement_cli.devices import DeviceSpec, try_parse
 from placement_cli.exceptions import FilterError
 from placement_cli.logparse import placer
+from placement_cli.messages import cut
 from placement_cli.model import Placement, Report
 
 # Plumbing of TensorFlow's eager wrappers and functions: hidden from run tables (kept in JSON).
@@ -132,8 +133,7 @@ def quoted(value: str) -> str:
     """A user's value as a message quotes it: in quotes, at most 60 characters, backslashes as typed,
     control and unprintable characters escaped (never sent to the terminal), a byte that is not
     UTF-8 as \\xff."""
-    short = value if len(value) <= 60 else value[:57] + "..."
-    return "'" + "".join(c if c.isprintable() else _escaped(c) for c in short) + "'"
+    return "'" + "".join(c if c.isprintable() else _escaped(c) for c in cut(value, 60)) + "'"
 
 
 def _escaped(char: str) -> str:

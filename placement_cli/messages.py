@@ -130,10 +130,22 @@ def term_label(what: object) -> object:
     return what.fields["label"] if isinstance(what, Message) and what.template == TERM else what
 
 
+# How text from a user or a log is made safe to show, and cut to fit a line: one home for each.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # control characters, but for tab and newline
 _NOT_IN_A_LINE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def clean(text: str | None) -> str:
+    """Log text made safe to show: no escape sequences or other control characters (U+FFFD instead)."""
+    return _CONTROL.sub("\N{REPLACEMENT CHARACTER}", text) if text else ""
 
 
 def one_line(name: str) -> str:
     """A name from the command line (a script's) as one line shows it wherever it appears: its
     control characters, newlines and tabs included, become U+FFFD (as every name from a log does)."""
     return _NOT_IN_A_LINE.sub("\N{REPLACEMENT CHARACTER}", name)
+
+
+def cut(text: str, limit: int, mark: str = "...") -> str:
+    """A user's value cut to fit a one-line message: at most ``limit`` characters, ``mark`` the last of them."""
+    return text if len(text) <= limit else text[: limit - len(mark)] + mark

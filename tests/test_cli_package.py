@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 import placement_cli.logparse
 from placement_cli.cli import app
-from placement_cli.cli.app import COMMANDS, app_for, command_name
+from placement_cli.cli.app import COMMANDS, Json, Outcome, app_for, command, command_name
 
 LOG = Path(__file__).parent / "fixtures" / "logs" / "tf2.21" / "guide_matmul_plain.log"
 runner = CliRunner()
@@ -67,3 +67,29 @@ def test_the_entry_point_prints_what_the_whole_app_prints() -> None:
         whole = subprocess.run([sys.executable, "-c", whole_app, *args], capture_output=True, text=True, env=env,
                                check=False)
         assert (one.returncode, one.stdout, one.stderr) == (whole.returncode, whole.stdout, whole.stderr), args
+
+
+def test_a_new_command_is_declared_in_its_own_module_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """command() registers it, guarded, and what is true of it (runs on this machine alone) is said
+    where it is declared: no list elsewhere names it."""
+    monkeypatch.setattr(app, "registered_commands", list(app.registered_commands))
+
+    @command(one_machine=True)
+    def hello() -> Outcome:
+        """Say hello. Example: placement hello"""
+        return Outcome(output=[Json({"hello": 1})])
+
+    result = runner.invoke(app, ["hello"], env={"TF_CONFIG": '{"task": {"type": "worker"}}'})
+    assert result.exit_code == 0 and '"hello": 1' in result.stdout
+    assert "`placement hello` runs on this machine alone" in result.stderr
+    quiet = runner.invoke(app, ["parse", str(LOG)], env={"TF_CONFIG": '{"task": {"type": "worker"}}'})
+    assert quiet.exit_code == 0 and "TF_CONFIG" not in quiet.stderr
+
+
+def test_a_signal_exit_code_is_worked_out_in_one_place() -> None:
+    import signal
+
+    from placement_cli.cli.app import ExitCode, signalled
+
+    assert signalled(signal.SIGTERM) is ExitCode.TERMINATED and signalled(signal.SIGHUP) is ExitCode.HUNG_UP
+    assert signalled(signal.SIGINT) is ExitCode.INTERRUPTED

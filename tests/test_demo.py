@@ -24,8 +24,9 @@ from typer.testing import CliRunner
 from conftest import run_cli
 from placement_cli.cli import app
 from placement_cli.lessons import demo
-from placement_cli.lessons.demo import STEPS, Machine, Outcome, Step, run_step, select
-from placement_cli.model import Inventory, PhysicalDevice
+from placement_cli.i18n import Message
+from placement_cli.lessons.demo import STEPS, Machine, Step, run_step, select
+from placement_cli.model import DemoOutcome, Inventory, PhysicalDevice
 
 KEYS = ["devices", "logging", "manual", "missing", "soft", "towers", "copies", "train", "mirrored", "cluster"]
 IN_PROCESS = len(KEYS) - 1  # the steps that run in the demo's own TensorFlow (the cluster runs in processes of its own)
@@ -78,7 +79,7 @@ def _fake(run) -> Step:
 
 
 def test_a_step_whose_shown_code_did_not_run_fails() -> None:
-    outcome = run_step(_fake(lambda machine: Outcome("report", notice="x")), Machine(0))
+    outcome = run_step(_fake(lambda machine: DemoOutcome(notice=Message("x"))), Machine(0))
     assert not outcome.ok and "did not run: matmul_graph" in outcome.problem
 
 
@@ -92,10 +93,10 @@ def test_a_step_records_the_shown_code_it_ran_and_restores_it() -> None:
             guide.matmul_graph(None, None, None)  # the recorder sees the call before the lesson fails
         except AttributeError:
             pass
-        return Outcome("report", notice="x")
+        return DemoOutcome(notice=Message("x"))
 
     outcome = run_step(_fake(run), Machine(0))
-    assert outcome.ok and outcome.ran == ["matmul_graph"]
+    assert outcome.ok and outcome.ran == ("matmul_graph",)
     assert guide.matmul_graph is original
 
 
@@ -127,12 +128,12 @@ def test_the_opening_note_names_every_stand_in_a_step_uses(gpus) -> None:
 
 
 def test_the_demo_shows_no_hint_of_another_commands_options() -> None:
-    from placement_cli.render.demo import _result
+    from placement_cli.render.demo import step_result
     from placement_cli.render.table import View
 
     found = Inventory(physical=(PhysicalDevice("/physical_device:CPU:0", "CPU"),), logical=())
     console = Console(file=io.StringIO(), width=200)
-    console.print(_result(Outcome("inventory", found), View()))
+    console.print(step_result(found, View()))
     assert "--cpus" not in console.file.getvalue() and "--soft" not in console.file.getvalue()
 
 
@@ -265,15 +266,56 @@ def test_on_a_terminal_it_pauses_and_ctrl_c_exits_130(tmp_path) -> None:
 
 @pytest.mark.parametrize("step", STEPS, ids=KEYS)
 def test_the_shown_code_takes_the_arguments_it_says_and_shows_its_pinning(step: Step) -> None:
-    from placement_cli.render.demo import arguments_line, parameters
+    from placement_cli.render.demo import arguments_line
 
     for gpus in (0, 2):
         args = step.args(Machine(gpus))
-        line = arguments_line(args, parameters(step.functions()))
+        line = arguments_line(args, step.parameters())
         run_with = next((x for x in line.splitlines() if "run with" in x), "")
         for name in re.findall(r"(\w+)=", run_with):
-            assert name in parameters(step.functions()), (step.key, name, line)
+            assert name in step.parameters(), (step.key, name, line)
         if "config" in args:
             assert "config" not in run_with and "allow_soft_placement=True" in line
     if step.key in ("manual", "missing", "soft", "towers", "copies", "train"):
         assert "tf.device(" in step.source(), step.key
+
+
+def test_a_step_is_a_model_value_and_its_json_comes_from_the_model() -> None:
+    from placement_cli.model import DemoRun, DemoStep, Report
+
+    step = DemoStep(2, "k", "T", "E", "code", {"device": None},
+                    DemoOutcome(Report(), Message("seen on {x}", x="/cpu:0"), ran=("f",)))
+    data = step.to_dict()
+    assert list(data) == ["number", "key", "title", "explanation", "code", "args", "code_ran", "ok", "problem",
+                          "notice", "result"]
+    assert data["notice"] == "seen on /cpu:0" and data["code_ran"] == ["f"] and step.failure is None
+    assert data["result"] == Report().to_dict(run=True)
+    failed = DemoStep(3, "k", "T", "E", "code", {}, DemoOutcome(ok=False, problem="it broke"))
+    assert failed.to_dict()["notice"] is None and failed.to_dict()["result"] is None
+    assert failed.failure == "step 3 (k): it broke"
+    assert DemoRun(0, None, (step,)).to_dict() == {"gpus": 0, "note": None, "steps": [data]}
+    with pytest.raises(AttributeError):
+        step.outcome.ok = False  # type: ignore[misc]  # frozen
+
+
+def test_a_step_result_is_shown_by_its_own_renderer(monkeypatch) -> None:
+    """The renderer picks by the result's type: a training run's report as train shows it, another report
+    as show does, the devices as devices does, a cluster as cluster does."""
+    from dataclasses import replace
+
+    from rich.text import Text
+
+    from placement_cli.model import ClusterReport, Report
+    from placement_cli.render import cluster, inventory, training
+    from placement_cli.render import demo as rendered
+    from placement_cli.render.table import View
+
+    monkeypatch.setattr(training, "training_group", lambda report, view: Text("training"))
+    monkeypatch.setattr(cluster, "cluster_group", lambda found, view: Text("cluster"))
+    monkeypatch.setattr(inventory, "render_inventory", lambda found, hints: Text(f"inventory hints={hints}"))
+    monkeypatch.setattr(rendered, "report_group", lambda report, run, view: Text(f"report run={run}"))
+    found = Inventory(physical=(), logical=())
+    cases = [(Report(), "report run=True"), (replace(Report(), training=object()), "training"),
+             (found, "inventory hints=False"), (object.__new__(ClusterReport), "cluster"), (None, "")]
+    for result, expected in cases:
+        assert str(rendered.step_result(result, View())) == expected

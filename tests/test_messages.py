@@ -90,3 +90,15 @@ def _text(report: Report) -> str:
     console = Console(record=True, width=100, color_system=None)
     console.print(report_group(report, run=True))
     return console.export_text()
+
+
+def test_a_value_is_cut_and_cleaned_in_one_place() -> None:
+    """One home for how a user's value is cut to fit a message, and how control characters are shown."""
+    from placement_cli.messages import clean, cut, one_line
+    from placement_cli.render import text
+
+    assert cut("x" * 60, 60) == "x" * 60
+    assert cut("x" * 61, 60) == "x" * 57 + "..." and len(cut("y" * 99, 40, "\N{HORIZONTAL ELLIPSIS}")) == 40
+    assert clean("a\tb\nc\x1b[31m") == "a\tb\nc\N{REPLACEMENT CHARACTER}[31m" and clean(None) == ""
+    assert one_line("a\tb\nc") == "a\N{REPLACEMENT CHARACTER}b\N{REPLACEMENT CHARACTER}c"
+    assert text.clean is clean  # the renderers' clean is this one

@@ -220,3 +220,22 @@ def test_onednn_note_names_each_renamed_op_and_what_it_replaced() -> None:
     assert conv is not None and "tf.matmul" not in conv.plain
     assert onednn_note(replace(report, placements=(placed("m", "MatMul", CPU0, 1),), executed=None)) is None
     assert text_of(report_group(report, run=True), 200).count("oneDNN's versions") == 1
+
+
+def test_one_rule_says_when_rows_fit_a_screen() -> None:
+    from placement_cli.render.view import View
+
+    assert View(screen_rows=3).fits(3) and not View(screen_rows=3).fits(4)
+    assert View(all_rows=True, screen_rows=3).fits(99)
+
+
+def test_a_cluster_start_up_event_is_a_model_value_said_in_one_line() -> None:
+    from placement_cli.model import ClusterEvent
+    from placement_cli.render.cluster import progress_line
+
+    ready = ClusterEvent.from_dict({"event": "ready", "task": "worker/0", "address": "localhost:2222", "pid": 7,
+                                    "seconds": 1.5, "extra": "ignored"})
+    assert progress_line(ready) == "worker/0 ready on localhost:2222 (pid 7, 1.5 s)"
+    assert "ports listen on every interface" in progress_line(ClusterEvent("isolation", isolated=False, why="w"))
+    assert progress_line(ClusterEvent("isolation", isolated=True)) is None
+    assert progress_line(ClusterEvent("started", task="ps/0")) is None

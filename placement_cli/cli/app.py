@@ -29,7 +29,7 @@ def _typer() -> typer.Typer:
 
 app = _typer()
 
-# The order `placement --help` lists the commands in (each module registers its own).
+# The order `placement --help` lists the commands in (each module registers its own, with command()).
 COMMANDS = ("show", "tower", "errors", "devices", "inspect", "parse", "trace", "train", "cluster", "mirrored", "demo")
 _TRACEBACK = "placement.traceback"  # the context's meta key: --traceback for this invocation
 
@@ -42,6 +42,11 @@ class ExitCode(IntEnum):
     HUNG_UP = 129  # SIGHUP (the terminal closed), as shells count it
     INTERRUPTED = 130  # Ctrl-C (SIGINT), as shells count it
     TERMINATED = 143  # SIGTERM (kill, a job scheduler), as shells count it
+
+
+def signalled(signum: int) -> ExitCode:
+    """The exit code of a command a signal ended, as shells count it: 128 + its number."""
+    return ExitCode(128 + signum)
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -173,7 +178,7 @@ def funnel(exc: BaseException, code: int = ExitCode.OK) -> BaseException:
     if isinstance(exc, Terminated):
         import signal  # noqa: PLC0415
 
-        return fail(ExitCode(128 + exc.signum), translated(_TERMINATING[signal.Signals(exc.signum).name]))
+        return fail(signalled(exc.signum), translated(_TERMINATING[signal.Signals(exc.signum).name]))
     if isinstance(exc, KeyboardInterrupt):
         return fail(ExitCode.INTERRUPTED, _("interrupted"))
     if not isinstance(exc, Exception):
@@ -219,14 +224,6 @@ def option_callback(fn: F) -> F:
 
 # --- signals and the guard --------------------------------------------------------------------------
 
-# trace forwards every signal to the script it runs: it keeps its own. (inspect and cluster end their
-# children in their cleanups, which Terminated runs.)
-_OWN_SIGNALS = frozenset({"trace"})
-# The lessons that run on this machine alone: a TF_CONFIG in the environment is not theirs (cluster
-# and inspect read it; trace leaves the script's environment as it is).
-_ONE_MACHINE = frozenset({"show", "tower", "train", "mirrored", "devices", "errors", "demo"})
-
-
 def _raise_terminated(signum: int, _frame: Any) -> None:
     from placement_cli.exceptions import Terminated  # noqa: PLC0415
 
@@ -259,24 +256,38 @@ def _restore_signals(saved: dict[int, Any]) -> None:
 
 def _one_machine(command: str) -> None:
     """A TF_CONFIG left in the environment leaves it before TensorFlow starts, and the user is told once."""
+    from placement_cli.messages import cut  # noqa: PLC0415
     from placement_cli.runtime.startup import drop_cluster_config  # noqa: PLC0415
 
     stale = drop_cluster_config()
     if stale is not None:
-        value = " ".join(stale.split())  # one line, cut to fit one
+        value = cut(" ".join(stale.split()), 60, "\N{HORIZONTAL ELLIPSIS}")  # one line, cut to fit one
         say(_("TF_CONFIG is set ({value}) and ignored: `placement {command}` runs on this machine alone "
-              "(cluster and inspect read TF_CONFIG)").format(
-            value=value if len(value) <= 60 else value[:59] + "\N{HORIZONTAL ELLIPSIS}", command=command))
+              "(cluster and inspect read TF_CONFIG)").format(value=value, command=command))
 
 
-def guarded(fn: Callable[..., Outcome]) -> Callable[..., None]:
+def command(*, one_machine: bool | Callable[[dict[str, Any]], bool] = False, own_signals: bool = False,
+            **settings: Any) -> Callable[[Callable[..., Outcome]], Callable[..., None]]:
+    """Register a command on the app, guarded; what is true of it is said here, where it is declared.
+    ``one_machine``: it runs TensorFlow on this machine alone (a TF_CONFIG in the environment is not
+    its own: dropped, and said), or a test of its arguments saying when; ``own_signals``: it handles
+    SIGTERM and SIGHUP itself (trace forwards every signal to its script). ``settings``: typer's."""
+
+    def register(fn: Callable[..., Outcome]) -> Callable[..., None]:
+        return app.command(**settings)(guarded(fn, one_machine=one_machine, own_signals=own_signals))
+
+    return register
+
+
+def guarded(fn: Callable[..., Outcome], *, one_machine: bool | Callable[[dict[str, Any]], bool] = False,
+            own_signals: bool = False) -> Callable[..., None]:
     """A command: run it, emit() its outcome; every exception goes through the funnel. SIGTERM and
-    SIGHUP end a command like Ctrl-C does (trace handles signals itself)."""
+    SIGHUP end a command like Ctrl-C does (unless it has ``own_signals``)."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> None:
-        saved = {} if fn.__name__ in _OWN_SIGNALS else _catch_termination()
-        if fn.__name__ in _ONE_MACHINE and not kwargs.get("list_steps"):  # demo --list starts nothing
+        saved = {} if own_signals else _catch_termination()
+        if one_machine(kwargs) if callable(one_machine) else one_machine:
             _one_machine(fn.__name__)
         try:
             try:

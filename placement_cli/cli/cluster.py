@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import os
 from enum import Enum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from placement_cli.cli import shown
-from placement_cli.cli.app import ExitCode, Json, Outcome, app, guarded, option_callback, say
+from placement_cli.cli.app import ExitCode, Json, Outcome, command, option_callback, say, signalled
 from placement_cli.cli.options import (AllOpt, DotOpt, ForceOpt, GraphSvgOpt, JsonOpt, LangOpt, SvgOpt, capped,
                                        pictures)
 from placement_cli.i18n import _
+
+if TYPE_CHECKING:
+    from placement_cli.model import ClusterEvent
 
 
 class Api(str, Enum):
@@ -29,7 +32,7 @@ def _timeout_option(value: float) -> float:
     return value
 
 
-def progress(event: dict[str, Any]) -> None:
+def progress(event: ClusterEvent) -> None:
     """A cluster's start-up, a line per task on stderr, as it happens (cluster, and the demo's cluster step)."""
     from placement_cli.render.cluster import progress_line  # noqa: PLC0415
 
@@ -38,8 +41,7 @@ def progress(event: dict[str, Any]) -> None:
         say(line)
 
 
-@app.command()
-@guarded
+@command()
 def inspect(
     target: Annotated[str | None, typer.Argument(metavar="[TARGET]", help="A task of the cluster: grpc://HOST:PORT or HOST:PORT.", show_default=False)] = None,
     cluster_spec: Annotated[str | None, typer.Option("--cluster-spec", metavar="FILE", help="The cluster as TensorFlow's ClusterSpec JSON ({\"ps\": [\"host:2222\"], \"worker\": [...]}) or a TF_CONFIG object.")] = None,
@@ -85,8 +87,7 @@ def inspect(
                    notices=(missing,) if missing else ())
 
 
-@app.command()
-@guarded
+@command()
 def cluster(
     ps: Annotated[int | None, typer.Option("--ps", metavar="N", callback=capped("--ps", 1, 4, "one process per task on this machine"), help="Parameter-server tasks (default 2).")] = None,
     workers: Annotated[int | None, typer.Option("--workers", metavar="N", callback=capped("--workers", 1, 8, "one process per task on this machine"), help="Worker tasks (default 2).")] = None,
@@ -136,7 +137,7 @@ def cluster(
         found_run = run(request, progress)
     except Terminated as exc:
         say(_("{signal}: every task of the cluster was ended").format(signal=exc))
-        raise typer.Exit(128 + exc.signum) from None  # as shells count a signal: 143 for SIGTERM, 129 for SIGHUP
+        raise typer.Exit(int(signalled(exc.signum))) from None  # 143 for SIGTERM, 129 for SIGHUP
     from placement_cli.lessons.cluster import build  # noqa: PLC0415
 
     found = build(found_run, sync=sync, steps=steps, copies=copies, api=api.value)

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from placement_cli.cli import shown
-from placement_cli.cli.app import Ending, ExitCode, Json, Outcome, Pause, app, fail, guarded, option_callback
+from placement_cli.cli.app import Ending, ExitCode, Json, Outcome, Pause, command, fail, option_callback
 from placement_cli.cli.options import AllOpt, ForceOpt, JsonOpt, LangOpt, SvgOpt, pictures
 from placement_cli.i18n import _
 
@@ -33,8 +33,11 @@ def _ending(failed: list[str]) -> Ending:
                   (_("{count} step(s) failed: {steps}").format(count=len(failed), steps="; ".join(failed)),))
 
 
-@app.command()
-@guarded
+def _starts_tensorflow(args: dict[str, Any]) -> bool:
+    return not args.get("list_steps")  # --list starts nothing: a TF_CONFIG is no concern of it
+
+
+@command(one_machine=_starts_tensorflow)
 def demo(
     list_steps: Annotated[bool, typer.Option("--list", help="List the steps and exit.")] = False,
     step: Annotated[str | None, typer.Option("--step", metavar="K|K-M|K,M", callback=_step_option, help="Run only these steps: 3, 3-5 or 2,4.")] = None,
@@ -54,7 +57,7 @@ def demo(
     steps run on logical CPUs, and say so.
     Example: placement demo --lang zh --step 4-5
     """
-    from placement_cli.lessons.demo import STEPS, select  # noqa: PLC0415
+    from placement_cli.lessons.demo import contents, select  # noqa: PLC0415
 
     chosen = select(step)
     if list_steps and step is not None:
@@ -62,12 +65,10 @@ def demo(
     drawn = pictures("placement demo", as_json=as_json, force=force, svg=svg)
     if list_steps:
         if as_json:
-            from placement_cli.render.demo import steps_dict  # noqa: PLC0415
-
-            return Outcome(output=[Json(steps_dict(STEPS))], pictures=drawn)
+            return Outcome(output=[Json(contents().to_dict())], pictures=drawn)
         from placement_cli.render.demo import steps_table  # noqa: PLC0415
 
-        return Outcome(output=[steps_table(STEPS)], pictures=drawn)
+        return Outcome(output=[steps_table(contents())], pictures=drawn)
     from dataclasses import replace  # noqa: PLC0415
 
     from placement_cli.cli.cluster import progress  # noqa: PLC0415
@@ -89,34 +90,28 @@ def _pausing(pause: bool | None) -> bool:
 
 def _tables(chosen: list[int], machine: Any, failed: list[str], pause: bool, all_rows: bool) -> Iterator[Any]:
     """The chosen steps, each run and shown in turn (after Enter, when pausing); the failed ones named in ``failed``."""
-    from placement_cli.lessons.demo import STEPS, failure, gpu_note, run_steps  # noqa: PLC0415
+    from placement_cli.lessons.demo import STEPS, gpu_note, run_steps  # noqa: PLC0415
     from placement_cli.render.demo import machine_note, pause_prompt, step_group  # noqa: PLC0415
+    from placement_cli.render.table import Hints  # noqa: PLC0415
 
     note = machine_note(gpu_note(machine))
     if note is not None:
         yield note
-    view = shown.view(all_rows=all_rows)
+    view = shown.view(all_rows=all_rows, hints=Hints(source="program"))  # the lessons' code, not another command's options
     steps = run_steps(chosen, machine)
     for i, k in enumerate(chosen):
         if pause and i:
             yield Pause(pause_prompt(k, STEPS[k - 1].title))
-        number, step, outcome = next(steps)
-        yield step_group(number, len(STEPS), step, outcome, step.args(machine), view)
-        problem = failure(number, step, outcome)
-        if problem is not None:
-            failed.append(problem)
+        ran = next(steps)
+        yield step_group(ran, len(STEPS), view)
+        if ran.failure is not None:
+            failed.append(ran.failure)
 
 
 def _json(chosen: list[int], machine: Any) -> Outcome:
-    from placement_cli.lessons.demo import failure, gpu_note, run_steps  # noqa: PLC0415
-    from placement_cli.render.demo import step_dict  # noqa: PLC0415
+    from placement_cli.lessons.demo import gpu_note, run_steps  # noqa: PLC0415
+    from placement_cli.model import DemoRun  # noqa: PLC0415
 
-    steps, failed = [], []
-    for number, step, outcome in run_steps(chosen, machine):
-        steps.append(step_dict(number, step, outcome, step.args(machine)))
-        problem = failure(number, step, outcome)
-        if problem is not None:
-            failed.append(problem)
-    ending = _ending(failed)
-    return Outcome(code=ending.code, output=[Json({"gpus": machine.gpus, "note": gpu_note(machine), "steps": steps})],
-                   notices=ending.notices)
+    found = DemoRun(machine.gpus, gpu_note(machine), tuple(run_steps(chosen, machine)))
+    ending = _ending([s.failure for s in found.steps if s.failure is not None])
+    return Outcome(code=ending.code, output=[Json(found.to_dict())], notices=ending.notices)

@@ -7,14 +7,13 @@ from typing import Annotated
 import typer
 
 from placement_cli.cli import shown
-from placement_cli.cli.app import Outcome, app, guarded, say
+from placement_cli.cli.app import Outcome, command, say
 from placement_cli.cli.options import (AllOpt, DeviceFilterOpt, ForceOpt, JsonOpt, LangOpt, NodeFilterOpt,
                                        OpFilterOpt, SvgOpt, TopOpt, pictures)
 from placement_cli.i18n import _
 
 
-@app.command()
-@guarded
+@command()
 def parse(
     files: Annotated[list[str], typer.Argument(metavar="FILE...", help="Log files; - reads standard input.", show_default=False)],
     summary: Annotated[bool, typer.Option("--summary", help="Only the counts per device.")] = False,

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from placement_cli.cli import shown
-from placement_cli.cli.app import ExitCode, Json, Outcome, Pictures, app, guarded
+from placement_cli.cli.app import ExitCode, Json, Outcome, Pictures, command
 from placement_cli.cli.options import (AllOpt, CopiesOpt, CpusOpt, DotOpt, ForceOpt, GraphSvgOpt, JsonOpt, LangOpt,
                                        LogOpt, Mode, ModeOpt, SoftOpt, SvgOpt, TensorBoardOpt, VGpusOpt, device_option,
                                        devices_option, gpus_option, pictures, run_options)
@@ -27,8 +27,7 @@ def _ran(report: Any, options: Any, drawn: Pictures, *, as_json: bool, log: bool
         notices=(*shown.tensorboard_notice(options.tensorboard, written=produced), *shown.incomplete(report.incomplete)))
 
 
-@app.command()
-@guarded
+@command(one_machine=True)
 def show(
     device: Annotated[str | None, typer.Option("--device", metavar="DEV", callback=device_option, help="Pin a, b and MatMul to DEV (the guide's /gpu:2 case).")] = None,
     inputs_on: Annotated[str | None, typer.Option("--inputs-on", metavar="DEV", callback=device_option, help="Pin only a and b to DEV (the guide's /cpu:0 case).")] = None,
@@ -59,8 +58,7 @@ def show(
     return _ran(report, options, drawn, as_json=as_json, log=log, all_rows=all_rows, soft=soft)
 
 
-@app.command()
-@guarded
+@command(one_machine=True)
 def tower(
     ctx: typer.Context,
     gpus: Annotated[str, typer.Option("--gpus", metavar="N,N|N-N", callback=gpus_option, help="GPU indices for the towers: 2,3 or 0-3.")] = "2,3",
@@ -100,8 +98,7 @@ def tower(
     return _ran(report, options, drawn, as_json=as_json, log=log, all_rows=all_rows, soft=soft)
 
 
-@app.command()
-@guarded
+@command(one_machine=True)
 def errors(lang: LangOpt = None, as_json: JsonOpt = False, svg: SvgOpt = None, force: ForceOpt = False) -> Outcome:
     """Run a catalogue of placement failures for real and show each error, and what --soft does instead.
 
@@ -122,8 +119,7 @@ def errors(lang: LangOpt = None, as_json: JsonOpt = False, svg: SvgOpt = None, f
         found.incomplete, "the catalogue is incomplete (what needs it says unknown or is not run)"))
 
 
-@app.command()
-@guarded
+@command(one_machine=True)
 def devices(
     cpus: CpusOpt = None,
     virtual_gpus: VGpusOpt = None,

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from placement_cli.cli import shown
-from placement_cli.cli.app import Json, Outcome, Verbatim, app, guarded, say
+from placement_cli.cli.app import Json, Outcome, Verbatim, command, say
 from placement_cli.cli.options import (AllOpt, DeviceFilterOpt, DotOpt, GraphSvgOpt, JsonOpt, LangOpt, NodeFilterOpt,
                                        OpFilterOpt, SvgOpt, TopOpt, pictures)
 from placement_cli.i18n import _
@@ -22,8 +22,7 @@ def _load_renderers() -> None:
     import placement_cli.why  # noqa: F401, PLC0415
 
 
-@app.command(context_settings={"allow_interspersed_args": False})
-@guarded
+@command(own_signals=True, context_settings={"allow_interspersed_args": False})
 def trace(
     script: Annotated[str, typer.Argument(metavar="SCRIPT", help="The Python script to run.", show_default=False)],
     args: Annotated[list[str] | None, typer.Argument(metavar="[ARGS]...", help="Arguments for the script.", show_default=False)] = None,

@@ -9,7 +9,7 @@ import typer
 
 from placement_cli.caps import LESSON_DEVICES
 from placement_cli.cli import shown
-from placement_cli.cli.app import ExitCode, Json, Outcome, Pictures, app, guarded
+from placement_cli.cli.app import ExitCode, Json, Outcome, Pictures, command
 from placement_cli.cli.options import (AllOpt, CpusOpt, DeviceFilterOpt, DotOpt, ForceOpt, GraphSvgOpt, JsonOpt,
                                        LangOpt, LogOpt, NodeFilterOpt, OpFilterOpt, SoftOpt, SvgOpt, TensorBoardOpt,
                                        TopOpt, VGpusOpt, capped, devices_option, gpus_option, lr_option, pictures)
@@ -75,8 +75,7 @@ def _trained(report: Any, narrowed: Any, drawn: Pictures, *, as_json: bool, log:
                    notices=(*notices, *_why_failed(report)))
 
 
-@app.command()
-@guarded
+@command(one_machine=True)
 def train(
     towers: Annotated[int | None, typer.Option("--towers", metavar="N", callback=capped("--towers", 1, LESSON_DEVICES["train"][0], LESSON_DEVICES["train"][2]), help="How many towers (default 2; with --devices or --gpus, one per device).")] = None,
     devices: Annotated[str | None, typer.Option("--devices", metavar="DEV,DEV", callback=devices_option, help="The towers' devices, e.g. /gpu:0,/gpu:1 (default: logical CPUs /cpu:1../cpu:N).")] = None,
@@ -131,8 +130,7 @@ def train(
                     notices=shown.tensorboard_notice(board, written=report.result is not None))
 
 
-@app.command()
-@guarded
+@command(one_machine=True)
 def mirrored(
     replicas: Annotated[int | None, typer.Option("--replicas", metavar="N", callback=capped("--replicas", 1, LESSON_DEVICES["mirrored"][0], LESSON_DEVICES["mirrored"][2]), help="How many replicas (default 2; with --devices or --gpus, one per device).")] = None,
     devices: Annotated[str | None, typer.Option("--devices", metavar="DEV,DEV", callback=devices_option, help="The replicas' devices, e.g. /gpu:0,/gpu:1 (default: logical CPUs /cpu:0../cpu:N-1).")] = None,

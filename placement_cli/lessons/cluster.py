@@ -10,7 +10,7 @@ from typing import Any
 
 from placement_cli.devices import try_parse
 from placement_cli.logparse import parse_text
-from placement_cli.model import ClusterReport, ClusterRun, Edge, Placement, Report, WorkerSteps
+from placement_cli.model import ClusterEvent, ClusterReport, ClusterRun, Edge, Placement, Report, WorkerSteps
 from placement_cli.runtime import cluster_launch
 
 # The supervisor's process: the entry module that hands it the work each task runs.
@@ -20,7 +20,7 @@ _SYNC_OPS = ("ConditionalAccumulator", "FIFOQueue", "FIFOQueueV2", "QueueEnqueue
              "AccumulatorTakeGradient", "ResourceConditionalAccumulator", "ResourceAccumulatorTakeGradient")
 
 
-def run(request: dict[str, Any], progress: Callable[[dict[str, Any]], None]) -> ClusterRun:
+def run(request: dict[str, Any], progress: Callable[[ClusterEvent], None]) -> ClusterRun:
     """Start the cluster ``request`` describes, every task a process, and train (see cluster_tasks)."""
     return cluster_launch.run(request, progress, ENTRY)
 

@@ -7,11 +7,13 @@ import functools
 import inspect
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from placement_cli.devices import short_name
-from placement_cli.i18n import N_
+from placement_cli.i18n import N_, Message
+from placement_cli.messages import cut
+from placement_cli.model import ClusterEvent, DemoOutcome, DemoStep, DemoSteps, StepTitle
 from placement_cli.runtime.startup import RunOptions
 
 SOFT_CONFIG = "tf.compat.v1.ConfigProto(log_device_placement=True, allow_soft_placement=True)"
@@ -24,7 +26,7 @@ class Machine:
     ``progress`` hears the cluster step's tasks start (a line each, so nobody stares at a silent screen)."""
 
     gpus: int
-    progress: Callable[[dict[str, Any]], None] | None = field(default=None, compare=False)
+    progress: Callable[[ClusterEvent], None] | None = field(default=None, compare=False)
 
     @property
     def towers(self) -> list[str]:
@@ -48,34 +50,29 @@ class Machine:
         return f"/gpu:{max(self.gpus, 2)}"  # the guide's /gpu:2, or the first index past the GPUs here
 
 
-@dataclass
-class Outcome:
-    """What a step produced: its report (or data), the fact to notice (a template and its fields,
-    read from the result), whether it went as the lesson expects, and the shown code that ran."""
-
-    kind: str  # report | training | inventory
-    result: Any = None
-    notice: str = ""
-    fields: dict[str, Any] = field(default_factory=dict)
-    ok: bool = True
-    problem: str | None = None
-    ran: list[str] = field(default_factory=list)
-
-
 @dataclass(frozen=True)
 class Step:
     key: str
     title: str
     explain: str
     code: tuple[tuple[Any, str], ...]  # (module, function name): the source shown, looked up when run
-    run: Callable[[Machine], Outcome]
+    run: Callable[[Machine], DemoOutcome]
     args: Callable[[Machine], dict[str, Any]] = lambda machine: {}
 
     def functions(self) -> list[Any]:
         return [getattr(module, name) for module, name in self.code]
 
+    def parameters(self) -> frozenset[str]:
+        """The names of the arguments the shown functions take."""
+        return frozenset(name for f in self.functions() for name in inspect.signature(inspect.unwrap(f)).parameters)
+
     def source(self) -> str:
         return "\n\n".join(inspect.getsource(inspect.unwrap(f)).rstrip() for f in self.functions())
+
+
+def _taught(result: Any, notice: str, fields: dict[str, Any], ran: tuple[str, ...] = ()) -> DemoOutcome:
+    """A step that went as the lesson expects: its result and the fact to notice, its fields read from the result."""
+    return DemoOutcome(result, Message(notice, **fields), ran=ran)
 
 
 def _options(**kwargs: Any) -> RunOptions:
@@ -84,68 +81,68 @@ def _options(**kwargs: Any) -> RunOptions:
 
 # --- the steps' runs: each calls a lesson, then reads the one fact to notice off its result ---
 
-def _devices(machine: Machine) -> Outcome:
+def _devices(machine: Machine) -> DemoOutcome:
     from placement_cli.runtime.inventory import inventory  # noqa: PLC0415
 
     found = inventory(_options())
     logical = [short_name(d.canonical) for d in found.logical]
     if found.gpus:
-        return Outcome("inventory", found, N_("TensorFlow sees {gpus} GPU(s) and {count} logical devices: {names}."),
+        return _taught(found, N_("TensorFlow sees {gpus} GPU(s) and {count} logical devices: {names}."),
                        {"gpus": len(found.gpus), "count": len(logical), "names": ", ".join(logical)})
-    return Outcome("inventory", found, N_("No GPU here: the CPU is split into {count} logical devices ({names}); "
+    return _taught(found, N_("No GPU here: the CPU is split into {count} logical devices ({names}); "
                                           "the GPU steps run on them instead, and say so."),
                    {"count": len(logical), "names": ", ".join(logical)})
 
 
-def _logging(machine: Machine) -> Outcome:
+def _logging(machine: Machine) -> DemoOutcome:
     from placement_cli.lessons.guide import matmul  # noqa: PLC0415
 
     report = matmul(None, None, _options())
     shown = [p for p in report.placements if p.node in ("a", "b", "MatMul")]
     if report.result is None or not shown:
-        return Outcome("report", report, ok=False, problem="the matmul did not run")
-    return Outcome("report", report, N_("Nothing was pinned, yet the log names a device for every op: {where}."),
+        return DemoOutcome(report, ok=False, problem="the matmul did not run")
+    return _taught(report, N_("Nothing was pinned, yet the log names a device for every op: {where}."),
                    {"where": ", ".join(f"{p.node} -> {p.short}" for p in sorted(shown, key=lambda p: p.line))})
 
 
-def _manual(machine: Machine) -> Outcome:
+def _manual(machine: Machine) -> DemoOutcome:
     from placement_cli.lessons.guide import matmul  # noqa: PLC0415
 
     report = matmul(machine.pinned, "/cpu:0", _options())
     product = next((p for p in report.placements if p.op and "MatMul" in p.op), None)
     if report.result is None or product is None:
-        return Outcome("report", report, ok=False, problem="the pinned matmul did not run")
+        return DemoOutcome(report, ok=False, problem="the pinned matmul did not run")
     inputs = sorted({p.short for p in report.placements if p.node in ("a", "b")})
     notice = (N_("a and b ran on {inputs} and MatMul on {device}, as pinned ({status}).") if machine.gpus else
               N_("a and b ran on {inputs} and MatMul on {device}, as pinned ({status}): a logical CPU standing "
                  "in for a GPU."))
-    return Outcome("report", report, notice,
+    return _taught(report, notice,
                    {"inputs": ", ".join(inputs), "device": product.short, "status": product.status})
 
 
-def _missing(machine: Machine) -> Outcome:
+def _missing(machine: Machine) -> DemoOutcome:
     from placement_cli.lessons.guide import matmul  # noqa: PLC0415
 
     report = matmul(machine.missing, None, _options())
     if report.result is not None or not report.errors:
-        return Outcome("report", report, ok=False, problem=f"pinning to {machine.missing} did not fail")
+        return DemoOutcome(report, ok=False, problem=f"pinning to {machine.missing} did not fail")
     failure = report.errors[0]
-    return Outcome("report", report, N_("TensorFlow refused to run: {node} asked for {requested}, which does not "
+    return _taught(report, N_("TensorFlow refused to run: {node} asked for {requested}, which does not "
                                         "exist ({kind}); it has {available}."),
                    {"node": failure.node or "?", "requested": machine.missing, "kind": failure.kind,
                     "available": ", ".join(short_name(d) for d in failure.available_devices) or "?"})
 
 
-def _soft(machine: Machine) -> Outcome:
+def _soft(machine: Machine) -> DemoOutcome:
     from placement_cli.lessons.guide import matmul  # noqa: PLC0415
     from placement_cli.model import SOFT_FALLBACK  # noqa: PLC0415
 
     report = matmul(machine.missing, None, _options(soft=True))
     fallen = [p for p in report.placements if p.status == SOFT_FALLBACK]
     if report.result is None or not fallen:
-        return Outcome("report", report, ok=False, problem="soft placement did not fall back")
+        return DemoOutcome(report, ok=False, problem="soft placement did not fall back")
     first = fallen[0]
-    return Outcome("report", report, N_("With soft placement the same graph runs: {node} fell back to {device} "
+    return _taught(report, N_("With soft placement the same graph runs: {node} fell back to {device} "
                                         "because {reason}."),
                    {"node": first.node, "device": first.short, "reason": first.reason})
 
@@ -156,10 +153,10 @@ def _towers(machine: Machine, copies: bool = False) -> Any:
     return tower(machine.towers, "/cpu:0", _options(copies=copies))
 
 
-def _tower(machine: Machine) -> Outcome:
+def _tower(machine: Machine) -> DemoOutcome:
     report = _towers(machine)
     if report.result is None:
-        return Outcome("report", report, ok=False, problem="the towers did not run")
+        return DemoOutcome(report, ok=False, problem="the towers did not run")
     where = {}
     summed = "?"
     for p in report.placements:
@@ -168,43 +165,43 @@ def _tower(machine: Machine) -> Outcome:
         elif p.group == "reduce" and p.op == "AddN":
             summed = p.short
     towers = ", ".join(f"{k}: {v}" for k, v in sorted(where.items()))
-    return Outcome("report", report, N_("Each tower's MatMul ran where it was pinned ({towers}); AddN summed "
+    return _taught(report, N_("Each tower's MatMul ran where it was pinned ({towers}); AddN summed "
                                         "them on {device}."), {"towers": towers, "device": summed})
 
 
-def _copies(machine: Machine) -> Outcome:
+def _copies(machine: Machine) -> DemoOutcome:
     report = _towers(machine, copies=True)
     if report.result is None or report.copies is None:
-        return Outcome("report", report, ok=False, problem="the copies were not recorded")
+        return DemoOutcome(report, ok=False, problem="the copies were not recorded")
     links = sorted({f"{short_name(c.source)} -> {short_name(c.target)}" for c in report.copies})
-    return Outcome("report", report, N_("{count} tensors crossed devices ({links}): each crossing is a _Send/_Recv "
+    return _taught(report, N_("{count} tensors crossed devices ({links}): each crossing is a _Send/_Recv "
                                         "pair TensorFlow added."),
                    {"count": len(report.copies), "links": ", ".join(links) or "-"})
 
 
-def _train(machine: Machine) -> Outcome:
+def _train(machine: Machine) -> DemoOutcome:
     from placement_cli.lessons.train import TrainSpec, train  # noqa: PLC0415
 
     report = train(TrainSpec(devices=tuple(machine.towers), batch=64, steps=3, lr=0.5, dtype="float32",
                              check=False), RunOptions(mode="graph", cpus=CPUS))
     training = report.training
     if report.failed or training is None or not training.complete:
-        return Outcome("training", report, ok=False, problem="the tower training did not finish")
-    return Outcome("training", report, N_("The variables live on {variables}, the towers on {towers}; the loss went "
+        return DemoOutcome(report, ok=False, problem="the tower training did not finish")
+    return _taught(report, N_("The variables live on {variables}, the towers on {towers}; the loss went "
                                           "from {first:.4f} to {last:.4f} in {steps} steps."),
                    {"variables": training.variables_on, "towers": ", ".join(training.devices),
                     "first": training.losses[0], "last": training.losses[-1], "steps": len(training.losses)})
 
 
-def _mirrored(machine: Machine) -> Outcome:
+def _mirrored(machine: Machine) -> DemoOutcome:
     from placement_cli.lessons.mirrored import MirroredSpec, mirrored  # noqa: PLC0415
 
     report = mirrored(MirroredSpec(devices=tuple(machine.replicas), batch=64, steps=3, lr=0.1, reduce="collective", fit=False),
                       RunOptions(mode="eager", cpus=CPUS))
     training = report.training
     if report.failed or training is None or not training.complete:
-        return Outcome("training", report, ok=False, problem="the mirrored training did not finish")
-    return Outcome("training", report, N_("{replicas} replicas, one copy of every variable each; the gradients were "
+        return DemoOutcome(report, ok=False, problem="the mirrored training did not finish")
+    return _taught(report, N_("{replicas} replicas, one copy of every variable each; the gradients were "
                                           "summed with {reduction}; the loss went from {first:.4f} to {last:.4f}."),
                    {"replicas": len(training.replicas or training.devices), "reduction": training.reduction or "?",
                     "first": training.losses[0], "last": training.losses[-1]})
@@ -218,7 +215,7 @@ def _cluster_request() -> dict[str, Any]:
     return plan(api="tf1", ps=1, workers=2, steps=3, sync=False, copies=False, addresses=None)
 
 
-def _cluster(machine: Machine) -> Outcome:
+def _cluster(machine: Machine) -> DemoOutcome:
     from placement_cli.lessons.cluster import build, run  # noqa: PLC0415
 
     request = _cluster_request()
@@ -228,16 +225,16 @@ def _cluster(machine: Machine) -> Outcome:
     # the shown function runs in the workers' processes, out of the recorder's reach: their answers say it ran
     ran = ["_train"] if found.run.results else []
     if not found.complete or any(w.steps != request["steps"] for w in workers):
-        return Outcome("cluster", found, ok=False, problem=found.run.error or "the cluster did not finish its steps",
-                       ran=ran)
+        return DemoOutcome(found, ok=False, problem=found.run.error or "the cluster did not finish its steps",
+                       ran=tuple(ran))
     last = max((step for w in workers for step in w.global_steps or ()), default=0)
     where = sorted({device for device in found.variables.values()})
-    return Outcome("cluster", found, N_("{workers} workers, each a process with its own graph, trained against "
+    return _taught(found, N_("{workers} workers, each a process with its own graph, trained against "
                                         "{ps} ps task: every variable lives on {variables} (replica_device_setter), "
                                         "the compute on each worker's own task; async, so the global step counts "
                                         "every worker's steps: {total} in all (the last value a worker read: {last})."),
                    {"workers": len(workers), "ps": request["ps"], "variables": ", ".join(where) or "?",
-                    "last": last, "total": sum(w.steps or 0 for w in workers)}, ran=ran)
+                    "last": last, "total": sum(w.steps or 0 for w in workers)}, ran=tuple(ran))
 
 
 def _module(name: str) -> Any:
@@ -320,7 +317,7 @@ def select(spec: str | None) -> list[int]:
         low, dash, high = part.partition("-")
         low, high = low.strip(), high.strip()
         # ASCII digits only: str.isdigit() takes "²" (which int() refuses) and "١" (which int() reads as 1)
-        shown = repr(part if len(part) <= 40 else part[:37] + "...")
+        shown = repr(cut(part, 40))
         if not _DIGITS.fullmatch(low) or (dash and not _DIGITS.fullmatch(high)):
             raise ValueError(f"{shown} is not a step: give K, K-M or a comma-separated list (1-{len(STEPS)})")
         if max(len(low), len(high)) > 6:  # int() refuses 4,300 digits and more, in words about sys
@@ -345,7 +342,7 @@ def start() -> Machine:
     return Machine(gpus=gpus)
 
 
-def run_step(step: Step, machine: Machine) -> Outcome:
+def run_step(step: Step, machine: Machine) -> DemoOutcome:
     """Run one step; its shown functions are wrapped while it runs so the outcome records that they ran.
     An unexpected error is the step's failure (kept, not raised: the demo goes on and exits 1)."""
     ran: list[str] = []
@@ -365,15 +362,15 @@ def run_step(step: Step, machine: Machine) -> Outcome:
     try:
         outcome = step.run(machine)
     except Exception as exc:  # noqa: BLE001 - a lesson that breaks is reported as the step's failure
-        outcome = Outcome("error", ok=False, problem=f"{type(exc).__name__}: {exc}")
+        outcome = DemoOutcome(ok=False, problem=f"{type(exc).__name__}: {exc}")
     finally:
         for restore in undo:
             restore()
-    outcome.ran = ran + [name for name in outcome.ran if name not in ran]  # + what ran in other processes
-    missing = [name for _, name in step.code if name not in outcome.ran]
+    ran += [name for name in outcome.ran if name not in ran]  # + what ran in other processes
+    missing = [name for _, name in step.code if name not in ran]
     if outcome.ok and missing:
-        outcome.ok, outcome.problem = False, f"the code shown did not run: {', '.join(missing)}"
-    return outcome
+        return replace(outcome, ran=tuple(ran), ok=False, problem=f"the code shown did not run: {', '.join(missing)}")
+    return replace(outcome, ran=tuple(ran))
 
 
 def gpu_note(machine: Machine) -> str | None:
@@ -387,13 +384,15 @@ def gpu_note(machine: Machine) -> str | None:
               "on /cpu:0, /cpu:1) and say so; nothing pretends a GPU exists.")
 
 
-def run_steps(chosen: list[int], machine: Machine) -> Iterator[tuple[int, Step, Outcome]]:
-    """The chosen steps, each run when the one before was shown: (number, step, outcome)."""
+def contents() -> DemoSteps:
+    """`demo --list`: every step's number, key and title."""
+    return DemoSteps(tuple(StepTitle(k, s.key, s.title) for k, s in enumerate(STEPS, 1)))
+
+
+def run_steps(chosen: list[int], machine: Machine) -> Iterator[DemoStep]:
+    """The chosen steps, each run when the one before was shown."""
     for k in chosen:
         step = STEPS[k - 1]
-        yield k, step, run_step(step, machine)
-
-
-def failure(number: int, step: Step, outcome: Outcome) -> str | None:
-    """How a step that failed is named at the end (None: it went as the lesson expects)."""
-    return None if outcome.ok else f"step {number} ({step.key}): {outcome.problem}"
+        outcome = run_step(step, machine)
+        yield DemoStep(k, step.key, step.title, step.explain, step.source(), step.args(machine), outcome,
+                       takes=step.parameters())

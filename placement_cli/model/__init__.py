@@ -13,14 +13,16 @@ from placement_cli.model.report import (AS_REQUESTED, FREE, LOGGED, SOFT_FALLBAC
 if TYPE_CHECKING:
     from placement_cli.model.catalogue import (FailureCase, FailureCatalogue, Inventory, LogicalDevice,
                                                PhysicalDevice, SoftRun)
-    from placement_cli.model.cluster import ClusterReport, ClusterRun, ClusterTask, TaskTraining, WorkerSteps
+    from placement_cli.model.demo import DemoOutcome, DemoRun, DemoStep, DemoSteps, StepTitle
+    from placement_cli.model.cluster import ClusterEvent, ClusterReport, ClusterRun, ClusterTask, TaskTraining, WorkerSteps
     from placement_cli.model.inspection import Inspection, TaskAnswer, TaskDevice
     from placement_cli.model.training import ExpectedBytes, GradientCheck, Training, VariableCopies
 
 _LAZY = {
     **dict.fromkeys(("FailureCase", "FailureCatalogue", "Inventory", "LogicalDevice", "PhysicalDevice", "SoftRun"),
                     "catalogue"),
-    **dict.fromkeys(("ClusterReport", "ClusterRun", "ClusterTask", "TaskTraining", "WorkerSteps"), "cluster"),
+    **dict.fromkeys(("ClusterEvent", "ClusterReport", "ClusterRun", "ClusterTask", "TaskTraining", "WorkerSteps"), "cluster"),
+    **dict.fromkeys(("DemoOutcome", "DemoRun", "DemoStep", "DemoSteps", "StepTitle"), "demo"),
     **dict.fromkeys(("Inspection", "TaskAnswer", "TaskDevice"), "inspection"),
     **dict.fromkeys(("ExpectedBytes", "GradientCheck", "Training", "VariableCopies"), "training"),
 }

@@ -12,6 +12,25 @@ _TASK_FIELDS = ("job", "task", "target", "pid", "exit_code", "ended_by_placement
 
 
 @dataclass(frozen=True)
+class ClusterEvent:
+    """One event of a cluster's start-up as its supervisor reports it: a task started, was ready or
+    opened its session, the ports were retried, the network isolation was (not) had."""
+
+    event: str
+    task: str | None = None
+    address: str | None = None
+    pid: int | None = None
+    seconds: float | None = None
+    isolated: bool | None = None
+    why: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ClusterEvent:
+        return cls(str(data.get("event")), **{name: data.get(name) for name in
+                                              ("task", "address", "pid", "seconds", "isolated", "why")})
+
+
+@dataclass(frozen=True)
 class ClusterTask:
     """One task of a cluster run, as its supervisor saw it (None: not known)."""
 

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from placement_cli.i18n import _
-from placement_cli.model import ClusterReport, WorkerSteps
+from placement_cli.model import ClusterEvent, ClusterReport, WorkerSteps
 from placement_cli.render.table import View, clean, literal, report_group
 
 
@@ -140,18 +138,18 @@ def cluster_group(found: ClusterReport, view: View) -> Group:
     return Group(*parts)
 
 
-def progress_line(event: dict[str, Any]) -> str | None:
+def progress_line(event: ClusterEvent) -> str | None:
     """A cluster's start-up event as the line said on stderr (cluster, and the demo's cluster step)."""
-    kind = event.get("event")
-    if kind == "isolation" and not event.get("isolated"):
+    kind = event.event
+    if kind == "isolation" and not event.isolated:
         return _("no private network namespace ({why}): the cluster's ports listen on every interface, "
-                 "unauthenticated, while it runs").format(why=event.get("why"))
+                 "unauthenticated, while it runs").format(why=event.why)
     if kind == "retry":
         return _("a port was taken while the cluster started ({why}); starting again on new ports").format(
-            why=event.get("why"))
+            why=event.why)
     if kind == "session":
-        return _("{task}: session up, training").format(task=event["task"])
+        return _("{task}: session up, training").format(task=event.task)
     if kind == "ready":
         return _("{task} ready on {address} (pid {pid}, {seconds} s)").format(
-            task=event["task"], address=event["address"], pid=event["pid"], seconds=event["seconds"])
+            task=event.task, address=event.address, pid=event.pid, seconds=event.seconds)
     return None

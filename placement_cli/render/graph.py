@@ -69,11 +69,10 @@ class Picture:
 
     @staticmethod
     def short(device: str) -> str:
-        """CPU:1 for a local device, the whole name for a remote one."""
-        from placement_cli.devices import try_parse  # noqa: PLC0415
+        """CPU:1 for a local device, ps/0 CPU:0 for a remote one, an unreadable name as it is."""
+        from placement_cli.devices import short_name  # noqa: PLC0415
 
-        spec = try_parse(device)
-        return spec.short if spec else device
+        return short_name(device)
 
 
 def picture(report: Report) -> Picture:

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import html
 import re
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.cells import cell_len
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 # Monospace fonts found offline on Linux, macOS and Windows, then ones with CJK glyphs (tables may be in
 # Chinese), then the generic family. Wide characters take two cells in rich's layout, as in these fonts.
@@ -27,7 +30,7 @@ _TEXT = re.compile(r"<text\b([^>]*)>([^<]*)</text>")
 _ATTR = re.compile(r'\s(x|textLength)="([^"]*)"')
 
 
-def render_svg(console: Any, title: str) -> str:
+def render_svg(console: Console, title: str) -> str:
     """What ``console`` recorded (it must be made with ``record=True``), as SVG text; the recording is kept.
     The canvas is as wide as the widest line printed: output that is not a terminal keeps whole names
     past the console's width, and rich would crop the picture at that width."""

@@ -54,7 +54,7 @@ def report_renderables(report: Report, *, run: bool, summary: bool = False,
         if report.placements:
             visible = shown_placements(report, run)
             rows = table_rows(visible, run)
-            if view.all_rows or len(rows) <= view.screen_rows:
+            if view.fits(len(rows)):
                 parts.append(rows_table(rows, caption=plumbing_caption(report, visible, view), fit=view.fit))
             else:
                 parts.extend(digest_renderables(report, visible, len(rows), run=run, view=view))

@@ -3,17 +3,12 @@ results as the tables write them."""
 
 from __future__ import annotations
 
-import re
-
 from rich.cells import cell_len
 from rich.text import Text
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+from placement_cli.messages import clean
 
-
-def clean(text: str | None) -> str:
-    """Log text made safe to show: no escape sequences or other control characters."""
-    return _CONTROL.sub("\N{REPLACEMENT CHARACTER}", text) if text else ""
+__all__ = ["clean", "format_result", "literal", "pad_left"]
 
 
 def literal(text: str | None, style: str = "") -> Text:

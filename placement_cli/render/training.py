@@ -196,7 +196,7 @@ def copies_renderables(report: Report, view: View) -> list[RenderableType]:
         return [Text(_("No copies between devices in the traced step: every op that exchanges tensors shares a "
                        "device."))]
     parts: list[RenderableType] = []
-    if view.all_rows or len(copies) <= view.screen_rows:
+    if view.fits(len(copies)):
         parts.append(_copies_table(copies, view))
     else:
         parts.append(Text(_("{count} copies do not fit a screen: the totals per link follow "
@@ -289,7 +289,7 @@ def training_renderables(report: Report, view: View) -> list[RenderableType]:
     if visible:
         parts.append(role_table(visible, roles, view))
         rows = table_rows(_ordered_by_role(visible, roles), run=True)
-        if view.all_rows or len(rows) <= view.screen_rows:
+        if view.fits(len(rows)):
             parts.append(rows_table(rows, fit=view.fit))
             parts.append(counts_table(report, view.filtered))
         else:

@@ -38,6 +38,10 @@ class View:
     filtered: Filtered | None = None  # the filters that narrowed the report, if any
     api: bool = False  # shown by the notebook API: point to report.placements / to_json(), not CLI flags
 
+    def fits(self, rows: int) -> bool:
+        """Whether ``rows`` rows are shown one by one (they fit a screen, or --all), not as a digest."""
+        return self.all_rows or rows <= self.screen_rows
+
     @property
     def everything(self) -> str:
         return _("report.to_json() has all") if self.api else _("--json has all")

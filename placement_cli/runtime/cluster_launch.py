@@ -24,7 +24,7 @@ from typing import Any
 from placement_cli.clusterspec import Cluster
 from placement_cli.exceptions import Terminated, UsageProblem
 from placement_cli.i18n import N_, Message
-from placement_cli.model import ClusterRun, ClusterTask, Copy, TaskTraining
+from placement_cli.model import ClusterEvent, ClusterRun, ClusterTask, Copy, TaskTraining
 
 OVERALL_LIMIT = 600.0  # seconds the supervisor may take in all before it is killed
 
@@ -94,7 +94,7 @@ def _private_folder() -> str:
     return tempfile.mkdtemp(prefix="placement-cluster-", dir="/tmp")
 
 
-def run(request: dict[str, Any], progress: Callable[[dict[str, Any]], None], entry: str) -> ClusterRun:
+def run(request: dict[str, Any], progress: Callable[[ClusterEvent], None], entry: str) -> ClusterRun:
     """Start the supervisor (``python -m entry``: the module that hands it the tasks' work) with
     ``request``, hand each progress event to ``progress``, return its answer.
     The supervisor's process group is killed whatever happens; SIGTERM and SIGHUP become
@@ -144,7 +144,7 @@ def run(request: dict[str, Any], progress: Callable[[dict[str, Any]], None], ent
             task["pid"] = event.get("pid") or task["pid"]
             if event.get("address"):
                 task["target"] = f"grpc://{event['address']}"
-        progress(event)
+        progress(ClusterEvent.from_dict(event))
     try:
         assert child.stdin is not None
         child.stdin.write(json.dumps(request).encode())

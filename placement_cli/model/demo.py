@@ -1,0 +1,95 @@
+"""The results of `placement demo`: the list of its steps, what each step ran and produced, and the whole run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from placement_cli.i18n import Message
+from placement_cli.model.report import Report
+
+if TYPE_CHECKING:
+    from placement_cli.model.catalogue import Inventory
+    from placement_cli.model.cluster import ClusterReport
+
+    StepResult = Report | Inventory | ClusterReport
+
+
+@dataclass(frozen=True)
+class StepTitle:
+    """One step as `demo --list` names it."""
+
+    number: int
+    key: str
+    title: str  # marked for translation: English in JSON, the chosen language in tables
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"number": self.number, "key": self.key, "title": self.title}
+
+
+@dataclass(frozen=True)
+class DemoSteps:
+    """`demo --list`: every step, in order."""
+
+    steps: tuple[StepTitle, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"steps": [s.to_dict() for s in self.steps]}
+
+
+@dataclass(frozen=True)
+class DemoOutcome:
+    """What a step produced: its result (a report, a training run's report, the devices, a cluster's
+    report; None when the step broke before it had one), the fact to notice (read from the result),
+    whether it went as the lesson expects, and the names of the shown functions that ran."""
+
+    result: StepResult | None = None
+    notice: Message | None = None
+    ok: bool = True
+    problem: str | None = None
+    ran: tuple[str, ...] = ()
+
+    def result_dict(self) -> Any:
+        if self.result is None:
+            return None
+        if isinstance(self.result, Report):
+            return self.result.to_dict(run=True)
+        return self.result.to_dict()
+
+
+@dataclass(frozen=True)
+class DemoStep:
+    """One step as it ran: what it explains, the code it shows and the values it ran with, and its outcome."""
+
+    number: int
+    key: str
+    title: str
+    explanation: str
+    code: str  # the source of the functions it shows
+    args: dict[str, Any]  # the values the shown code ran with
+    outcome: DemoOutcome
+    takes: frozenset[str] | None = None  # the arguments the shown functions take (None: all); the text shows only those
+
+    def to_dict(self) -> dict[str, Any]:
+        o = self.outcome
+        return {"number": self.number, "key": self.key, "title": self.title, "explanation": self.explanation,
+                "code": self.code, "args": self.args, "code_ran": list(o.ran), "ok": o.ok, "problem": o.problem,
+                "notice": (str(o.notice) if o.notice else "") if o.ok else None,
+                "result": o.result_dict()}
+
+    @property
+    def failure(self) -> str | None:
+        """How the step is named at the end when it failed (None: it went as the lesson expects)."""
+        return None if self.outcome.ok else f"step {self.number} ({self.key}): {self.outcome.problem}"
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    """`demo --json`: how many GPUs were found, what stands in for the missing ones, and every step that ran."""
+
+    gpus: int
+    note: str | None
+    steps: tuple[DemoStep, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"gpus": self.gpus, "note": self.note, "steps": [s.to_dict() for s in self.steps]}
