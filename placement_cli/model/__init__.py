@@ -13,6 +13,7 @@ from placement_cli.model.report import (AS_REQUESTED, FREE, LOGGED, SOFT_FALLBAC
 if TYPE_CHECKING:
     from placement_cli.model.catalogue import (FailureCase, FailureCatalogue, Inventory, LogicalDevice,
                                                PhysicalDevice, SoftRun)
+    from placement_cli.model.diff import Change, DiffSide, PlacementDiff
     from placement_cli.model.cluster import ClusterReport, ClusterRun, ClusterTask, TaskTraining, WorkerSteps
     from placement_cli.model.inspection import Inspection, TaskAnswer, TaskDevice
     from placement_cli.model.training import ExpectedBytes, GradientCheck, Training, VariableCopies
@@ -22,6 +23,7 @@ _LAZY = {
                     "catalogue"),
     **dict.fromkeys(("ClusterReport", "ClusterRun", "ClusterTask", "TaskTraining", "WorkerSteps"), "cluster"),
     **dict.fromkeys(("Inspection", "TaskAnswer", "TaskDevice"), "inspection"),
+    **dict.fromkeys(("Change", "DiffSide", "PlacementDiff"), "diff"),
     **dict.fromkeys(("ExpectedBytes", "GradientCheck", "Training", "VariableCopies"), "training"),
 }
 
