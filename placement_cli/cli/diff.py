@@ -45,9 +45,11 @@ def diff(
     filters = Filters(device, op, node)
     result = compare(read_tallied(old, note=say), read_tallied(new, note=say), filters)
     code = ExitCode.OK if result.same else DIFFERENT
+    notices = tuple(_("no placements found in {names}").format(names=side.name)
+                    for side in (result.old, result.new) if not side.placements)
     if as_json:
-        return Outcome(code=code, output=[Json(result.to_dict())], pictures=drawn)
+        return Outcome(code=code, output=[Json(result.to_dict())], pictures=drawn, notices=notices)
     from placement_cli.cli.shown import view  # noqa: PLC0415
     from placement_cli.render.diff import diff_group  # noqa: PLC0415
 
-    return Outcome(code=code, output=[diff_group(result, view(all_rows=all_rows))], pictures=drawn)
+    return Outcome(code=code, output=[diff_group(result, view(all_rows=all_rows))], pictures=drawn, notices=notices)

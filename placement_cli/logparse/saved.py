@@ -16,7 +16,7 @@ from typing import Any, BinaryIO
 
 from placement_cli.devices import DeviceSpec, try_parse
 from placement_cli.exceptions import InputError
-from placement_cli.i18n import _
+from placement_cli.i18n import N_, _, translated
 from placement_cli.logparse import reader
 from placement_cli.logparse.engine import tally_streams
 from placement_cli.model import (AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, Copy, DeviceMapping, Placement,
@@ -28,11 +28,11 @@ _STATUSES = {str(s): s for s in (AS_REQUESTED, FREE, SOFT_FALLBACK, LOGGED)}
 _KINDS = frozenset({"placer", "eager", "legacy"})
 # What other commands save: a document of theirs holds no one run's placements.
 _NOT_PLACEMENTS = (
-    ("cases", "a `placement errors` catalogue"),
-    ("physical", "a `placement devices` inventory"),
-    ("source", "a `placement inspect` answer"),
-    ("failures", "a `placement check` verdict"),
-    ("moved", "a `placement diff` comparison"),
+    ("cases", N_("a `placement errors` catalogue")),
+    ("physical", N_("a `placement devices` inventory")),
+    ("source", N_("a `placement inspect` answer")),
+    ("failures", N_("a `placement check` verdict")),
+    ("moved", N_("a `placement diff` comparison")),
 )
 
 
@@ -173,7 +173,7 @@ def report_from_dict(data: Any, name: str = "<report>") -> Report:
         what = _what(data)
         if what is not None:
             raise InputError(_("{name}: {what}, not a report of placements (save one with --json from "
-                               "show, tower, parse, trace, train, mirrored or cluster)").format(name=name, what=what))
+                               "show, tower, parse, trace, train, mirrored or cluster)").format(name=name, what=translated(what)))
         raise InputError(_("{name}: JSON, but not a report saved by placement --json (no \"placements\" and "
                            "\"summary\")").format(name=name))
     try:
