@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from placement_cli.devices import DeviceSpec, DeviceSpecError, parse_device
@@ -100,63 +100,82 @@ def _surplus(mine: Counter[Hashable], theirs: Counter[Hashable]) -> dict[Hashabl
     return found
 
 
-@dataclass
-class _Group:
-    """One node (or one eager op) of one task: each side's devices, counted, and what it knew of them."""
-
-    old: Counter[str] = field(default_factory=Counter)
-    new: Counter[str] = field(default_factory=Counter)
-    ops: dict[str, str] = field(default_factory=dict)  # side -> op as that side named it
-    statuses: dict[tuple[str, str], str | None] = field(default_factory=dict)  # (side, canonical) -> status
+# One side's record of a group, decoded: (canonical device, op as printed, status, count).
+Entry = tuple[str, "str | None", "str | None", int]
 
 
-def _grouped(surplus: Iterable[tuple[str, dict[Hashable, int], Callable[[Hashable], Fields]]], devices: _Devices,
-             eager: bool) -> dict[tuple[Any, ...], _Group]:
-    groups: dict[tuple[Any, ...], _Group] = {}
-    for side, records, fields in surplus:
-        for record, n in records.items():
-            node, op, device, status = fields(record)
+def _decoded(records: dict[Hashable, int], fields: Callable[[Hashable], Fields], devices: _Devices,
+             places: dict[str, tuple[tuple[str, int, int], str]], eager: bool) -> dict[tuple[Any, ...], list[Entry]]:
+    """The records by group: a graph node by task and name; an eager op by task and op, oneDNN's
+    renaming undone (``_MklMatMul`` is MatMul)."""
+    found: dict[tuple[Any, ...], list[Entry]] = {}
+    for record, n in records.items():
+        node, op, device, status = fields(record)
+        place = places.get(device)
+        if place is None:
             spec = devices.spec(device)
-            task = (spec.job or "localhost", spec.replica or 0, spec.task or 0)
-            # eager ops have no names: one op's runs on one task, oneDNN's renaming undone (_MklMatMul is MatMul)
-            key = (task, (onednn_base(op or "") or op) if eager else node)
-            group = groups.setdefault(key, _Group())
-            canonical = spec.canonical
-            getattr(group, side)[canonical] += n
-            if op:
-                group.ops.setdefault(side, op)
-            group.statuses.setdefault((side, canonical), status)
-    return groups
+            place = places[device] = (spec.job or "localhost", spec.replica or 0, spec.task or 0), spec.canonical
+        task, canonical = place
+        key = (task, (onednn_base(op or "") or op) if eager else node)
+        entry = (canonical, op, status, n)
+        entries = found.get(key)
+        if entries is None:
+            found[key] = [entry]
+        else:
+            entries.append(entry)
+    return found
 
 
-def _changes(key: tuple[Any, ...], group: _Group, eager: bool) -> tuple[list[Change], list[Change], list[Change], int]:
-    """The moves, removals and additions of one group, and how many placements stayed."""
-    common = group.old & group.new
-    old_left = sorted((group.old - common).items())
-    new_left = sorted((group.new - common).items())
+def _merged(entries: list[Entry]) -> tuple[dict[str, int], str | None, dict[str, str | None]]:
+    """One side's devices of a group, counted (records spelled apart may name one device), its op
+    and each device's first status."""
+    counts: dict[str, int] = {}
+    statuses: dict[str, str | None] = {}
+    op = None
+    for canonical, entry_op, status, n in entries:
+        counts[canonical] = counts.get(canonical, 0) + n
+        statuses.setdefault(canonical, status)
+        op = op or entry_op
+    return counts, op, statuses
+
+
+def _one_side(key: tuple[Any, ...], entries: list[Entry], eager: bool, old: bool, into: list[Change]) -> None:
+    """A group only one side has: every placement of it is only there."""
     node = None if eager else key[1]
-    old_op, new_op = group.ops.get("old"), group.ops.get("new")
+    if len(entries) == 1:
+        canonical, op, status, n = entries[0]
+        into.append(Change(node, op, canonical, None, status, None, n, eager) if old else
+                    Change(node, op, None, canonical, None, status, n, eager))
+        return
+    counts, op, statuses = _merged(entries)
+    for device in sorted(counts):
+        into.append(Change(node, op, device, None, statuses[device], None, counts[device], eager) if old else
+                    Change(node, op, None, device, None, statuses[device], counts[device], eager))
+
+
+def _paired(key: tuple[Any, ...], old_entries: list[Entry], new_entries: list[Entry], eager: bool,
+            moved: list[Change], removed: list[Change], added: list[Change]) -> int:
+    """A group both sides have: what stays, what moved (devices paired in order), what is only on one
+    side (appended); how many placements stayed."""
+    node = None if eager else key[1]
+    old, old_op, old_statuses = _merged(old_entries)
+    new, new_op, new_statuses = _merged(new_entries)
     op = new_op or old_op
-
-    def change(source: str | None, target: str | None, count: int, shown_op: str | None) -> Change:
-        return Change(node, shown_op, source, target,
-                      None if source is None else group.statuses.get(("old", source)),
-                      None if target is None else group.statuses.get(("new", target)), count, eager)
-
-    moved, removed, added = [], [], []
+    stayed = {d: min(n, new[d]) for d, n in old.items() if d in new}
+    olds = [[d, n - stayed.get(d, 0)] for d, n in sorted(old.items()) if n > stayed.get(d, 0)]
+    news = [[d, n - stayed.get(d, 0)] for d, n in sorted(new.items()) if n > stayed.get(d, 0)]
     i = j = 0
-    olds = [list(t) for t in old_left]
-    news = [list(t) for t in new_left]
     while i < len(olds) and j < len(news):
         count = min(olds[i][1], news[j][1])
-        moved.append(change(olds[i][0], news[j][0], count, op))
+        moved.append(Change(node, op, olds[i][0], news[j][0], old_statuses[olds[i][0]], new_statuses[news[j][0]],
+                            count, eager))
         olds[i][1] -= count
         news[j][1] -= count
         i += olds[i][1] == 0
         j += news[j][1] == 0
-    removed += [change(d, None, n, old_op or op) for d, n in olds[i:] if n]
-    added += [change(None, d, n, new_op or op) for d, n in news[j:] if n]
-    return moved, removed, added, sum(common.values())
+    removed += [Change(node, old_op or op, d, None, old_statuses[d], None, n, eager) for d, n in olds[i:] if n]
+    added += [Change(node, new_op or op, None, d, None, new_statuses[d], n, eager) for d, n in news[j:] if n]
+    return sum(stayed.values())
 
 
 def _by_device(records: _Records, devices: _Devices) -> Counter[str]:
@@ -198,14 +217,19 @@ def compare(old: Tallied, new: Tallied, filters: Filters = Filters()) -> Placeme
         for eager, mine, theirs in ((False, a.graph, b.graph), (True, a.eager, b.eager)):
             old_extra, new_extra = _surplus(mine, theirs), _surplus(theirs, mine)
             unchanged += sum(mine.values()) - sum(old_extra.values())
-            groups = _grouped((("old", old_extra, a.eager_fields if eager else a.fields),
-                               ("new", new_extra, b.eager_fields if eager else b.fields)), devices, eager)
-            for key in sorted(groups, key=_order):
-                m, r, d, same = _changes(key, groups[key], eager)
-                moved += m
-                removed += r
-                added += d
-                unchanged += same
+            places: dict[str, tuple[tuple[str, int, int], str]] = {}
+            olds = _decoded(old_extra, a.eager_fields if eager else a.fields, devices, places, eager)
+            news = _decoded(new_extra, b.eager_fields if eager else b.fields, devices, places, eager)
+            both = olds.keys() & news.keys()
+            start = len(removed), len(added)
+            for key in _sorted(both):
+                unchanged += _paired(key, olds[key], news[key], eager, moved, removed, added)
+            for found, old_side, into, first in ((olds, True, removed, start[0]), (news, False, added, start[1])):
+                paired = len(into) > first  # rows of groups both sides have, before the others: order them all
+                for key in _sorted(found.keys() - both):
+                    _one_side(key, found[key], eager, old_side, into)
+                if paired:
+                    into[first:] = sorted(into[first:], key=_row_order)
     names = sorted(set(by_device[0]) | set(by_device[1]), key=_device_order(devices))
     return PlacementDiff(
         old=_side(old, by_device[0], counts_only[0]),
@@ -220,6 +244,19 @@ def compare(old: Tallied, new: Tallied, filters: Filters = Filters()) -> Placeme
 def _order(key: tuple[Any, ...]) -> tuple[Any, ...]:
     task, name = key
     return task, name or ""
+
+
+def _sorted(keys: Iterable[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Groups by task and name (an op of a saved report's eager placement may be None)."""
+    keys = list(keys)
+    try:
+        return sorted(keys)
+    except TypeError:
+        return sorted(keys, key=_order)
+
+
+def _row_order(change: Change) -> tuple[Any, ...]:
+    return change.node or "", change.op or "", change.device
 
 
 def _device_order(devices: _Devices) -> Callable[[str], tuple[Any, ...]]:
