@@ -15,7 +15,7 @@ from placement_cli.i18n import _
 from placement_cli.logparse.saved import Tallied, record_fields
 from placement_cli.model import LOGGED, Change, DiffSide, PlacementDiff, link_totals
 
-# A record as compared: (node or None, op, device as printed, status or None).
+# A record as compared: (node or None, op, device (as a log printed it; canonical from a saved report), status or None).
 Fields = tuple[str | None, str | None, str, str | None]
 
 
@@ -64,9 +64,9 @@ def _report_records(side: Tallied) -> _Records:
     for p in side.report.placements:
         status = None if p.status == LOGGED else str(p.status)
         if p.node is None or p.kind == "eager":
-            eager[(None, p.op, p.device, status)] += 1
+            eager[(None, p.op, p.canonical, status)] += 1
         else:
-            graph[(p.node, p.op, p.device, status)] += 1
+            graph[(p.node, p.op, p.canonical, status)] += 1
     return _Records(graph, eager, lambda r: r, lambda r: r)  # type: ignore[arg-type,return-value]
 
 
