@@ -15,7 +15,8 @@ from placement_cli.i18n import _
 from placement_cli.logparse.saved import Tallied, record_fields
 from placement_cli.model import LOGGED, Change, DiffSide, PlacementDiff, link_totals
 
-# A record as compared: (node or None, op, device (as a log printed it; canonical from a saved report), status or None).
+# A record as compared: (node or None, op, device, status or None); the device as a log printed it, or a
+# saved report's canonical name.
 Fields = tuple[str | None, str | None, str, str | None]
 
 
