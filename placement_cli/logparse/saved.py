@@ -168,7 +168,8 @@ def report_from_dict(data: Any, name: str = "<report>") -> Report:
         what = _what(data)
         if what is not None:
             raise InputError(_("{name}: {what}, not a report of placements (save one with --json from "
-                               "show, tower, parse, trace, train, mirrored or cluster)").format(name=name, what=translated(what)))
+                               "show, tower, parse, trace, train, mirrored or cluster)").format(
+                name=name, what=translated(what)))
         raise InputError(_("{name}: JSON, but not a report saved by placement --json (no \"placements\" and "
                            "\"summary\")").format(name=name))
     try:

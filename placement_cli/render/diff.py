@@ -110,7 +110,8 @@ def side_digest(title: str, changes: tuple[Change, ...], fit: bool) -> list[Rend
         by_scope[shown(scope_of(c.node, depth)), c.device] += c.count
     total = sum(c.count for c in changes)
     return [CrossTab(_("{title} ({count}), per op type").format(title=title, count=total), _("op"), by_op, fit),
-            CrossTab(_("{title} ({count}), per name scope").format(title=title, count=total), _("scope"), by_scope, fit)]
+            CrossTab(_("{title} ({count}), per name scope").format(title=title, count=total), _("scope"), by_scope,
+                     fit)]
 
 
 def devices_table(diff: PlacementDiff, fit: bool) -> RowTable:
