@@ -1,0 +1,294 @@
+"""One input of `diff` and `check`: a placement log of any TensorFlow version, standard input, or a
+report saved with ``--json`` by any command, told apart by its content (never by its name)."""
+
+from __future__ import annotations
+
+import codecs
+import importlib
+import json
+import os
+import sys
+from collections import Counter
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+from placement_cli.devices import DeviceSpec, try_parse
+from placement_cli.exceptions import InputError
+from placement_cli.i18n import N_, _, translated
+from placement_cli.logparse import reader
+from placement_cli.logparse.engine import tally_streams
+from placement_cli.model import (AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, Copy, DeviceMapping, Placement,
+                                 PlacementFailure, Report)
+
+SNIFF = 64 << 10  # the bytes looked at to tell a saved report from a log
+_STATUSES = {str(s): s for s in (AS_REQUESTED, FREE, SOFT_FALLBACK, LOGGED)}
+_KINDS = frozenset({"placer", "eager", "legacy"})
+# What other commands save: a document of theirs holds no one run's placements.
+_NOT_PLACEMENTS = (
+    ("cases", N_("a `placement errors` catalogue")),
+    ("physical", N_("a `placement devices` inventory")),
+    ("source", N_("a `placement inspect` answer")),
+    ("failures", N_("a `placement check` verdict")),
+    ("moved", N_("a `placement diff` comparison")),
+)
+
+
+class _Recording:
+    """A stream that keeps what is read from it, so it can be read again (what a decompressor needs
+    for the first 4 KiB of text: a few KiB of gzip or xz, at most a 900 kB block of bzip2)."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self.stream, self.kept = stream, bytearray()
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.stream.read(size)
+        self.kept += data
+        return data
+
+    def readable(self) -> bool:
+        return True
+
+
+def _text_head(stream: BinaryIO) -> tuple[bytes, BinaryIO, str]:
+    """The raw head, a stream that gives every raw byte again, and the decompressed, decoded start of
+    the text."""
+    head = reader.read_full(stream, SNIFF)
+    raw: BinaryIO = reader._Prepend(head, stream)  # noqa: SLF001 - the reader's own replaying stream
+    text_head = head
+    for magic, _kind, module, opener in reader._COMPRESSED:  # noqa: SLF001
+        if head.startswith(magic):
+            recording = _Recording(stream)
+            lib = importlib.import_module(module)
+            source = reader._Prepend(head, recording)  # noqa: SLF001
+            try:
+                opened = getattr(lib, opener)(fileobj=source, mode="rb") if module == "gzip" else \
+                    getattr(lib, opener)(source, mode="rb")
+                text_head = reader.read_full(opened, 4096)
+            except Exception:  # noqa: BLE001 - corrupt data: the log reader says so, with its words
+                text_head = b""
+            raw = reader._Prepend(head + bytes(recording.kept), stream)  # noqa: SLF001
+            break
+    encoding, bom = reader._encoding(text_head)  # noqa: SLF001
+    start = codecs.getincrementaldecoder(encoding)("replace").decode(text_head[bom:bom + 4096])
+    return head, raw, start
+
+
+def _looks_saved(start: str) -> bool:
+    return start.lstrip(" \t\r\n\0").startswith("{")
+
+
+def _load_json(raw: BinaryIO, name: str) -> Any:
+    """The whole input as JSON (compressed, UTF-8/16/32 as a log may be); InputError if it is none."""
+    opened = reader.open_text(raw, name, SNIFF, None)
+    assert opened is not None  # noqa: S101 - open_text returns None only where empty input is allowed
+    _layout, blocks = opened
+    text = b"".join(blocks).decode("utf-8", "replace")
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise InputError(_("{name}: starts like a saved report but is not valid JSON ({why})").format(
+            name=name, why=str(exc)[:120])) from None
+
+
+@dataclass(frozen=True)
+class Tallied:
+    """An input as a comparison reads it: a saved report whole; a log's placements counted per record
+    (``records``: "node: (Op): device" as printed, pairs of copies counted once; ``eager``: (op,
+    device)), with ``report`` holding its counts per device, errors and lines."""
+
+    name: str
+    report: Report
+    records: Counter[bytes] | None = None  # None: a saved report (its placements are in ``report``)
+    eager: Counter[tuple[bytes, bytes]] | None = None
+
+    @property
+    def saved(self) -> bool:
+        return self.records is None
+
+
+def read_input(path: str, *, note: Callable[[str], None] | None = None) -> Report:
+    """A log (``parse`` reads it), ``-`` for standard input, or a report saved with ``--json`` by any
+    command; InputError (exit 2) for input that is neither."""
+    return _read(path, note, tally=False).report
+
+
+def read_tallied(path: str, *, note: Callable[[str], None] | None = None) -> Tallied:
+    """As read_input, but a log is counted per record (what ``diff`` compares), at ``parse
+    --summary``'s speed: a big file in two halves at once."""
+    return _read(path, note, tally=True)
+
+
+def _read(path: str, note: Callable[[str], None] | None, tally: bool) -> Tallied:
+    name = "<stdin>" if path == "-" else path
+    with ExitStack() as stack:
+        if path == "-":
+            stream: BinaryIO = sys.stdin.buffer
+        else:
+            if os.path.isdir(path):
+                raise InputError(_("{path}: is a directory, not a log file").format(path=path))
+            try:
+                stream = stack.enter_context(open(path, "rb"))
+            except FileNotFoundError:
+                raise InputError(_("{path}: no such file").format(path=path)) from None
+            except OSError as exc:
+                raise InputError(_("{path}: cannot read ({why})").format(path=path, why=exc.strerror or exc)) from None
+        head, raw, start = _text_head(stream)
+        shown = "standard input" if path == "-" else path
+        if not head:
+            raise InputError(_("{name}: empty input (0 bytes)").format(name=shown))
+        if _looks_saved(start):
+            return Tallied(shown, report_from_dict(_load_json(raw, shown), shown))
+        if tally and path != "-":
+            from placement_cli.logparse import parallel  # noqa: PLC0415
+
+            if parallel.can_split(path):  # a big file: its halves at once, as parse --summary counts it
+                split = parallel.split_tally(path)
+                if split is not None:
+                    return Tallied(shown, split[0], split[1].tally, split[1].eager_tally)
+        report, parser = tally_streams([(name, raw)], note=note, keep=not tally, tally=tally)
+        return Tallied(shown, report, parser.tally, parser.eager_tally) if tally else Tallied(shown, report)
+
+
+def _what(data: Any) -> str | None:
+    """What a JSON document that is no placement report is, where another command saved it."""
+    if isinstance(data, dict):
+        for key, what in _NOT_PLACEMENTS:
+            if key in data:
+                return what
+    return None
+
+
+def report_from_dict(data: Any, name: str = "<report>") -> Report:
+    """A Report again from what ``Report.to_dict`` (any command's ``--json``) wrote; InputError for a
+    document that is not one."""
+    if not (isinstance(data, dict) and isinstance(data.get("placements"), list)
+            and isinstance(data.get("summary"), dict)):
+        what = _what(data)
+        if what is not None:
+            raise InputError(_("{name}: {what}, not a report of placements (save one with --json from "
+                               "show, tower, parse, trace, train, mirrored or cluster)").format(
+                name=name, what=translated(what)))
+        raise InputError(_("{name}: JSON, but not a report saved by placement --json (no \"placements\" and "
+                           "\"summary\")").format(name=name))
+    try:
+        placements = tuple(_placement(p) for p in data["placements"])
+        summary = data["summary"]
+        counted = None
+        by_device = summary.get("by_device")
+        if not placements and isinstance(by_device, dict) and by_device:  # parse --summary --json
+            counted = tuple((str(k), _count(v)) for k, v in by_device.items())
+        copies = data.get("copies")
+        return Report(
+            placements=placements,
+            device_mapping=tuple(DeviceMapping(_text(m["device"]), _text(m["description"]))
+                                 for m in data.get("device_mapping") or ()),
+            errors=tuple(_failure(e) for e in data.get("errors") or ()),
+            lines=_count(summary.get("lines", 0)),
+            counted=counted,
+            title=_optional_text(data.get("title")),
+            result=data.get("result"),
+            log=_optional_text(data.get("log")),
+            copies=None if copies is None else tuple(_copy(c) for c in copies),
+            run_error=_optional_text(data.get("run_error")),
+            executed=None if not isinstance(data.get("executed_ops"), dict) else
+            tuple((str(k), _count(v)) for k, v in data["executed_ops"].items()),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise InputError(_("{name}: a saved report with a field that is not as placement writes it ({why})").format(
+            name=name, why=f"{type(exc).__name__}: {exc}"[:160])) from None
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected text, found {type(value).__name__}")
+    return value
+
+
+def _optional_text(value: Any) -> str | None:
+    return None if value is None else _text(value)
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"expected a count, found {value!r}")
+    return value
+
+
+def _dimension(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"expected a dimension, found {value!r}")
+    return value
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else _count(value)
+
+
+def _spec(p: dict[str, Any]) -> DeviceSpec:
+    """The device from its fields; from its names where a field is missing."""
+    if "device_type" in p:
+        device_type = _optional_text(p.get("device_type"))
+        return DeviceSpec(job=_optional_text(p.get("job")), replica=_optional_int(p.get("replica")),
+                          task=_optional_int(p.get("task")), device_type=device_type,
+                          device_index=_optional_int(p.get("device_index")))
+    spec = try_parse(p.get("canonical")) or try_parse(p.get("device"))
+    if spec is None:
+        raise ValueError(f"no device in placement {str(p)[:80]}")
+    return spec
+
+
+def _placement(p: Any) -> Placement:
+    if not isinstance(p, dict):
+        raise TypeError(f"a placement is an object, found {type(p).__name__}")
+    kind = p.get("kind", "placer")
+    if kind not in _KINDS:
+        raise ValueError(f"unknown placement kind {kind!r}")
+    status = p.get("status", LOGGED)
+    spec = _spec(p)
+    return Placement(
+        node=_optional_text(p.get("node")),
+        op=_optional_text(p.get("op")),
+        device=_text(p.get("device", spec.canonical)),
+        spec=spec,
+        kind=kind,
+        line=_count(p.get("line", 0)),
+        requested=_optional_text(p.get("requested")),
+        status=_STATUSES.get(status, status if isinstance(status, str) else LOGGED),
+        reason=_optional_text(p.get("reason")),
+        group=_optional_text(p.get("group")),
+    )
+
+
+def _failure(e: Any) -> PlacementFailure:
+    return PlacementFailure(kind=_text(e["kind"]), node=_optional_text(e.get("node")),
+                            requested_device=_optional_text(e.get("requested_device")),
+                            message=_text(e.get("message", "")),
+                            available_devices=tuple(_text(d) for d in e.get("available_devices") or ()))
+
+
+def _copy(c: Any) -> Copy:
+    shape = c.get("shape")
+    return Copy(tensor=_text(c["tensor"]), source=_text(c["from"]), target=_text(c["to"]),
+                dtype=_optional_text(c.get("dtype")),
+                shape=None if shape is None else tuple(_dimension(n) for n in shape),
+                bytes=_optional_int(c.get("bytes")), producer=_optional_text(c.get("producer")),
+                consumer=_optional_text(c.get("consumer")), physical=c.get("physical"),
+                computed=bool(c.get("computed", False)))
+
+
+def knows_requests(report: Report) -> bool:
+    """Whether the report says what each placement asked for (a run's, or a saved run report), which
+    a bare log never does."""
+    return any(p.status != LOGGED for p in report.placements)
+
+
+def record_fields(record: bytes) -> tuple[str, str | None, str]:
+    """A tallied placer record (``node: (Op): device``, or the guide era's ``node: device``) as its
+    node, op (None in the guide era's) and device as printed. A node name holds no ": "."""
+    node, _sep, rest = record.partition(b": ")
+    if rest.startswith(b"("):
+        op, _sep, device = rest[1:].partition(b"): ")
+        return node.decode("utf-8", "replace"), op.decode("utf-8", "replace"), device.decode("utf-8", "replace")
+    return node.decode("utf-8", "replace"), None, rest.decode("utf-8", "replace")

@@ -1,0 +1,188 @@
+"""One input of diff and check: a log, standard input, or a report saved with --json, told by content."""
+
+from __future__ import annotations
+
+import bz2
+import codecs
+import gzip
+import io
+import json
+import lzma
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, LOGS
+from placement_cli.devices import parse_device
+from placement_cli.exceptions import InputError
+from placement_cli.logparse import parse_paths
+from placement_cli.logparse.saved import knows_requests, read_input, report_from_dict
+from placement_cli.model import AS_REQUESTED, FREE, SOFT_FALLBACK, Copy, Placement, Report
+
+SAVED = FIXTURES / "saved"
+ALL_LOGS = sorted(p for p in LOGS.rglob("*.log"))
+
+
+def same_placements(a: Report, b: Report) -> None:
+    assert [(p.node, p.op, p.device, p.canonical, p.spec, p.kind, p.line) for p in a.placements] == \
+           [(p.node, p.op, p.device, p.canonical, p.spec, p.kind, p.line) for p in b.placements]
+    assert [(p.requested, str(p.status), p.reason, p.group) for p in a.placements] == \
+           [(p.requested, str(p.status), p.reason, p.group) for p in b.placements]
+    assert a.by_device == b.by_device
+    assert a.errors == b.errors
+    assert a.device_mapping == b.device_mapping
+
+
+def save(tmp_path: Path, report: Report, run: bool, name: str = "saved.json") -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(report.to_dict(run=run)), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("log", ALL_LOGS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_fixture_log_round_trips_through_its_json(tmp_path: Path, log: Path) -> None:
+    parsed = parse_paths([str(log)])
+    again = read_input(str(save(tmp_path, parsed, run=False)))
+    same_placements(parsed, again)
+    assert again.to_dict() == parsed.to_dict()
+    assert read_input(str(log)).to_dict() == parsed.to_dict()  # a log is read as parse reads it
+
+
+def run_report() -> Report:
+    gpu, cpu = parse_device("/job:localhost/replica:0/task:0/device:GPU:0"), parse_device("/cpu:0")
+    return Report(
+        placements=(
+            Placement("a", "Const", "/job:localhost/replica:0/task:0/device:CPU:0", cpu, "placer", 3,
+                      requested="/cpu:0", status=AS_REQUESTED),
+            Placement("MatMul", "MatMul", gpu.canonical, gpu, "placer", 4, status=FREE, reason="GPU first"),
+            Placement(None, "_MklMatMul", cpu.canonical, cpu, "eager", 9, requested="/gpu:2",
+                      status=SOFT_FALLBACK, reason="/gpu:2 does not exist (have: CPU:0)", group="tower_0"),
+        ),
+        lines=12, result=[[22.0, 28.0], [49.0, 64.0]], log="a: (Const): ...",
+        copies=(Copy("a:0", cpu.canonical, gpu.canonical, "float32", (2, 3), 24, "a", "MatMul", True),
+                Copy("b:0", cpu.canonical, gpu.canonical)),
+    )
+
+
+def test_a_run_report_round_trips_requests_statuses_and_copies(tmp_path: Path) -> None:
+    report = run_report()
+    again = read_input(str(save(tmp_path, report, run=True)))
+    same_placements(report, again)
+    assert again.copies == report.copies
+    assert again.result == report.result and again.log == report.log
+    assert again.to_dict(run=True) == report.to_dict(run=True)
+    assert [p.status for p in again.placements] == [AS_REQUESTED, FREE, SOFT_FALLBACK]
+    assert knows_requests(again)
+    assert not knows_requests(parse_paths([str(LOGS / "tf2.21" / "guide_matmul_plain.log")]))
+
+
+@pytest.mark.parametrize("saved", sorted(SAVED.glob("*.json")), ids=lambda p: p.name)
+def test_reports_saved_by_the_real_commands_are_read(saved: Path) -> None:
+    data = json.loads(saved.read_text(encoding="utf-8"))
+    report = read_input(str(saved))
+    assert len(report.placements) == len(data["placements"]) > 0
+    assert report.by_device == data["summary"]["by_device"]
+    assert [p.to_dict(run=True)["status"] for p in report.placements] == [p["status"] for p in data["placements"]]
+    assert knows_requests(report)
+    again = report.to_dict(run=True)
+    for key in ("placements", "errors", "device_mapping", "copies"):
+        assert again[key] == data[key], key
+
+
+def test_summary_only_json_keeps_its_counts(tmp_path: Path) -> None:
+    counted = parse_paths([str(LOGS / "tf0.x" / "guide_towers.log")], keep=False)
+    again = read_input(str(save(tmp_path, counted, run=False)))
+    assert again.by_device == counted.by_device and again.placement_count == 7
+
+
+def test_the_name_does_not_decide(tmp_path: Path) -> None:
+    log = tmp_path / "report.json"  # a log, whatever its name says
+    log.write_bytes((LOGS / "tf0.x" / "guide_towers.log").read_bytes())
+    assert read_input(str(log)).placement_count == 7
+    saved = save(tmp_path, parse_paths([str(LOGS / "tf0.x" / "guide_towers.log")]), False, "run.log")
+    assert read_input(str(saved)).placement_count == 7
+
+
+def test_standard_input_either_way(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    towers = LOGS / "tf0.x" / "guide_towers.log"
+    for data in (towers.read_bytes(), save(tmp_path, parse_paths([str(towers)]), False).read_bytes()):
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+        assert read_input("-").placement_count == 7
+
+
+@pytest.mark.parametrize("encode", [
+    lambda b: gzip.compress(b), bz2.compress, lzma.compress,
+    lambda b: codecs.BOM_UTF16_LE + b.decode().encode("utf-16-le"), lambda b: codecs.BOM_UTF8 + b,
+    lambda b: b"\n\n  " + b,
+], ids=["gzip", "bzip2", "xz", "utf16", "utf8-bom", "leading-blanks"])
+def test_saved_reports_are_read_as_logs_are(tmp_path: Path, encode) -> None:
+    report = run_report()
+    path = tmp_path / "x"
+    path.write_bytes(encode(json.dumps(report.to_dict(run=True)).encode()))
+    assert read_input(str(path)).to_dict(run=True) == report.to_dict(run=True)
+
+
+@pytest.mark.parametrize(("data", "words"), [
+    (b"", "empty input"),
+    (b"\x00\x01\x02\x03\x04" * 1000, "binary"),
+    (b'{"placements": [', "not valid JSON"),
+    (b'{"cases": []}', "`placement errors` catalogue, not a report of placements"),
+    (b'{"a": 1}', 'not a report saved by placement --json'),
+    (b'{"placements": [{"node": 3}], "summary": {}}', "not as placement writes it"),
+    (b'{"placements": [{"device": "nowhere!"}], "summary": {}}', "not as placement writes it"),
+    (b'{"placements": [], "summary": {"lines": -1}}', "not as placement writes it"),
+    (b"[" * 100000 + b"]" * 100000, None),  # a log to the reader: it does not start like a report
+    (b"{" + b"[" * 100000 + b"]" * 100000 + b"}", "not valid JSON"),
+], ids=["empty", "binary", "truncated", "errors-catalogue", "other-json", "bad-node", "bad-device",
+        "negative", "brackets-log", "deep"])
+def test_unreadable_input_is_an_input_error(tmp_path: Path, data: bytes, words: str | None) -> None:
+    path = tmp_path / "in.json"
+    path.write_bytes(data)
+    if words is None:
+        assert read_input(str(path)).placement_count == 0
+        return
+    with pytest.raises(InputError, match=None) as raised:
+        read_input(str(path))
+    assert words in str(raised.value) and str(path) in str(raised.value)
+
+
+def test_missing_and_directory(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="no such file"):
+        read_input(str(tmp_path / "nope"))
+    with pytest.raises(InputError, match="is a directory"):
+        read_input(str(tmp_path))
+
+
+def test_not_a_dict_is_refused() -> None:
+    with pytest.raises(InputError, match="not a report saved"):
+        report_from_dict([1, 2])
+
+
+@pytest.mark.parametrize("chunk", [4096, 65536])
+def test_a_tally_in_two_halves_is_the_one_pass_tally_and_the_full_parse(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
+    """diff's per-record counts of a big log (two halves at once, copies paired across the split)
+    are what one pass counts, and what the full parse's placements say."""
+    from collections import Counter
+
+    from placement_cli.logparse import engine, parallel
+    from placement_cli.logparse.saved import read_tallied, record_fields
+    from test_parse_split import mixed_log
+
+    log = tmp_path / "big.log"
+    mixed_log(log, 20000)
+    monkeypatch.setattr(engine, "CHUNK", chunk)
+    monkeypatch.setattr(parallel.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(parallel, "SPLIT_MIN", 1)
+    assert parallel.split_tally(str(log)) is not None  # the halves are really counted apart
+    split = read_tallied(str(log))
+    monkeypatch.setattr(parallel, "SPLIT_MIN", 1 << 60)
+    single = read_tallied(str(log))
+    assert split.records == single.records and split.eager == single.eager
+    full = parse_paths([str(log)])
+    graph = Counter((p.node, p.op, p.device) for p in full.placements if p.kind != "eager")
+    eager = Counter((p.op, p.device) for p in full.placements if p.kind == "eager")
+    assert Counter({record_fields(r): n for r, n in split.records.items()}) == graph
+    assert Counter({(o.decode(), d.decode()): n for (o, d), n in split.eager.items()}) == eager
+    assert split.report.by_device == full.by_device
