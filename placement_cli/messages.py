@@ -137,3 +137,11 @@ def one_line(name: str) -> str:
     """A name from the command line (a script's) as one line shows it wherever it appears: its
     control characters, newlines and tabs included, become U+FFFD (as every name from a log does)."""
     return _NOT_IN_A_LINE.sub("\N{REPLACEMENT CHARACTER}", name)
+
+
+# Why a rule of `placement check` failed.
+CHECK_MAX_ON = N_("placements on {device}: {count}, at most {limit} allowed")
+CHECK_EXPECT = N_("nodes matching {regex} not on {device}: {count} of {total}")
+CHECK_EXPECT_NONE = N_("no node matches {regex}")
+CHECK_FALLBACK = N_("soft fallbacks (ops placed elsewhere than they asked): {count}")
+CHECK_COPY_BYTES = N_("bytes copied between devices per step: {bytes}, at most {limit} allowed")
