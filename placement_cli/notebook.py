@@ -82,6 +82,7 @@ class CapturedReport:
         for a rule that is malformed or that this report cannot judge. Returns the CheckResult."""
         from placement_cli.rules import assert_holds  # noqa: PLC0415
 
+        __tracebackhide__ = True  # pytest shows the test's line, not this one
         if self.problems:
             raise AssertionError("placement check: the capture is incomplete, so no rule can be judged: "
                                  + "; ".join(self.problems))

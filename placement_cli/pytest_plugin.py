@@ -24,6 +24,7 @@ class PlacementFixture:
     def check(self, path: str, **rules: Any) -> Any:
         """The rules of ``report.check()`` against a log or a report saved with ``--json`` at ``path``:
         AssertionError naming each rule that failed and its nodes; returns the CheckResult."""
+        __tracebackhide__ = True  # pytest shows the test's line, not the plugin's
         from placement_cli.logparse.saved import read_input  # noqa: PLC0415
         from placement_cli.rules import assert_holds  # noqa: PLC0415
 

@@ -301,6 +301,7 @@ def assert_holds(report: Report, *, name: str = "the report", **rules: Any) -> C
     """The Python API's check: the rules (``rules_from``'s arguments) against ``report``;
     AssertionError naming each failed rule and its nodes, RuleError (a ValueError) for a rule that
     is malformed or that this report cannot judge."""
+    __tracebackhide__ = True  # pytest shows the user's line that called check(), not this one
     result = judge(report, rules_from(**rules), name=name)
     if not result.passed:
         raise AssertionError(failure_text(result))

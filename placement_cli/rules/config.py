@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from placement_cli.exceptions import RuleError
-from placement_cli.i18n import _
+from placement_cli.i18n import N_, _, translated
 from placement_cli.rules import Rules, rules_from
 
 PYPROJECT = "pyproject.toml"
@@ -17,13 +17,13 @@ PYPROJECT = "pyproject.toml"
 KEYS = {"max-on": "max_on", "expect": "expect", "no-fallback": "no_fallback", "max-copy-bytes": "max_copy_bytes",
         "ignore": "ignore", "ignore-op": "ignore_op", "include-plumbing": "include_plumbing"}
 _SHAPES = {
-    "max-on": "a table of DEV = N (max-on = {CPU = 0}) or a list of \"DEV=N\"",
-    "expect": "a table of \"REGEX\" = \"DEV\" (expect = {\"^tower_0/\" = \"GPU:0\"}) or a list of \"REGEX=DEV\"",
-    "no-fallback": "true or false",
-    "include-plumbing": "true or false",
-    "max-copy-bytes": "a whole number of bytes, 0 or more",
-    "ignore": "a regex or a list of regexes",
-    "ignore-op": "an op type or a list of op types",
+    "max-on": N_("a table of DEV = N (max-on = {CPU = 0}) or a list of \"DEV=N\""),
+    "expect": N_("a table of \"REGEX\" = \"DEV\" (expect = {\"^tower_0/\" = \"GPU:0\"}) or a list of \"REGEX=DEV\""),
+    "no-fallback": N_("true or false"),
+    "include-plumbing": N_("true or false"),
+    "max-copy-bytes": N_("a whole number of bytes, 0 or more"),
+    "ignore": N_("a regex or a list of regexes"),
+    "ignore-op": N_("an op type or a list of op types"),
 }
 
 
@@ -55,7 +55,8 @@ def load(path: Path, *, given: bool = False) -> Rules:
     values: dict[str, Any] = {}
     for key, value in table.items():
         if not _shaped(key, value):
-            raise RuleError(_("{path}: {key} must be {shape}").format(path=path, key=key, shape=_SHAPES[key]))
+            raise RuleError(_("{path}: {key} must be {shape}").format(path=path, key=key,
+                                                                      shape=translated(_SHAPES[key])))
         values[KEYS[key]] = value
     try:
         rules = rules_from(**values)
