@@ -44,3 +44,10 @@ def test_demo_list_and_parse_in_chinese_do_not_import_tensorflow() -> None:
     assert not _tf_loaded("demo", "--list", "--lang", "zh")
     assert not _tf_loaded("demo", "--help")
     assert not _tf_loaded("parse", "--lang", "zh", str(LOGS / "tf1.x" / "errors_mixed.log"))
+
+
+def test_diff_does_not_import_tensorflow() -> None:
+    saved = LOGS.parent / "saved"
+    assert not _tf_loaded("diff", str(LOGS / "tf0.x" / "guide_default.log"), str(saved / "show.json"))
+    assert not _tf_loaded("diff", "--json", "--lang", "zh", str(saved / "trace.json"),
+                          str(LOGS / "tf2.21" / "guide_matmul_plain.log"))

@@ -154,3 +154,32 @@ def test_missing_and_directory(tmp_path: Path) -> None:
 def test_not_a_dict_is_refused() -> None:
     with pytest.raises(InputError, match="not a report saved"):
         report_from_dict([1, 2])
+
+
+@pytest.mark.parametrize("chunk", [4096, 65536])
+def test_a_tally_in_two_halves_is_the_one_pass_tally_and_the_full_parse(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
+    """diff's per-record counts of a big log (two halves at once, copies paired across the split)
+    are what one pass counts, and what the full parse's placements say."""
+    from collections import Counter
+
+    from placement_cli.logparse import engine, parallel
+    from placement_cli.logparse.saved import read_tallied, record_fields
+    from test_parse_split import mixed_log
+
+    log = tmp_path / "big.log"
+    mixed_log(log, 20000)
+    monkeypatch.setattr(engine, "CHUNK", chunk)
+    monkeypatch.setattr(parallel.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(parallel, "SPLIT_MIN", 1)
+    assert parallel.split_tally(str(log)) is not None  # the halves are really counted apart
+    split = read_tallied(str(log))
+    monkeypatch.setattr(parallel, "SPLIT_MIN", 1 << 60)
+    single = read_tallied(str(log))
+    assert split.records == single.records and split.eager == single.eager
+    full = parse_paths([str(log)])
+    graph = Counter((p.node, p.op, p.device) for p in full.placements if p.kind != "eager")
+    eager = Counter((p.op, p.device) for p in full.placements if p.kind == "eager")
+    assert Counter({record_fields(r): n for r, n in split.records.items()}) == graph
+    assert Counter({(o.decode(), d.decode()): n for (o, d), n in split.eager.items()}) == eager
+    assert split.report.by_device == full.by_device

@@ -25,6 +25,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "clusterspec": BASE,
     "outputs": BASE,
     "logparse": BASE,
+    "compare": (*BASE, "logparse", "filters"),
     "filters": (*BASE, "logparse"),
     "why": (*BASE, "logparse", "filters"),
     "rules": (*BASE, "logparse", "filters"),

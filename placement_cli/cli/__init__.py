@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from placement_cli.cli import check, cluster, demo, parse, run, trace, training  # noqa: F401 - each registers its commands
+from placement_cli.cli import check, cluster, demo, diff, parse, run, trace, training  # noqa: F401 - each registers its commands
 from placement_cli.cli.app import COMMANDS, app, app_for, command_name
 
 app.registered_commands.sort(key=lambda info: COMMANDS.index(command_name(info)))  # --help lists them in this order

@@ -147,8 +147,12 @@ class _Parser:
     or one next to it; its block's bare copies are settled when the next block ends.
     """
 
-    def __init__(self, keep: bool) -> None:
+    def __init__(self, keep: bool, tally: bool = False) -> None:
         self.keep = keep
+        # tally (with keep False): also count each placement's whole record ("node: (Op): device",
+        # eager ones as (op, device)), which is all a comparison needs, at a count's speed
+        self.tally: Counter[bytes] | None = Counter() if tally and not keep else None
+        self.eager_tally: Counter[tuple[bytes, bytes]] = Counter()
         self.failures = _Failures()
         self.window: deque[Any] = deque(maxlen=2)  # glog keys of the last two blocks (dicts when keeping)
         self.block_keys: Any = {} if keep else set()  # ... and of the block being read
@@ -266,6 +270,9 @@ class _Parser:
             self.counts.update(map(itemgetter(1), eagers))
             self.block_keys.update(map(itemgetter(0), glog))
             self.block_bare += bare
+            if self.tally is not None:
+                self.tally.update(map(itemgetter(0), glog))
+                self.eager_tally.update(eagers)
 
     def _feed_full(self, data: bytes, glog: list, eagers: list, bare: list, ahead: bytes) -> None:
         base = self.newlines
@@ -321,8 +328,15 @@ class _Parser:
                     self.placements[index] = replace(self.placements[index], line=line)
         else:
             twins = newest.union(*self.window) if self.pending else set()
-            self.counts.update(dev for key, dev in self.pending if key not in twins)
+            self.count_bare(self.pending, twins)
         self.pending = []
+
+    def count_bare(self, bare: list, twins: set) -> None:
+        """Count the bare copies that have no glog twin among ``twins``."""
+        single = [(key, dev) for key, dev in bare if key not in twins]
+        self.counts.update(map(itemgetter(1), single))
+        if self.tally is not None:
+            self.tally.update(map(itemgetter(0), single))
 
     def close(self) -> None:
         """The end of the text: the last block ends, and nothing follows it."""
@@ -367,15 +381,20 @@ def _feed_source(parser: _Parser, stream: BinaryIO, name: str, note: Note | None
 
 def parse_streams(sources: Iterable[tuple[str, BinaryIO]], *, keep: bool = True, note: Note | None = None,
                   known_text: bool = False) -> Report:
+    return tally_streams(sources, keep=keep, note=note, known_text=known_text)[0]
+
+
+def tally_streams(sources: Iterable[tuple[str, BinaryIO]], *, keep: bool = True, note: Note | None = None,
+                  known_text: bool = False, tally: bool = False) -> tuple[Report, _Parser]:
     """Parse one or more logs as one stream (line numbers run on across them). A source
     named ``<stdin>`` that was already read to its end (``parse - -``) adds nothing;
     ``known_text``: never refuse the input as binary (a log placement captured itself)."""
-    parser = _Parser(keep)
+    parser = _Parser(keep, tally)
     stdin_read = False
     for name, stream in sources:
         _feed_source(parser, stream, name, note, empty_ok=name == "<stdin>" and stdin_read, known_text=known_text)
         stdin_read = stdin_read or name == "<stdin>"
-    return parser.finish()
+    return parser.finish(), parser
 
 
 def layout_of(path: str) -> reader.Layout:
@@ -386,12 +405,13 @@ def layout_of(path: str) -> reader.Layout:
     return opened[0]
 
 
-def count_range(path: str, start: int, end: int, layout: reader.Layout, *, start_line: int = 0) -> _Parser:
+def count_range(path: str, start: int, end: int, layout: reader.Layout, *, start_line: int = 0,
+                tally: bool = False) -> _Parser:
     """Per-device counts of the lines in [start, end) of a file, which begin after
     ``start_line`` lines, with the state ``merge_ranges`` needs to pair copies across the
     boundary. ``start`` begins a line that stands on its own (see ``parallel``), so
     nothing before it is needed; the range at the file's start is left open for the next."""
-    parser = _Parser(keep=False)
+    parser = _Parser(keep=False, tally=tally)
     start = max(start, layout.bom)
     with open(path, "rb") as f:
         f.seek(start)
@@ -435,9 +455,11 @@ def merge_ranges(head: _Parser, tail: _Parser) -> Report:
         (held[2][0], [cut_keys, *after]),
     ]
     for bare, blocks in settle:
-        twins = set().union(*blocks)
-        head.counts.update(dev for key, dev in bare if key not in twins)
+        head.count_bare(bare, set().union(*blocks))
     head.counts.update(tail.counts)
+    if head.tally is not None and tail.tally is not None:
+        head.tally.update(tail.tally)
+        head.eager_tally.update(tail.eager_tally)
     for failure in tail.failures.result():
         head.failures.seen.setdefault(failure)
     head.specs.update(tail.specs)

@@ -82,9 +82,16 @@ def _read_all(fd: int) -> bytes:
     return b"".join(parts)
 
 
-def count_split(path: str) -> Report | None:
+def count_split(path: str, tally: bool = False) -> Report | None:
     """Count the two halves at once and merge them as if read in one pass; None where
-    the file should be read in one pass instead."""
+    the file should be read in one pass instead. ``tally``: the report's ``parser`` also holds
+    each record's count (engine's tally), as ``split_tally`` returns it."""
+    found = split_tally(path, tally)
+    return None if found is None else found[0]
+
+
+def split_tally(path: str, tally: bool = True) -> tuple[Report, Any] | None:
+    """count_split's report and the merged parser (with its tally); None as there."""
     if not can_split(path):
         return None
     size = os.path.getsize(path)
@@ -101,7 +108,7 @@ def count_split(path: str) -> Report | None:
         status = 0
         try:
             os.close(read_end)
-            tail: Any = count_range(path, middle, size, layout, start_line=lines)
+            tail: Any = count_range(path, middle, size, layout, start_line=lines, tally=tally)
             tail.window.clear()
             tail.lookback = []
             with os.fdopen(write_end, "wb") as out:
@@ -112,11 +119,11 @@ def count_split(path: str) -> Report | None:
             os._exit(status)
     os.close(write_end)
     try:
-        head = count_range(path, 0, middle, layout)
+        head = count_range(path, 0, middle, layout, tally=tally)
         payload = _read_all(read_end)
     finally:
         os.close(read_end)
         _, status = os.waitpid(pid, 0)
     if status != 0 or not payload:
         return None
-    return merge_ranges(head, pickle.loads(payload))  # noqa: S301 - our own child's data
+    return merge_ranges(head, pickle.loads(payload)), head  # noqa: S301 - our own child's data

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from placement_cli.model.check import CheckResult, RuleFailure
     from placement_cli.model.catalogue import (FailureCase, FailureCatalogue, Inventory, LogicalDevice,
                                                PhysicalDevice, SoftRun)
+    from placement_cli.model.diff import Change, DiffSide, PlacementDiff
     from placement_cli.model.cluster import ClusterReport, ClusterRun, ClusterTask, TaskTraining, WorkerSteps
     from placement_cli.model.inspection import Inspection, TaskAnswer, TaskDevice
     from placement_cli.model.training import ExpectedBytes, GradientCheck, Training, VariableCopies
@@ -24,6 +25,7 @@ _LAZY = {
                     "catalogue"),
     **dict.fromkeys(("ClusterReport", "ClusterRun", "ClusterTask", "TaskTraining", "WorkerSteps"), "cluster"),
     **dict.fromkeys(("Inspection", "TaskAnswer", "TaskDevice"), "inspection"),
+    **dict.fromkeys(("Change", "DiffSide", "PlacementDiff"), "diff"),
     **dict.fromkeys(("ExpectedBytes", "GradientCheck", "Training", "VariableCopies"), "training"),
 }
 

@@ -1,0 +1,55 @@
+"""`placement diff`: what moved between two runs, logs or saved reports, read without TensorFlow."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from placement_cli.cli.app import ExitCode, Json, Outcome, app, guarded, say
+from placement_cli.cli.options import (AllOpt, DeviceFilterOpt, ForceOpt, JsonOpt, LangOpt, NodeFilterOpt,
+                                       OpFilterOpt, SvgOpt, pictures)
+from placement_cli.i18n import _
+
+DIFFERENT = ExitCode.PLACEMENT_FAILED  # as diff(1) says it: 1 when the two differ
+
+
+@app.command()
+@guarded
+def diff(
+    old: Annotated[str, typer.Argument(metavar="OLD", help="A placement log (any TensorFlow version), a report saved with --json by any command, or - for standard input.", show_default=False)],
+    new: Annotated[str, typer.Argument(metavar="NEW", help="The same kinds of input as OLD (- for standard input on one side only).", show_default=False)],
+    device: DeviceFilterOpt = None,
+    op: OpFilterOpt = None,
+    node: NodeFilterOpt = None,
+    all_rows: AllOpt = False,
+    lang: LangOpt = None,
+    as_json: JsonOpt = False,
+    svg: SvgOpt = None,
+    force: ForceOpt = False,
+) -> Outcome:
+    """Show what moved between two runs: placements that changed device, and those only one side has.
+
+    Device names are normalised and TensorFlow's duplicate copies paired, so a TF 1.x and a TF 2.x log
+    of the same placements show no difference. Exit 0: the same placements; 1: they differ; 2: bad input.
+    Example: placement diff before.log after.json
+    """
+    from placement_cli.compare import compare  # noqa: PLC0415
+    from placement_cli.exceptions import UsageProblem  # noqa: PLC0415
+    from placement_cli.filters import Filters  # noqa: PLC0415
+    from placement_cli.logparse.saved import read_tallied  # noqa: PLC0415
+
+    if old == "-" and new == "-":
+        raise UsageProblem(_("standard input can be one side only: give a file for OLD or NEW"))
+    drawn = pictures("placement diff", as_json=as_json, force=force, svg=svg, protect=(old, new))
+    filters = Filters(device, op, node)
+    result = compare(read_tallied(old, note=say), read_tallied(new, note=say), filters)
+    code = ExitCode.OK if result.same else DIFFERENT
+    notices = tuple(_("no placements found in {names}").format(names=side.name)
+                    for side in (result.old, result.new) if not side.placements)
+    if as_json:
+        return Outcome(code=code, output=[Json(result.to_dict())], pictures=drawn, notices=notices)
+    from placement_cli.cli.shown import view  # noqa: PLC0415
+    from placement_cli.render.diff import diff_group  # noqa: PLC0415
+
+    return Outcome(code=code, output=[diff_group(result, view(all_rows=all_rows))], pictures=drawn, notices=notices)

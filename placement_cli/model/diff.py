@@ -1,0 +1,116 @@
+"""`placement diff`: what moved between two runs (or logs, or saved reports) of a program."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from placement_cli.model.report import LinkTotal
+
+
+@dataclass(frozen=True)
+class Change:
+    """Placements of one node (or, for eager ops, ``count`` runs of one op) that moved, or that
+    only one side has. Devices are canonical; a status is None where the input does not know it."""
+
+    node: str | None  # None: eager ops, which have no names
+    op: str | None
+    source: str | None  # the old device; None for a placement only NEW has
+    target: str | None  # the new device; None for a placement only OLD has
+    old_status: str | None = None
+    new_status: str | None = None
+    count: int = 1
+    eager: bool = False
+
+    @property
+    def device(self) -> str:
+        """The one device of a placement only one side has."""
+        return self.target if self.source is None else self.source  # type: ignore[return-value]
+
+    @property
+    def status(self) -> str | None:
+        return self.new_status if self.source is None else self.old_status
+
+    def moved_dict(self) -> dict[str, Any]:
+        return {"node": self.node, "op": self.op, "from": self.source, "to": self.target,
+                "old_status": self.old_status, "new_status": self.new_status, "count": self.count}
+
+    def side_dict(self) -> dict[str, Any]:
+        return {"node": self.node, "op": self.op, "device": self.device, "status": self.status, "count": self.count}
+
+
+@dataclass(frozen=True)
+class DiffSide:
+    """One of the two inputs, as the comparison saw it."""
+
+    name: str  # the file as given, "standard input" for -
+    saved: bool  # a report saved with --json (else a log)
+    placements: int  # after the filters
+    copies: tuple[LinkTotal, ...] | None = None  # copies per link and step, where the report has them
+    counts_only: bool = False  # a saved `parse --summary` report: only counts per device
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.name, "kind": "report" if self.saved else "log", "placements": self.placements,
+                "counts_only": self.counts_only}
+
+
+@dataclass(frozen=True)
+class PlacementDiff:
+    """Two inputs compared after normalising device names and pairing TensorFlow's copies: graph
+    nodes by task and name (a name placed several times as the multiset of its devices), eager ops
+    as counts per op and device."""
+
+    old: DiffSide
+    new: DiffSide
+    moved: tuple[Change, ...] = ()
+    added: tuple[Change, ...] = ()  # only in NEW
+    removed: tuple[Change, ...] = ()  # only in OLD
+    by_device: tuple[tuple[str, int, int], ...] = ()  # (canonical device, old count, new count)
+    unchanged: int = 0  # placements on the same device on both sides
+    filters: dict[str, Any] | None = None  # the filters that narrowed both sides, where any did
+
+    @property
+    def counts_only(self) -> bool:
+        return self.old.counts_only or self.new.counts_only
+
+    @property
+    def same(self) -> bool:
+        if self.counts_only:
+            return all(old == new for _device, old, new in self.by_device)
+        return not (self.moved or self.added or self.removed)
+
+    @property
+    def copies(self) -> bool:
+        """Both sides carry their copies between devices."""
+        return self.old.copies is not None and self.new.copies is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        summary: dict[str, Any] = {
+            "same": self.same,
+            "old": self.old.to_dict(),
+            "new": self.new.to_dict(),
+            "unchanged": self.unchanged,
+            "moved": sum(c.count for c in self.moved),
+            "added": sum(c.count for c in self.added),
+            "removed": sum(c.count for c in self.removed),
+        }
+        if self.copies:
+            summary["copies"] = {side: {"links": [t.to_dict() for t in totals],
+                                        "copies": sum(t.copies for t in totals),
+                                        "per_step_bytes": _bytes(totals)}
+                                 for side, totals in (("old", self.old.copies), ("new", self.new.copies))}
+        data: dict[str, Any] = {
+            "moved": [c.moved_dict() for c in self.moved],
+            "added": [c.side_dict() for c in self.added],
+            "removed": [c.side_dict() for c in self.removed],
+            "by_device": {device: {"old": old, "new": new} for device, old, new in self.by_device},
+            "summary": summary,
+        }
+        if self.filters is not None:
+            data["filters"] = self.filters
+        return data
+
+
+def _bytes(totals: tuple[LinkTotal, ...] | None) -> int | None:
+    sizes = [t.bytes for t in totals or ()]
+    return None if None in sizes else sum(b or 0 for b in sizes)

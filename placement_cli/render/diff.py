@@ -1,0 +1,193 @@
+"""`placement diff` as tables: what moved, what only one side has, the devices side by side, the
+copies; a digest when the rows do not fit a screen. Renderers return, the command prints."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+
+from rich.console import Group, RenderableType
+from rich.text import Text
+
+from placement_cli import messages
+from placement_cli.devices import short_name
+from placement_cli.i18n import _, shown
+from placement_cli.model import AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, Change, LinkTotal, PlacementDiff
+from placement_cli.render.digest import MAX_KEYS, CrossTab, scope_depth, scope_of
+from placement_cli.render.rows import MIDDLE, Column, RowTable
+from placement_cli.render.text import clean
+from placement_cli.render.view import View
+
+_STATUSES = {str(s): s for s in (AS_REQUESTED, FREE, SOFT_FALLBACK, LOGGED)}
+_EXAMPLES = 3  # names a digest row gives as examples
+
+
+def _status(status: str | None) -> str:
+    return "-" if status is None else clean(shown(_STATUSES.get(status, status)))
+
+
+def _device(canonical: str | None) -> str:
+    return clean(short_name(canonical)) if canonical else "-"
+
+
+def _name(change: Change) -> str:
+    return clean(change.node) if change.node is not None else shown(messages.EAGER_SCOPE)
+
+
+def _counted(changes: tuple[Change, ...]) -> bool:
+    return any(c.count > 1 or c.eager for c in changes)
+
+
+def moved_table(changes: tuple[Change, ...], fit: bool) -> RowTable:
+    statuses = any(c.old_status or c.new_status for c in changes)
+    counts = _counted(changes)
+    columns = [Column(_("node"), MIDDLE, min_width=16), Column(_("op"), MIDDLE, min_width=10),
+               Column(_("old device")), Column(_("new device"))]
+    if statuses:
+        columns += [Column(_("old status")), Column(_("new status"))]
+    if counts:
+        columns.append(Column(_("count"), justify="right"))
+    table = RowTable(_("Moved ({count})").format(count=sum(c.count for c in changes)), columns, fit=fit)
+    for c in changes:
+        row = [_name(c), clean(c.op) or "-", _device(c.source), _device(c.target)]
+        if statuses:
+            row += [_status(c.old_status), _status(c.new_status)]
+        if counts:
+            row.append(str(c.count))
+        table.add_row(*row)
+    return table
+
+
+def side_table(title: str, changes: tuple[Change, ...], fit: bool) -> RowTable:
+    statuses = any(c.status for c in changes)
+    counts = _counted(changes)
+    columns = [Column(_("node"), MIDDLE, min_width=16), Column(_("op"), MIDDLE, min_width=10), Column(_("device"))]
+    if statuses:
+        columns.append(Column(_("status")))
+    if counts:
+        columns.append(Column(_("count"), justify="right"))
+    table = RowTable(title, columns, fit=fit)
+    for c in changes:
+        row = [_name(c), clean(c.op) or "-", _device(c.device)]
+        if statuses:
+            row.append(_status(c.status))
+        if counts:
+            row.append(str(c.count))
+        table.add_row(*row)
+    return table
+
+
+def moved_digest(changes: tuple[Change, ...], fit: bool) -> RowTable:
+    """Moves summed per op type and pair of devices, with a few names each."""
+    found: dict[tuple[str, str, str], tuple[int, list[str]]] = {}
+    for c in changes:
+        key = (c.op or "?", c.source or "", c.target or "")
+        n, names = found.get(key, (0, []))
+        if len(names) < _EXAMPLES and c.node is not None:
+            names.append(c.node)
+        found[key] = (n + c.count, names)
+    ranked = sorted(found.items(), key=lambda t: (-t[1][0], t[0]))
+    table = RowTable(_("Moved ({count}), per op type").format(count=sum(c.count for c in changes)),
+                     [Column(_("op"), MIDDLE, min_width=10), Column(_("old device")), Column(_("new device")),
+                      Column(_("count"), justify="right"), Column(_("for example"), MIDDLE, min_width=16)], fit=fit)
+    for (op, source, target), (n, names) in ranked[:MAX_KEYS]:
+        table.add_row(clean(op), _device(source), _device(target), str(n), clean(", ".join(names)) or "-")
+    rest = ranked[MAX_KEYS:]
+    if rest:
+        table.add_row(_("({count} more)").format(count=len(rest)), "", "", str(sum(n for _k, (n, _e) in rest)), "",
+                      new_section=True)
+    return table
+
+
+def side_digest(title: str, changes: tuple[Change, ...], fit: bool) -> list[RenderableType]:
+    """Placements only one side has, per op type and device, then per name scope and device."""
+    by_op: Counter[tuple[str, str]] = Counter()
+    for c in changes:
+        by_op[c.op or "?", c.device] += c.count
+    depth = scope_depth(c.node for c in changes)
+    by_scope: Counter[tuple[str, str]] = Counter()
+    for c in changes:
+        by_scope[shown(scope_of(c.node, depth)), c.device] += c.count
+    total = sum(c.count for c in changes)
+    return [CrossTab(_("{title} ({count}), per op type").format(title=title, count=total), _("op"), by_op, fit),
+            CrossTab(_("{title} ({count}), per name scope").format(title=title, count=total), _("scope"), by_scope, fit)]
+
+
+def devices_table(diff: PlacementDiff, fit: bool) -> RowTable:
+    table = RowTable(_("Per device"), [Column(_("device")), Column(_("full name")), Column(_("old"), justify="right"),
+                                       Column(_("new"), justify="right"), Column(_("change"), justify="right")],
+                     fit=fit)
+    for device, old, new in diff.by_device:
+        table.add_row(_device(device), clean(device), str(old), str(new), f"{new - old:+d}" if new != old else "=")
+    return table
+
+
+def copies_table(old: tuple[LinkTotal, ...], new: tuple[LinkTotal, ...], fit: bool) -> RowTable:
+    table = RowTable(_("Copies between devices per step"),
+                     [Column(_("from")), Column(_("to")), Column(_("old copies"), justify="right"),
+                      Column(_("old bytes"), justify="right"), Column(_("new copies"), justify="right"),
+                      Column(_("new bytes"), justify="right")], fit=fit)
+    olds = {(t.source, t.target): t for t in old}
+    news = {(t.source, t.target): t for t in new}
+
+    def cells(total: LinkTotal | None, get: Callable[[LinkTotal], int | None]) -> str:
+        if total is None:
+            return "0"
+        value = get(total)
+        return "?" if value is None else f"{value:,}"
+
+    for link in sorted(set(olds) | set(news)):
+        o, n = olds.get(link), news.get(link)
+        table.add_row(_device(link[0]), _device(link[1]), cells(o, lambda t: t.copies), cells(o, lambda t: t.bytes),
+                      cells(n, lambda t: t.copies), cells(n, lambda t: t.bytes))
+    return table
+
+
+def diff_renderables(diff: PlacementDiff, view: View | None = None) -> list[RenderableType]:
+    """Everything `placement diff` shows, in reading order."""
+    view = view or View()
+    old, new = diff.old, diff.new
+    parts: list[RenderableType] = [Text(_("OLD: {name} ({count} placements)").format(
+        name=clean(old.name), count=old.placements)), Text(_("NEW: {name} ({count} placements)").format(
+            name=clean(new.name), count=new.placements))]
+    if diff.counts_only:
+        parts.append(Text(_("One side holds only counts per device (a report saved with --summary): only the "
+                            "counts are compared."), style="italic"))
+    rows = len(diff.moved) + len(diff.added) + len(diff.removed)
+    digest = not view.all_rows and rows > view.screen_rows
+    if digest:
+        parts.append(Text(_("{rows} rows do not fit a screen ({screen} rows): a digest follows. {more}.").format(
+            rows=rows, screen=view.screen_rows, more=_("--all prints every row; --json prints everything")),
+            style="italic"))
+    if diff.moved:
+        parts.append(moved_digest(diff.moved, view.fit) if digest else moved_table(diff.moved, view.fit))
+    for title, changes in ((_("Only in OLD"), diff.removed), (_("Only in NEW"), diff.added)):
+        if not changes:
+            continue
+        if digest and len(changes) > MAX_KEYS:
+            parts.extend(side_digest(title, changes, view.fit))
+        else:
+            parts.append(side_table(_("{title} ({count})").format(title=title, count=sum(c.count for c in changes)),
+                                    changes, view.fit))
+    parts.append(devices_table(diff, view.fit))
+    if diff.copies:
+        parts.append(copies_table(diff.old.copies or (), diff.new.copies or (), view.fit))
+    parts.append(Text(summary_line(diff), style="bold"))
+    return parts
+
+
+def summary_line(diff: PlacementDiff) -> str:
+    """One line: the same placements, or how many moved, left and came."""
+    if diff.same:
+        if diff.counts_only:
+            return _("Same counts per device.")
+        return _("Same placements: {count} on the same devices.").format(count=diff.unchanged)
+    if diff.counts_only:
+        return _("The counts per device differ.")
+    return _("{moved} moved, {removed} only in OLD, {added} only in NEW; {same} on the same devices.").format(
+        moved=sum(c.count for c in diff.moved), removed=sum(c.count for c in diff.removed),
+        added=sum(c.count for c in diff.added), same=diff.unchanged)
+
+
+def diff_group(diff: PlacementDiff, view: View | None = None) -> Group:
+    return Group(*diff_renderables(diff, view))

@@ -1,0 +1,355 @@
+"""`placement diff OLD NEW`: exit codes, dialects, eager counting, paired copies, saved reports,
+filters, digest, pictures, hostile input, Chinese (recorded logs and reports: no TensorFlow)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from conftest import FIXTURES, LOGS
+from placement_cli.cli import app
+from placement_cli.compare import compare
+from placement_cli.devices import parse_device
+from placement_cli.i18n import use
+from placement_cli.logparse import parse_paths
+from placement_cli.logparse.saved import read_tallied
+from placement_cli.model import AS_REQUESTED, FREE, SOFT_FALLBACK, Copy, Placement, Report
+from placement_cli.render.diff import diff_group
+from placement_cli.render.view import View
+
+runner = CliRunner()
+SAVED = FIXTURES / "saved"
+GOLDEN = FIXTURES / "golden"
+GUIDE_TF0 = LOGS / "tf0.x" / "guide_default.log"  # TF 0.x: a, b, MatMul on gpu:0, no op types
+GUIDE_TF1 = LOGS / "tf1.x" / "windows_console.log"  # TF 1.x: the same graph on GPU:0, both copies
+PLAIN_TF2 = LOGS / "tf2.21" / "guide_matmul_plain.log"  # TF 2.21: the same graph on CPU:0
+TRAINING_TF1 = LOGS / "tf1.x" / "training_buffered_stdout.log"
+CPU, GPU0, GPU1 = (f"/job:localhost/replica:0/task:0/device:{d}" for d in ("CPU:0", "GPU:0", "GPU:1"))
+
+
+def diff(*args: str, expect: int, stdin: str | bytes | None = None) -> Any:
+    result = runner.invoke(app, ["diff", *args], input=stdin)
+    assert result.exit_code == expect, (result.stdout, result.stderr)
+    return result
+
+
+def diff_json(*args: str, expect: int, stdin: str | bytes | None = None) -> dict[str, Any]:
+    return json.loads(diff("--json", *args, expect=expect, stdin=stdin).stdout)
+
+
+def write(tmp_path: Path, name: str, text: str | bytes) -> str:
+    path = tmp_path / name
+    path.write_bytes(text.encode() if isinstance(text, str) else text)
+    return str(path)
+
+
+def glog(node: str, op: str, device: str) -> str:
+    """TF 2.21's two copies of one placement, as a program's merged output has them."""
+    return f"{node}: ({op}): {device}\nI0000 00:00:1795233561.662419    2368 placer.cc:162] {node}: ({op}): {device}\n"
+
+
+def eager(op: str, device: str) -> str:
+    return f"I0000 00:00:1795233568.753412    2392 execute.cc:1775] Executing op {op} in device {device}\n"
+
+
+# --- exit codes and dialects ---------------------------------------------------------------------
+
+def test_tf0_and_tf1_logs_of_the_same_placements_do_not_differ() -> None:
+    data = diff_json(str(GUIDE_TF0), str(GUIDE_TF1), expect=0)
+    assert data["moved"] == data["added"] == data["removed"] == []
+    assert data["by_device"] == {GPU0: {"old": 3, "new": 3}}
+    assert data["summary"]["same"] is True and data["summary"]["unchanged"] == 3
+    assert "Same placements: 3" in diff(str(GUIDE_TF1), str(GUIDE_TF0), expect=0).stdout
+
+
+def test_a_tf1_log_and_the_same_placements_in_tf2_and_guide_dialects(tmp_path: Path) -> None:
+    """The placements of a real TF 1.x log (glog ``(Op)/job:`` and stdout copies), written again as
+    TF 2.21 prints them and as the guide era did (``/gpu:N``, no op): no difference either way."""
+    placements = parse_paths([str(TRAINING_TF1)]).placements
+    assert len(placements) == 5
+    tf2 = "".join(glog(p.node, p.op, p.canonical) for p in reversed(placements))
+    guide = "".join(f"{p.node}: /job:localhost/replica:0/task:0/{p.spec.device_type.lower()}:{p.spec.device_index}\n"
+                    for p in placements)
+    for other in (write(tmp_path, "tf2.log", tf2), write(tmp_path, "guide.log", guide)):
+        assert diff_json(str(TRAINING_TF1), other, expect=0)["summary"]["unchanged"] == 5
+
+
+def test_moved_placements_exit_1_with_each_move() -> None:
+    data = diff_json(str(GUIDE_TF0), str(PLAIN_TF2), expect=1)
+    assert data["moved"] == [{"node": n, "op": op, "from": GPU0, "to": CPU, "old_status": None, "new_status": None,
+                              "count": 1} for n, op in (("MatMul", "MatMul"), ("a", "Const"), ("b", "Const"))]
+    assert data["by_device"] == {CPU: {"old": 0, "new": 3}, GPU0: {"old": 3, "new": 0}}
+    text = diff(str(GUIDE_TF0), str(PLAIN_TF2), expect=1).stdout
+    assert "Moved (3)" in text and "3 moved, 0 only in OLD, 0 only in NEW" in text
+
+
+def test_added_and_removed(tmp_path: Path) -> None:
+    old = write(tmp_path, "old.log", glog("a", "Const", CPU) + glog("gone", "Identity", CPU))
+    new = write(tmp_path, "new.log", glog("a", "Const", CPU) + glog("came", "AddN", GPU0))
+    data = diff_json(old, new, expect=1)
+    assert data["removed"] == [{"node": "gone", "op": "Identity", "device": CPU, "status": None, "count": 1}]
+    assert data["added"] == [{"node": "came", "op": "AddN", "device": GPU0, "status": None, "count": 1}]
+    assert data["moved"] == [] and data["summary"]["unchanged"] == 1
+    text = diff(old, new, expect=1).stdout
+    assert "Only in OLD (1)" in text and "Only in NEW (1)" in text
+
+
+def test_a_name_placed_several_times_is_a_multiset(tmp_path: Path) -> None:
+    old = write(tmp_path, "old.log", glog("x", "Const", CPU) + glog("x", "Const", GPU0) + glog("x", "Const", GPU0))
+    new = write(tmp_path, "new.log", glog("x", "Const", GPU0) + glog("x", "Const", GPU1))
+    data = diff_json(old, new, expect=1)
+    assert [(m["from"], m["to"], m["count"]) for m in data["moved"]] == [(CPU, GPU1, 1)]
+    assert [(r["device"], r["count"]) for r in data["removed"]] == [(GPU0, 1)]
+    assert data["added"] == [] and data["summary"]["unchanged"] == 1
+
+
+def test_nodes_are_matched_by_task_too(tmp_path: Path) -> None:
+    ps, worker = "/job:ps/replica:0/task:0/device:CPU:0", "/job:worker/replica:0/task:0/device:CPU:0"
+    old = write(tmp_path, "old.log", glog("v", "VarHandleOp", ps) + glog("v", "VarHandleOp", worker))
+    new = write(tmp_path, "new.log", glog("v", "VarHandleOp", worker) + glog("v", "VarHandleOp", ps))
+    assert diff_json(old, new, expect=0)["summary"]["unchanged"] == 2
+    cluster = LOGS / "tf2.21" / "ps_worker_cluster.log"
+    assert diff_json(str(cluster), str(cluster), expect=0)["summary"]["unchanged"] == 33
+
+
+# --- copies paired, eager ops counted -------------------------------------------------------------
+
+def test_duplicate_copies_are_paired(tmp_path: Path) -> None:
+    """A TF 2.21 log's stdout and glog copies count once: the glog copies alone are the same."""
+    only_glog = "".join(line + "\n" for line in PLAIN_TF2.read_text().splitlines()
+                        if "placer.cc" in line or "/job:" not in line)
+    assert diff_json(str(PLAIN_TF2), write(tmp_path, "glog.log", only_glog), expect=0)["summary"]["unchanged"] == 3
+    twice = write(tmp_path, "twice.log", PLAIN_TF2.read_text() * 2)  # a second run: placed again, counted again
+    data = diff_json(str(PLAIN_TF2), twice, expect=1)
+    assert sorted((a["node"], a["count"]) for a in data["added"]) == [("MatMul", 1), ("a", 1), ("b", 1)]
+
+
+def test_eager_ops_are_counts_per_op_and_device(tmp_path: Path) -> None:
+    old = write(tmp_path, "old.log", eager("MatMul", CPU) * 5 + eager("AddV2", CPU) * 2)
+    new = write(tmp_path, "new.log", eager("MatMul", CPU) * 3 + eager("MatMul", GPU0) * 2 + eager("AddV2", CPU) * 3)
+    data = diff_json(old, new, expect=1)
+    assert data["moved"] == [{"node": None, "op": "MatMul", "from": CPU, "to": GPU0, "old_status": None,
+                              "new_status": None, "count": 2}]
+    assert data["added"] == [{"node": None, "op": "AddV2", "device": CPU, "status": None, "count": 1}]
+    assert data["removed"] == [] and data["summary"]["unchanged"] == 5
+    assert "(eager ops)" in diff(old, new, expect=1).stdout
+
+
+def test_onednn_names_are_the_same_eager_op(tmp_path: Path) -> None:
+    old = write(tmp_path, "old.log", eager("MatMul", CPU) * 2)
+    new = write(tmp_path, "new.log", eager("_MklMatMul", CPU) * 2)
+    assert diff_json(old, new, expect=0)["summary"]["unchanged"] == 2
+
+
+def test_a_real_eager_log_with_one_device_renamed(tmp_path: Path) -> None:
+    log = LOGS / "tf2.21" / "eager_logical_cpus.log"
+    text = log.read_text()
+    moved = text.replace("Executing op _MklMatMul in device /job:localhost/replica:0/task:0/device:CPU:1",
+                         "Executing op _MklMatMul in device /job:localhost/replica:0/task:0/device:CPU:0")
+    assert moved != text
+    data = diff_json(str(log), write(tmp_path, "moved.log", moved), expect=1)
+    assert [(m["node"], m["op"], m["to"]) for m in data["moved"]] == [(None, "_MklMatMul", CPU)]
+    assert diff_json(str(log), str(log), expect=0)["moved"] == []
+
+
+# --- saved reports ---------------------------------------------------------------------------------
+
+def test_a_saved_show_report_and_a_log_of_the_same_run() -> None:
+    data = diff_json(str(PLAIN_TF2), str(SAVED / "show.json"), expect=0)
+    assert data["summary"]["old"]["kind"] == "log" and data["summary"]["new"]["kind"] == "report"
+
+
+def test_a_saved_trace_report_against_itself_and_a_changed_copy(tmp_path: Path) -> None:
+    saved = json.loads((SAVED / "trace.json").read_text())
+    assert diff_json(str(SAVED / "trace.json"), str(SAVED / "trace.json"), expect=0)["summary"]["unchanged"] == 22
+    for p in saved["placements"]:
+        if p["node"] == "MatMul":
+            p.update(device=GPU0, canonical=GPU0, device_type="GPU", device_index=0, status="soft fallback")
+    data = diff_json(str(SAVED / "trace.json"), write(tmp_path, "changed.json", json.dumps(saved)), expect=1)
+    assert data["moved"] == [{"node": "MatMul", "op": "MatMul", "from": CPU, "to": GPU0, "old_status": "free",
+                              "new_status": "soft fallback", "count": 1}]
+
+
+def test_standard_input_on_one_side() -> None:
+    assert diff_json("-", str(GUIDE_TF1), stdin=GUIDE_TF0.read_bytes(), expect=0)["summary"]["old"]["source"] == \
+        "standard input"
+    assert diff_json(str(PLAIN_TF2), "-", stdin=(SAVED / "show.json").read_bytes(), expect=0)
+
+
+def test_standard_input_on_both_sides_is_refused() -> None:
+    result = diff("-", "-", stdin=GUIDE_TF0.read_bytes(), expect=2)
+    assert "standard input can be one side only" in result.stderr
+
+
+def counts_report(tmp_path: Path, log: Path) -> str:
+    return write(tmp_path, "summary.json", json.dumps(parse_paths([str(log)], keep=False).to_dict()))
+
+
+def test_a_counts_only_report_compares_counts(tmp_path: Path) -> None:
+    data = diff_json(str(GUIDE_TF0), counts_report(tmp_path, GUIDE_TF1), expect=0)
+    assert data["summary"]["new"]["counts_only"] is True
+    assert diff_json(str(PLAIN_TF2), counts_report(tmp_path, GUIDE_TF1), expect=1)["by_device"][CPU] == \
+        {"old": 3, "new": 0}
+
+
+def run_report(moved: bool) -> Report:
+    cpu, gpu = parse_device(CPU), parse_device(GPU0)
+    where = gpu if moved else cpu
+    return Report(
+        placements=(Placement("a", "Const", CPU, cpu, "placer", 1, requested="/cpu:0", status=AS_REQUESTED),
+                    Placement("MatMul", "MatMul", where.canonical, where, "placer", 2, status=FREE)),
+        result=[[1.0]], log="",
+        copies=(Copy("a:0", CPU, GPU0, "float32", (2, 3), 24),) if moved else (),
+    )
+
+
+def test_copies_and_bytes_when_both_reports_carry_them(tmp_path: Path) -> None:
+    old = write(tmp_path, "old.json", json.dumps(run_report(False).to_dict(run=True)))
+    new = write(tmp_path, "new.json", json.dumps(run_report(True).to_dict(run=True)))
+    data = diff_json(old, new, expect=1)
+    assert data["summary"]["copies"]["old"] == {"links": [], "copies": 0, "per_step_bytes": 0}
+    assert data["summary"]["copies"]["new"]["per_step_bytes"] == 24
+    assert data["moved"][0]["old_status"] == data["moved"][0]["new_status"] == "free"
+    text = diff(old, new, expect=1).stdout
+    assert "Copies between devices per step" in text and "24" in text
+    assert "copies" not in diff_json(str(GUIDE_TF0), new, expect=1)["summary"]  # only when both carry them
+
+
+# --- JSON, filters, digest, pictures ----------------------------------------------------------------
+
+def test_json_schema() -> None:
+    data = diff_json(str(GUIDE_TF0), str(PLAIN_TF2), expect=1)
+    assert set(data) == {"moved", "added", "removed", "by_device", "summary"}
+    assert set(data["moved"][0]) == {"node", "op", "from", "to", "old_status", "new_status", "count"}
+    assert set(data["summary"]) >= {"same", "old", "new", "unchanged", "moved", "added", "removed"}
+    assert set(data["summary"]["old"]) == {"source", "kind", "placements", "counts_only"}
+    for counts in data["by_device"].values():
+        assert set(counts) == {"old", "new"}
+
+
+def test_filters_narrow_both_sides(tmp_path: Path) -> None:
+    old = write(tmp_path, "old.log", glog("t0/a", "Const", CPU) + glog("t1/mm", "MatMul", GPU0))
+    new = write(tmp_path, "new.log", glog("t0/a", "Const", GPU0) + glog("t1/mm", "MatMul", GPU0))
+    assert diff_json("--op", "MatMul", old, new, expect=0)["filters"]["op"] == "MatMul"
+    assert diff_json("--node", "^t1/", old, new, expect=0)["by_device"] == {GPU0: {"old": 1, "new": 1}}
+    data = diff_json("--device", "CPU", old, new, expect=1)
+    assert [r["node"] for r in data["removed"]] == ["t0/a"] and data["moved"] == []
+    assert "is not a regex" in diff("--node", "(", old, new, expect=2).stderr
+
+
+def big_logs(tmp_path: Path, n: int = 120) -> tuple[str, str]:
+    old = "".join(glog(f"tower_{i % 3}/layer_{i}/MatMul", "MatMul", GPU0) for i in range(n))
+    new = "".join(glog(f"tower_{i % 3}/layer_{i}/MatMul", "MatMul", GPU1 if i % 2 else GPU0) for i in range(n))
+    new += "".join(glog(f"extra/node_{i}", "Identity", CPU) for i in range(n))
+    return write(tmp_path, "old.log", old), write(tmp_path, "new.log", new)
+
+
+def test_a_long_diff_is_a_digest_and_all_prints_every_row(tmp_path: Path) -> None:
+    old, new = big_logs(tmp_path)
+    text = diff(old, new, expect=1).stdout
+    assert "a digest follows" in text and "Moved (60), per op type" in text
+    assert "Only in NEW (120), per op type" in text and "per name scope" in text
+    full = diff("--all", old, new, expect=1).stdout
+    assert "a digest follows" not in full and "tower_1/layer_1/MatMul" in full and "extra/node_119" in full
+
+
+def test_svg_is_written_and_refused_with_json(tmp_path: Path) -> None:
+    svg = tmp_path / "diff.svg"
+    diff("--svg", str(svg), str(GUIDE_TF0), str(PLAIN_TF2), expect=1)
+    assert svg.read_text().startswith("<svg")
+    assert "--svg draws the tables" in diff("--json", "--svg", str(tmp_path / "x.svg"), str(GUIDE_TF0),
+                                            str(PLAIN_TF2), expect=2).stderr
+
+
+# --- hostile input -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("data", "words"), [
+    (b"", "empty input"), (b"\x00\x01\x02\x03\x04\x05" * 2000, "binary"),
+    (b'{"placements": ', "not valid JSON"), (b'{"cases": []}', "not a report of placements"),
+])
+def test_unreadable_input_is_exit_2_with_one_line(tmp_path: Path, data: bytes, words: str) -> None:
+    for args in ((write(tmp_path, "bad", data), str(GUIDE_TF0)), (str(GUIDE_TF0), str(tmp_path / "bad"))):
+        result = diff(*args, expect=2)
+        assert words in result.stderr and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
+def test_missing_file_and_directory_are_exit_2(tmp_path: Path) -> None:
+    assert "no such file" in diff(str(tmp_path / "nope.log"), str(GUIDE_TF0), expect=2).stderr
+    assert "is a directory" in diff(str(GUIDE_TF0), str(tmp_path), expect=2).stderr
+
+
+def test_a_huge_line_and_markup_in_names_and_file_names(tmp_path: Path) -> None:
+    huge = "x" * (600 << 10) + "\n"
+    old = write(tmp_path, "[bold]old.log", huge + glog("ok", "Const", CPU) + "\x1b[31mred\x1b[0m\n")
+    new = write(tmp_path, "new.log", glog("ok", "Const", GPU0) + huge)
+    result = diff(old, new, expect=1)
+    assert "[bold]old.log" in result.stdout and "\x1b" not in result.stdout
+    # a saved report may name a node anything: markup and escape codes are shown, never obeyed
+    cpu, gpu = parse_device(CPU), parse_device(GPU0)
+    names = ("[red]x", "\x1b[31mevil")
+    saved_old = write(tmp_path, "old.json", json.dumps(Report(placements=tuple(
+        Placement(n, "[b]Op", CPU, cpu, "placer", 1) for n in names)).to_dict()))
+    saved_new = write(tmp_path, "new.json", json.dumps(Report(placements=tuple(
+        Placement(n, "[b]Op", GPU0, gpu, "placer", 1) for n in names)).to_dict()))
+    result = diff(saved_old, saved_new, expect=1)
+    assert "[red]x" in result.stdout and "[b]Op" in result.stdout and "\x1b" not in result.stdout
+    assert sorted(m["node"] for m in diff_json(saved_old, saved_new, expect=1)["moved"]) == sorted(names)
+
+
+def test_a_side_without_placements_is_said(tmp_path: Path) -> None:
+    empty = write(tmp_path, "noise.log", "nothing placed here\n")
+    result = diff(empty, str(GUIDE_TF0), expect=1)
+    assert "no placements found in" in result.stderr and "noise.log" in result.stderr
+
+
+# --- Chinese, rendered ------------------------------------------------------------------------------
+
+def render(view: View, width: int = 80) -> str:
+    console = Console(record=True, width=width, color_system=None, file=open(os.devnull, "w"))  # noqa: SIM115
+    # the names as a user in the repository would type them (the golden text is the same on any machine)
+    old = replace(read_tallied(str(GUIDE_TF0)), name="guide_default.log")
+    result = compare(old, replace(read_tallied(str(SAVED / "trace.json")), name="trace.json"))
+    console.print(diff_group(result, view), crop=False)
+    return console.export_text()
+
+
+def check(name: str, text: str) -> None:
+    golden = GOLDEN / f"{name}.txt"
+    if os.environ.get("PLACEMENT_UPDATE_GOLDEN"):
+        golden.write_text(text)
+    assert text == golden.read_text()
+
+
+def test_golden_english_and_chinese() -> None:
+    check("diff__80", render(View()))
+    use("zh")
+    try:
+        zh = render(View())
+    finally:
+        use("en")
+    check("zh__diff__80", zh)
+    assert "旧" in zh or "移" in zh
+
+
+def test_lang_zh_on_the_command_line() -> None:
+    result = diff("--lang", "zh", str(GUIDE_TF0), str(PLAIN_TF2), expect=1)
+    use("en")
+    assert "Moved" not in result.stdout and "old device" not in result.stdout
+
+
+@pytest.mark.parametrize("status", [AS_REQUESTED, SOFT_FALLBACK])
+def test_statuses_survive_the_round_trip(tmp_path: Path, status: str) -> None:
+    cpu = parse_device(CPU)
+    report = Report(placements=(Placement("a", "Const", CPU, cpu, "placer", 1, requested="/cpu:0", status=status),))
+    old = write(tmp_path, "old.json", json.dumps(report.to_dict(run=True)))
+    gpu = parse_device(GPU0)
+    moved = Report(placements=(Placement("a", "Const", GPU0, gpu, "placer", 1, requested="/cpu:0", status=status),))
+    new = write(tmp_path, "new.json", json.dumps(moved.to_dict(run=True)))
+    assert diff_json(old, new, expect=1)["moved"][0]["old_status"] == str(status)
