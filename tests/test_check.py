@@ -388,8 +388,12 @@ def test_chinese(monkeypatch: pytest.MonkeyPatch) -> None:
     code, out, _err = check(TRACE, "--max-on", "CPU:1=2", "--no-fallback", "--lang", "zh")
     assert code == 1
     lines = out.splitlines()
-    assert lines[0].startswith("--max-on CPU:1=2 未通过：CPU:1 上有 3 个放置，最多允许 2 个")
-    assert "软回退" in lines[1] and "条规则" in lines[-1]
+    assert lines[0] == "--max-on CPU:1=2 未通过：CPU:1 上的放置：3 个，最多允许 2 个 (例如 x, ones_1, ones_2)"
+    assert lines[1].startswith("--no-fallback 未通过：软放置回退")
+    assert lines[2] == ("19 个放置: CPU:0 上 16 个, CPU:1 上 3 个 (未检查：TensorFlow 内部管道 10 个); 3 个软放置回退; "
+                        "2 条规则, 2 条未通过")
+    code, _out, err = check(TRACE, "--max-on", "CPU=-1", "--lang", "zh")  # usage errors too
+    assert code == 2 and "上限必须是 0 或更大的整数" in err
     data = check_json(TRACE, "--max-on", "CPU:1=2", "--lang", "zh", expect=1)  # JSON stays English
     assert data["failures"][0]["message"] == "placements on CPU:1: 3, at most 2 allowed"
 
