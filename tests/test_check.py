@@ -424,3 +424,50 @@ def test_judge_copies_of_a_report_in_memory() -> None:
 def test_the_saved_train_report_is_gzip_and_its_total_is_its_own() -> None:
     data = json.loads(gzip.decompress(TRAIN.read_bytes()))
     assert data["copy_totals"]["per_step_bytes"] == 15528
+
+
+# --- the CI step the README and docs/check.md show ------------------------------------------------
+
+def ci_step(text: str) -> list[str]:
+    block = text.split("- name: Placement gate\n  run: |\n", 1)[1].split("```", 1)[0]
+    return [line.strip() for line in block.splitlines() if line.strip()]
+
+
+def test_the_ci_step_in_the_readme_and_docs_is_one_and_its_options_are_real() -> None:
+    import shlex
+
+    import typer.main
+
+    root = Path(__file__).parent.parent
+    steps = ci_step((root / "README.md").read_text())
+    assert steps == ci_step((root / "docs" / "check.md").read_text())
+    trace, gate = (shlex.split(line) for line in steps)
+    assert trace[:3] == ["placement", "trace", "--json"] and trace[-2] == ">"
+    assert gate[:3] == ["placement", "check", trace[-1]]
+    command = typer.main.get_command(app).commands["check"]
+    with command.make_context("check", gate[2:]) as ctx:  # click reads it: every option is the command's
+        assert ctx.params["no_fallback"] is True and list(ctx.params["max_on"]) == ["CPU=20"]
+
+
+@pytest.mark.tf
+def test_the_ci_step_on_a_real_trace(tmp_path: Path) -> None:
+    """What the step does, for real: a script traced with --json, its report gated by check."""
+    import subprocess
+    import sys
+
+    sample = Path(__file__).parent.parent / "samples" / "moved_ops.py"
+    with open(tmp_path / "placement.json", "wb") as out:
+        traced = subprocess.run([sys.executable, "-m", "placement_cli", "trace", "--json", str(sample)],
+                                stdout=out, stderr=subprocess.PIPE, timeout=300)
+    assert traced.returncode == 0, traced.stderr[-2000:]
+    code, out, err = check(tmp_path / "placement.json", "--max-on", "CPU:1=3", "--expect", "^v/=CPU:0")
+    assert code == 0, (out, err)
+    code, out, _err = check(tmp_path / "placement.json", "--no-fallback")
+    assert code == 1 and "(for example pinned, AssignAddVariableOp, ReadVariableOp)" in out
+
+
+def test_check_does_not_import_tensorflow() -> None:
+    from test_no_tensorflow_import import _tf_loaded
+
+    assert not _tf_loaded("check", str(TRACE), "--max-on", "CPU:1=2", "--no-fallback", "--expect", "^v/=CPU:0")
+    assert not _tf_loaded("check", "--json", "--lang", "zh", str(TF1), "--max-on", "ps/0=0", "--ignore", "^x")

@@ -14,10 +14,10 @@ DEVICES_SHOWN = 6  # devices the summary names; the rest are counted together
 
 
 def render_check(result: CheckResult) -> Group:
-    """Each failed rule with its example nodes; the rules' file, when there was one; the summary."""
-    lines = [failure_line(f) for f in result.failures]
-    if result.config is not None:
-        lines.append(Text(_("rules from {path}").format(path=clean(result.config)), style="dim"))
+    """The rules' file, when there was one; each failed rule with its example nodes; the summary."""
+    lines = [] if result.config is None else [Text(_("rules from {path}").format(path=clean(result.config)),
+                                                   style="dim")]
+    lines.extend(failure_line(f) for f in result.failures)
     lines.append(Text(summary_line(result), style="bold green" if result.passed else "bold red"))
     for line in lines:  # one line each, however narrow the screen: CI logs and grep read them whole
         line.no_wrap = True
