@@ -246,6 +246,16 @@ def test_unreadable_input_or_nothing_to_check_is_exit_2(tmp_path: Path, content:
     assert why in err and err.startswith("placement: ") and "Traceback" not in err
 
 
+def test_a_log_with_only_a_placement_error_has_nothing_to_check(tmp_path: Path) -> None:
+    log = tmp_path / "failed.log"
+    log.write_text("InvalidArgumentError: Cannot assign a device for operation MatMul: {{node MatMul}} was explicitly "
+                   "assigned to /device:GPU:2 but available devices are [ /job:localhost/replica:0/task:0/device:CPU:0 "
+                   "]. Make sure the device specification refers to a valid device.\n")
+    code, out, err = check(log, "--max-on", "CPU=1")
+    assert (code, out) == (2, "")
+    assert "nothing to check (placement errors it reports: 1)" in err
+
+
 def test_no_rules_is_exit_2() -> None:
     code, _out, err = check(TF1)
     assert code == 2 and "no rules to check" in err

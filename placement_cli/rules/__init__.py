@@ -206,7 +206,7 @@ def judge(report: Report, rules: Rules, *, name: str = "the input") -> CheckResu
                           "or put them under [tool.placement.check] in pyproject.toml"))
     if not report.placements:
         raise RuleError(_("no placements found in {name}: nothing to check").format(name=name)
-                        + (_(" (it reports {count} placement errors)").format(count=len(report.errors))
+                        + (_(" (placement errors it reports: {count})").format(count=len(report.errors))
                            if report.errors else ""))
     requests = knows_requests(report)
     if rules.no_fallback and not requests:
