@@ -481,3 +481,30 @@ def test_check_does_not_import_tensorflow() -> None:
 
     assert not _tf_loaded("check", str(TRACE), "--max-on", "CPU:1=2", "--no-fallback", "--expect", "^v/=CPU:0")
     assert not _tf_loaded("check", "--json", "--lang", "zh", str(TF1), "--max-on", "ps/0=0", "--ignore", "^x")
+
+
+def test_device_filters_take_a_tables_short_name_of_any_type() -> None:
+    """XLA_GPU:0 as the tables print it (TensorFlow's own grammar wants /device:XLA_GPU:0), for parse's
+    --device as for check's --max-on."""
+    result = runner.invoke(app, ["parse", str(TF1), "--device", "xla_gpu:0", "--json"])
+    assert result.exit_code == 0, result.output
+    assert [p["node"] for p in json.loads(result.stdout)["placements"]] == ["cluster_0/_xla_run"]
+
+
+def test_a_captured_reports_check() -> None:
+    from placement_cli.notebook import CapturedReport
+
+    captured = CapturedReport()
+    captured.report = read_saved(TRACE)
+    assert captured.check(max_on={"CPU:1": 3}).passed
+    with pytest.raises(AssertionError, match=r"--max-on CPU:1=2: placements on CPU:1: 3.*\(e\.g\. x, ones_1, ones_2\)"):
+        captured.check(max_on={"CPU:1": 2})
+    captured.problems = ("TensorFlow's context had started before the block",)
+    with pytest.raises(AssertionError, match="the capture is incomplete, so no rule can be judged: TensorFlow's"):
+        captured.check(max_on={"CPU:1": 3})
+
+
+def read_saved(path: Path) -> Report:
+    from placement_cli.logparse.saved import read_input
+
+    return read_input(str(path))
