@@ -9,7 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from placement_cli.devices import DeviceSpec, DeviceSpecError, parse_device
+from placement_cli.exceptions import UsageProblem
 from placement_cli.filters import Filters, compile_node, device_matcher, onednn_base, op_matcher
+from placement_cli.i18n import _
 from placement_cli.logparse.saved import Tallied, record_fields
 from placement_cli.model import LOGGED, Change, DiffSide, PlacementDiff, link_totals
 
@@ -178,6 +180,10 @@ def compare(old: Tallied, new: Tallied, filters: Filters = Filters()) -> Placeme
             records = _filtered(records, filters, devices)
         sides.append(records)
     counts_only = [t.saved and not t.report.placements and t.report.placement_count > 0 for t in (old, new)]
+    if filters.active and any(counts_only):
+        name = (old, new)[counts_only.index(True)].name
+        raise UsageProblem(_("{name} holds only counts per device (saved with --summary): {filters} cannot narrow "
+                             "it").format(name=name, filters=filters.describe()))
     if filters.active or not all(t.saved or t.report.counted is not None for t in (old, new)):
         by_device = [_by_device(r, devices) if not c else Counter(t.report.by_device)
                      for r, t, c in zip(sides, (old, new), counts_only)]

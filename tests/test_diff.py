@@ -199,6 +199,30 @@ def test_a_counts_only_report_compares_counts(tmp_path: Path) -> None:
         {"old": 3, "new": 0}
 
 
+def test_filters_cannot_narrow_a_counts_only_report(tmp_path: Path) -> None:
+    result = diff("--device", "GPU", str(GUIDE_TF0), counts_report(tmp_path, GUIDE_TF1), expect=2)
+    assert "holds only counts per device" in result.stderr and "--device GPU" in result.stderr
+
+
+@pytest.mark.parametrize("log", sorted(LOGS.rglob("*.log")), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_fixture_log_against_its_own_saved_parse(tmp_path: Path, log: Path) -> None:
+    """A log counted per record (diff's fast reading) and its full parse saved as JSON: the same."""
+    saved = write(tmp_path, "parsed.json", json.dumps(parse_paths([str(log)]).to_dict()))
+    result = compare(read_tallied(str(log)), read_tallied(saved))
+    assert result.same and not result.moved and not result.added and not result.removed
+    assert result.unchanged == result.old.placements == result.new.placements
+
+
+def test_compressed_logs_on_either_side_and_on_standard_input(tmp_path: Path) -> None:
+    import gzip
+
+    packed = write(tmp_path, "old.log.gz", gzip.compress(GUIDE_TF0.read_bytes()))
+    assert diff_json(packed, str(GUIDE_TF1), expect=0)["summary"]["unchanged"] == 3
+    assert diff_json(str(GUIDE_TF1), "-", stdin=gzip.compress(GUIDE_TF0.read_bytes()), expect=0)
+    assert "corrupt gzip data" in diff(write(tmp_path, "bad.gz", b"\x1f\x8b" + b"\x00" * 64), str(GUIDE_TF0),
+                                       expect=2).stderr
+
+
 def run_report(moved: bool) -> Report:
     cpu, gpu = parse_device(CPU), parse_device(GPU0)
     where = gpu if moved else cpu

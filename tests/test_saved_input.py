@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import bz2
 import codecs
 import gzip
 import io
 import json
+import lzma
 import sys
 from pathlib import Path
 
@@ -110,9 +112,10 @@ def test_standard_input_either_way(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
 
 
 @pytest.mark.parametrize("encode", [
-    lambda b: gzip.compress(b), lambda b: codecs.BOM_UTF16_LE + b.decode().encode("utf-16-le"),
-    lambda b: codecs.BOM_UTF8 + b, lambda b: b"\n\n  " + b,
-], ids=["gzip", "utf16", "utf8-bom", "leading-blanks"])
+    lambda b: gzip.compress(b), bz2.compress, lzma.compress,
+    lambda b: codecs.BOM_UTF16_LE + b.decode().encode("utf-16-le"), lambda b: codecs.BOM_UTF8 + b,
+    lambda b: b"\n\n  " + b,
+], ids=["gzip", "bzip2", "xz", "utf16", "utf8-bom", "leading-blanks"])
 def test_saved_reports_are_read_as_logs_are(tmp_path: Path, encode) -> None:
     report = run_report()
     path = tmp_path / "x"

@@ -23,7 +23,6 @@ from placement_cli.model import (AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, Copy
                                  PlacementFailure, Report)
 
 SNIFF = 64 << 10  # the bytes looked at to tell a saved report from a log
-_REPLAY = 4 << 20  # compressed bytes kept while the start is decompressed (bzip2 blocks are 900 kB)
 _STATUSES = {str(s): s for s in (AS_REQUESTED, FREE, SOFT_FALLBACK, LOGGED)}
 _KINDS = frozenset({"placer", "eager", "legacy"})
 # What other commands save: a document of theirs holds no one run's placements.
@@ -37,31 +36,30 @@ _NOT_PLACEMENTS = (
 
 
 class _Recording:
-    """A stream that keeps the first bytes read from it, so they can be read again."""
+    """A stream that keeps what is read from it, so it can be read again (what a decompressor needs
+    for the first 4 KiB of text: a few KiB of gzip or xz, at most a 900 kB block of bzip2)."""
 
-    def __init__(self, stream: BinaryIO, limit: int) -> None:
-        self.stream, self.limit, self.kept, self.over = stream, limit, bytearray(), False
+    def __init__(self, stream: BinaryIO) -> None:
+        self.stream, self.kept = stream, bytearray()
 
     def read(self, size: int = -1) -> bytes:
         data = self.stream.read(size)
-        if not self.over:
-            self.kept += data
-            self.over = len(self.kept) > self.limit
+        self.kept += data
         return data
 
     def readable(self) -> bool:
         return True
 
 
-def _text_head(stream: BinaryIO) -> tuple[bytes, BinaryIO | None, str | None]:
+def _text_head(stream: BinaryIO) -> tuple[bytes, BinaryIO, str]:
     """The raw head, a stream that gives every raw byte again, and the decompressed, decoded start of
-    the text (None where it cannot be seen without losing bytes)."""
+    the text."""
     head = reader.read_full(stream, SNIFF)
     raw: BinaryIO = reader._Prepend(head, stream)  # noqa: SLF001 - the reader's own replaying stream
     text_head = head
     for magic, _kind, module, opener in reader._COMPRESSED:  # noqa: SLF001
         if head.startswith(magic):
-            recording = _Recording(stream, _REPLAY)
+            recording = _Recording(stream)
             lib = importlib.import_module(module)
             source = reader._Prepend(head, recording)  # noqa: SLF001
             try:
@@ -70,8 +68,6 @@ def _text_head(stream: BinaryIO) -> tuple[bytes, BinaryIO | None, str | None]:
                 text_head = reader.read_full(opened, 4096)
             except Exception:  # noqa: BLE001 - corrupt data: the log reader says so, with its words
                 text_head = b""
-            if recording.over:
-                return head, None, None
             raw = reader._Prepend(head + bytes(recording.kept), stream)  # noqa: SLF001
             break
     encoding, bom = reader._encoding(text_head)  # noqa: SLF001
@@ -79,8 +75,8 @@ def _text_head(stream: BinaryIO) -> tuple[bytes, BinaryIO | None, str | None]:
     return head, raw, start
 
 
-def _looks_saved(start: str | None) -> bool:
-    return start is not None and start.lstrip(" \t\r\n\0").startswith("{")
+def _looks_saved(start: str) -> bool:
+    return start.lstrip(" \t\r\n\0").startswith("{")
 
 
 def _load_json(raw: BinaryIO, name: str) -> Any:
@@ -142,7 +138,7 @@ def _read(path: str, note: Callable[[str], None] | None, tally: bool) -> Tallied
         shown = "standard input" if path == "-" else path
         if not head:
             raise InputError(_("{name}: empty input (0 bytes)").format(name=shown))
-        if raw is not None and _looks_saved(start):
+        if _looks_saved(start):
             return Tallied(shown, report_from_dict(_load_json(raw, shown), shown))
         if tally and path != "-":
             from placement_cli.logparse import parallel  # noqa: PLC0415
@@ -151,8 +147,7 @@ def _read(path: str, note: Callable[[str], None] | None, tally: bool) -> Tallied
                 split = parallel.split_tally(path)
                 if split is not None:
                     return Tallied(shown, split[0], split[1].tally, split[1].eager_tally)
-        report, parser = tally_streams([(name, raw or reader._Prepend(head, stream))], note=note,  # noqa: SLF001
-                                       keep=not tally, tally=tally)
+        report, parser = tally_streams([(name, raw)], note=note, keep=not tally, tally=tally)
         return Tallied(shown, report, parser.tally, parser.eager_tally) if tally else Tallied(shown, report)
 
 
