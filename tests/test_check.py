@@ -291,9 +291,9 @@ def test_rules_from_pyproject_found_from_a_subfolder(tmp_path: Path, monkeypatch
 
 def test_command_line_adds_to_and_overrides_the_file(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text(PYPROJECT)
-    data = check_json(TRACE, "--max-on", "cpu:1=1", "--allow-fallback", "--expect", "^v$=CPU:0", expect=0)
-    # cpu:1 replaces the file's CPU:1 (the same device however spelled); --allow-fallback turns the file's off
-    assert data["summary"]["rules"] == ["--max-on cpu:1=1", "--max-on CPU=100", "--expect ^x$=CPU:1",
+    data = check_json(TRACE, "--max-on", "/cpu:1=1", "--allow-fallback", "--expect", "^v$=CPU:0", expect=0)
+    # /cpu:1 replaces the file's CPU:1 (the same device however spelled); --allow-fallback turns the file's off
+    assert data["summary"]["rules"] == ["--max-on /cpu:1=1", "--max-on CPU=100", "--expect ^x$=CPU:1",
                                         "--expect ^v$=CPU:0"]
     # --ignore adds to the file's (ones_1 by name, ones_2 as a Const): x leaves CPU:1 too, and with it
     # the file's --expect ^x$ has no node left to judge
@@ -414,7 +414,8 @@ def test_rules_from_python_values() -> None:
     assert rules_from(max_on={"CPU": 0}, expect="^a=GPU:0", ignore="x") == \
         Rules(max_on=(("CPU", 0),), expect=(("^a", "GPU:0"),), ignore=("x",))
     assert rules_from(max_on=["CPU=0", "ps/0=3"]).max_on == (("CPU", 0), ("ps/0", 3))
-    for bad in ({"max_on": {"CPU": -1}}, {"max_on": {"CPU": True}}, {"expect": {"(": "CPU"}}, {"no_fallback": 1},
+    for bad in ({"max_on": {"CPU": -1}}, {"max_on": {"CPU": True}}, {"expect": {"(": "CPU"}}, {"expect": {"x": 3}},
+                {"no_fallback": 1},
                 {"ignore": [3]}, {"max_copy_bytes": -5}):
         with pytest.raises(RuleError) as caught:
             rules_from(**bad)

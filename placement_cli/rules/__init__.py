@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from placement_cli import messages
-from placement_cli.devices import DeviceSpec
+from placement_cli.devices import DeviceSpec, try_parse
 from placement_cli.exceptions import FilterError, RuleError
 from placement_cli.filters import (INTERNAL_OPS, check_device, check_op, compile_node, device_matcher, is_plumbing,
                                    op_matcher, quoted)
@@ -86,10 +86,14 @@ class Rules:
 
 
 def _device_key(device: str) -> str:
-    return " ".join(device.split()).upper()
+    """One key for one device however spelled (CPU:1, cpu:1, /cpu:1, /device:CPU:1)."""
+    spec = try_parse(device)
+    return spec.spec.upper() if spec is not None else " ".join(device.split()).upper()
 
 
-def _check_device(option: str, device: str) -> None:
+def _check_device(option: str, device: object) -> None:
+    if not isinstance(device, str):
+        raise RuleError(_("{option}: give a device as text, not {value}").format(option=option, value=repr(device)))
     try:
         check_device(device)
     except FilterError as exc:
