@@ -256,6 +256,15 @@ def test_a_log_with_only_a_placement_error_has_nothing_to_check(tmp_path: Path) 
     assert "nothing to check (placement errors it reports: 1)" in err
 
 
+def test_a_summary_only_report_is_exit_2_saying_why(tmp_path: Path) -> None:
+    saved = tmp_path / "summary.json"
+    result = runner.invoke(app, ["parse", "--summary", "--json", str(TF1)])
+    saved.write_text(result.stdout)
+    code, out, err = check(saved, "--max-on", "ps/0=0")
+    assert (code, out) == (2, "")
+    assert "holds only counts per device (a `parse --summary` report)" in err
+
+
 def test_no_rules_is_exit_2() -> None:
     code, _out, err = check(TF1)
     assert code == 2 and "no rules to check" in err

@@ -208,6 +208,9 @@ def judge(report: Report, rules: Rules, *, name: str = "the input") -> CheckResu
     if not rules.count:
         raise RuleError(_("no rules to check: give --max-on, --expect, --no-fallback or --max-copy-bytes, "
                           "or put them under [tool.placement.check] in pyproject.toml"))
+    if not report.placements and report.counted:
+        raise RuleError(_("{name} holds only counts per device (a `parse --summary` report): the rules judge each "
+                          "placement, so save the report without --summary").format(name=name))
     if not report.placements:
         raise RuleError(_("no placements found in {name}: nothing to check").format(name=name)
                         + (_(" (placement errors it reports: {count})").format(count=len(report.errors))
