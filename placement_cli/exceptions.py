@@ -35,3 +35,8 @@ class Terminated(BaseException):  # noqa: N818 - like KeyboardInterrupt: not an 
         import signal  # noqa: PLC0415
 
         return signal.Signals(self.signum).name
+
+
+class RuleError(UsageProblem, ValueError):
+    """A rule of `placement check` that is malformed, or that its input cannot judge (exit 2; the
+    Python API's ``check()`` raises it as a ValueError)."""

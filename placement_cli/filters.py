@@ -29,6 +29,8 @@ def onednn_base(op: str) -> str | None:
 _BARE_TYPE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _OP_TYPE = re.compile(placer.OP.decode())  # an op type as the parser reads one
 # a task as the tables name it: ps/0, or ps/0 CPU:0 with its device
+# a device as the tables name it, of any type: XLA_GPU:0 (TensorFlow's own grammar wants /device:XLA_GPU:0)
+_SHORT_DEVICE = re.compile(r"(?P<type>[A-Za-z_][A-Za-z0-9_]*):(?P<index>[0-9]+)")
 _SHORT_TASK = re.compile(r"(?P<task>[A-Za-z][A-Za-z0-9_]*/[0-9]+)(?: +[A-Za-z_][A-Za-z0-9_]*:[0-9]+)?")
 
 
@@ -83,27 +85,28 @@ _RE2_LACKS = ("no backreferences, lookaround, atomic groups, possessive repeats 
               "at most 1000 times")
 
 
-def compile_node(pattern: str) -> NodePattern:
-    """The --node regex, case-insensitive like the other filters; FilterError if empty or malformed.
-    Python's syntax, matched by RE2 in time linear in the name, so no pattern can make a filter spin
-    on TensorFlow's long names ("(\\w+/?)+Z$"): what only a backtracking matcher does is refused with
-    a message saying so. Where Python and RE2 read one pattern two ways (``[[:alpha:]]``: RE2's POSIX
-    class, Python's set), RE2's reading is the one matched."""
+def compile_node(pattern: str, option: str = "--node") -> NodePattern:
+    """The --node regex (or ``option``'s: check's --expect and --ignore), case-insensitive like the
+    other filters; FilterError if empty or malformed. Python's syntax, matched by RE2 in time linear
+    in the name, so no pattern can make a filter spin on TensorFlow's long names ("(\\w+/?)+Z$"):
+    what only a backtracking matcher does is refused with a message saying so. Where Python and RE2
+    read one pattern two ways (``[[:alpha:]]``: RE2's POSIX class, Python's set), RE2's reading is
+    the one matched."""
     shown = quoted(pattern)
     if not pattern.strip():
-        raise FilterError("--node: give a regex that node names are searched for, e.g. ^tower_0/ or MatMul")
+        raise FilterError(f"{option}: give a regex that node names are searched for, e.g. ^tower_0/ or MatMul")
     try:
         pattern.encode("utf-8")
     except UnicodeEncodeError:  # bytes that are not UTF-8 in argv come as lone surrogates
-        raise FilterError(f"--node {shown}: not valid text (bytes that are not UTF-8)") from None
+        raise FilterError(f"{option} {shown}: not valid text (bytes that are not UTF-8)") from None
     try:
         with warnings.catch_warnings():  # "possible nested set": RE2's reading is the one used
             warnings.simplefilter("ignore")
             re.compile(pattern)
     except (re.error, OverflowError, RecursionError, MemoryError, ValueError) as exc:
         # re raises more than re.error: OverflowError (a{99999999999}), RecursionError (deep nesting)
-        raise FilterError(f"--node {shown} is not a regex: {exc or type(exc).__name__}") from None
-    import re2  # noqa: PLC0415 - only where --node is given
+        raise FilterError(f"{option} {shown} is not a regex: {exc or type(exc).__name__}") from None
+    import re2  # noqa: PLC0415 - only where a regex is given
 
     options = re2.Options()
     options.case_sensitive = False
@@ -112,7 +115,7 @@ def compile_node(pattern: str) -> NodePattern:
         return _Utf8Search(re2.compile(pattern, options))
     except re2.error as exc:
         why = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
-        raise FilterError(f"--node {shown}: {why} (--node is matched in linear time, by RE2: "
+        raise FilterError(f"{option} {shown}: {why} ({option} is matched in linear time, by RE2: "
                           f"{_RE2_LACKS})") from None
 
 
@@ -163,7 +166,7 @@ def device_matcher(value: str) -> Callable[[DeviceSpec], bool]:
     if short is not None and " " not in want:  # ps/0: every device of that task
         task = short["task"].upper()
         return lambda got: got.short.upper().split(" ")[0] == task
-    spec = try_parse(want)
+    spec = try_parse(want) or _short_device(want)
     if spec is not None:
         folded = _fold(spec)
         return lambda got: folded.satisfied_by(_fold(got)) or got.short.upper() == upper
@@ -176,10 +179,16 @@ def check_device(value: str) -> None:
     want = " ".join(value.split())
     if not want:
         raise FilterError("--device: give a device type or a device, e.g. GPU, CPU:0, /job:ps or ps/0")
-    if _BARE_TYPE.fullmatch(want) or _SHORT_TASK.fullmatch(want) or try_parse(want) is not None:
+    if _BARE_TYPE.fullmatch(want) or _SHORT_TASK.fullmatch(want) or (try_parse(want) or _short_device(want)):
         return
     raise FilterError(f"--device {quoted(want)} is not a device: give a type (GPU), a device (CPU:0, /gpu:1, "
                       "/job:ps/task:0) or a task as the tables name it (ps/0, ps/0 CPU:0)")
+
+
+def _short_device(value: str) -> DeviceSpec | None:
+    """``XLA_GPU:0`` as the tables write it: a device of that type and index on any task."""
+    found = _SHORT_DEVICE.fullmatch(value)
+    return DeviceSpec(device_type=found["type"], device_index=int(found["index"])) if found else None
 
 
 def _fold(spec: DeviceSpec) -> DeviceSpec:

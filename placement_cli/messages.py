@@ -149,3 +149,11 @@ def one_line(name: str) -> str:
 def cut(text: str, limit: int, mark: str = "...") -> str:
     """A user's value cut to fit a one-line message: at most ``limit`` characters, ``mark`` the last of them."""
     return text if len(text) <= limit else text[: limit - len(mark)] + mark
+
+
+# Why a rule of `placement check` failed.
+CHECK_MAX_ON = N_("placements on {device}: {count}, at most {limit} allowed")
+CHECK_EXPECT = N_("nodes matching {regex} not on {device}: {count} of {total}")
+CHECK_EXPECT_NONE = N_("no node matches {regex}")
+CHECK_FALLBACK = N_("soft fallbacks (ops placed elsewhere than they asked): {count}")
+CHECK_COPY_BYTES = N_("bytes copied between devices per step: {bytes}, at most {limit} allowed")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from placement_cli.cli import cluster, demo, diff, parse, run, trace, training  # noqa: F401 - each registers its commands
+from placement_cli.cli import check, cluster, demo, diff, parse, run, trace, training  # noqa: F401 - each registers its commands
 from placement_cli.cli.app import COMMANDS, app, app_for, command_name
 
 # --help lists them in this order; a command not named there comes last (tests/test_cli_package.py asks for its place)

@@ -30,7 +30,8 @@ def _typer() -> typer.Typer:
 app = _typer()
 
 # The order `placement --help` lists the commands in (each module registers its own, with command()).
-COMMANDS = ("show", "tower", "errors", "devices", "inspect", "parse", "diff", "trace", "train", "cluster", "mirrored", "demo")
+COMMANDS = ("show", "tower", "errors", "devices", "inspect", "parse", "diff", "check", "trace", "train", "cluster",
+            "mirrored", "demo")
 _TRACEBACK = "placement.traceback"  # the context's meta key: --traceback for this invocation
 
 

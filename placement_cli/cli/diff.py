@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from placement_cli.cli.app import ExitCode, Json, Outcome, app, guarded, say
+from placement_cli.cli.app import ExitCode, Json, Outcome, command, say
 from placement_cli.cli.options import (AllOpt, DeviceFilterOpt, ForceOpt, JsonOpt, LangOpt, NodeFilterOpt,
                                        OpFilterOpt, SvgOpt, pictures)
 from placement_cli.i18n import _
@@ -14,8 +14,7 @@ from placement_cli.i18n import _
 DIFFERENT = ExitCode.PLACEMENT_FAILED  # as diff(1) says it: 1 when the two differ
 
 
-@app.command()
-@guarded
+@command()
 def diff(
     old: Annotated[str, typer.Argument(metavar="OLD", help="A placement log (any TensorFlow version), a report saved with --json by any command, or - for standard input.", show_default=False)],
     new: Annotated[str, typer.Argument(metavar="NEW", help="The same kinds of input as OLD (- for standard input on one side only).", show_default=False)],

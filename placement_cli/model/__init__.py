@@ -11,6 +11,7 @@ from placement_cli.model.report import (AS_REQUESTED, FREE, LOGGED, SOFT_FALLBAC
                                         LinkTotal, Placement, PlacementFailure, Report, link_totals, reason_counts)
 
 if TYPE_CHECKING:
+    from placement_cli.model.check import CheckResult, RuleFailure
     from placement_cli.model.catalogue import (FailureCase, FailureCatalogue, Inventory, LogicalDevice,
                                                PhysicalDevice, SoftRun)
     from placement_cli.model.demo import DemoOutcome, DemoRun, DemoStep, DemoSteps, StepTitle
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from placement_cli.model.training import ExpectedBytes, GradientCheck, Training, VariableCopies
 
 _LAZY = {
+    **dict.fromkeys(("CheckResult", "RuleFailure"), "check"),
     **dict.fromkeys(("FailureCase", "FailureCatalogue", "Inventory", "LogicalDevice", "PhysicalDevice", "SoftRun"),
                     "catalogue"),
     **dict.fromkeys(("ClusterEvent", "ClusterReport", "ClusterRun", "ClusterTask", "TaskTraining", "WorkerSteps"), "cluster"),

@@ -1,0 +1,53 @@
+"""What `placement check` found: each rule that failed, and the placements the rules judged."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class RuleFailure:
+    """One rule that did not hold."""
+
+    rule: str  # the rule as the command line writes it: "--max-on CPU=0", "--expect ^tower_0/=GPU:0"
+    message: str  # a Message: JSON writes its English, the table the chosen language
+    examples: tuple[str, ...] = ()  # up to five nodes that broke it (an eager op, which has no name: its op)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rule": self.rule, "message": str(self.message), "examples": list(self.examples)}
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """Every rule judged against one input."""
+
+    rules: tuple[str, ...]  # every rule judged, as the command line writes it
+    failures: tuple[RuleFailure, ...]
+    placements: int  # the placements the rules judged (TensorFlow's plumbing and what was ignored left out)
+    by_device: tuple[tuple[str, int], ...]  # canonical device -> placements judged, most first
+    soft_fallbacks: int | None  # None: the input does not know what was requested (a log)
+    plumbing: int  # placements of TensorFlow's plumbing, not judged (0 with include_plumbing)
+    ignored: int  # placements --ignore and --ignore-op left out
+    errors: int  # placement errors the input reports
+    config: str | None = None  # the file rules were read from
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "failures": [f.to_dict() for f in self.failures],
+            "summary": {
+                "placements": self.placements,
+                "by_device": dict(self.by_device),
+                "soft_fallbacks": self.soft_fallbacks,
+                "left_out": {"plumbing": self.plumbing, "ignored": self.ignored},
+                "errors": self.errors,
+                "rules": list(self.rules),
+                "failed": len(self.failures),
+                "config": self.config,
+            },
+        }

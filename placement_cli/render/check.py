@@ -1,0 +1,68 @@
+"""Rendering of `placement check`: a line per rule that failed, then the one-line summary."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.text import Text
+
+from placement_cli.devices import short_name
+from placement_cli.i18n import _, shown
+from placement_cli.model import CheckResult, RuleFailure
+from placement_cli.render.text import clean
+
+DEVICES_SHOWN = 6  # devices the summary names; the rest are counted together
+
+
+def render_check(result: CheckResult) -> Group:
+    """The rules' file, when there was one; each failed rule with its example nodes; the summary."""
+    lines = [] if result.config is None else [Text(_("rules from {path}").format(path=clean(result.config)),
+                                                   style="dim")]
+    lines.extend(failure_line(f) for f in result.failures)
+    lines.append(Text(summary_line(result), style="bold green" if result.passed else "bold red"))
+    for line in lines:  # one line each, however narrow the screen: CI logs and grep read them whole
+        line.no_wrap = True
+        line.overflow = "ignore"
+    return Group(*lines)
+
+
+def failure_line(failure: RuleFailure) -> Text:
+    """``--max-on CPU=0 failed: 3 placements on CPU:0, at most 0 allowed (a, b, c)``: names shown
+    literally (Text, never markup), control characters replaced."""
+    line = Text()
+    line.append(clean(failure.rule), style="bold")
+    line.append(_(" failed: "), style="red")
+    line.append(clean(shown(failure.message)))
+    if failure.examples:
+        line.append(" (" + _("for example") + " " + ", ".join(clean(name) for name in failure.examples) + ")",
+                    style="dim")
+    return line
+
+
+def summary_line(result: CheckResult) -> str:
+    """``412 placements: 409 on GPU:0, 3 on CPU:0; 2 soft fallbacks; 3 rules, 1 failed``."""
+    count = result.placements
+    text = (_("{count} placement") if count == 1 else _("{count} placements")).format(count=count)
+    devices = [_("{count} on {device}").format(count=n, device=short_name(d))
+               for d, n in result.by_device[:DEVICES_SHOWN]]
+    rest = result.by_device[DEVICES_SHOWN:]
+    if rest:
+        devices.append(_("{count} on {devices} more devices").format(count=sum(n for _d, n in rest),
+                                                                     devices=len(rest)))
+    if devices:
+        text += ": " + ", ".join(devices)
+    left_out = [_("{count} of TensorFlow's plumbing").format(count=result.plumbing)] if result.plumbing else []
+    if result.ignored:
+        left_out.append(_("{count} ignored").format(count=result.ignored))
+    if left_out:
+        text += " (" + _("not judged: {what}").format(what=", ".join(left_out)) + ")"
+    parts = [clean(text)]
+    if result.soft_fallbacks is not None:
+        parts.append((_("{count} soft fallback") if result.soft_fallbacks == 1
+                      else _("{count} soft fallbacks")).format(count=result.soft_fallbacks))
+    if result.errors:
+        parts.append((_("{count} placement error") if result.errors == 1
+                      else _("{count} placement errors")).format(count=result.errors))
+    rules = len(result.rules)
+    parts.append((_("{count} rule") if rules == 1 else _("{count} rules")).format(count=rules) + ", "
+                 + _("{count} failed").format(count=len(result.failures)))
+    return "; ".join(parts)

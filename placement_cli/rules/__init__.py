@@ -1,0 +1,315 @@
+"""The rules of `placement check` and the pytest plugin, judged against a report: pure, no TensorFlow."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from placement_cli import messages
+from placement_cli.devices import DeviceSpec, try_parse
+from placement_cli.exceptions import FilterError, RuleError
+from placement_cli.filters import (INTERNAL_OPS, check_device, check_op, compile_node, device_matcher, is_plumbing,
+                                   op_matcher, quoted)
+from placement_cli.i18n import Message, _
+from placement_cli.logparse.saved import knows_requests
+from placement_cli.model import SOFT_FALLBACK, CheckResult, Placement, Report, RuleFailure
+
+# TensorFlow's plumbing, left out of every rule unless include_plumbing: function arguments and
+# results, control-only NoOps, and the copies between devices (their traffic is --max-copy-bytes's).
+PLUMBING_OPS = INTERNAL_OPS | frozenset({"NoOp", "_Send", "_Recv", "_HostSend", "_HostRecv"})
+EXAMPLES = 5  # example nodes named per failed rule
+_OPTION_LIKE = re.compile(r"--?[A-Za-z]")
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What must hold, and what is left out of it; every value checked when made (``RuleError``)."""
+
+    max_on: tuple[tuple[str, int], ...] = ()  # (device type, device or task; at most this many placements)
+    expect: tuple[tuple[str, str], ...] = ()  # (regex searched in node names; the device they must be on)
+    no_fallback: bool = False
+    max_copy_bytes: int | None = None
+    ignore: tuple[str, ...] = ()  # regexes: nodes whose name matches are left out
+    ignore_op: tuple[str, ...] = ()  # op types left out
+    include_plumbing: bool = False
+    source: str | None = field(default=None, compare=False)  # the file some rules came from
+
+    def __post_init__(self) -> None:
+        for device, limit in self.max_on:
+            _check_device("--max-on", device)
+            _check_limit("--max-on", f"{device}={limit}", limit)
+        for regex, device in self.expect:
+            regex_of("--expect", regex)
+            _check_device("--expect", device)
+        if self.max_copy_bytes is not None:
+            _check_limit("--max-copy-bytes", str(self.max_copy_bytes), self.max_copy_bytes)
+        for regex in self.ignore:
+            regex_of("--ignore", regex)
+        for op in self.ignore_op:
+            try:
+                check_op(op)
+            except FilterError as exc:
+                raise RuleError(str(exc).replace("--op", "--ignore-op", 1)) from None
+
+    @property
+    def count(self) -> int:
+        return len(self.max_on) + len(self.expect) + self.no_fallback + (self.max_copy_bytes is not None)
+
+    def described(self) -> tuple[str, ...]:
+        """Each rule as the command line writes it."""
+        return (*(f"--max-on {device}={limit}" for device, limit in self.max_on),
+                *(f"--expect {regex}={device}" for regex, device in self.expect),
+                *(("--no-fallback",) if self.no_fallback else ()),
+                *(() if self.max_copy_bytes is None else (f"--max-copy-bytes {self.max_copy_bytes}",)))
+
+    def over(self, given: Rules, *, no_fallback: bool | None = None,
+             include_plumbing: bool | None = None) -> Rules:
+        """These rules (a config file's) with the command line's on top: a device's --max-on and a
+        regex's --expect in ``given`` replace the file's for the same device or regex, the others
+        add to them; --ignore and --ignore-op add; --max-copy-bytes, and the flags when given (not
+        None), replace the file's."""
+        max_on = {_device_key(d): (d, n) for d, n in self.max_on}
+        max_on.update((_device_key(d), (d, n)) for d, n in given.max_on)
+        expect = dict(self.expect)
+        expect.update(given.expect)
+        return Rules(
+            max_on=tuple(max_on.values()), expect=tuple(expect.items()),
+            no_fallback=self.no_fallback if no_fallback is None else no_fallback,
+            max_copy_bytes=self.max_copy_bytes if given.max_copy_bytes is None else given.max_copy_bytes,
+            ignore=tuple(dict.fromkeys((*self.ignore, *given.ignore))),
+            ignore_op=tuple(dict.fromkeys((*self.ignore_op, *given.ignore_op))),
+            include_plumbing=self.include_plumbing if include_plumbing is None else include_plumbing,
+            source=self.source)
+
+
+def _device_key(device: str) -> str:
+    """One key for one device however spelled (CPU:1, cpu:1, /cpu:1, /device:CPU:1)."""
+    spec = try_parse(device)
+    return spec.spec.upper() if spec is not None else " ".join(device.split()).upper()
+
+
+def _check_device(option: str, device: object) -> None:
+    if not isinstance(device, str):
+        raise RuleError(_("{option}: give a device as text, not {value}").format(option=option, value=repr(device)))
+    try:
+        check_device(device)
+    except FilterError as exc:
+        raise RuleError(str(exc).replace("--device", option, 1)) from None
+
+
+def _check_limit(option: str, shown: str, limit: object) -> None:
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise RuleError(_("{option} {value}: the limit must be a whole number, 0 or more").format(
+            option=option, value=quoted(shown)))
+
+
+def regex_of(option: str, regex: str) -> Any:
+    """The compiled regex (RE2: linear time, as --node); RuleError for one that is empty, malformed,
+    or looks like an option (``--ignore --json``: the regex was forgotten)."""
+    if not isinstance(regex, str):
+        raise RuleError(_("{option}: give a regex as text, not {value}").format(option=option, value=repr(regex)))
+    if _OPTION_LIKE.match(regex):
+        raise RuleError(_("{option} {value}: looks like an option, not a regex (was the regex left out? "
+                          "write a regex that starts with - as [-]...)").format(option=option, value=quoted(regex)))
+    try:
+        return compile_node(regex, option)
+    except FilterError as exc:
+        raise RuleError(str(exc)) from None
+
+
+def split_rule(option: str, value: str) -> tuple[str, str]:
+    """``LEFT=RIGHT`` split at the last ``=`` (a device never holds one; a regex may)."""
+    if _OPTION_LIKE.match(value):
+        raise RuleError(_("{option} {value}: looks like an option, not a rule (was the rule left out?)").format(
+            option=option, value=quoted(value)))
+    left, sep, right = value.rpartition("=")
+    if not sep or not left.strip() or not right.strip():
+        example = "CPU=0, GPU:1=100 or ps/0=20" if option == "--max-on" else "^tower_0/=GPU:0"
+        form = "DEV=N" if option == "--max-on" else "REGEX=DEV"
+        raise RuleError(_("{option} {value}: give {form}, e.g. {example}").format(
+            option=option, value=quoted(value), form=form, example=example))
+    return left, right.strip()
+
+
+def max_on_rule(value: str) -> tuple[str, int]:
+    """``DEV=N`` of --max-on."""
+    device, limit = split_rule("--max-on", value)
+    if not limit.isascii() or not limit.isdigit():
+        raise RuleError(_("{option} {value}: the limit must be a whole number, 0 or more").format(
+            option="--max-on", value=quoted(value)))
+    return " ".join(device.split()), int(limit)
+
+
+def expect_rule(value: str) -> tuple[str, str]:
+    """``REGEX=DEV`` of --expect (the regex is kept as typed, spaces included)."""
+    return split_rule("--expect", value)
+
+
+def rules_from(*, max_on: Mapping[str, int] | Iterable[str] | str | None = None,
+               expect: Mapping[str, str] | Iterable[str] | str | None = None, no_fallback: bool = False,
+               max_copy_bytes: int | None = None, ignore: Iterable[str] | str | None = None,
+               ignore_op: Iterable[str] | str | None = None, include_plumbing: bool = False) -> Rules:
+    """Rules from Python values (the pytest plugin, a config file's table): ``max_on`` as
+    ``{"CPU": 0}`` or ``"CPU=0"`` strings, ``expect`` as ``{"^tower_0/": "GPU:0"}`` or
+    ``"REGEX=DEV"`` strings, ``ignore`` and ``ignore_op`` as one string or several."""
+    return Rules(max_on=_pairs(max_on, max_on_rule), expect=_pairs(expect, expect_rule),
+                 no_fallback=_flag("no_fallback", no_fallback), max_copy_bytes=max_copy_bytes,
+                 ignore=_strings("ignore", ignore), ignore_op=_strings("ignore_op", ignore_op),
+                 include_plumbing=_flag("include_plumbing", include_plumbing))
+
+
+def _pairs(value: Any, parse: Callable[[str], tuple[Any, Any]]) -> tuple[tuple[Any, Any], ...]:
+    if value is None:
+        return ()
+    if isinstance(value, Mapping):
+        return tuple((str(k), v) for k, v in value.items())
+    return tuple(parse(item) for item in _strings("rule", value))
+
+
+def _strings(name: str, value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    items = (value,) if isinstance(value, str) else tuple(value)
+    for item in items:
+        if not isinstance(item, str):
+            raise RuleError(_("{name}: give text, not {value}").format(name=name, value=repr(item)))
+    return items
+
+
+def _flag(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise RuleError(_("{name}: give true or false, not {value}").format(name=name, value=repr(value)))
+    return value
+
+
+# --- judging --------------------------------------------------------------------------------------
+
+def leaves_out(rules: Rules) -> tuple[Callable[[Placement], bool], Callable[[Placement], bool]]:
+    """Tests for the placements no rule judges: TensorFlow's plumbing (unless included), and what
+    --ignore and --ignore-op name."""
+    ignores = [regex_of("--ignore", regex) for regex in rules.ignore]
+    ops = [op_matcher(op) for op in rules.ignore_op]
+
+    def plumbing(p: Placement) -> bool:
+        return not rules.include_plumbing and (p.op in PLUMBING_OPS or is_plumbing(p))
+
+    def ignored(p: Placement) -> bool:
+        return bool(p.node and any(regex.search(p.node) for regex in ignores)) or any(match(p.op) for match in ops)
+
+    return plumbing, ignored
+
+
+def judge(report: Report, rules: Rules, *, name: str = "the input") -> CheckResult:
+    """Every rule against the report. RuleError (exit 2) when there are no rules, nothing to judge,
+    or a rule this input cannot judge: --no-fallback on a log, --max-copy-bytes without copies."""
+    if not rules.count:
+        raise RuleError(_("no rules to check: give --max-on, --expect, --no-fallback or --max-copy-bytes, "
+                          "or put them under [tool.placement.check] in pyproject.toml"))
+    if not report.placements and report.counted:
+        raise RuleError(_("{name} holds only counts per device (a `parse --summary` report): the rules judge each "
+                          "placement, so save the report without --summary").format(name=name))
+    if not report.placements:
+        raise RuleError(_("no placements found in {name}: nothing to check").format(name=name)
+                        + (_(" (placement errors it reports: {count})").format(count=len(report.errors))
+                           if report.errors else ""))
+    requests = knows_requests(report)
+    if rules.no_fallback and not requests:
+        raise RuleError(_("--no-fallback needs a report that knows what each op asked for (one saved by "
+                          "`placement trace --json`, or by a run command's --json); {name} records only "
+                          "where ops went").format(name=name))
+    copied = None if rules.max_copy_bytes is None else copy_bytes(report, name)
+    plumbing, ignored = leaves_out(rules)
+    kept = [p for p in report.placements if not plumbing(p)]
+    judged = [p for p in kept if not ignored(p)]
+    failures: list[RuleFailure] = []
+    for device, limit in rules.max_on:
+        on = _on(device)
+        there = [p for p in judged if on(p.spec)]
+        if len(there) > limit:
+            failures.append(RuleFailure(f"--max-on {device}={limit}", Message(
+                messages.CHECK_MAX_ON, count=len(there), device=device, limit=limit), _examples(there)))
+    for regex, device in rules.expect:
+        pattern, on = regex_of("--expect", regex), _on(device)
+        named = [p for p in judged if p.node and pattern.search(p.node)]
+        elsewhere = [p for p in named if not on(p.spec)]
+        rule = f"--expect {regex}={device}"
+        if not named:
+            failures.append(RuleFailure(rule, Message(messages.CHECK_EXPECT_NONE, regex=regex)))
+        elif elsewhere:
+            failures.append(RuleFailure(rule, Message(messages.CHECK_EXPECT, count=len(elsewhere), total=len(named),
+                                                      regex=regex, device=device), _examples(elsewhere)))
+    fallbacks = [p for p in judged if p.status == SOFT_FALLBACK]
+    if rules.no_fallback and fallbacks:
+        failures.append(RuleFailure("--no-fallback", Message(messages.CHECK_FALLBACK, count=len(fallbacks)),
+                                    _examples(fallbacks)))
+    if copied is not None and rules.max_copy_bytes is not None and copied > rules.max_copy_bytes:
+        biggest = sorted(report.copies or (), key=lambda c: -(c.bytes or 0))
+        failures.append(RuleFailure(f"--max-copy-bytes {rules.max_copy_bytes}", Message(
+            messages.CHECK_COPY_BYTES, bytes=copied, limit=rules.max_copy_bytes),
+            tuple(dict.fromkeys(c.tensor for c in biggest))[:EXAMPLES]))
+    by_device = Counter(p.canonical for p in judged)
+    return CheckResult(rules=rules.described(), failures=tuple(failures), placements=len(judged),
+                       by_device=tuple(by_device.most_common()),
+                       soft_fallbacks=len(fallbacks) if requests else None,
+                       plumbing=len(report.placements) - len(kept), ignored=len(kept) - len(judged),
+                       errors=len(report.errors), config=rules.source)
+
+
+def copy_bytes(report: Report, name: str) -> int:
+    """Bytes copied between devices per step; RuleError when the report has no copies or not their sizes."""
+    if report.copies is None:
+        raise RuleError(_("--max-copy-bytes needs a report with the copies between devices (one saved by "
+                          "`placement train --copies --json` or `placement mirrored --copies --json`); "
+                          "{name} has none").format(name=name))
+    unknown = sum(c.bytes is None for c in report.copies)
+    if unknown:
+        raise RuleError(_("--max-copy-bytes: {name} does not say how big {count} of its {total} copies are "
+                          "(`trace --copies` lists copies without their sizes; `train` and `mirrored` "
+                          "--copies record them)").format(name=name, count=unknown, total=len(report.copies)))
+    return sum(c.bytes or 0 for c in report.copies)
+
+
+def _on(device: str) -> Callable[[DeviceSpec], bool]:
+    """A test for devices, asked once per device, not once per placement."""
+    matches = device_matcher(device)
+    seen: dict[DeviceSpec, bool] = {}
+
+    def on(spec: DeviceSpec) -> bool:
+        if spec not in seen:
+            seen[spec] = matches(spec)
+        return seen[spec]
+
+    return on
+
+
+def _examples(placements: Iterable[Placement]) -> tuple[str, ...]:
+    """The first few distinct names (an eager op, which has none: its op type)."""
+    found: dict[str, None] = {}
+    for p in placements:
+        found.setdefault(p.node or p.op or "?")
+        if len(found) == EXAMPLES:
+            break
+    return tuple(found)
+
+
+def failure_text(result: CheckResult) -> str:
+    """The failed rules as an AssertionError says them: one line each, with its example nodes."""
+    lines = [f"placement check failed: {len(result.failures)} of {len(result.rules)} rules"]
+    for f in result.failures:
+        examples = f" (e.g. {', '.join(f.examples)})" if f.examples else ""
+        lines.append(f"  {f.rule}: {f.message}{examples}")
+    return "\n".join(lines)
+
+
+def assert_holds(report: Report, *, name: str = "the report", **rules: Any) -> CheckResult:
+    """The Python API's check: the rules (``rules_from``'s arguments) against ``report``;
+    AssertionError naming each failed rule and its nodes, RuleError (a ValueError) for a rule that
+    is malformed or that this report cannot judge."""
+    __tracebackhide__ = True  # pytest shows the user's line that called check(), not this one
+    result = judge(report, rules_from(**rules), name=name)
+    if not result.passed:
+        raise AssertionError(failure_text(result))
+    return result

@@ -1,0 +1,111 @@
+"""The pytest plugin: registered through the pytest11 entry point, a `placement` fixture in a user's
+own tests (a temporary project, run by a pytest of its own), and no TensorFlow imported by loading it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES
+
+pytest_plugins = ["pytester"]
+
+TRACE = FIXTURES / "check" / "moved_ops_copies.json"  # placement trace --copies --json samples/moved_ops.py
+
+
+def test_the_plugin_is_registered_through_the_pytest11_entry_point() -> None:
+    found = [e for e in entry_points(group="pytest11") if e.name == "placement"]
+    assert [e.value for e in found] == ["placement_cli.pytest_plugin"]
+
+
+def test_importing_the_plugin_imports_no_tensorflow() -> None:
+    code = ("import sys, placement_cli.pytest_plugin as p; p.PlacementFixture();"
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras', 'rich', 'typer'));"
+            "print(bad)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
+def test_a_users_test_run_loads_the_plugin_without_tensorflow(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_gate=f"""
+        import sys
+
+        def test_saved_report_passes(placement):
+            result = placement.check({str(TRACE)!r}, max_on={{"CPU:1": 3}}, expect={{"^v$": "CPU:0"}})
+            assert result.passed and result.placements == 19
+            assert not any(m.split(".")[0] == "tensorflow" for m in sys.modules)
+
+        def test_saved_report_fails(placement):
+            placement.check({str(TRACE)!r}, max_on="CPU:1=1", no_fallback=True, ignore=["^ones_2$"])
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines([
+        "*AssertionError: placement check failed: 2 of 2 rules",
+        "*--max-on CPU:1=1: placements on CPU:1: 2, at most 1 allowed (e.g. x, ones_1)",
+        "*--no-fallback: soft fallbacks (ops placed elsewhere than they asked): 3 "
+        "(e.g. pinned, AssignAddVariableOp, ReadVariableOp)",
+    ])
+    text = result.stdout.str()
+    assert "ones_2" not in text.replace("^ones_2$", "")  # ignored
+    assert "assert_holds" not in text and "rules/__init__.py" not in text  # the user's line, not placement's frames
+
+
+def test_a_rule_the_report_cannot_judge_is_an_error_not_a_pass(pytester: pytest.Pytester) -> None:
+    log = FIXTURES / "logs" / "tf2.21" / "guide_matmul_plain.log"
+    pytester.makepyfile(test_gate=f"""
+        import pytest
+
+        def test_bare_log(placement):
+            with pytest.raises(ValueError, match="--no-fallback needs a report that knows"):
+                placement.check({str(log)!r}, no_fallback=True)
+            with pytest.raises(ValueError, match="looks like an option"):
+                placement.check({str(log)!r}, ignore="--json", max_on={{"CPU": 3}})
+            placement.check({str(log)!r}, max_on={{"CPU": 3}})
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+
+
+@pytest.mark.tf
+def test_capture_and_check_in_a_users_test(pytester: pytest.Pytester) -> None:
+    """One small real TensorFlow run: a tf.function whose op asks for a GPU no machine has (TF2 places
+    softly, so it lands on a device that exists) and one pinned to the CPU."""
+    pytester.makepyfile(test_model=textwrap.dedent("""
+        import pytest
+
+        def test_placements(placement):
+            with placement.capture() as report:
+                import tensorflow as tf
+
+                @tf.function
+                def f(x):
+                    with tf.device("/gpu:99"):
+                        y = tf.matmul(x, x, name="far_away")
+                    with tf.device("/cpu:0"):
+                        return tf.add(y, 1.0, name="on_cpu")
+
+                f(tf.ones([2, 2]))
+            report.check(expect={"^on_cpu$": "CPU:0"}, max_on={"GPU:99": 0})
+            with pytest.raises(AssertionError) as failed:
+                report.check(no_fallback=True)
+            text = str(failed.value)
+            assert "--no-fallback" in text and "far_away" in text and "on_cpu" not in text, text
+            with pytest.raises(AssertionError, match=r"--max-on CPU=0: placements on CPU"):
+                report.check(max_on={"CPU": 0}, include_plumbing=True)
+            with pytest.raises(ValueError, match="--max-copy-bytes needs a report with the copies"):
+                report.check(max_copy_bytes=10)
+    """))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=300)
+    result.assert_outcomes(passed=1)
+
+
+def test_the_fixture_is_documented_where_capture_is() -> None:
+    text = (Path(__file__).parent.parent / "docs" / "check.md").read_text()
+    assert "def test_" in text and "placement.capture()" in text and "report.check(" in text
