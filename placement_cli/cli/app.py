@@ -316,6 +316,11 @@ class _Printer:
         self.pausing = True
 
     @property
+    def printed(self) -> bool:
+        """Whether anything went to stdout's console (what --svg draws)."""
+        return self._console is not None
+
+    @property
     def console(self) -> Any:
         if self._console is None:
             from placement_cli.render.console import make_console  # noqa: PLC0415 - keeps --help fast
@@ -372,8 +377,9 @@ def emit(outcome: Outcome) -> None:
         except BaseException as exc:
             from placement_cli.exceptions import Terminated  # noqa: PLC0415
 
-            if isinstance(exc, (KeyboardInterrupt, Terminated)) and pictures.svg is not None:
-                _save_pictures(printer, pictures, None, code, keep_code=True)  # the slides keep what was shown
+            # the slides keep what was shown; nothing shown yet: a file --force would replace stays as it is
+            if isinstance(exc, (KeyboardInterrupt, Terminated)) and pictures.svg is not None and printer.printed:
+                _save_pictures(printer, pictures, None, code, keep_code=True)
             raise
         if outcome.finish is not None:
             ending = outcome.finish()

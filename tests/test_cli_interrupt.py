@@ -1,0 +1,47 @@
+"""emit() interrupted (Ctrl-C, SIGTERM) while it prints: the exit code says so, --svg keeps what was
+shown, and a run interrupted before it showed anything leaves the user's file as it was (--force)."""
+
+from __future__ import annotations
+
+import signal
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from rich.text import Text
+
+from placement_cli.cli.app import Outcome, Pictures, emit
+from placement_cli.exceptions import Terminated
+
+STOPS = [(KeyboardInterrupt, 130), (lambda: Terminated(signal.SIGTERM), 143)]
+
+
+def _stopped(shown: list[Any], stop: Any) -> Iterator[Any]:
+    """A command's output that is stopped after ``shown`` (the demo's next step never comes)."""
+    yield from shown
+    raise stop()
+
+
+@pytest.mark.parametrize("stop, code", STOPS)
+def test_interrupted_before_anything_is_shown_leaves_the_file_as_it_was(tmp_path: Path, stop: Any, code: int) -> None:
+    slides = tmp_path / "slides.svg"
+    slides.write_text("the user's own slides")
+    with pytest.raises(typer.Exit) as ended:
+        emit(Outcome(output=_stopped([], stop), pictures=Pictures(svg=str(slides), force=True)))
+    assert ended.value.exit_code == code
+    assert slides.read_text() == "the user's own slides"
+
+
+@pytest.mark.parametrize("stop, code", STOPS)
+def test_interrupted_keeps_what_was_shown(tmp_path: Path, stop: Any, code: int,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    slides = tmp_path / "slides.svg"
+    with pytest.raises(typer.Exit) as ended:
+        emit(Outcome(output=_stopped([Text("step one was shown")], stop), pictures=Pictures(svg=str(slides))))
+    assert ended.value.exit_code == code
+    assert "step one was shown" in capsys.readouterr().out
+    drawn = "".join(t.text or "" for t in ET.parse(slides).getroot().iter("{http://www.w3.org/2000/svg}text"))
+    assert "step one was shown" in drawn.replace("\xa0", " ")
