@@ -157,3 +157,8 @@ CHECK_EXPECT = N_("nodes matching {regex} not on {device}: {count} of {total}")
 CHECK_EXPECT_NONE = N_("no node matches {regex}")
 CHECK_FALLBACK = N_("soft fallbacks (ops placed elsewhere than they asked): {count}")
 CHECK_COPY_BYTES = N_("bytes copied between devices per step: {bytes}, at most {limit} allowed")
+
+
+# `placement diff`'s two sides (singular, plural).
+DIFF_OLD = (N_("OLD: {name} ({count} placement)"), N_("OLD: {name} ({count} placements)"))
+DIFF_NEW = (N_("NEW: {name} ({count} placement)"), N_("NEW: {name} ({count} placements)"))

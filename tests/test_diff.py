@@ -314,7 +314,7 @@ def test_a_huge_line_and_markup_in_names_and_file_names(tmp_path: Path) -> None:
     old = write(tmp_path, "[bold]old.log", huge + glog("ok", "Const", CPU) + "\x1b[31mred\x1b[0m\n")
     new = write(tmp_path, "new.log", glog("ok", "Const", GPU0) + huge)
     result = diff(old, new, expect=1)
-    assert "[bold]old.log" in result.stdout and "\x1b" not in result.stdout
+    assert "[bold]old.log" in result.stdout.replace("\n", "") and "\x1b" not in result.stdout  # a long path wraps
     # a saved report may name a node anything: markup and escape codes are shown, never obeyed
     cpu, gpu = parse_device(CPU), parse_device(GPU0)
     names = ("[red]x", "\x1b[31mevil")

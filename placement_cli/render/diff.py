@@ -148,9 +148,9 @@ def diff_renderables(diff: PlacementDiff, view: View | None = None) -> list[Rend
     """Everything `placement diff` shows, in reading order."""
     view = view or View()
     old, new = diff.old, diff.new
-    parts: list[RenderableType] = [Text(_("OLD: {name} ({count} placements)").format(
-        name=clean(old.name), count=old.placements)), Text(_("NEW: {name} ({count} placements)").format(
-            name=clean(new.name), count=new.placements))]
+    parts: list[RenderableType] = [
+        Text(shown(messages.counted(messages.DIFF_OLD, old.placements, name=clean(old.name)))),
+        Text(shown(messages.counted(messages.DIFF_NEW, new.placements, name=clean(new.name))))]
     if diff.counts_only:
         parts.append(Text(_("One side holds only counts per device (a report saved with --summary): only the "
                             "counts are compared."), style="italic"))
