@@ -333,6 +333,25 @@ def test_a_side_without_placements_is_said(tmp_path: Path) -> None:
     assert "no placements found in" in result.stderr and "noise.log" in result.stderr
 
 
+def test_two_sides_without_placements_are_not_the_same_placements(tmp_path: Path) -> None:
+    # a failed run's saved report, or two logs of nothing: nothing was compared, so never exit 0
+    empty = write(tmp_path, "noise.log", "nothing placed here\n")
+    failed = write(tmp_path, "failed.json", json.dumps(Report().to_dict()))
+    for args in ((empty, empty), (failed, empty), (failed, failed)):
+        result = diff(*args, expect=2)
+        assert "nothing to compare" in result.stderr and "Traceback" not in result.stderr
+    assert "nothing to compare" in diff(empty, "-", stdin="\n", expect=2).stderr
+
+
+@pytest.mark.parametrize("data", ["[]", ' [\n {"placements": []}]'])
+def test_a_json_array_is_no_report_and_no_log(tmp_path: Path, data: str) -> None:
+    bad = write(tmp_path, "list.json", data)
+    for args in ((bad, str(GUIDE_TF0)), (str(GUIDE_TF0), bad)):
+        assert "JSON, but not a report" in diff(*args, expect=2).stderr
+    # a log whose first line is a bracket is still a log
+    assert diff(write(tmp_path, "b.log", "[[ 22.  28.]]\n" + GUIDE_TF0.read_text()), str(GUIDE_TF0), expect=0)
+
+
 # --- Chinese, rendered ------------------------------------------------------------------------------
 
 def render(view: View, width: int = 80) -> str:

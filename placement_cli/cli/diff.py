@@ -34,7 +34,7 @@ def diff(
     Example: placement diff before.log after.json
     """
     from placement_cli.compare import compare  # noqa: PLC0415
-    from placement_cli.exceptions import UsageProblem  # noqa: PLC0415
+    from placement_cli.exceptions import InputError, UsageProblem  # noqa: PLC0415
     from placement_cli.filters import Filters  # noqa: PLC0415
     from placement_cli.logparse.saved import read_tallied  # noqa: PLC0415
 
@@ -42,7 +42,11 @@ def diff(
         raise UsageProblem(_("standard input can be one side only: give a file for OLD or NEW"))
     drawn = pictures("placement diff", as_json=as_json, force=force, svg=svg, protect=(old, new))
     filters = Filters(device, op, node)
-    result = compare(read_tallied(old, note=say), read_tallied(new, note=say), filters)
+    sides = read_tallied(old, note=say), read_tallied(new, note=say)
+    if not any(side.report.placement_count for side in sides):  # nothing compared is no "same placements"
+        raise InputError(_("no placements found in {old} or in {new}: nothing to compare").format(
+            old=sides[0].name, new=sides[1].name))
+    result = compare(*sides, filters)
     code = ExitCode.OK if result.same else DIFFERENT
     notices = tuple(_("no placements found in {names}").format(names=side.name)
                     for side in (result.old, result.new) if not side.placements)

@@ -7,6 +7,7 @@ import codecs
 import importlib
 import json
 import os
+import re
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from placement_cli.logparse.engine import tally_streams
 from placement_cli.model import (AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, Copy, DeviceMapping, Placement,
                                  PlacementFailure, Report)
 
+_JSON_ARRAY = re.compile(r'\[\s*(\]|\{\s*")')
 SNIFF = 64 << 10  # the bytes looked at to tell a saved report from a log
 _STATUSES = {str(s): s for s in (AS_REQUESTED, FREE, SOFT_FALLBACK, LOGGED)}
 _KINDS = frozenset({"placer", "eager", "legacy"})
@@ -76,7 +78,10 @@ def _text_head(stream: BinaryIO) -> tuple[bytes, BinaryIO, str]:
 
 
 def _looks_saved(start: str) -> bool:
-    return start.lstrip(" \t\r\n\0").startswith("{")
+    """A JSON object, or a JSON array (``[]``, ``[{"``), which is read as JSON to say it is no report
+    rather than counted as a log without placements."""
+    start = start.lstrip(" \t\r\n\0")
+    return start.startswith("{") or _JSON_ARRAY.match(start) is not None
 
 
 def _load_json(raw: BinaryIO, name: str) -> Any:
