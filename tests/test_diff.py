@@ -343,6 +343,11 @@ def test_two_sides_without_placements_are_not_the_same_placements(tmp_path: Path
     assert "nothing to compare" in diff(empty, "-", stdin="\n", expect=2).stderr
 
 
+def test_filters_that_match_nothing_say_so_not_that_the_log_is_empty() -> None:
+    result = diff(str(GUIDE_TF0), str(GUIDE_TF1), "--device", "CPU", expect=0)  # nothing on a CPU, either side
+    assert "no placements match --device CPU (of 3)" in result.stderr and "no placements found" not in result.stderr
+
+
 @pytest.mark.parametrize("data", ["[]", ' [\n {"placements": []}]'])
 def test_a_json_array_is_no_report_and_no_log(tmp_path: Path, data: str) -> None:
     bad = write(tmp_path, "list.json", data)

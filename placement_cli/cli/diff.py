@@ -48,8 +48,10 @@ def diff(
             old=sides[0].name, new=sides[1].name))
     result = compare(*sides, filters)
     code = ExitCode.OK if result.same else DIFFERENT
-    notices = tuple(_("no placements found in {names}").format(names=side.name)
-                    for side in (result.old, result.new) if not side.placements)
+    notices = tuple(_("no placements found in {names}").format(names=side.name) if not read.report.placement_count
+                    else _("{name}: no placements match {filters} (of {total})").format(
+                        name=side.name, filters=filters.describe(), total=read.report.placement_count)
+                    for side, read in zip((result.old, result.new), sides) if not side.placements)
     if as_json:
         return Outcome(code=code, output=[Json(result.to_dict())], pictures=drawn, notices=notices)
     from placement_cli.cli.shown import view  # noqa: PLC0415
