@@ -343,6 +343,16 @@ def test_two_sides_without_placements_are_not_the_same_placements(tmp_path: Path
     assert "nothing to compare" in diff(empty, "-", stdin="\n", expect=2).stderr
 
 
+def test_a_json_lines_log_is_named_as_such(tmp_path: Path) -> None:
+    lines = "".join(json.dumps({"severity": "INFO", "message": line}) + "\n"
+                    for line in GUIDE_TF0.read_text().splitlines())
+    result = diff(write(tmp_path, "shipped.log", lines), str(GUIDE_TF0), expect=2)
+    assert "JSON lines" in result.stderr and result.stderr.count("\n") == 1
+    # a saved report with something after it is still "not valid JSON"
+    report = write(tmp_path, "r.json", (SAVED / "show.json").read_text() + "\nmore\n")
+    assert "not valid JSON" in diff(report, str(GUIDE_TF0), expect=2).stderr
+
+
 def test_filters_that_match_nothing_say_so_not_that_the_log_is_empty() -> None:
     result = diff(str(GUIDE_TF0), str(GUIDE_TF1), "--device", "CPU", expect=0)  # nothing on a CPU, either side
     assert "no placements match --device CPU (of 3)" in result.stderr and "no placements found" not in result.stderr

@@ -93,6 +93,10 @@ def _load_json(raw: BinaryIO, name: str) -> Any:
     try:
         return json.loads(text)
     except (ValueError, RecursionError) as exc:
+        if isinstance(exc, json.JSONDecodeError) and exc.msg == "Extra data" and exc.lineno == 2:
+            raise InputError(_("{name}: one JSON document per line (JSON lines), not a report saved by placement "
+                               "--json: give the log's own text (the messages, one a line)").format(
+                name=name)) from None
         raise InputError(_("{name}: starts like a saved report but is not valid JSON ({why})").format(
             name=name, why=str(exc)[:120])) from None
 
