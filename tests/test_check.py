@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -351,6 +353,8 @@ def test_nearest_pyproject_without_the_table_means_no_rules_from_a_file(tmp_path
     ("[tool.placement.check]\nexpect = {\"(\" = \"CPU:0\"}\n", "--expect '(' is not a regex"),
     ("[tool.placement.check]\nmax-on = {\"not a device!\" = 1}\n", "is not a device"),
     ("[tool.placement]\ncheck = 1\n", "[tool.placement.check] must be a table"),
+    ("[tool]\nplacement = 1\n", "[tool.placement] must be a table"),  # not silently no rules
+    ("[tool.placement.check]\nmax-on = [\"CPU=1\", \"cpu=2\"]\n", "judge the same thing"),
     ("[tool.placement.check\n", "not valid TOML"),
 ])
 def test_a_bad_config_is_exit_2_naming_the_file(tmp_path: Path, text: str, why: str) -> None:
@@ -358,6 +362,23 @@ def test_a_bad_config_is_exit_2_naming_the_file(tmp_path: Path, text: str, why: 
     code, out, err = check(TRACE, "--max-on", "CPU=100")
     assert (code, out) == (2, ""), err
     assert why in err and "pyproject.toml" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("data", "why"), [
+    (b"\xef\xbb\xbf[tool.placement.check]\nmax-on = {CPU = 1}\n", "starts with a byte order mark"),
+    ("[tool.placement.check]\nmax-on = {CPU = 1}\n".encode("utf-16"), "not UTF-8 text"),
+])
+def test_a_config_that_is_not_plain_utf8_says_so(tmp_path: Path, data: bytes, why: str) -> None:
+    (tmp_path / "pyproject.toml").write_bytes(data)
+    code, out, err = check(TRACE, "--max-on", "CPU=100")
+    assert (code, out) == (2, "") and why in err and "pyproject.toml" in err
+
+
+def test_input_and_config_both_from_standard_input_is_exit_2() -> None:
+    done = subprocess.run([sys.executable, "-m", "placement_cli", "check", "-", "--config", "/dev/stdin"],
+                          input=TF1.read_bytes(), capture_output=True, check=False)
+    assert done.returncode == 2 and done.stdout == b""
+    assert b"INPUT - and --config /dev/stdin both read standard input" in done.stderr
 
 
 def test_config_that_is_missing_or_given_twice(tmp_path: Path) -> None:
@@ -379,6 +400,8 @@ def test_config_that_is_missing_or_given_twice(tmp_path: Path) -> None:
     (("--max-on", "CPU=-1"), "the limit must be a whole number, 0 or more"),
     (("--max-on", "CPU=²"), "the limit must be a whole number"),
     (("--max-on", "=3"), "give DEV=N"),
+    (("--max-on", "CPU:0=1", "--max-on", "/cpu:0=5"), "--max-on 'CPU:0=1' and --max-on '/cpu:0=5' judge the same"),
+    (("--expect", "^a=CPU", "--expect", "^a=GPU"), "--expect '^a=CPU' and --expect '^a=GPU' judge the same thing"),
     (("--ignore", "", "--max-on", "CPU=0"), "--ignore: give a regex"),
     (("--ignore-op", "Mat Mul", "--max-on", "CPU=0"), "--ignore-op 'Mat Mul' is not an op type"),
 ])
@@ -424,7 +447,7 @@ def test_rules_from_python_values() -> None:
         Rules(max_on=(("CPU", 0),), expect=(("^a", "GPU:0"),), ignore=("x",))
     assert rules_from(max_on=["CPU=0", "ps/0=3"]).max_on == (("CPU", 0), ("ps/0", 3))
     for bad in ({"max_on": {"CPU": -1}}, {"max_on": {"CPU": True}}, {"expect": {"(": "CPU"}}, {"expect": {"x": 3}},
-                {"no_fallback": 1},
+                {"no_fallback": 1}, {"max_on": {"CPU": 1, "cpu": 5}}, {"max_on": ["GPU:0=1", "/gpu:0=2"]},
                 {"ignore": [3]}, {"max_copy_bytes": -5}):
         with pytest.raises(RuleError) as caught:
             rules_from(**bad)
