@@ -258,6 +258,24 @@ def test_a_log_with_only_a_placement_error_has_nothing_to_check(tmp_path: Path) 
     assert "nothing to check (placement errors it reports: 1)" in err
 
 
+@pytest.mark.parametrize(("field", "value", "why"), [
+    ("exit_code", 3, "(exit code 3)"),  # trace --json of a program that failed
+    ("run_error", "InvalidArgumentError: Cannot assign a device", "(InvalidArgumentError: Cannot assign a device)"),
+])
+def test_a_saved_report_of_a_run_that_did_not_finish_is_not_judged(tmp_path: Path, field: str, value: object,
+                                                                    why: str) -> None:
+    data = json.loads(TRACE.read_text())
+    data[field] = value
+    saved = tmp_path / "failed.json"
+    saved.write_text(json.dumps(data))
+    code, out, err = check(saved, "--max-on", "CPU=100")
+    assert (code, out) == (2, "")
+    assert f"failed.json records a run that did not finish {why}" in err
+    data[field] = 0 if field == "exit_code" else None
+    saved.write_text(json.dumps(data))
+    assert check(saved, "--max-on", "CPU=100")[0] == 0
+
+
 def test_a_summary_only_report_is_exit_2_saying_why(tmp_path: Path) -> None:
     saved = tmp_path / "summary.json"
     result = runner.invoke(app, ["parse", "--summary", "--json", str(TF1)])

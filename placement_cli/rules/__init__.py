@@ -228,6 +228,9 @@ def judge(report: Report, rules: Rules, *, name: str = "the input") -> CheckResu
         raise RuleError(_("no placements found in {name}: nothing to check").format(name=name)
                         + (_(" (placement errors it reports: {count})").format(count=len(report.errors))
                            if report.errors else ""))
+    if report.run_error is not None:
+        raise RuleError(_("{name} records a run that did not finish ({why}): its placements may be partial, so the "
+                          "rules cannot be judged").format(name=name, why=report.run_error))
     requests = knows_requests(report)
     if rules.no_fallback and not requests:
         raise RuleError(_("--no-fallback needs a report that knows what each op asked for (one saved by "
