@@ -113,6 +113,16 @@ def test_no_fallback_on_a_saved_trace_report() -> None:
     assert passed["passed"] and passed["summary"]["soft_fallbacks"] == 0
 
 
+def test_no_fallback_on_a_run_report_of_eager_ops_only_says_why_not_to_use_trace(tmp_path: Path) -> None:
+    data = json.loads(TRACE.read_text())
+    data["placements"] = [p for p in data["placements"] if p["kind"] == "eager"]  # all "logged": no request known
+    saved = tmp_path / "eager.json"
+    saved.write_text(json.dumps(data))
+    code, out, err = check(saved, "--no-fallback")
+    assert (code, out) == (2, "")
+    assert "--no-fallback cannot judge" in err and "an eager op" in err and "trace --json" not in err
+
+
 def test_no_fallback_on_a_bare_log_cannot_be_judged() -> None:
     code, out, err = check(TF2, "--no-fallback")
     assert code == 2 and out == ""

@@ -232,6 +232,10 @@ def judge(report: Report, rules: Rules, *, name: str = "the input") -> CheckResu
         raise RuleError(_("{name} records a run that did not finish ({why}): its placements may be partial, so the "
                           "rules cannot be judged").format(name=name, why=report.run_error))
     requests = knows_requests(report)
+    if rules.no_fallback and not requests and report.log is not None:  # a run's report: its ops are all eager
+        raise RuleError(_("--no-fallback cannot judge {name}: none of its placements says what it asked for "
+                          "(no report knows the request of an eager op, nor of the single-op functions TensorFlow "
+                          "wraps them in; a tf.function's or a Session's nodes have theirs)").format(name=name))
     if rules.no_fallback and not requests:
         raise RuleError(_("--no-fallback needs a report that knows what each op asked for (one saved by "
                           "`placement trace --json`, or by a run command's --json); {name} records only "
