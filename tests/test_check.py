@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -109,6 +111,16 @@ def test_no_fallback_on_a_saved_trace_report() -> None:
     assert data["summary"]["soft_fallbacks"] == 3
     passed = check_json(TRAIN, "--no-fallback", expect=0)
     assert passed["passed"] and passed["summary"]["soft_fallbacks"] == 0
+
+
+def test_no_fallback_on_a_run_report_of_eager_ops_only_says_why_not_to_use_trace(tmp_path: Path) -> None:
+    data = json.loads(TRACE.read_text())
+    data["placements"] = [p for p in data["placements"] if p["kind"] == "eager"]  # all "logged": no request known
+    saved = tmp_path / "eager.json"
+    saved.write_text(json.dumps(data))
+    code, out, err = check(saved, "--no-fallback")
+    assert (code, out) == (2, "")
+    assert "--no-fallback cannot judge" in err and "an eager op" in err and "trace --json" not in err
 
 
 def test_no_fallback_on_a_bare_log_cannot_be_judged() -> None:
@@ -256,6 +268,24 @@ def test_a_log_with_only_a_placement_error_has_nothing_to_check(tmp_path: Path) 
     assert "nothing to check (placement errors it reports: 1)" in err
 
 
+@pytest.mark.parametrize(("field", "value", "why"), [
+    ("exit_code", 3, "(exit code 3)"),  # trace --json of a program that failed
+    ("run_error", "InvalidArgumentError: Cannot assign a device", "(InvalidArgumentError: Cannot assign a device)"),
+])
+def test_a_saved_report_of_a_run_that_did_not_finish_is_not_judged(tmp_path: Path, field: str, value: object,
+                                                                    why: str) -> None:
+    data = json.loads(TRACE.read_text())
+    data[field] = value
+    saved = tmp_path / "failed.json"
+    saved.write_text(json.dumps(data))
+    code, out, err = check(saved, "--max-on", "CPU=100")
+    assert (code, out) == (2, "")
+    assert f"failed.json records a run that did not finish {why}" in err
+    data[field] = 0 if field == "exit_code" else None
+    saved.write_text(json.dumps(data))
+    assert check(saved, "--max-on", "CPU=100")[0] == 0
+
+
 def test_a_summary_only_report_is_exit_2_saying_why(tmp_path: Path) -> None:
     saved = tmp_path / "summary.json"
     result = runner.invoke(app, ["parse", "--summary", "--json", str(TF1)])
@@ -351,6 +381,8 @@ def test_nearest_pyproject_without_the_table_means_no_rules_from_a_file(tmp_path
     ("[tool.placement.check]\nexpect = {\"(\" = \"CPU:0\"}\n", "--expect '(' is not a regex"),
     ("[tool.placement.check]\nmax-on = {\"not a device!\" = 1}\n", "is not a device"),
     ("[tool.placement]\ncheck = 1\n", "[tool.placement.check] must be a table"),
+    ("[tool]\nplacement = 1\n", "[tool.placement] must be a table"),  # not silently no rules
+    ("[tool.placement.check]\nmax-on = [\"CPU=1\", \"cpu=2\"]\n", "judge the same thing"),
     ("[tool.placement.check\n", "not valid TOML"),
 ])
 def test_a_bad_config_is_exit_2_naming_the_file(tmp_path: Path, text: str, why: str) -> None:
@@ -358,6 +390,23 @@ def test_a_bad_config_is_exit_2_naming_the_file(tmp_path: Path, text: str, why: 
     code, out, err = check(TRACE, "--max-on", "CPU=100")
     assert (code, out) == (2, ""), err
     assert why in err and "pyproject.toml" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("data", "why"), [
+    (b"\xef\xbb\xbf[tool.placement.check]\nmax-on = {CPU = 1}\n", "starts with a byte order mark"),
+    ("[tool.placement.check]\nmax-on = {CPU = 1}\n".encode("utf-16"), "not UTF-8 text"),
+])
+def test_a_config_that_is_not_plain_utf8_says_so(tmp_path: Path, data: bytes, why: str) -> None:
+    (tmp_path / "pyproject.toml").write_bytes(data)
+    code, out, err = check(TRACE, "--max-on", "CPU=100")
+    assert (code, out) == (2, "") and why in err and "pyproject.toml" in err
+
+
+def test_input_and_config_both_from_standard_input_is_exit_2() -> None:
+    done = subprocess.run([sys.executable, "-m", "placement_cli", "check", "-", "--config", "/dev/stdin"],
+                          input=TF1.read_bytes(), capture_output=True, check=False)
+    assert done.returncode == 2 and done.stdout == b""
+    assert b"INPUT - and --config /dev/stdin both read standard input" in done.stderr
 
 
 def test_config_that_is_missing_or_given_twice(tmp_path: Path) -> None:
@@ -379,6 +428,8 @@ def test_config_that_is_missing_or_given_twice(tmp_path: Path) -> None:
     (("--max-on", "CPU=-1"), "the limit must be a whole number, 0 or more"),
     (("--max-on", "CPU=²"), "the limit must be a whole number"),
     (("--max-on", "=3"), "give DEV=N"),
+    (("--max-on", "CPU:0=1", "--max-on", "/cpu:0=5"), "--max-on 'CPU:0=1' and --max-on '/cpu:0=5' judge the same"),
+    (("--expect", "^a=CPU", "--expect", "^a=GPU"), "--expect '^a=CPU' and --expect '^a=GPU' judge the same thing"),
     (("--ignore", "", "--max-on", "CPU=0"), "--ignore: give a regex"),
     (("--ignore-op", "Mat Mul", "--max-on", "CPU=0"), "--ignore-op 'Mat Mul' is not an op type"),
 ])
@@ -424,7 +475,7 @@ def test_rules_from_python_values() -> None:
         Rules(max_on=(("CPU", 0),), expect=(("^a", "GPU:0"),), ignore=("x",))
     assert rules_from(max_on=["CPU=0", "ps/0=3"]).max_on == (("CPU", 0), ("ps/0", 3))
     for bad in ({"max_on": {"CPU": -1}}, {"max_on": {"CPU": True}}, {"expect": {"(": "CPU"}}, {"expect": {"x": 3}},
-                {"no_fallback": 1},
+                {"no_fallback": 1}, {"max_on": {"CPU": 1, "cpu": 5}}, {"max_on": ["GPU:0=1", "/gpu:0=2"]},
                 {"ignore": [3]}, {"max_copy_bytes": -5}):
         with pytest.raises(RuleError) as caught:
             rules_from(**bad)

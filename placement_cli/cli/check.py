@@ -44,6 +44,9 @@ def check(
     given = Rules(max_on=tuple(max_on_rule(v) for v in max_on or ()), expect=tuple(expect_rule(v) for v in expect or ()),
                   max_copy_bytes=max_copy_bytes, ignore=tuple(ignore or ()), ignore_op=tuple(ignore_op or ()))
     found = None if no_config else Path(config) if config is not None else rules_file.find()
+    if source == "-" and found is not None and rules_file.is_stdin(found):
+        raise RuleError(_("INPUT - and --config {path} both read standard input: give one of them as a file").format(
+            path=found))
     base = Rules() if found is None else rules_file.load(found, given=config is not None)
     rules = base.over(given, no_fallback=no_fallback, include_plumbing=include_plumbing)
     name = "standard input" if source == "-" else source

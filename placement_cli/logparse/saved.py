@@ -200,7 +200,7 @@ def report_from_dict(data: Any, name: str = "<report>") -> Report:
             result=data.get("result"),
             log=_optional_text(data.get("log")),
             copies=None if copies is None else tuple(_copy(c) for c in copies),
-            run_error=_optional_text(data.get("run_error")),
+            run_error=_optional_text(data.get("run_error")) or _exited(data.get("exit_code")),
             executed=None if not isinstance(data.get("executed_ops"), dict) else
             tuple((str(k), _count(v)) for k, v in data["executed_ops"].items()),
         )
@@ -285,6 +285,11 @@ def _copy(c: Any) -> Copy:
                 bytes=_optional_int(c.get("bytes")), producer=_optional_text(c.get("producer")),
                 consumer=_optional_text(c.get("consumer")), physical=c.get("physical"),
                 computed=bool(c.get("computed", False)))
+
+
+def _exited(code: Any) -> str | None:
+    """A saved trace report's exit code, as the run error of a program that did not end well."""
+    return f"exit code {code}" if isinstance(code, int) and not isinstance(code, bool) and code != 0 else None
 
 
 def knows_requests(report: Report) -> bool:

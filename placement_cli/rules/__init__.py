@@ -44,6 +44,8 @@ class Rules:
         for regex, device in self.expect:
             regex_of("--expect", regex)
             _check_device("--expect", device)
+        _check_once("--max-on", [(_device_key(d), f"{d}={n}") for d, n in self.max_on])
+        _check_once("--expect", [(r, f"{r}={d}") for r, d in self.expect])
         if self.max_copy_bytes is not None:
             _check_limit("--max-copy-bytes", str(self.max_copy_bytes), self.max_copy_bytes)
         for regex in self.ignore:
@@ -98,6 +100,17 @@ def _check_device(option: str, device: object) -> None:
         check_device(device)
     except FilterError as exc:
         raise RuleError(str(exc).replace("--device", option, 1)) from None
+
+
+def _check_once(option: str, rules: list[tuple[str, str]]) -> None:
+    """One rule per device (--max-on) or regex (--expect) from one source: of two, one would be
+    dropped unseen (the command line replaces a config file's, never its own)."""
+    seen: dict[str, str] = {}
+    for key, shown in rules:
+        if key in seen:
+            raise RuleError(_("{option} {first} and {option} {second} judge the same thing: give one of them").format(
+                option=option, first=quoted(seen[key]), second=quoted(shown)))
+        seen[key] = shown
 
 
 def _check_limit(option: str, shown: str, limit: object) -> None:
@@ -215,7 +228,14 @@ def judge(report: Report, rules: Rules, *, name: str = "the input") -> CheckResu
         raise RuleError(_("no placements found in {name}: nothing to check").format(name=name)
                         + (_(" (placement errors it reports: {count})").format(count=len(report.errors))
                            if report.errors else ""))
+    if report.run_error is not None:
+        raise RuleError(_("{name} records a run that did not finish ({why}): its placements may be partial, so the "
+                          "rules cannot be judged").format(name=name, why=report.run_error))
     requests = knows_requests(report)
+    if rules.no_fallback and not requests and report.log is not None:  # a run's report: its ops are all eager
+        raise RuleError(_("--no-fallback cannot judge {name}: none of its placements says what it asked for "
+                          "(no report knows the request of an eager op, nor of the single-op functions TensorFlow "
+                          "wraps them in; a tf.function's or a Session's nodes have theirs)").format(name=name))
     if rules.no_fallback and not requests:
         raise RuleError(_("--no-fallback needs a report that knows what each op asked for (one saved by "
                           "`placement trace --json`, or by a run command's --json); {name} records only "

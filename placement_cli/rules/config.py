@@ -3,6 +3,7 @@ with the standard library's tomllib), or a file given with --config."""
 
 from __future__ import annotations
 
+import codecs
 import os
 import tomllib
 from pathlib import Path
@@ -85,25 +86,41 @@ def _read(path: Path) -> dict[str, Any]:
         raise RuleError(_("{path}: is a directory, not a TOML file").format(path=path))
     try:
         with open(path, "rb") as file:
-            return tomllib.load(file)
+            data = file.read()
+        if data.startswith(codecs.BOM_UTF8):
+            raise RuleError(_("{path}: not valid TOML (it starts with a byte order mark: save it as UTF-8 "
+                              "without one)").format(path=path))
+        return tomllib.loads(data.decode("utf-8"))
     except FileNotFoundError:
         raise RuleError(_("{path}: no such file").format(path=path)) from None
     except OSError as exc:
         raise RuleError(_("{path}: cannot read ({why})").format(path=path, why=exc.strerror or exc)) from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError:
+        raise RuleError(_("{path}: not valid TOML (not UTF-8 text: TOML files are UTF-8)").format(path=path)) from None
+    except tomllib.TOMLDecodeError as exc:
         raise RuleError(_("{path}: not valid TOML ({why})").format(path=path, why=exc)) from None
 
 
 def _table(document: dict[str, Any], path: Path) -> dict[str, Any] | None:
     """[tool.placement.check], if the document has one; RuleError when it is not a table."""
     table: Any = document
-    for key in ("tool", "placement", "check"):
-        if not isinstance(table, dict) or key not in table:
+    for depth, key in enumerate(("tool", "placement", "check"), 1):
+        if key not in table:
             return None
         table = table[key]
-    if not isinstance(table, dict):
-        raise RuleError(_("{path}: [tool.placement.check] must be a table").format(path=path))
+        if not isinstance(table, dict):
+            name = ".".join(("tool", "placement", "check")[:depth])
+            raise RuleError(_("{path}: [{name}] must be a table").format(path=path, name=name))
     return table
+
+
+def is_stdin(path: Path) -> bool:
+    """Whether ``path`` is this process's standard input (/dev/stdin, /dev/fd/0, ...)."""
+    try:
+        here, there = os.stat(path), os.fstat(0)
+    except (OSError, ValueError):
+        return False
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
 
 
 def shown_path(path: Path) -> str:
