@@ -569,3 +569,14 @@ def read_saved(path: Path) -> Report:
     from placement_cli.logparse.saved import read_input
 
     return read_input(str(path))
+
+
+def test_a_device_no_placement_is_on_is_named_on_stderr() -> None:
+    """A misspelt device (GUP) lets its --max-on hold whatever ran: the rule is judged as given (the
+    exit code does not change), and the user is told which device matched nothing."""
+    log = LOGS / "tf1.x" / "windows_console.log"
+    code, out, err = check(log, "--max-on", "GUP=0", "--max-on", "GPU=5")
+    assert code == 0 and out.endswith("2 rules, 0 failed\n")
+    assert err.count("\n") == 1 and "is on GUP: is the name right?" in err
+    code, _out, err = check(log, "--max-on", "GPU=5")
+    assert code == 0 and err == ""

@@ -36,7 +36,7 @@ def check(
     """
     from placement_cli.exceptions import RuleError  # noqa: PLC0415
     from placement_cli.logparse.saved import read_input  # noqa: PLC0415
-    from placement_cli.rules import Rules, expect_rule, judge, max_on_rule  # noqa: PLC0415
+    from placement_cli.rules import Rules, devices_on_nothing, expect_rule, judge, max_on_rule  # noqa: PLC0415
     from placement_cli.rules import config as rules_file  # noqa: PLC0415
 
     if config is not None and no_config:
@@ -50,7 +50,11 @@ def check(
     base = Rules() if found is None else rules_file.load(found, given=config is not None)
     rules = base.over(given, no_fallback=no_fallback, include_plumbing=include_plumbing)
     name = "standard input" if source == "-" else source
-    result = judge(read_input(source, note=say), rules, name=name)
+    report = read_input(source, note=say)
+    result = judge(report, rules, name=name)
+    for device in devices_on_nothing(report, rules):
+        say(_("no placement in {name} is on {device}: is the name right?").format(
+            name=name, device=device))
     code = ExitCode.OK if result.passed else ExitCode.PLACEMENT_FAILED
     if as_json:
         return Outcome(code=code, output=(Json(result.to_dict()),))
