@@ -18,7 +18,9 @@ class Pattern:
         self._args = (pattern, flags)
 
     def __getattr__(self, name: str) -> Any:
-        compiled = re.compile(*self._args)
-        for method in _METHODS:
-            setattr(self, method, getattr(compiled, method))
+        compiled = self.__dict__.get("_compiled")
+        if compiled is None:  # the first use: compile once, keep the methods a loop calls on the instance
+            compiled = self._compiled = re.compile(*self._args)
+            for method in _METHODS:
+                setattr(self, method, getattr(compiled, method))
         return getattr(compiled, name)

@@ -282,7 +282,8 @@ def devices_on_nothing(report: Report, rules: Rules) -> tuple[str, ...]:
     """The devices rules name that no placement of the report is on: a misspelt one (``GUP``) would
     let its rule hold whatever the run did, so the command says which they are."""
     named = dict.fromkeys([device for device, _limit in rules.max_on] + [device for _regex, device in rules.expect])
-    return tuple(d for d in named if not any(map(_on(d), {p.spec for p in report.placements})))
+    specs = {p.spec for p in report.placements}
+    return tuple(d for d in named if not any(map(_on(d), specs)))
 
 
 def copy_bytes(report: Report, name: str) -> int:
