@@ -202,3 +202,13 @@ def test_a_log_file_is_parsed_or_refused_in_one_line(folder: Path, paths: list[s
         parse_paths(paths, keep=keep)
     except InputError as exc:
         assert str(exc)
+
+
+@pytest.mark.parametrize("argv", [["parse", ""], ["parse", "-", ""], ["diff", "", "x"], ["diff", "x", ""], ["check", ""],
+                                  ["check", "x", "--config", ""], ["trace", ""], ["trace", "--", ""]])
+def test_an_empty_file_name_is_refused_with_its_reason(argv: list[str]) -> None:
+    """'' names no file (as a Path it is the current folder): refused by name, never "': no such file"."""
+    result = CliRunner().invoke(app, argv, input="")
+    assert result.exit_code == 2, result.output
+    last = result.output.rstrip("\n").splitlines()[-1]
+    assert last.startswith("Error: Invalid value for '") and "empty file name" in last, result.output

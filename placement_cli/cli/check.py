@@ -8,13 +8,13 @@ from typing import Annotated
 import typer
 
 from placement_cli.cli.app import ExitCode, Json, Outcome, command, say
-from placement_cli.cli.options import JsonOpt, LangOpt
+from placement_cli.cli.options import JsonOpt, LangOpt, named
 from placement_cli.i18n import _
 
 
 @command()
 def check(
-    source: Annotated[str, typer.Argument(metavar="INPUT", help="A placement log (any TensorFlow version), a report saved with --json (placement trace --json), or - for standard input.", show_default=False)],
+    source: Annotated[str, typer.Argument(metavar="INPUT", callback=named, help="A placement log (any TensorFlow version), a report saved with --json (placement trace --json), or - for standard input.", show_default=False)],
     max_on: Annotated[list[str] | None, typer.Option("--max-on", metavar="DEV=N", help="At most N placements on DEV: a device type, a device or a task (CPU=0, GPU:1=100, ps/0=20). Repeatable.", show_default=False)] = None,
     expect: Annotated[list[str] | None, typer.Option("--expect", metavar="REGEX=DEV", help="Every node whose name matches REGEX is on DEV (^tower_0/=GPU:0; matched in linear time, ignoring case; split at the last =). Repeatable.", show_default=False)] = None,
     no_fallback: Annotated[bool | None, typer.Option("--no-fallback/--allow-fallback", help="No soft fallback: every op where it asked to be (needs a report that knows requests, such as trace --json). --allow-fallback turns off the config file's.", show_default=False)] = None,
@@ -22,7 +22,7 @@ def check(
     ignore: Annotated[list[str] | None, typer.Option("--ignore", metavar="REGEX", help="Leave nodes whose name matches REGEX out of every rule. Repeatable.", show_default=False)] = None,
     ignore_op: Annotated[list[str] | None, typer.Option("--ignore-op", metavar="OP", help="Leave ops of type OP out of every rule (MatMul also names oneDNN's _MklMatMul). Repeatable.", show_default=False)] = None,
     include_plumbing: Annotated[bool | None, typer.Option("--include-plumbing/--exclude-plumbing", help="Judge TensorFlow's plumbing too (_Arg, _Retval, _DeviceArg, NoOp, _Send, _Recv, eager ops' wrapper functions); left out by default.", show_default=False)] = None,
-    config: Annotated[str | None, typer.Option("--config", metavar="FILE", help="Read the rules from FILE (its [tool.placement.check] table, else its top level) instead of the pyproject.toml found from the current folder upward.", show_default=False)] = None,
+    config: Annotated[str | None, typer.Option("--config", metavar="FILE", callback=named, help="Read the rules from FILE (its [tool.placement.check] table, else its top level) instead of the pyproject.toml found from the current folder upward.", show_default=False)] = None,
     no_config: Annotated[bool, typer.Option("--no-config", help="Read no rules from a file: only the command line's.")] = False,
     lang: LangOpt = None,
     as_json: JsonOpt = False,

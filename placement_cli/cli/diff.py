@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from placement_cli.cli.app import ExitCode, Json, Outcome, command, say
-from placement_cli.cli.options import (AllOpt, DeviceFilterOpt, ForceOpt, JsonOpt, LangOpt, NodeFilterOpt,
+from placement_cli.cli.options import (named, AllOpt, DeviceFilterOpt, ForceOpt, JsonOpt, LangOpt, NodeFilterOpt,
                                        OpFilterOpt, SvgOpt, pictures)
 from placement_cli.i18n import _
 
@@ -16,8 +16,8 @@ DIFFERENT = ExitCode.PLACEMENT_FAILED  # as diff(1) says it: 1 when the two diff
 
 @command()
 def diff(
-    old: Annotated[str, typer.Argument(metavar="OLD", help="A placement log (any TensorFlow version), a report saved with --json by any command, or - for standard input.", show_default=False)],
-    new: Annotated[str, typer.Argument(metavar="NEW", help="The same kinds of input as OLD (- for standard input on one side only).", show_default=False)],
+    old: Annotated[str, typer.Argument(metavar="OLD", callback=named, help="A placement log (any TensorFlow version), a report saved with --json by any command, or - for standard input.", show_default=False)],
+    new: Annotated[str, typer.Argument(metavar="NEW", callback=named, help="The same kinds of input as OLD (- for standard input on one side only).", show_default=False)],
     device: DeviceFilterOpt = None,
     op: OpFilterOpt = None,
     node: NodeFilterOpt = None,

@@ -54,6 +54,16 @@ def checked(check: Callable[[str], object], tidy: Callable[[str], str] = str.str
     return callback
 
 
+def _a_name(value: str) -> None:
+    if not value:
+        raise ValueError(_("an empty file name ('') names no file"))
+
+
+named = checked(lambda value: [_a_name(v) for v in ([value] if isinstance(value, str) else value)], tidy=lambda v: v)
+"""A file-name argument or option: '' is refused with its reason (it would name no file, or the
+current folder), not passed on to fail as "': no such file'"."""
+
+
 def _devices_module() -> Any:
     import placement_cli.devices  # noqa: PLC0415
 

@@ -8,14 +8,14 @@ import typer
 
 from placement_cli.cli import shown
 from placement_cli.cli.app import Outcome, command, say
-from placement_cli.cli.options import (AllOpt, DeviceFilterOpt, ForceOpt, JsonOpt, LangOpt, NodeFilterOpt,
+from placement_cli.cli.options import (named, AllOpt, DeviceFilterOpt, ForceOpt, JsonOpt, LangOpt, NodeFilterOpt,
                                        OpFilterOpt, SvgOpt, TopOpt, pictures)
 from placement_cli.i18n import _
 
 
 @command()
 def parse(
-    files: Annotated[list[str], typer.Argument(metavar="FILE...", help="Log files; - reads standard input.", show_default=False)],
+    files: Annotated[list[str], typer.Argument(metavar="FILE...", callback=named, help="Log files; - reads standard input.", show_default=False)],
     summary: Annotated[bool, typer.Option("--summary", help="Only the counts per device.")] = False,
     device: DeviceFilterOpt = None,
     op: OpFilterOpt = None,

@@ -10,7 +10,7 @@ import typer
 
 from placement_cli.cli import shown
 from placement_cli.cli.app import Json, Outcome, Verbatim, command, say
-from placement_cli.cli.options import (AllOpt, DeviceFilterOpt, DotOpt, GraphSvgOpt, JsonOpt, LangOpt, NodeFilterOpt,
+from placement_cli.cli.options import (named, AllOpt, DeviceFilterOpt, DotOpt, GraphSvgOpt, JsonOpt, LangOpt, NodeFilterOpt,
                                        OpFilterOpt, SvgOpt, TopOpt, pictures)
 from placement_cli.i18n import _
 
@@ -24,7 +24,7 @@ def _load_renderers() -> None:
 
 @command(own_signals=True, context_settings={"allow_interspersed_args": False})
 def trace(
-    script: Annotated[str, typer.Argument(metavar="SCRIPT", help="The Python script to run.", show_default=False)],
+    script: Annotated[str, typer.Argument(metavar="SCRIPT", callback=named, help="The Python script to run.", show_default=False)],
     args: Annotated[list[str] | None, typer.Argument(metavar="[ARGS]...", help="Arguments for the script.", show_default=False)] = None,
     device: DeviceFilterOpt = None,
     op: OpFilterOpt = None,
