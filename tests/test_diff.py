@@ -177,6 +177,15 @@ def test_a_saved_trace_report_against_itself_and_a_changed_copy(tmp_path: Path) 
                               "new_status": "soft fallback", "count": 1}]
 
 
+def test_a_saved_report_of_a_run_that_did_not_finish_is_diffed_with_a_notice(tmp_path: Path) -> None:
+    saved = json.loads((SAVED / "trace.json").read_text())
+    saved["exit_code"] = 3  # trace --json of a program that failed: its placements may be partial
+    failed = write(tmp_path, "failed.json", json.dumps(saved))
+    result = diff(str(SAVED / "trace.json"), failed, expect=0)
+    assert "failed.json records a run that did not finish (exit code 3): its placements may be partial" in result.stderr
+    assert "did not finish" not in diff(str(SAVED / "trace.json"), str(SAVED / "trace.json"), expect=0).stderr
+
+
 def test_standard_input_on_one_side() -> None:
     assert diff_json("-", str(GUIDE_TF1), stdin=GUIDE_TF0.read_bytes(), expect=0)["summary"]["old"]["source"] == \
         "standard input"

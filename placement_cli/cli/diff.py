@@ -52,6 +52,8 @@ def diff(
                     else _("{name}: no placements match {filters} (of {total})").format(
                         name=side.name, filters=filters.describe(), total=read.report.placement_count)
                     for side, read in zip((result.old, result.new), sides) if not side.placements)
+    notices += tuple(_("{name} records a run that did not finish ({why}): its placements may be partial").format(
+        name=read.name, why=read.report.run_error) for read in sides if read.report.run_error is not None)
     if as_json:
         return Outcome(code=code, output=[Json(result.to_dict())], pictures=drawn, notices=notices)
     from placement_cli.cli.shown import view  # noqa: PLC0415
