@@ -155,7 +155,8 @@ def internal(exc: BaseException) -> typer.Exit:
         with contextlib.suppress(OSError, ValueError, AttributeError):  # stderr closed: the code still says it
             traceback.print_exception(exc, file=sys.stderr)
         return typer.Exit(int(ExitCode.INTERNAL))
-    return fail(ExitCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc} (rerun with --traceback)")
+    return fail(ExitCode.INTERNAL, _("internal error: {kind}: {error} (rerun with --traceback)").format(
+        kind=type(exc).__name__, error=exc))
 
 
 # Errors of writing to a closed, full or broken output (stdout, a --save-log file).

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from placement_cli.cli import shown
+from placement_cli.i18n import _
 from placement_cli.cli.app import ExitCode, Json, Outcome, Pictures, command
 from placement_cli.cli.options import (AllOpt, CopiesOpt, CpusOpt, DotOpt, ForceOpt, GraphSvgOpt, JsonOpt, LangOpt,
                                        LogOpt, Mode, ModeOpt, SoftOpt, SvgOpt, TensorBoardOpt, VGpusOpt, device_option,
@@ -116,7 +117,7 @@ def errors(lang: LangOpt = None, as_json: JsonOpt = False, svg: SvgOpt = None, f
 
         output = [render_catalogue(found)]
     return Outcome(output=output, pictures=drawn, notices=shown.incomplete(
-        found.incomplete, "the catalogue is incomplete (what needs it says unknown or is not run)"))
+        found.incomplete, _("the catalogue is incomplete (what needs it says unknown or is not run)")))
 
 
 @command(one_machine=True)

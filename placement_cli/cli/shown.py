@@ -53,9 +53,12 @@ def report_output(report: Any, *, as_json: bool, run: bool, show_log: bool = Fal
                                                                          filtered=filtered))]
 
 
-def incomplete(found: Any, what: str = "reasons are incomplete (those that need it say unknown)") -> tuple[str, ...]:
+def incomplete(found: Any, what: str | None = None) -> tuple[str, ...]:
     """One line, whatever the number of private TensorFlow APIs missing, naming them and why."""
-    return (f"{what}: TensorFlow's " + "; ".join(found),) if found else ()
+    if not found:
+        return ()
+    what = what or _("reasons are incomplete (those that need it say unknown)")
+    return (_("{what}: TensorFlow's {apis}").format(what=what, apis="; ".join(found)),)
 
 
 def tensorboard_notice(path: str | None, written: bool = True) -> tuple[str, ...]:
