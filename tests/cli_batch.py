@@ -9,8 +9,8 @@ what it writes at file-descriptor level meanwhile (TensorFlow's C++ log outside 
 capture) is added to its stdout and stderr, so a test sees what the real entry point would print.
 A command's ``env`` is set for that command only (COLUMNS, --lang's LANG, ...); TensorFlow reads its
 settings once per process, so they belong to the batch's own environment (``run_batch(env=...)``), and
-every command of a batch must ask for the same logical devices (--cpus, --virtual-gpus): TensorFlow
-fixes them at its first start-up. A command that asks for others is an error of the batch, never
+every command of a batch must ask for the same logical devices (--cpus, --virtual-gpus) and XLA devices
+or none (an XLA device in a device option, `errors`): TensorFlow fixes them at its first start-up. A command that asks for others is an error of the batch, never
 answered with the first command's devices.
 """
 
@@ -38,9 +38,9 @@ _start = startup.tensorflow
 
 
 def _same_devices(options: Any) -> Any:
-    asked = (options.cpus, options.virtual_gpus)
+    asked = (options.cpus, options.virtual_gpus, options.xla)
     if _devices and _devices[0] != asked:
-        raise BatchError(f"a command asks for (--cpus, --virtual-gpus) {asked} in a batch started with "
+        raise BatchError(f"a command asks for (--cpus, --virtual-gpus, XLA devices) {asked} in a batch started with "
                          f"{_devices[0]}: give it its own batch")
     _devices[:1] = [asked]
     return _start(options)
@@ -104,6 +104,8 @@ def run(args: list[str], env: dict[str, str], fd_out: Any, fd_err: Any) -> dict[
 
 def main() -> None:
     request = json.load(sys.stdin)
+    if request.get("xla_flag"):  # what placement adds to TF_XLA_FLAGS (the switch off: a TF without XLA devices)
+        startup.XLA_DEVICES_FLAG = request["xla_flag"]
     answer, errors = os.dup(1), os.dup(2)
     with tempfile.TemporaryFile() as fd_out, tempfile.TemporaryFile() as fd_err:
         os.dup2(fd_out.fileno(), 1)

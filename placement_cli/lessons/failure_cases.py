@@ -15,7 +15,8 @@ from placement_cli.runtime import private
 from placement_cli.runtime.facts import graph_nodes, kernel_checks, kernel_map
 from placement_cli.runtime.fdcapture import capture_fds
 from placement_cli.runtime.run import essential
-from placement_cli.runtime.startup import RunOptions, available_devices, session_config, tensorflow
+from placement_cli.runtime.startup import (XLA_SWITCH, RunOptions, available_devices, session_config, tensorflow,
+                                           xla_devices)
 from placement_cli.why import Facts, explain, merge_nodes
 
 # Every case runs in this one process: one TensorFlow start-up for the whole catalogue.
@@ -50,6 +51,11 @@ def _string_on_gpu(tf: Any) -> Any:
         return tf.strings.join([tf.constant("place"), tf.constant("ment")], name="Join")
 
 
+def _string_on_xla(tf: Any) -> Any:
+    with tf.device(XLA_CPU):
+        return tf.strings.as_string(tf.range(3, name="range"), name="as_string")
+
+
 def _colocation(tf: Any) -> Any:
     with tf.device("/cpu:0"):
         a = tf.constant(A_VALUES, shape=[2, 3], name="a")
@@ -63,6 +69,15 @@ def _colocation(tf: Any) -> Any:
 
 # The cases' words as messages: English in JSON, the chosen language in tables.
 NEEDS_GPU = Message(N_("needs a GPU: no GPU on this machine, so this case cannot be run here"))
+NEEDS_SECOND_TYPE = Message(N_("needs a GPU or TensorFlow's XLA_CPU device: no GPU here, and this TensorFlow makes no "
+                               "XLA devices (even with TF_XLA_FLAGS={switch}), so this case cannot be run here"),
+                            switch=XLA_SWITCH)
+XLA_CPU = "/device:XLA_CPU:0"
+# Where no GPU exists, the no-kernel case runs on TensorFlow's XLA_CPU device, a second device type
+# with a kernel registry of its own (no string ops): the same error and the same fallback, for real.
+NO_KERNEL_ON_XLA = Case("no-gpu-kernel", Message(N_("A string op (AsString) pinned to XLA_CPU:0, standing in for a "
+                                                    "GPU (none here): it has no XLA_CPU kernel")),
+                        XLA_CPU, _string_on_xla)
 CASES = (
     Case("missing-gpu", Message(N_("MatMul pinned to a GPU this machine does not have (the guide's /gpu:2)")),
          "/gpu:2", _matmul_on("/gpu:2")),
@@ -89,13 +104,19 @@ def _run(tf: Any, case: Case, soft: bool) -> tuple[Any, str | None, str | None, 
                 fetch = case.build(tf)
             with tf.compat.v1.Session(graph=graph, config=session_config(tf, options)) as sess:
                 value = sess.run(fetch)
-            result = value.tolist() if hasattr(value, "tolist") else value
-            result = result.decode() if isinstance(result, bytes) else result
+            result = _plain(value.tolist() if hasattr(value, "tolist") else value)
             error_class = message = None
         except (tf.errors.OpError, ValueError) as exc:
             result, error_class = None, type(exc).__name__
             message = getattr(exc, "message", None) or str(exc)
     return result, error_class, message, cap.text, graph
+
+
+def _plain(value: Any) -> Any:
+    """A fetched value as JSON holds it: a string tensor's bytes as text, at any depth."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return [_plain(v) for v in value] if isinstance(value, list) else value
 
 
 def _failure(message: str, error_class: str | None, requested: str) -> PlacementFailure:
@@ -111,7 +132,9 @@ def _failure(message: str, error_class: str | None, requested: str) -> Placement
 def _case(tf: Any, case: Case, have_gpu: bool, devices: tuple[str, ...], kernels: Any, check: Any) -> FailureCase:
     """Run one case without soft placement, then with it; or say why it cannot run here."""
     if case.needs_gpu and not have_gpu:
-        return FailureCase(case.name, case.description, case.requested, skip_reason=NEEDS_GPU)
+        if not xla_devices(tf):
+            return FailureCase(case.name, case.description, case.requested, skip_reason=NEEDS_SECOND_TYPE)
+        case = NO_KERNEL_ON_XLA  # the same lesson on the second device type there is
     try:
         _, error_class, message, _, _ = _run(tf, case, soft=False)
     except CaseUnavailable as exc:
@@ -134,12 +157,13 @@ def _case(tf: Any, case: Case, have_gpu: bool, devices: tuple[str, ...], kernels
 
 
 def catalogue() -> FailureCatalogue:
-    """Run every case (GPU-only ones only where a GPU exists) and report what happened."""
+    """Run every case and report what happened: those that need a GPU on TensorFlow's XLA_CPU device
+    where there is none (its XLA devices on, for the one start-up all the cases share)."""
     private.forget()
     with capture_fds():
-        tf = tensorflow(RunOptions(cpus=_CPUS))
+        tf = tensorflow(RunOptions(cpus=_CPUS, xla=True))
         have_gpu = bool(tf.config.list_physical_devices("GPU"))
-    kernels, devices = kernel_map(), available_devices(tf)
+        kernels, devices = kernel_map(), available_devices(tf)  # XLA's service logs when first asked
     check = kernel_checks(devices)
     cases = tuple(_case(tf, case, have_gpu, devices, kernels, check) for case in CASES)
     return FailureCatalogue(cases, tuple(private.missing_facts()))
