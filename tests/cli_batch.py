@@ -37,8 +37,12 @@ _devices: list[tuple[Any, Any]] = []  # the logical devices the first TensorFlow
 _start = startup.tensorflow
 
 
+_calls: list[int] = [0]  # the current command's start-ups asked for (its first one says if it wants XLA devices)
+
+
 def _same_devices(options: Any) -> Any:
-    asked = (options.cpus, options.virtual_gpus, options.xla)
+    _calls[0] += 1
+    asked = (options.cpus, options.virtual_gpus, options.xla if _calls[0] == 1 else _devices[0][2])
     if _devices and _devices[0] != asked:
         raise BatchError(f"a command asks for (--cpus, --virtual-gpus, XLA devices) {asked} in a batch started with "
                          f"{_devices[0]}: give it its own batch")
@@ -88,6 +92,7 @@ def run(args: list[str], env: dict[str, str], fd_out: Any, fd_err: Any) -> dict[
     if any(key.startswith("TF_") for key in env):
         raise BatchError(f"{sorted(env)}: TensorFlow's settings are read once a process: give the batch them")
     out_at, err_at = os.fstat(1).st_size, os.fstat(2).st_size
+    _calls[0] = 0
     result = CliRunner(env=env).invoke(app, args, prog_name="placement")
     _check_guarded()
     stderr = result.stderr

@@ -7,20 +7,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from placement_cli.i18n import N_, Message
-from placement_cli.lessons.guide import A_VALUES
+from placement_cli.lessons.guide import A_VALUES, string_graph
 from placement_cli.logparse import parse_text
 from placement_cli.logparse.error_messages import failure_from_text
 from placement_cli.model import FailureCase, FailureCatalogue, PlacementFailure, SoftRun
 from placement_cli.runtime import private
 from placement_cli.runtime.facts import graph_nodes, kernel_checks, kernel_map
 from placement_cli.runtime.fdcapture import capture_fds
-from placement_cli.runtime.run import essential
+from placement_cli.runtime.run import essential, plain
 from placement_cli.runtime.startup import (XLA_SWITCH, RunOptions, available_devices, session_config, tensorflow,
-                                           xla_devices)
+                                           xla_devices, xla_missing)
 from placement_cli.why import Facts, explain, merge_nodes
 
-# Every case runs in this one process: one TensorFlow start-up for the whole catalogue.
+# Every case runs in this one process: one TensorFlow start-up for the whole catalogue, XLA devices on
+# (the no-kernel case's stand-in for a GPU where none exists; the other cases run as they would
+# without them, but the lists of the devices that exist name them too).
 _CPUS = 2
+_OPTIONS = RunOptions(cpus=_CPUS, xla=True)
 
 
 class CaseUnavailable(Exception):
@@ -52,8 +55,7 @@ def _string_on_gpu(tf: Any) -> Any:
 
 
 def _string_on_xla(tf: Any) -> Any:
-    with tf.device(XLA_CPU):
-        return tf.strings.as_string(tf.range(3, name="range"), name="as_string")
+    return string_graph(tf, XLA_CPU)
 
 
 def _colocation(tf: Any) -> Any:
@@ -72,6 +74,9 @@ NEEDS_GPU = Message(N_("needs a GPU: no GPU on this machine, so this case cannot
 NEEDS_SECOND_TYPE = Message(N_("needs a GPU or TensorFlow's XLA_CPU device: no GPU here, and this TensorFlow makes no "
                                "XLA devices (even with TF_XLA_FLAGS={switch}), so this case cannot be run here"),
                             switch=XLA_SWITCH)
+NEEDS_XLA_AT_START = Message(N_("needs a GPU or TensorFlow's XLA_CPU device: no GPU here, and TensorFlow was already "
+                                "running in this process without its XLA devices (TF_XLA_FLAGS={switch} counts "
+                                "only when it starts), so this case cannot be run here"), switch=XLA_SWITCH)
 XLA_CPU = "/device:XLA_CPU:0"
 # Where no GPU exists, the no-kernel case runs on TensorFlow's XLA_CPU device, a second device type
 # with a kernel registry of its own (no string ops): the same error and the same fallback, for real.
@@ -104,19 +109,12 @@ def _run(tf: Any, case: Case, soft: bool) -> tuple[Any, str | None, str | None, 
                 fetch = case.build(tf)
             with tf.compat.v1.Session(graph=graph, config=session_config(tf, options)) as sess:
                 value = sess.run(fetch)
-            result = _plain(value.tolist() if hasattr(value, "tolist") else value)
+            result = plain(value)
             error_class = message = None
         except (tf.errors.OpError, ValueError) as exc:
             result, error_class = None, type(exc).__name__
             message = getattr(exc, "message", None) or str(exc)
     return result, error_class, message, cap.text, graph
-
-
-def _plain(value: Any) -> Any:
-    """A fetched value as JSON holds it: a string tensor's bytes as text, at any depth."""
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return [_plain(v) for v in value] if isinstance(value, list) else value
 
 
 def _failure(message: str, error_class: str | None, requested: str) -> PlacementFailure:
@@ -133,7 +131,8 @@ def _case(tf: Any, case: Case, have_gpu: bool, devices: tuple[str, ...], kernels
     """Run one case without soft placement, then with it; or say why it cannot run here."""
     if case.needs_gpu and not have_gpu:
         if not xla_devices(tf):
-            return FailureCase(case.name, case.description, case.requested, skip_reason=NEEDS_SECOND_TYPE)
+            why = NEEDS_SECOND_TYPE if xla_missing(_OPTIONS) == "dropped" else NEEDS_XLA_AT_START
+            return FailureCase(case.name, case.description, case.requested, skip_reason=why)
         case = NO_KERNEL_ON_XLA  # the same lesson on the second device type there is
     try:
         _, error_class, message, _, _ = _run(tf, case, soft=False)
@@ -161,7 +160,7 @@ def catalogue() -> FailureCatalogue:
     where there is none (its XLA devices on, for the one start-up all the cases share)."""
     private.forget()
     with capture_fds():
-        tf = tensorflow(RunOptions(cpus=_CPUS, xla=True))
+        tf = tensorflow(_OPTIONS)
         have_gpu = bool(tf.config.list_physical_devices("GPU"))
         kernels, devices = kernel_map(), available_devices(tf)  # XLA's service logs when first asked
     check = kernel_checks(devices)
