@@ -231,8 +231,8 @@ def test_chinese_tables_for_some_steps_without_pausing_on_a_pipe(tmp_path) -> No
     assert run.returncode == 0, run.stderr[-3000:]
     out = run.stdout
     drawn = "".join(ET.parse(slides).getroot().itertext()).replace("\xa0", " ")  # the slides: what was printed
-    assert "第 4 步（共 10 步）：指定一个不存在的设备" in drawn and "软放置回退" in drawn
-    assert "第 4 步（共 10 步）：指定一个不存在的设备" in out and "第 5 步" in out and "第 3 步" not in out
+    assert f"第 4 步（共 {len(STEPS)} 步）：指定一个不存在的设备" in drawn and "软放置回退" in drawn
+    assert f"第 4 步（共 {len(STEPS)} 步）：指定一个不存在的设备" in out and "第 5 步" in out and "第 3 步" not in out
     assert "实际运行的代码" in out and "def matmul_graph" in out and "注意" in out
     assert "放置失败" in out  # the real error, as the lesson
     assert "软放置回退" in out
@@ -246,7 +246,7 @@ def test_pause_waits_for_enter_and_eof_ends_the_pauses() -> None:
     # before step 2 (Enter), before 3 (EOF: go on); stdout is a pipe: the prompt goes to stderr, never the output
     assert run.stderr.count("Press Enter for step") == 2, run.stderr[-3000:]
     assert "Press Enter" not in run.stdout
-    assert "Step 3 of 10" in run.stdout
+    assert f"Step 3 of {len(STEPS)}" in run.stdout
 
 
 @pytest.mark.tf
