@@ -187,8 +187,8 @@ def test_every_step_runs_and_teaches(json_runs) -> None:
     kernel = by_key["kernel"]
     stand_in = "GPU:0" if found["gpus"] else "XLA_CPU:0"
     assert kernel["args"]["device"].endswith(stand_in) and kernel["result"]["result"] == ["0", "1", "2"]
-    fallen = [p for p in kernel["result"]["placements"] if p["status"] == "soft fallback"]
-    assert [(p["op"], p["requested"]) for p in fallen] == [("AsString", kernel["args"]["device"])]
+    fallen = [p for p in kernel["result"]["placements"] if p["status"] == "soft fallback" and p["op"] == "AsString"]
+    assert len(fallen) == 1 and fallen[0]["requested"].upper().endswith(stand_in)
     assert fallen[0]["reason"] == f"no {stand_in.split(':')[0]} kernel registered for AsString"
     assert fallen[0]["reason"] in kernel["notice"] and f"asked for {stand_in}" in kernel["notice"]
     if found["gpus"] == 0:
