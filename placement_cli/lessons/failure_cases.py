@@ -70,7 +70,6 @@ def _colocation(tf: Any) -> Any:
 
 
 # The cases' words as messages: English in JSON, the chosen language in tables.
-NEEDS_GPU = Message(N_("needs a GPU: no GPU on this machine, so this case cannot be run here"))
 NEEDS_SECOND_TYPE = Message(N_("needs a GPU or TensorFlow's XLA_CPU device: no GPU here, and this TensorFlow makes no "
                                "XLA devices (even with TF_XLA_FLAGS={switch}), so this case cannot be run here"),
                             switch=XLA_SWITCH)
