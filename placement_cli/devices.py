@@ -16,6 +16,10 @@ _LOGGED_TYPE_INDEX = re.compile(r"([A-Za-z_][A-Za-z0-9_]*):(\d+|\*)")
 _JOB_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")  # TensorFlow's IsJobName
 _INT_MAX = 2**31 - 1  # ids past this do not name a device (TensorFlow stores them in an int)
 _BARE_TYPES = frozenset({"CPU", "GPU", "TPU", "CUSTOM", "EPU"})  # TF accepts these without "device:"
+# TensorFlow's XLA devices (made only when TF_XLA_FLAGS=--tf_xla_enable_xla_devices is set before it
+# starts): options take them as "/device:XLA_CPU:0", and as "/xla_cpu:0" or "XLA_CPU:0", which
+# TensorFlow's own parser refuses, so they are handed to it in the first spelling.
+XLA_TYPES = frozenset({"XLA_CPU", "XLA_GPU"})
 
 
 @dataclass(frozen=True)
@@ -213,6 +217,8 @@ def parse_option_device(text: str) -> DeviceSpec:
         if not chunk:
             raise DeviceSpecError(f"empty component in device string {_brief(raw)!r}")
         key, colon, value = chunk.partition(":")
+        if colon and key.upper() in XLA_TYPES:
+            key, value = "device", f"{key.upper()}:{value}"  # /xla_cpu:0 is /device:XLA_CPU:0
         if not colon and key.upper() in _BARE_TYPES and key.lower() in ("cpu", "gpu"):
             if "device type" in seen:
                 raise DeviceSpecError(f"more than one device type in {_brief(raw)!r}")
@@ -239,7 +245,25 @@ def parse_option_device(text: str) -> DeviceSpec:
             raise DeviceSpecError(f"unknown component {_brief(chunk)!r} in device string {_brief(raw)!r}")
         if value != "*" or key in ("replica", "task"):
             _check_number(value, key if key in ("replica", "task") else "device index", raw)
-    return parse_device(raw)
+    return parse_device(xla_spelling(raw))
+
+
+def xla_spelling(text: str) -> str:
+    """A device as TensorFlow reads it: ``/xla_cpu:0`` and ``XLA_CPU:0`` as ``/device:XLA_CPU:0``
+    (TensorFlow's parser knows no bare XLA type); any other device as it was given."""
+    raw = text.strip()
+    chunks = (raw if raw.startswith("/") else "/" + raw).split("/")[1:]
+    if not any(c.partition(":")[0].upper() in XLA_TYPES and c.partition(":")[1] for c in chunks):
+        return raw
+    return "".join("/device:" + c.upper() if c.partition(":")[0].upper() in XLA_TYPES else "/" + c for c in chunks)
+
+
+def names_xla(devices: object) -> bool:
+    """True when any of ``devices`` (device strings or None, as options hold them) is an XLA device:
+    only then does a run turn TensorFlow's XLA devices on."""
+    texts = [devices] if isinstance(devices, str) else list(devices or ())  # type: ignore[call-overload]
+    specs = (try_parse(xla_spelling(t)) for t in texts if isinstance(t, str) and t.strip())
+    return any(s is not None and s.device_type in XLA_TYPES for s in specs)
 
 
 def _check_number(value: str, what: str, raw: str) -> int:

@@ -35,6 +35,7 @@ MATMUL = N_("Guide matmul ({mode} mode)")
 MATMUL_PINNED = N_("Guide matmul ({mode} mode, all on {device})")
 MATMUL_INPUTS = N_("Guide matmul ({mode} mode, a and b on {inputs})")
 MATMUL_BOTH = N_("Guide matmul ({mode} mode, all on {device}, a and b on {inputs})")
+STRING_OP = N_("A string op (AsString) on {device} ({mode} mode)")
 TOWERS = N_("Guide towers on {devices}, summed on {reduce_on} ({mode} mode)")
 ONE_TOWER = N_("Guide towers on {devices} ({mode} mode): one tower, so nothing is summed "
                "(no tf.add_n ran; --reduce-on unused)")

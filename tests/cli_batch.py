@@ -9,8 +9,8 @@ what it writes at file-descriptor level meanwhile (TensorFlow's C++ log outside 
 capture) is added to its stdout and stderr, so a test sees what the real entry point would print.
 A command's ``env`` is set for that command only (COLUMNS, --lang's LANG, ...); TensorFlow reads its
 settings once per process, so they belong to the batch's own environment (``run_batch(env=...)``), and
-every command of a batch must ask for the same logical devices (--cpus, --virtual-gpus): TensorFlow
-fixes them at its first start-up. A command that asks for others is an error of the batch, never
+every command of a batch must ask for the same logical devices (--cpus, --virtual-gpus) and XLA devices
+or none (an XLA device in a device option, `errors`): TensorFlow fixes them at its first start-up. A command that asks for others is an error of the batch, never
 answered with the first command's devices.
 """
 
@@ -37,10 +37,14 @@ _devices: list[tuple[Any, Any]] = []  # the logical devices the first TensorFlow
 _start = startup.tensorflow
 
 
+_calls: list[int] = [0]  # the current command's start-ups asked for (its first one says if it wants XLA devices)
+
+
 def _same_devices(options: Any) -> Any:
-    asked = (options.cpus, options.virtual_gpus)
+    _calls[0] += 1
+    asked = (options.cpus, options.virtual_gpus, options.xla if _calls[0] == 1 else _devices[0][2])
     if _devices and _devices[0] != asked:
-        raise BatchError(f"a command asks for (--cpus, --virtual-gpus) {asked} in a batch started with "
+        raise BatchError(f"a command asks for (--cpus, --virtual-gpus, XLA devices) {asked} in a batch started with "
                          f"{_devices[0]}: give it its own batch")
     _devices[:1] = [asked]
     return _start(options)
@@ -88,6 +92,7 @@ def run(args: list[str], env: dict[str, str], fd_out: Any, fd_err: Any) -> dict[
     if any(key.startswith("TF_") for key in env):
         raise BatchError(f"{sorted(env)}: TensorFlow's settings are read once a process: give the batch them")
     out_at, err_at = os.fstat(1).st_size, os.fstat(2).st_size
+    _calls[0] = 0
     result = CliRunner(env=env).invoke(app, args, prog_name="placement")
     _check_guarded()
     stderr = result.stderr
@@ -104,6 +109,8 @@ def run(args: list[str], env: dict[str, str], fd_out: Any, fd_err: Any) -> dict[
 
 def main() -> None:
     request = json.load(sys.stdin)
+    if request.get("xla_flag"):  # what placement adds to TF_XLA_FLAGS (the switch off: a TF without XLA devices)
+        startup.XLA_DEVICES_FLAG = request["xla_flag"]
     answer, errors = os.dup(1), os.dup(2)
     with tempfile.TemporaryFile() as fd_out, tempfile.TemporaryFile() as fd_err:
         os.dup2(fd_out.fileno(), 1)

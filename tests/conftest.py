@@ -31,20 +31,22 @@ def run_cli(*args: str, stdin: bytes | None = None, env: dict[str, str] | None =
                                        proc.stderr.decode("utf-8", "replace"))
 
 
-def run_batch(*commands: Any, env: dict[str, str] | None = None,
-              timeout: float = 600) -> list[subprocess.CompletedProcess[str]]:
+def run_batch(*commands: Any, env: dict[str, str] | None = None, timeout: float = 600,
+              xla_flag: str | None = None) -> list[subprocess.CompletedProcess[str]]:
     """Run many commands in ONE fresh Python (tests/cli_batch.py): one TensorFlow start-up for all.
     A command is its arguments, or (arguments, an env of its own that is not TensorFlow's); ``env``
     (TensorFlow's settings) is the batch's, as run_cli's is a call's. Every command must ask for the
     same logical devices. What a command writes at fd level is in its output, as with run_cli; keep
     run_cli for what needs a process of its own (signals, ptys, stdin, a closed stdout, the exit code
     of the interpreter itself, output compared byte for byte with a fresh process's: TensorFlow logs some
-    lines once a process, and the demo's missing-GPU step parses one line fewer in-process)."""
+    lines once a process, and the demo's missing-GPU step parses one line fewer in-process). ``xla_flag``:
+    what placement adds to TF_XLA_FLAGS to turn XLA devices on (``--tf_xla_enable_xla_devices=false``:
+    TensorFlow starts as one that dropped them would)."""
     request = [{"args": list(c[0]), "env": c[1]} if isinstance(c, tuple) and len(c) == 2 and isinstance(c[1], dict)
                else {"args": list(c), "env": {}} for c in commands]
     full_env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "120", **(env or {})}
     proc = subprocess.run([sys.executable, str(Path(__file__).parent / "cli_batch.py")], capture_output=True,
-                          input=json.dumps({"commands": request}).encode(), timeout=timeout, env=full_env)
+                          input=json.dumps({"commands": request, "xla_flag": xla_flag}).encode(), timeout=timeout, env=full_env)
     assert proc.returncode == 0, proc.stderr.decode("utf-8", "replace")[-3000:]
     return [subprocess.CompletedProcess(["placement", *r["args"]], r["exit_code"], r["stdout"], r["stderr"])
             for r in json.loads(proc.stdout)]

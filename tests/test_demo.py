@@ -28,7 +28,7 @@ from placement_cli.i18n import Message
 from placement_cli.lessons.demo import STEPS, Machine, Step, run_step, select
 from placement_cli.model import DemoOutcome, Inventory, PhysicalDevice
 
-KEYS = ["devices", "logging", "manual", "missing", "soft", "towers", "copies", "train", "mirrored", "cluster"]
+KEYS = ["devices", "logging", "manual", "missing", "soft", "kernel", "towers", "copies", "train", "mirrored", "cluster"]
 IN_PROCESS = len(KEYS) - 1  # the steps that run in the demo's own TensorFlow (the cluster runs in processes of its own)
 
 
@@ -105,7 +105,7 @@ def test_a_step_that_breaks_is_named_and_the_demo_exits_1(monkeypatch) -> None:
         raise RuntimeError("lesson broke")
 
     monkeypatch.setattr(demo, "STEPS", [_fake(broken), STEPS[0]])
-    monkeypatch.setattr(demo, "start", lambda: Machine(0))
+    monkeypatch.setattr(demo, "start", lambda chosen: Machine(0))
     monkeypatch.setattr(demo, "select", lambda spec: [1])
     result = CliRunner().invoke(app, ["demo", "--no-pause"])
     assert result.exit_code == 1
@@ -125,6 +125,18 @@ def test_the_opening_note_names_every_stand_in_a_step_uses(gpus) -> None:
         if device.startswith("/cpu"):
             assert device in note, (device, note)
     assert "/cpu:0, /cpu:1" in note
+
+
+def test_the_kernel_step_names_its_stand_in_or_says_why_it_cannot_run() -> None:
+    """A GPU where there is one, else TensorFlow's XLA_CPU device; neither: the step is not run here, and
+    says so without failing (its code did not run: nothing is faked)."""
+    step = next(s for s in STEPS if s.key == "kernel")
+    assert step.args(Machine(1, xla=True))["device"] == "/gpu:0"
+    assert step.args(Machine(0, xla=True))["device"] == "/device:XLA_CPU:0"
+    assert "XLA_CPU" in demo.gpu_note(Machine(0, xla=True)) and "XLA_CPU" not in demo.gpu_note(Machine(0))
+    outcome = run_step(step, Machine(0, xla=False))
+    assert outcome.ok and outcome.skipped and outcome.result is None and outcome.ran == ()
+    assert "no XLA devices" in str(outcome.notice)
 
 
 def test_the_demo_shows_no_hint_of_another_commands_options() -> None:
@@ -171,8 +183,17 @@ def test_every_step_runs_and_teaches(json_runs) -> None:
     missing = by_key["missing"]["result"]
     assert missing["errors"] and missing["errors"][0]["kind"] == "device_not_found"  # the real error
     assert "does not exist" in by_key["soft"]["notice"]
+    # a missing kernel, for real: on a GPU where there is one, else on TensorFlow's XLA_CPU device
+    kernel = by_key["kernel"]
+    stand_in = "GPU:0" if found["gpus"] else "XLA_CPU:0"
+    assert kernel["args"]["device"].endswith(stand_in) and kernel["result"]["result"] == ["0", "1", "2"]
+    fallen = [p for p in kernel["result"]["placements"] if p["status"] == "soft fallback" and p["op"] == "AsString"]
+    assert len(fallen) == 1 and fallen[0]["requested"].upper().endswith(stand_in)
+    assert fallen[0]["reason"] == f"no {stand_in.split(':')[0]} kernel registered for AsString"
+    assert fallen[0]["reason"] in kernel["notice"] and f"asked for {stand_in}" in kernel["notice"]
     if found["gpus"] == 0:
-        assert "logical CPUs" in found["note"]
+        assert "logical CPUs" in found["note"] and "XLA_CPU" in found["note"]
+        assert "XLA_CPU:0" in by_key["devices"]["notice"]
         assert by_key["towers"]["args"]["devices"] == ["/cpu:1", "/cpu:2"]
         assert "CPU:1" in by_key["towers"]["notice"] and "GPU:0" not in by_key["towers"]["notice"]
     else:
@@ -210,8 +231,8 @@ def test_chinese_tables_for_some_steps_without_pausing_on_a_pipe(tmp_path) -> No
     assert run.returncode == 0, run.stderr[-3000:]
     out = run.stdout
     drawn = "".join(ET.parse(slides).getroot().itertext()).replace("\xa0", " ")  # the slides: what was printed
-    assert "第 4 步（共 10 步）：指定一个不存在的设备" in drawn and "软放置回退" in drawn
-    assert "第 4 步（共 10 步）：指定一个不存在的设备" in out and "第 5 步" in out and "第 3 步" not in out
+    assert f"第 4 步（共 {len(STEPS)} 步）：指定一个不存在的设备" in drawn and "软放置回退" in drawn
+    assert f"第 4 步（共 {len(STEPS)} 步）：指定一个不存在的设备" in out and "第 5 步" in out and "第 3 步" not in out
     assert "实际运行的代码" in out and "def matmul_graph" in out and "注意" in out
     assert "放置失败" in out  # the real error, as the lesson
     assert "软放置回退" in out
@@ -225,7 +246,7 @@ def test_pause_waits_for_enter_and_eof_ends_the_pauses() -> None:
     # before step 2 (Enter), before 3 (EOF: go on); stdout is a pipe: the prompt goes to stderr, never the output
     assert run.stderr.count("Press Enter for step") == 2, run.stderr[-3000:]
     assert "Press Enter" not in run.stdout
-    assert "Step 3 of 10" in run.stdout
+    assert f"Step 3 of {len(STEPS)}" in run.stdout
 
 
 @pytest.mark.tf
@@ -276,7 +297,7 @@ def test_the_shown_code_takes_the_arguments_it_says_and_shows_its_pinning(step: 
             assert name in step.parameters(), (step.key, name, line)
         if "config" in args:
             assert "config" not in run_with and "allow_soft_placement=True" in line
-    if step.key in ("manual", "missing", "soft", "towers", "copies", "train"):
+    if step.key in ("manual", "missing", "soft", "kernel", "towers", "copies", "train"):
         assert "tf.device(" in step.source(), step.key
 
 

@@ -1,5 +1,5 @@
 """The guide's multi-device lessons run in real TensorFlow through the real entry point: towers,
-errors, devices, eager mode, and the user's TF_CPP_MIN_LOG_LEVEL.
+devices, eager mode, and the user's TF_CPP_MIN_LOG_LEVEL (errors: tests/test_xla.py).
 
 More of the lessons' answers, from many commands sharing one TensorFlow start-up: tests/test_run_commands.py."""
 
@@ -37,43 +37,14 @@ def test_virtual_gpus_without_a_gpu_is_exit_2() -> None:
 
 @pytest.fixture(scope="module")
 def on_two_cpus() -> list[Any]:
-    """The runs on two logical CPUs, in one TensorFlow start-up: the eager run first, as in a process of
-    its own (it is compared with one), then the errors catalogue (its cases make two CPUs)."""
-    return run_batch([*EAGER_CPU1, "--json"], ["errors", "--json"])
+    """The eager run on two logical CPUs, as in a process of its own (it is compared with one). The
+    errors catalogue turns TensorFlow's XLA devices on: its start-up is tests/test_xla.py's."""
+    return run_batch([*EAGER_CPU1, "--json"])
 
 
 def _json(proc: Any) -> dict[str, Any]:
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout)
-
-
-@pytest.fixture(scope="module")
-def catalogue(on_two_cpus: list[Any]) -> dict[str, Any]:
-    return {c["name"]: c for c in _json(on_two_cpus[1])["cases"]}
-
-
-def test_errors_catalogue_runs_every_case_for_real(catalogue: dict[str, Any]) -> None:
-    assert {"missing-gpu", "cpu-out-of-range", "no-gpu-kernel", "colocation-conflict",
-            "malformed-gpu-index", "malformed-device-type"} <= set(catalogue)
-    missing = catalogue["missing-gpu"]
-    assert missing["ran"] and missing["soft"]["result"] == [[22.0, 28.0], [49.0, 64.0]]
-    if gpu_count() <= 2:  # where /gpu:2 exists the case runs without an error
-        assert missing["error_class"] == "InvalidArgumentError"
-        assert missing["error"]["kind"] == "device_not_found" and missing["error"]["node"] == "MatMul"
-    assert catalogue["colocation-conflict"]["error"]["kind"] == "colocation"
-    malformed = catalogue["malformed-gpu-index"]
-    assert malformed["error_class"] == "ValueError" and malformed["error"]["node"] is None  # no op was made
-    available = catalogue["cpu-out-of-range"]["error"]["available_devices"]
-    assert f"{CPU}0" in available and f"{CPU}1" in available and f"{CPU}7" not in available
-
-
-def test_errors_gpu_case_is_reported_not_faked_without_gpu(catalogue: dict[str, Any]) -> None:
-    case = catalogue["no-gpu-kernel"]
-    assert case["ran"] == has_gpu()  # a GPU kernel's absence can only be shown where a GPU exists
-    if case["ran"]:
-        assert case["error"]["kind"] == "no_kernel"
-    else:
-        assert case["error"] is None and "GPU" in case["skip_reason"]
 
 
 def test_devices_lists_logical_cpus_whatever_the_users_log_level() -> None:

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from placement_cli import i18n
 from placement_cli.i18n import N_, Message
-from placement_cli.lessons.failure_cases import CASES, NEEDS_GPU
+from placement_cli.lessons.failure_cases import CASES, NEEDS_SECOND_TYPE
 from placement_cli.model import (DeviceMapping, FailureCase, FailureCatalogue, Inventory, LogicalDevice, PhysicalDevice,
                                  PlacementFailure, SoftRun)
 from placement_cli.render.failure_cases import render_catalogue
@@ -41,7 +41,7 @@ def _catalogue() -> FailureCatalogue:
     return FailureCatalogue((
         FailureCase("cpu-out-of-range", pinned, "/cpu:7", ran=True, error_class="InvalidArgumentError",
                     error=failure, soft=soft),
-        FailureCase("no-gpu-kernel", CASES[2].description, "/gpu:0", skip_reason=NEEDS_GPU),
+        FailureCase("no-gpu-kernel", CASES[2].description, "/gpu:0", skip_reason=NEEDS_SECOND_TYPE),
         FailureCase("colocation-conflict", CASES[3].description, "/cpu:1", skip_reason="cannot build [bold]this"),
         FailureCase("malformed-gpu-index", CASES[4].description, "/gpu:x", ran=True, error_class="ValueError",
                     error=PlacementFailure("invalid_device_spec", None, "/gpu:x", "bad"),
@@ -59,7 +59,7 @@ def test_the_errors_json_is_the_documented_schema_in_english() -> None:
     assert list(ran["soft"]) == ["placements", "result"] and ran["soft"]["result"] == [[22.0, 28.0]]
     assert [p["op"] for p in ran["soft"]["placements"]] == ["MatMul", "_Arg"]
     assert {"requested", "status", "reason"} <= set(ran["soft"]["placements"][0])  # placements as a run has them
-    assert skipped["skip_reason"] == str(NEEDS_GPU) and skipped["ran"] is False and skipped["soft"] is None
+    assert skipped["skip_reason"] == str(NEEDS_SECOND_TYPE) and skipped["ran"] is False and skipped["soft"] is None
     assert unbuildable["skip_reason"] == "cannot build [bold]this"
     assert refused["soft"] == {"placements": [], "result": None, "error_class": "ValueError", "message": "bad"}
     assert data["incomplete"] == ["set_device (Operation._set_device): missing"]
@@ -68,14 +68,14 @@ def test_the_errors_json_is_the_documented_schema_in_english() -> None:
 def test_the_errors_tables_translate_the_cases_words_and_show_log_text_literally(chinese: object) -> None:
     shown = _text(render_catalogue(_catalogue()))
     assert "会话只有 2 个 CPU 设备时" in shown  # the description's template translated, its field kept
-    assert i18n.translated(NEEDS_GPU.template) in shown and i18n.translated(NEEDS_GPU.template) != NEEDS_GPU.template
+    assert NEEDS_SECOND_TYPE.shown() in shown and NEEDS_SECOND_TYPE.shown() != str(NEEDS_SECOND_TYPE)
     assert "cannot build [bold]this" in shown and "[red]MatMul" in shown
     assert "second line" not in shown  # TensorFlow's first line only
     assert "_Arg" not in shown  # plumbing is not where the op ran
 
 
 def test_the_errors_json_stays_english_whatever_the_language(chinese: object) -> None:
-    assert _catalogue().to_dict()["cases"][1]["skip_reason"] == str(NEEDS_GPU)
+    assert _catalogue().to_dict()["cases"][1]["skip_reason"] == str(NEEDS_SECOND_TYPE)
     assert "会话" not in json.dumps(_catalogue().to_dict(), ensure_ascii=False)
 
 

@@ -74,7 +74,7 @@ def demo(
     from placement_cli.cli.cluster import progress  # noqa: PLC0415
     from placement_cli.lessons.demo import start  # noqa: PLC0415
 
-    machine = replace(start(), progress=progress)  # the cluster step's tasks, a line each as they start
+    machine = replace(start(chosen), progress=progress)  # the cluster step's tasks, a line each as they start
     failed: list[str] = []  # filled as the steps run; the ending reads it once they all did
     if as_json:
         return _json(chosen, machine)

@@ -76,10 +76,12 @@ def _filters_module() -> Any:
     return placement_cli.filters
 
 
-device_option = checked(lambda value: _devices_module().parse_option_device(value))  # strip: as TF reads it
+# tidied as TensorFlow reads them: stripped, and /xla_cpu:0 as /device:XLA_CPU:0
+device_option = checked(lambda value: _devices_module().parse_option_device(value),
+                        tidy=lambda value: _devices_module().xla_spelling(value))
 gpus_option = checked(lambda value: _devices_module().parse_option_indices(value), tidy=str)
 devices_option = checked(lambda value: _devices_module().parse_option_devices(value),
-                         tidy=lambda value: ",".join(d.strip() for d in value.split(",")))
+                         tidy=lambda value: ",".join(_devices_module().xla_spelling(d) for d in value.split(",")))
 
 
 @option_callback
@@ -164,11 +166,13 @@ def tensorboard(path: str | None, mode: Mode = Mode.graph, drawn: Pictures = Pic
 
 
 def run_options(soft: bool, mode: Mode, cpus: int | None, virtual_gpus: int | None, copies: bool = False,
-                board: str | None = None, drawn: Pictures = Pictures()) -> Any:
-    """The options of a run on this machine, checked against each other."""
+                board: str | None = None, drawn: Pictures = Pictures(), devices: tuple[str | None, ...] = ()) -> Any:
+    """The options of a run on this machine, checked against each other; ``devices``: the devices its
+    options name (an XLA device among them turns TensorFlow's XLA devices on)."""
+    from placement_cli.devices import names_xla  # noqa: PLC0415
     from placement_cli.runtime.startup import RunOptions  # noqa: PLC0415
 
     if copies and mode is Mode.eager:
         raise typer.BadParameter("--copies needs --mode graph (eager ops run one by one: no partition graphs)")
     return RunOptions(soft=soft, mode=mode.value, cpus=cpus, virtual_gpus=virtual_gpus, copies=copies,
-                      tensorboard=tensorboard(board, mode, drawn))
+                      tensorboard=tensorboard(board, mode, drawn), xla=names_xla(devices))

@@ -25,7 +25,8 @@ def _ran(report: Any, options: Any, drawn: Pictures, *, as_json: bool, log: bool
         output=shown.report_output(report, as_json=as_json, run=True, show_log=log, all_rows=all_rows,
                                    hints=Hints.run_command(soft)),
         pictures=drawn, graph=report,
-        notices=(*shown.tensorboard_notice(options.tensorboard, written=produced), *shown.incomplete(report.incomplete)))
+        notices=(*shown.xla_notice(options), *shown.tensorboard_notice(options.tensorboard, written=produced),
+                 *shown.incomplete(report.incomplete)))
 
 
 @command(one_machine=True)
@@ -54,7 +55,7 @@ def show(
     from placement_cli.lessons.guide import matmul  # noqa: PLC0415
 
     drawn = pictures("placement show", as_json=as_json, force=force, svg=svg, dot=dot, graph_svg=graph_svg)
-    options = run_options(soft, mode, cpus, virtual_gpus, copies, tensorboard, drawn)
+    options = run_options(soft, mode, cpus, virtual_gpus, copies, tensorboard, drawn, devices=(device, inputs_on))
     report = matmul(device, inputs_on, options)
     return _ran(report, options, drawn, as_json=as_json, log=log, all_rows=all_rows, soft=soft)
 
@@ -94,7 +95,7 @@ def tower(
     towers = devices.split(",") if devices else [f"/gpu:{i}" for i in parse_option_indices(gpus)]
     lesson_devices("tower", towers, "--devices" if devices else "--gpus", cpus, derive_cpus=False)
     drawn = pictures("placement tower", as_json=as_json, force=force, svg=svg, dot=dot, graph_svg=graph_svg)
-    options = run_options(soft, mode, cpus, virtual_gpus, copies, tensorboard, drawn)
+    options = run_options(soft, mode, cpus, virtual_gpus, copies, tensorboard, drawn, devices=(*towers, reduce_on))
     report = run_tower(towers, reduce_on, options)
     return _ran(report, options, drawn, as_json=as_json, log=log, all_rows=all_rows, soft=soft)
 

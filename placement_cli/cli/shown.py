@@ -61,6 +61,20 @@ def incomplete(found: Any, what: str | None = None) -> tuple[str, ...]:
     return (_("{what}: TensorFlow's {apis}").format(what=what, apis="; ".join(found)),)
 
 
+def xla_notice(options: Any) -> tuple[str, ...]:
+    """The line that says why an XLA device asked for does not exist here (none when it does)."""
+    from placement_cli.runtime.startup import XLA_SWITCH, xla_missing  # noqa: PLC0415
+
+    why = xla_missing(options)
+    if why == "dropped":
+        return (_("no XLA device here: this TensorFlow makes none, even with TF_XLA_FLAGS={flag} set before it "
+                  "started (a deprecated switch that it no longer honours)").format(flag=XLA_SWITCH),)
+    if why == "started":
+        return (_("no XLA device here: TensorFlow was already running in this process without TF_XLA_FLAGS={flag}, "
+                  "which it reads only when it starts").format(flag=XLA_SWITCH),)
+    return ()
+
+
 def tensorboard_notice(path: str | None, written: bool = True) -> tuple[str, ...]:
     if path is None:
         return ()

@@ -114,6 +114,7 @@ def train(
     from placement_cli.filters import Filters, apply  # noqa: PLC0415
     from placement_cli.lessons.split import training_devices  # noqa: PLC0415
     from placement_cli.lessons.train import TrainSpec, check_split  # noqa: PLC0415
+    from placement_cli.devices import names_xla  # noqa: PLC0415
     from placement_cli.runtime.startup import RunOptions  # noqa: PLC0415
 
     chosen, cpus = training_devices("train", towers, devices, gpus, cpus, default=2, first_cpu=1)
@@ -123,11 +124,12 @@ def train(
     from placement_cli.lessons.train import train as run_train  # noqa: PLC0415
 
     spec = TrainSpec(devices=tuple(chosen), batch=batch, steps=steps, lr=lr, dtype=dtype.value, check=check)
-    report = run_train(spec, RunOptions(soft=soft, mode="graph", cpus=cpus, virtual_gpus=virtual_gpus, copies=copies,
-                                        tensorboard=board))
+    options = RunOptions(soft=soft, mode="graph", cpus=cpus, virtual_gpus=virtual_gpus, copies=copies,
+                         tensorboard=board, xla=names_xla(chosen))
+    report = run_train(spec, options)
     narrowed = apply(report, Filters(device, op, node, top))
     return _trained(report, narrowed, drawn, as_json=as_json, log=log, all_rows=all_rows, soft=soft,
-                    notices=shown.tensorboard_notice(board, written=report.result is not None))
+                    notices=(*shown.xla_notice(options), *shown.tensorboard_notice(board, written=report.result is not None)))
 
 
 @command(one_machine=True)
@@ -166,6 +168,7 @@ def mirrored(
     from placement_cli.filters import Filters, apply  # noqa: PLC0415
     from placement_cli.lessons.mirrored import MirroredSpec, check_split  # noqa: PLC0415
     from placement_cli.lessons.split import training_devices  # noqa: PLC0415
+    from placement_cli.devices import names_xla  # noqa: PLC0415
     from placement_cli.runtime.startup import RunOptions  # noqa: PLC0415
 
     chosen, cpus = training_devices("mirrored", replicas, devices, gpus, cpus, default=2, first_cpu=0)
@@ -174,6 +177,8 @@ def mirrored(
     from placement_cli.lessons.mirrored import mirrored as run_mirrored  # noqa: PLC0415
 
     spec = MirroredSpec(devices=tuple(chosen), batch=batch, steps=steps, lr=lr, reduce=reduce.value, fit=fit)
-    report = run_mirrored(spec, RunOptions(mode="eager", cpus=cpus, virtual_gpus=virtual_gpus, copies=copies))
+    options = RunOptions(mode="eager", cpus=cpus, virtual_gpus=virtual_gpus, copies=copies, xla=names_xla(chosen))
+    report = run_mirrored(spec, options)
     narrowed = apply(report, Filters(device, op, node, top))
-    return _trained(report, narrowed, drawn, as_json=as_json, log=log, all_rows=all_rows, soft=None)
+    return _trained(report, narrowed, drawn, as_json=as_json, log=log, all_rows=all_rows, soft=None,
+                    notices=shown.xla_notice(options))

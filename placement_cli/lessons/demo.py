@@ -18,6 +18,7 @@ from placement_cli.runtime.startup import RunOptions
 
 SOFT_CONFIG = "tf.compat.v1.ConfigProto(log_device_placement=True, allow_soft_placement=True)"
 CPUS = 3  # logical CPUs made once, before TensorFlow starts: /cpu:0 plus two stand-ins for GPUs
+XLA_CPU = "/device:XLA_CPU:0"  # TensorFlow's second device type where no GPU exists (the kernel step)
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,7 @@ class Machine:
 
     gpus: int
     progress: Callable[[ClusterEvent], None] | None = field(default=None, compare=False)
+    xla: bool = False  # TensorFlow's XLA_CPU device exists (it was asked for, and this TensorFlow makes it)
 
     @property
     def towers(self) -> list[str]:
@@ -44,6 +46,11 @@ class Machine:
     @property
     def pinned(self) -> str:
         return self.towers[0]
+
+    @property
+    def second(self) -> str | None:
+        """A second device type, whose kernels are not the CPU's: a GPU, else XLA_CPU (None: neither here)."""
+        return "/gpu:0" if self.gpus else XLA_CPU if self.xla else None
 
     @property
     def missing(self) -> str:
@@ -89,6 +96,13 @@ def _devices(machine: Machine) -> DemoOutcome:
     if found.gpus:
         return _taught(found, N_("TensorFlow sees {gpus} GPU(s) and {count} logical devices: {names}."),
                        {"gpus": len(found.gpus), "count": len(logical), "names": ", ".join(logical)})
+    cpus = [short_name(d.canonical) for d in found.logical if d.device_type == "CPU"]
+    xla = [name for name in logical if name not in cpus]
+    if xla:  # the kernel step's stand-in: not a piece of the CPU
+        return _taught(found, N_("No GPU here: the CPU is split into {count} logical devices ({names}); the GPU steps "
+                                 "run on them instead, and say so. {xla}: TensorFlow's XLA devices, a second device "
+                                 "type with kernels of its own."),
+                       {"count": len(cpus), "names": ", ".join(cpus), "xla": ", ".join(xla)})
     return _taught(found, N_("No GPU here: the CPU is split into {count} logical devices ({names}); "
                                           "the GPU steps run on them instead, and say so."),
                    {"count": len(logical), "names": ", ".join(logical)})
@@ -145,6 +159,27 @@ def _soft(machine: Machine) -> DemoOutcome:
     return _taught(report, N_("With soft placement the same graph runs: {node} fell back to {device} "
                                         "because {reason}."),
                    {"node": first.node, "device": first.short, "reason": first.reason})
+
+
+def _kernel(machine: Machine) -> DemoOutcome:
+    from placement_cli.lessons.guide import string_op  # noqa: PLC0415
+    from placement_cli.model import SOFT_FALLBACK  # noqa: PLC0415
+
+    if machine.second is None:
+        return DemoOutcome(notice=Message(NO_SECOND_TYPE), skipped=True)
+    report = string_op(machine.second, _options(soft=True))
+    fallen = next((p for p in report.placements if p.status == SOFT_FALLBACK and p.op == "AsString"), None)
+    if report.result is None or fallen is None or not fallen.reason:
+        return DemoOutcome(report, ok=False, problem=f"AsString pinned to {machine.second} did not fall back")
+    stayed = sorted({p.short for p in report.placements if p.node and p.node.startswith("numbers")})
+    return _taught(report, N_("{node} asked for {requested}, which has no kernel for {op}: soft placement ran it on "
+                              "{device} ({reason}), while numbers stayed on {stayed}."),
+                   {"node": fallen.node, "requested": short_name(machine.second), "op": fallen.op,
+                    "device": fallen.short, "reason": fallen.reason, "stayed": ", ".join(stayed) or "?"})
+
+
+NO_SECOND_TYPE = N_("Not run here: no GPU, and this TensorFlow makes no XLA devices (even with TF_XLA_FLAGS="
+                    "--tf_xla_enable_xla_devices), so no second device type exists to lack a kernel.")
 
 
 def _towers(machine: Machine, copies: bool = False) -> Any:
@@ -281,6 +316,11 @@ STEPS: list[Step] = [
          N_("The same graph with allow_soft_placement=True: TensorFlow moves what cannot run where it asked "
             "to a device that exists."), ((GUIDE, "matmul_graph"), (GUIDE, "_on")), _soft,
          lambda m: {"device": m.missing, "inputs_on": None, "config": SOFT_CONFIG}),
+    Step("kernel", N_("An op without a kernel for its device"),
+         N_("Each device type has kernels of its own: a string op has none on a GPU (or, where no GPU exists, on "
+            "TensorFlow's XLA_CPU device). Pinned there with soft placement, it runs on the CPU instead."),
+         ((GUIDE, "string_graph"),), _kernel,
+         lambda m: {"device": m.second, "config": SOFT_CONFIG}),
     Step("towers", N_("Multi-tower graph on several devices"),
          N_("One matmul per device (a tower each), summed with tf.add_n on the CPU: the pattern of multi-GPU "
             "training."), ((GUIDE, "tower_graph"), (GUIDE, "_on")), _tower, lambda m: {"devices": m.towers, "reduce_on": "/cpu:0"}),
@@ -331,15 +371,18 @@ def select(spec: str | None) -> list[int]:
     return chosen
 
 
-def start() -> Machine:
-    """TensorFlow, started once for every step: logical CPUs first (they cannot be added later)."""
+def start(chosen: list[int]) -> Machine:
+    """TensorFlow, started once for every step: logical CPUs first (they cannot be added later), and
+    TensorFlow's XLA devices when the chosen steps include the kernel step (its stand-in for a GPU)."""
     from placement_cli.runtime.fdcapture import capture_fds  # noqa: PLC0415
-    from placement_cli.runtime.startup import tensorflow  # noqa: PLC0415
+    from placement_cli.runtime.startup import tensorflow, xla_devices  # noqa: PLC0415
 
+    xla = any(STEPS[k - 1].key == "kernel" for k in chosen)
     with capture_fds():
-        tf = tensorflow(_options())
+        tf = tensorflow(_options(xla=xla))
         gpus = len(tf.config.list_physical_devices("GPU"))
-    return Machine(gpus=gpus)
+        made = xla and bool(xla_devices(tf))
+    return Machine(gpus=gpus, xla=made)
 
 
 def run_step(step: Step, machine: Machine) -> DemoOutcome:
@@ -368,7 +411,7 @@ def run_step(step: Step, machine: Machine) -> DemoOutcome:
             restore()
     ran += [name for name in outcome.ran if name not in ran]  # + what ran in other processes
     missing = [name for _, name in step.code if name not in ran]
-    if outcome.ok and missing:
+    if outcome.ok and missing and not outcome.skipped:
         return replace(outcome, ran=tuple(ran), ok=False, problem=f"the code shown did not run: {', '.join(missing)}")
     return replace(outcome, ran=tuple(ran))
 
@@ -380,6 +423,10 @@ def gpu_note(machine: Machine) -> str | None:
     if machine.gpus == 1:
         return N_("One GPU here: the second tower runs on a logical CPU (/cpu:1), and MirroredStrategy's two "
                   "replicas on logical CPUs (/cpu:0, /cpu:1).")
+    if machine.xla:
+        return N_("No GPU here: the GPU steps run on logical CPUs (/cpu:1, /cpu:2; MirroredStrategy's two replicas "
+                  "on /cpu:0, /cpu:1), the missing kernel on TensorFlow's XLA_CPU device, and say so; nothing "
+                  "pretends a GPU exists.")
     return N_("No GPU here: the GPU steps run on logical CPUs (/cpu:1, /cpu:2; MirroredStrategy's two replicas "
               "on /cpu:0, /cpu:1) and say so; nothing pretends a GPU exists.")
 

@@ -7,19 +7,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from placement_cli.i18n import N_, Message
-from placement_cli.lessons.guide import A_VALUES
+from placement_cli.lessons.guide import A_VALUES, string_graph
 from placement_cli.logparse import parse_text
 from placement_cli.logparse.error_messages import failure_from_text
 from placement_cli.model import FailureCase, FailureCatalogue, PlacementFailure, SoftRun
 from placement_cli.runtime import private
 from placement_cli.runtime.facts import graph_nodes, kernel_checks, kernel_map
 from placement_cli.runtime.fdcapture import capture_fds
-from placement_cli.runtime.run import essential
-from placement_cli.runtime.startup import RunOptions, available_devices, session_config, tensorflow
+from placement_cli.runtime.run import essential, plain
+from placement_cli.runtime.startup import (XLA_SWITCH, RunOptions, available_devices, session_config, tensorflow,
+                                           xla_devices, xla_missing)
 from placement_cli.why import Facts, explain, merge_nodes
 
-# Every case runs in this one process: one TensorFlow start-up for the whole catalogue.
+# Every case runs in this one process: one TensorFlow start-up for the whole catalogue, XLA devices on
+# (the no-kernel case's stand-in for a GPU where none exists; the other cases run as they would
+# without them, but the lists of the devices that exist name them too).
 _CPUS = 2
+_OPTIONS = RunOptions(cpus=_CPUS, xla=True)
 
 
 class CaseUnavailable(Exception):
@@ -50,6 +54,10 @@ def _string_on_gpu(tf: Any) -> Any:
         return tf.strings.join([tf.constant("place"), tf.constant("ment")], name="Join")
 
 
+def _string_on_xla(tf: Any) -> Any:
+    return string_graph(tf, XLA_CPU)
+
+
 def _colocation(tf: Any) -> Any:
     with tf.device("/cpu:0"):
         a = tf.constant(A_VALUES, shape=[2, 3], name="a")
@@ -62,7 +70,18 @@ def _colocation(tf: Any) -> Any:
 
 
 # The cases' words as messages: English in JSON, the chosen language in tables.
-NEEDS_GPU = Message(N_("needs a GPU: no GPU on this machine, so this case cannot be run here"))
+NEEDS_SECOND_TYPE = Message(N_("needs a GPU or TensorFlow's XLA_CPU device: no GPU here, and this TensorFlow makes no "
+                               "XLA devices (even with TF_XLA_FLAGS={switch}), so this case cannot be run here"),
+                            switch=XLA_SWITCH)
+NEEDS_XLA_AT_START = Message(N_("needs a GPU or TensorFlow's XLA_CPU device: no GPU here, and TensorFlow was already "
+                                "running in this process without its XLA devices (TF_XLA_FLAGS={switch} counts "
+                                "only when it starts), so this case cannot be run here"), switch=XLA_SWITCH)
+XLA_CPU = "/device:XLA_CPU:0"
+# Where no GPU exists, the no-kernel case runs on TensorFlow's XLA_CPU device, a second device type
+# with a kernel registry of its own (no string ops): the same error and the same fallback, for real.
+NO_KERNEL_ON_XLA = Case("no-gpu-kernel", Message(N_("A string op (AsString) pinned to XLA_CPU:0, standing in for a "
+                                                    "GPU (none here): it has no XLA_CPU kernel")),
+                        XLA_CPU, _string_on_xla)
 CASES = (
     Case("missing-gpu", Message(N_("MatMul pinned to a GPU this machine does not have (the guide's /gpu:2)")),
          "/gpu:2", _matmul_on("/gpu:2")),
@@ -89,8 +108,7 @@ def _run(tf: Any, case: Case, soft: bool) -> tuple[Any, str | None, str | None, 
                 fetch = case.build(tf)
             with tf.compat.v1.Session(graph=graph, config=session_config(tf, options)) as sess:
                 value = sess.run(fetch)
-            result = value.tolist() if hasattr(value, "tolist") else value
-            result = result.decode() if isinstance(result, bytes) else result
+            result = plain(value)
             error_class = message = None
         except (tf.errors.OpError, ValueError) as exc:
             result, error_class = None, type(exc).__name__
@@ -111,7 +129,10 @@ def _failure(message: str, error_class: str | None, requested: str) -> Placement
 def _case(tf: Any, case: Case, have_gpu: bool, devices: tuple[str, ...], kernels: Any, check: Any) -> FailureCase:
     """Run one case without soft placement, then with it; or say why it cannot run here."""
     if case.needs_gpu and not have_gpu:
-        return FailureCase(case.name, case.description, case.requested, skip_reason=NEEDS_GPU)
+        if not xla_devices(tf):
+            why = NEEDS_SECOND_TYPE if xla_missing(_OPTIONS) == "dropped" else NEEDS_XLA_AT_START
+            return FailureCase(case.name, case.description, case.requested, skip_reason=why)
+        case = NO_KERNEL_ON_XLA  # the same lesson on the second device type there is
     try:
         _, error_class, message, _, _ = _run(tf, case, soft=False)
     except CaseUnavailable as exc:
@@ -134,12 +155,13 @@ def _case(tf: Any, case: Case, have_gpu: bool, devices: tuple[str, ...], kernels
 
 
 def catalogue() -> FailureCatalogue:
-    """Run every case (GPU-only ones only where a GPU exists) and report what happened."""
+    """Run every case and report what happened: those that need a GPU on TensorFlow's XLA_CPU device
+    where there is none (its XLA devices on, for the one start-up all the cases share)."""
     private.forget()
     with capture_fds():
-        tf = tensorflow(RunOptions(cpus=_CPUS))
+        tf = tensorflow(_OPTIONS)
         have_gpu = bool(tf.config.list_physical_devices("GPU"))
-    kernels, devices = kernel_map(), available_devices(tf)
+        kernels, devices = kernel_map(), available_devices(tf)  # XLA's service logs when first asked
     check = kernel_checks(devices)
     cases = tuple(_case(tf, case, have_gpu, devices, kernels, check) for case in CASES)
     return FailureCatalogue(cases, tuple(private.missing_facts()))

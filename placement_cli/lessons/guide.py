@@ -8,7 +8,7 @@ from typing import Any
 from placement_cli import messages
 from placement_cli.i18n import Message
 from placement_cli.model import Report
-from placement_cli.runtime.run import Trial, run_captured, run_session
+from placement_cli.runtime.run import Trial, plain, run_captured, run_session
 from placement_cli.runtime.startup import RunOptions, session_config
 
 A_VALUES = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
@@ -33,7 +33,7 @@ def _run_graph(tf: Any, build: Any, trial: Trial, options: RunOptions) -> Trial:
         with trial.graph.as_default():
             fetch = build()
         with tf.compat.v1.Session(graph=trial.graph, config=session_config(tf, options)) as sess:
-            trial.result = run_session(tf, sess, fetch, options, trial).tolist()
+            trial.result = plain(run_session(tf, sess, fetch, options, trial))
     except (tf.errors.OpError, ValueError) as exc:
         trial.failed(exc)
     return trial
@@ -55,6 +55,23 @@ def matmul_graph(tf: Any, device: str | None, inputs_on: str | None) -> Any:
         b = tf.constant(A_VALUES, shape=[3, 2], name="b")
     with _on(tf, device):
         return tf.matmul(a, b)
+
+
+def string_graph(tf: Any, device: str) -> Any:
+    """Numbers made on ``device``, then written as text there: AsString has a CPU kernel only."""
+    with tf.device(device):
+        numbers = tf.range(3, name="numbers")
+        return tf.strings.as_string(numbers, name="as_string")
+
+
+def string_op(device: str, options: RunOptions) -> Report:
+    """``string_graph`` run (graph mode): where ``device`` has no AsString kernel, TensorFlow refuses
+    the pin, or with soft placement runs the op on the CPU."""
+
+    def build(tf: Any, options: RunOptions) -> Trial:
+        return _run_graph(tf, lambda: string_graph(tf, device), Trial(), options)
+
+    return run_captured(build, options, Message(messages.STRING_OP, device=device, mode="graph"))
 
 
 def tower_graph(tf: Any, devices: list[str], reduce_on: str, groups: dict[str, str]) -> Any:

@@ -48,6 +48,7 @@ class DemoOutcome:
     ok: bool = True
     problem: str | None = None
     ran: tuple[str, ...] = ()
+    skipped: bool = False  # not runnable here (its notice says why): its code did not run, and nothing failed
 
     def result_dict(self) -> Any:
         if self.result is None:

@@ -25,4 +25,6 @@ def format_result(result: object) -> str:
         return "[" + ", ".join(format_result(x) for x in result) + "]"
     if isinstance(result, float) and result.is_integer():
         return str(int(result))
+    if isinstance(result, str):  # a string tensor's value: quoted, so "1" is not read as the number 1
+        return repr(result)
     return str(result)

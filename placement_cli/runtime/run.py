@@ -162,6 +162,14 @@ def outcome(parsed: tuple[PlacementFailure, ...], trial: Trial) -> tuple[tuple[P
                              message=message, available_devices=trial.available),), run_error
 
 
+def plain(value: Any) -> Any:
+    """A fetched value as JSON holds it: nested lists, a string tensor's bytes as text."""
+    value = value.tolist() if hasattr(value, "tolist") else value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return [plain(v) for v in value] if isinstance(value, list) else value
+
+
 def essential(message: str) -> str:
     """TensorFlow's message without the Python traceback graph mode adds to it ("Graph execution error:",
     "Detected at node ... defined at", File lines, "Node: 'x'", "[[x]]"); the whole message if that is all."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,7 @@ class RunOptions:
     virtual_gpus: int | None = None
     copies: bool = False  # record the executed graph's _Send/_Recv pairs (constant folding off)
     tensorboard: str | None = None  # graph mode: write a TensorBoard event file (graph, assigned devices, step stats) here
+    xla: bool = False  # a device asked for is an XLA device: TensorFlow's XLA devices are turned on before it starts
 
 
 _TF: Any = None
@@ -37,6 +39,68 @@ def drop_cluster_config(environ: Any = None) -> str | None:
     return value if value is not None and value.strip() else None
 _VGPU_MB = 512  # memory of each logical GPU carved out of one physical GPU
 
+# TensorFlow makes its XLA devices (XLA_CPU:0, and XLA_GPU:N beside GPUs) only with this switch in
+# TF_XLA_FLAGS when it starts (it reads the variable once a process); a deprecated switch, that a
+# later version may drop: xla_devices() says what this one made.
+XLA_SWITCH = "--tf_xla_enable_xla_devices"
+XLA_DEVICES_FLAG = XLA_SWITCH  # what is added to TF_XLA_FLAGS (a test sets the switch off here: a TF without them)
+_xla_switched: list[bool] = []  # the switch was in TF_XLA_FLAGS when this process's TensorFlow started
+
+
+def xla_flags(current: str | None) -> str:
+    """TF_XLA_FLAGS with XLA_DEVICES_FLAG added after the user's own flags (theirs kept, in order). A
+    value that is not flags (they start with --) is, to TensorFlow, the name of a file of flags: its
+    flags come first then."""
+    check_xla_flags(current)
+    if current is None or not current.strip():
+        return XLA_DEVICES_FLAG
+    if not current.lstrip().startswith("--"):
+        with open(current.strip(), encoding="utf-8") as flags:  # noqa: PTH123 - checked readable above
+            current = flags.read()
+    return f"{current.strip()} {XLA_DEVICES_FLAG}"
+
+
+def check_xla_flags(current: str | None) -> None:
+    """UsageProblem (exit 2) for a TF_XLA_FLAGS that TensorFlow would die on, silently, at start-up:
+    a value that is not flags and no file of flags it can read."""
+    if current is None or not current.strip() or current.lstrip().startswith("--"):
+        return
+    if not os.path.isfile(current.strip()) or not os.access(current.strip(), os.R_OK):
+        raise UsageProblem(f"TF_XLA_FLAGS={current.strip()[:60]!r}: TensorFlow reads a value that does not start "
+                           "with -- as a file of flags, and there is no such readable file here; it would stop "
+                           "at start-up. Unset it, or give flags such as --tf_xla_enable_xla_devices")
+
+
+def _switched_on(environ: Any, import_tensorflow: Any) -> Any:
+    """Import TensorFlow with XLA_DEVICES_FLAG in TF_XLA_FLAGS, read there once, and the user's value
+    back (unset if it was) before anything else runs: processes started later never get it."""
+    before = environ.get("TF_XLA_FLAGS")
+    environ["TF_XLA_FLAGS"] = xla_flags(before)
+    try:
+        tf = import_tensorflow()
+        tf.config.list_physical_devices()  # TensorFlow reads TF_XLA_FLAGS when it first lists devices
+    finally:
+        if before is None:
+            environ.pop("TF_XLA_FLAGS", None)
+        else:
+            environ["TF_XLA_FLAGS"] = before
+    return tf
+
+
+def xla_devices(tf: Any) -> tuple[str, ...]:
+    """The XLA devices TensorFlow made (physical devices: listing them starts nothing)."""
+    return tuple(d.name for d in tf.config.list_physical_devices() if d.device_type.startswith("XLA_"))
+
+
+def xla_missing(options: RunOptions) -> str | None:
+    """Why the XLA devices a run asked for do not exist (None: they do, or none was asked for):
+    ``started`` TensorFlow was already running without the switch, ``dropped`` this TensorFlow
+    makes none even with it."""
+    if not options.xla or _TF is None or xla_devices(_TF):
+        return None
+    switched = bool(_xla_switched and _xla_switched[0]) or XLA_DEVICES_FLAG in os.environ.get("TF_XLA_FLAGS", "")
+    return "dropped" if switched else "started"
+
 
 def tensorflow(options: RunOptions) -> Any:
     """Import TensorFlow once, logging on and logical devices set before it initialises.
@@ -50,9 +114,17 @@ def tensorflow(options: RunOptions) -> Any:
     if _TF is not None:
         return _TF
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0"
-    import tensorflow as tf  # noqa: PLC0415 - only run commands import TensorFlow
+    check_xla_flags(os.environ.get("TF_XLA_FLAGS"))
 
-    tf.debugging.set_log_device_placement(True)
+    def import_tensorflow() -> Any:
+        import tensorflow as tf  # noqa: PLC0415 - only run commands import TensorFlow
+
+        tf.debugging.set_log_device_placement(True)  # first, before anything can initialise the context
+        return tf
+
+    started = "tensorflow" in sys.modules  # by the program around this one (a notebook): too late for a switch
+    tf = _switched_on(os.environ, import_tensorflow) if options.xla and not started else import_tensorflow()
+    _xla_switched[:] = [options.xla and not started]
     if options.cpus:
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * options.cpus)
