@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -306,3 +307,35 @@ print(repr(got_a), repr(got_b), before == where(), fdcapture._ORIGINALS, reached
 def test_split_captures_stopped_out_of_order_put_every_fd_back_and_ctrl_c_waits_for_it() -> None:
     proc = subprocess.run([sys.executable, "-c", OUT_OF_ORDER], capture_output=True, text=True, timeout=60)
     assert proc.stdout == ("{1: b'a1\\n', 2: b''} {1: b'b1\\nb2\\n', 2: b''} True {} True after the block\n"), proc.stderr
+
+
+_DIES = r"""
+import os, sys
+from placement_cli.runtime.fdcapture import {how}
+line = b"F0000 00:00:1795557014.587480    4303 parse_flags_from_env.cc:234] Unknown flag in TF_XLA_FLAGS: --bogus\x1b[2J\n"
+{start}
+os.write(1, b"I0000 00:00:1.5    4303 placer.cc:162] a: (Const): /job:localhost/replica:0/task:0/device:CPU:0\n")
+os.write(2, b"E0000 00:00:1.5    4303 x.cc:1] an error, not the end\n" + line)
+os._exit(1)  # as LOG(QFATAL) ends a process: no Python code runs after
+"""
+
+
+@pytest.mark.parametrize(("how", "start"), [("capture_fds", "held = capture_fds(); held.__enter__()"),
+                                            ("SplitCapture", "held = SplitCapture(); held.start()")])
+def test_tensorflow_s_last_words_are_told_when_it_ends_the_process_inside_a_capture(how: str, start: str) -> None:
+    """TensorFlow ends a process from C++ (an unknown flag in TF_XLA_FLAGS): its FATAL line, written
+    into the capture, reaches the user's stderr (control bytes made harmless); the rest stays unshown."""
+    done = subprocess.run([sys.executable, "-c", _DIES.format(how=how, start=start)], capture_output=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stdout == b""
+    assert done.stderr.decode() == ("placement: TensorFlow ended the process: F0000 00:00:1795557014.587480    4303 "
+                                    "parse_flags_from_env.cc:234] Unknown flag in TF_XLA_FLAGS: --bogus?[2J\n")
+
+
+def test_a_capture_that_ends_leaves_no_watcher_and_says_nothing() -> None:
+    script = ("import os, sys\nfrom placement_cli.runtime.fdcapture import capture_fds\n"
+              "with capture_fds():\n    os.write(2, b'F0000 00:00:1.5    1 x.cc:1] not the end\\n')\n"
+              "print(os.listdir('/proc/self/task') and len([p for p in os.listdir('/proc') if p.isdigit() and "
+              "open(f'/proc/{p}/stat').read().split()[3] == str(os.getpid())]))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "0\n", "")

@@ -196,3 +196,12 @@ def test_tf_xla_flags_garbage_is_a_usage_error_not_a_silent_death() -> None:
     proc = run_cli("show", env={"TF_XLA_FLAGS": "garbage"})
     assert proc.returncode == 2 and "TF_XLA_FLAGS='garbage'" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_an_unknown_tf_xla_flag_ends_tensorflow_with_its_last_words_shown() -> None:
+    """TensorFlow ends the process itself (LOG(QFATAL), exit 1) for a flag it does not know, while
+    placement captures its output: the FATAL line still reaches the user, and the run is not exit 0."""
+    proc = run_cli("show", "--json", env={"TF_XLA_FLAGS": "--no_such_flag_here"})
+    assert proc.returncode != 0 and proc.stdout == ""
+    assert "placement: TensorFlow ended the process: F" in proc.stderr
+    assert "--no_such_flag_here" in proc.stderr

@@ -19,6 +19,9 @@ def _header(severities: bytes) -> bytes:
 # sev2 (the severity letter), file (the source file, with its folders).
 HEADER = _header(rb"[IWEF]")
 INFO_HEADER = _header(rb"I")
+# A FATAL line as TensorFlow writes it: the last words of a process it ends (LOG(FATAL) aborts,
+# LOG(QFATAL) exits with 1: an unknown flag in TF_XLA_FLAGS, a failed CHECK).
+FATAL_LINE = rb"(?m)^" + _header(rb"F") + rb"[^\n]*+"
 # Where a header may start inside a line (after a program's unfinished line): found fast, then tried.
 HEADER_START = rb"(?=[IWEF]\d{4} \d\d:\d\d:\d|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.)"
 # An unfinished line that may still become a header line (a capture holds it back a moment).

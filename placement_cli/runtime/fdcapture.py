@@ -13,12 +13,13 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Collection, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import IO, Any
 
 from placement_cli.logparse import eager, glog, mapping, placer, written
+from placement_cli.runtime import lastwords
 
 
 @dataclass
@@ -50,9 +51,10 @@ def capture_fds(fds: tuple[int, ...] = (1, 2)) -> Iterator[Captured]:
     with tempfile.TemporaryFile(mode="w+b") as sink:
         saved = {fd: os.dup(fd) for fd in fds}
         try:
-            for fd in fds:
-                os.dup2(sink.fileno(), fd)
-            yield captured
+            with lastwords.watched([sink.fileno()], saved[2]) if 2 in saved else nullcontext():
+                for fd in fds:
+                    os.dup2(sink.fileno(), fd)
+                yield captured
         finally:
             _flush_all()
             for fd, copy in saved.items():
@@ -92,6 +94,7 @@ class SplitCapture:
     def __init__(self, fds: tuple[int, ...] = (1, 2)) -> None:
         self.fds = fds
         self._sinks: dict[int, IO[bytes]] = {}
+        self._watch = ExitStack()  # the watcher of TensorFlow's last words, while the capture holds fd 2
 
     def start(self) -> None:
         with interrupts_deferred():
@@ -103,6 +106,8 @@ class SplitCapture:
                     if fd not in _ORIGINALS:
                         _ORIGINALS[fd] = os.dup(fd)
                 _STACK.append(self)
+                if 2 in self._sinks:
+                    self._watch.enter_context(lastwords.watched([self._sinks[2].fileno()], _ORIGINALS[2]))
                 for fd in self.fds:
                     os.dup2(self._sinks[fd].fileno(), fd)
             except BaseException:
@@ -132,6 +137,7 @@ class SplitCapture:
                     _point(fd)
                 except OSError as error:  # the other fds still go back
                     failed = failed or error
+            self._watch.close()
             received: dict[int, bytes] = {}
             for fd, sink in self._sinks.items():
                 try:
