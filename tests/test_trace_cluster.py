@@ -1,0 +1,196 @@
+"""`placement trace --cluster`: the user's own multi-worker / parameter-server script, one real process
+per task on real TensorFlow servers, as TensorFlow's tutorials run it. One run per shape, shared by
+the tests of this module (each TensorFlow start-up costs seconds)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trace_helpers import TRACE, environment, gone
+
+SCRIPTS = Path(__file__).parent / "fixtures" / "distributed"
+MWMS = str(SCRIPTS / "mwms.py")
+PSS = str(SCRIPTS / "pss.py")
+
+
+def _leftovers(marker: str) -> list[str]:
+    """Processes still running whose command line names ``marker`` (zombies are gone)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:
+            continue
+        if marker in cmdline and not gone(int(entry)):
+            found.append(f"{entry}: {cmdline}")
+    return found
+
+
+def _listening(ports: set[int]) -> set[int]:
+    """Which of ``ports`` something listens on, in this network namespace."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) in ports:  # 0A: LISTEN
+                found.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return found
+
+
+def _run(tmp: Path, *args: str) -> tuple[subprocess.CompletedProcess[bytes], Path]:
+    work = tmp / "work"
+    work.mkdir()
+    env = environment(tmp)
+    done = subprocess.run([*TRACE, *args], cwd=work, env=env, capture_output=True, timeout=240, check=False)
+    return done, Path(env["TMPDIR"])
+
+
+@pytest.fixture(scope="module")
+def mwms(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("mwms")
+    done, tmpdir = _run(tmp, "--cluster", "worker=2", "--json", "--save-log", str(tmp / "logs"), MWMS)
+    return {"done": done, "tmp": tmp, "tmpdir": tmpdir, "doc": json.loads(done.stdout) if done.stdout else None}
+
+
+@pytest.fixture(scope="module")
+def pss(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("pss")
+    done, tmpdir = _run(tmp, "--cluster", "chief=1,ps=1,worker=2", "--all", PSS)
+    return {"done": done, "tmp": tmp, "tmpdir": tmpdir}
+
+
+def test_mwms_runs_every_worker_with_its_output_prefixed_and_its_tf_config(mwms: dict[str, Any]) -> None:
+    done = mwms["done"]
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    err = done.stderr.decode()
+    for i in (0, 1):  # --json: the tasks' stdout goes to stderr, each line after its task
+        assert f"worker/{i} | hello from worker {i}\n" in err
+        assert re.search(rf"^worker/{i} \| worker {i} loss \d", err, re.M)
+    doc = mwms["doc"]
+    assert doc["exit_code"] == 0
+    tasks = doc["tasks"]
+    assert [(t["job"], t["task"], t["exit_code"]) for t in tasks] == [("worker", 0, 0), ("worker", 1, 0)]
+    assert all(re.fullmatch(r"localhost:\d+", t["address"]) and t["pid"] for t in tasks)
+    assert len({t["address"] for t in tasks}) == 2
+    assert all(gone(t["pid"]) for t in tasks)
+
+
+def test_mwms_placements_are_grouped_by_the_task_that_placed_them(mwms: dict[str, Any]) -> None:
+    placements = mwms["doc"]["placements"]
+    assert {(p["job"], p["task"]) for p in placements} == {("worker", 0), ("worker", 1)}
+    for i in (0, 1):  # each worker ran the step function's collective all-reduce on its own CPU
+        mine = [p for p in placements if p["task"] == i]
+        assert any(p["op"] == "CollectiveReduceV2" for p in mine)
+        assert all(p["canonical"].startswith(f"/job:worker/replica:0/task:{i}/") for p in mine)
+
+
+def test_mwms_save_log_keeps_each_task_byte_exact_and_parse_reads_the_logs(mwms: dict[str, Any]) -> None:
+    logs = mwms["tmp"] / "logs"
+    for i in (0, 1):
+        out = (logs / f"worker-{i}.out").read_bytes()
+        assert re.fullmatch(rb"hello from worker %d\nworker %d loss \d+\.\d{3}\n" % (i, i), out), out
+        assert (logs / f"worker-{i}.err").exists()
+    parsed = subprocess.run([sys.executable, "-m", "placement_cli", "parse", "--json", str(logs / "worker-0.log"),
+                             str(logs / "worker-1.log")], capture_output=True, check=False, env=environment(mwms["tmp"]))
+    assert parsed.returncode == 0, parsed.stderr.decode()
+    by_device = json.loads(parsed.stdout)["summary"]["by_device"]
+    assert "/job:worker/replica:0/task:0/device:CPU:0" in by_device
+    assert "/job:worker/replica:0/task:1/device:CPU:0" in by_device
+
+
+def test_mwms_leaves_no_temporary_file(mwms: dict[str, Any]) -> None:
+    assert list(mwms["tmpdir"].iterdir()) == []
+
+
+def test_pss_chief_finishes_servers_are_ended_and_variables_live_on_ps(pss: dict[str, Any]) -> None:
+    done = pss["done"]
+    out, err = done.stdout.decode(), done.stderr.decode()
+    assert done.returncode == 0, err[-3000:]
+    assert re.search(r"^chief/0  \| chief done, loss \d", out, re.M)
+    for name in ("ps/0     | ps 0 serving", "worker/0 | worker 0 serving", "worker/1 | worker 1 serving"):
+        assert name + "\n" in out
+    tasks = out[out.index("Tasks ("):]
+    assert re.search(r"│ chief/0\s+│ localhost:\d+\s+│ \d+\s+│ 0 ", tasks)
+    for name in ("ps/0", "worker/0", "worker/1"):
+        assert re.search(rf"│ {name}\s+│ localhost:\d+\s+│ \d+\s+│ ended by placement \(SIG(TERM|KILL)\)", tasks)
+    variables = out[out.index("Where the variables live"):]
+    assert "ps/0 CPU:0" in variables
+    assert re.search(r"ps/0 CPU:0\s+│\s+\S*\s*AssignSubVariableOp|AssignSubVariableOp.*ps/0 CPU:0", out)
+    assert list(pss["tmpdir"].iterdir()) == []
+    assert _leftovers(PSS) == []
+
+
+def test_a_failing_worker_is_named_with_its_error_and_the_run_fails(tmp_path: Path) -> None:
+    done, tmpdir = _run(tmp_path, "--cluster", "worker=2", MWMS, "--fail")
+    err = done.stderr.decode()
+    assert done.returncode == 1, err[-3000:]
+    assert "worker/1 | worker 1 gives up\n" in err
+    named = [line for line in err.splitlines() if line.startswith("placement: worker/1 (pid ")]
+    assert named and "exited with code 1" in named[0] and "worker 1: failing on purpose" in named[0], err[-2000:]
+    assert "worker/0" in done.stdout.decode()  # the report names the worker placement ended
+    assert _leftovers(MWMS) == []
+    assert list(tmpdir.iterdir()) == []
+
+
+SLEEPER = """
+import json, os, sys, time
+config = json.loads(os.environ["TF_CONFIG"])
+import tensorflow as tf
+port = config["cluster"][config["task"]["type"]][config["task"]["index"]].rsplit(":", 1)[1]
+server = tf.distribute.Server(config["cluster"], job_name=config["task"]["type"], task_index=config["task"]["index"])
+print("serving", port, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_to_placement_ends_every_task_and_leaves_nothing(tmp_path: Path, sig: signal.Signals) -> None:
+    script = tmp_path / f"sleeper_{sig.name}.py"
+    script.write_text(SLEEPER)
+    env = environment(tmp_path)
+    proc = subprocess.Popen([*TRACE, "--cluster", "worker=1,ps=1", str(script)], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert proc.stdout is not None
+    ports: set[int] = set()
+    seen = b""
+    deadline = time.monotonic() + 180
+    try:
+        while len(ports) < 2 and time.monotonic() < deadline:
+            ready, _, _ = select.select([proc.stdout], [], [], 1.0)
+            if ready:
+                chunk = os.read(proc.stdout.fileno(), 65536)
+                if not chunk:
+                    break
+                seen += chunk
+                ports = {int(p) for p in re.findall(rb"\| serving (\d+)\n", seen)}
+        assert len(ports) == 2, seen.decode()[-2000:]
+        proc.send_signal(sig)
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + sig
+    assert _leftovers(str(script)) == []
+    assert _leftovers("cluster_trace_launcher") == [] or all(  # another test's launcher may run beside this one
+        str(script) not in line for line in _leftovers("cluster_trace_launcher"))
+    assert _listening(ports) == set()
+    assert list(Path(env["TMPDIR"]).iterdir()) == []
