@@ -30,7 +30,7 @@ def trace(
     op: OpFilterOpt = None,
     node: NodeFilterOpt = None,
     top: TopOpt = None,
-    save_log: Annotated[str | None, typer.Option("--save-log", metavar="FILE", help="Keep TensorFlow's log (and the script's uncaught error) in FILE.")] = None,
+    save_log: Annotated[str | None, typer.Option("--save-log", metavar="FILE", help="Keep TensorFlow's log (and the script's uncaught error) in FILE. With --cluster, FILE is a folder: per task, TensorFlow's log (worker-0.log) and its own stdout and stderr (worker-0.out, worker-0.err), byte for byte.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Let --save-log, --svg, --dot and --graph-svg overwrite an existing FILE.")] = False,
     log: Annotated[bool, typer.Option("--log", help="Echo TensorFlow's placement lines too, as they come.")] = False,
     copies: Annotated[bool, typer.Option("--copies", help="List the _Send/_Recv copies between devices of the script's tf.compat.v1.Session runs (their executed graphs, as grappler left them; asked for once per session and fetch).")] = False,
