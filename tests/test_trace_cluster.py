@@ -207,3 +207,77 @@ def test_a_signal_to_placement_ends_every_task_and_leaves_nothing(tmp_path: Path
     assert all(map(gone, launchers))
     assert _listening(ports) == set()
     assert list(Path(env["TMPDIR"]).iterdir()) == []
+
+
+# Cheap runs without TensorFlow: what placement itself does with the tasks' output, codes and ends.
+
+CHATTY = r"""
+import json, os, sys, time
+task = json.loads(os.environ["TF_CONFIG"])["task"]
+name = f"{task['type']}{task['index']}"
+if task["type"] == "ps":
+    print("ps serving", flush=True)
+    time.sleep(600)
+sys.stdout.buffer.write(b"partial " + name.encode())
+sys.stdout.flush()  # the rest of the line comes in another write
+sys.stdout.buffer.write(b" done\n\xff\xfe raw\n")
+sys.stdout.flush()
+sys.stderr.write(f"{name} to stderr\nno newline at the end")
+sys.exit(int(os.environ.get("CHIEF_CODE", "0")) if task["type"] == "chief" else 0)
+"""
+
+
+def test_lines_are_prefixed_whole_and_saved_byte_exact(tmp_path: Path) -> None:
+    script = tmp_path / "chatty.py"
+    script.write_text(CHATTY)
+    done = subprocess.run([*TRACE, "--cluster", "worker=2", "--save-log", str(tmp_path / "logs"), str(script)],
+                          cwd=tmp_path, env=environment(tmp_path), capture_output=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr.decode()
+    for i in (0, 1):
+        assert f"worker/{i} | partial worker{i} done\n".encode() in done.stdout  # a line waits for its end
+        assert f"worker/{i} | \xff\xfe raw\n".encode("latin-1") in done.stdout
+        assert f"worker/{i} | worker{i} to stderr\n".encode() in done.stderr
+        assert re.search(rb"^worker/%d \| no newline at the end" % i, done.stderr, re.M)
+        assert (tmp_path / "logs" / f"worker-{i}.out").read_bytes() == b"partial worker%d done\n\xff\xfe raw\n" % i
+        assert (tmp_path / "logs" / f"worker-{i}.err").read_bytes() == b"worker%d to stderr\nno newline at the end" % i
+    again = subprocess.run([*TRACE, "--cluster", "worker=2", "--save-log", str(tmp_path / "logs"), str(script)],
+                           cwd=tmp_path, env=environment(tmp_path), capture_output=True, timeout=60, check=False)
+    assert again.returncode == 2 and b"the file exists" in again.stderr and b"partial" not in again.stdout
+
+
+def test_the_chiefs_exit_code_is_placements_and_serving_tasks_are_ended(tmp_path: Path) -> None:
+    script = tmp_path / "chatty.py"
+    script.write_text(CHATTY)
+    done = subprocess.run([*TRACE, "--json", "--cluster", "chief=1,worker=1,ps=1", str(script)], cwd=tmp_path,
+                          env=environment(tmp_path, CHIEF_CODE="3"), capture_output=True, timeout=120, check=False)
+    assert done.returncode == 3, done.stderr.decode()
+    doc = json.loads(done.stdout)
+    tasks = {f"{t['job']}/{t['task']}": t for t in doc["tasks"]}
+    assert list(tasks) == ["chief/0", "worker/0", "ps/0"]
+    assert tasks["chief/0"]["exit_code"] == 3 and not tasks["chief/0"]["ended_by_placement"]
+    assert tasks["ps/0"]["ended_by_placement"] and tasks["ps/0"]["exit_code"] < 0
+    assert doc["exit_code"] == 3
+    assert "chief/0 (pid" in doc["error"] and "exited with code 3" in doc["error"]
+    assert _leftovers(str(script)) == []
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--cluster", "worker=0"], "worker takes 1 to 16 tasks"),
+    (["--cluster", "evaluator=1"], "give JOB=COUNT pairs"),
+    (["--cluster", "ps=1"], "at least one worker"),
+    (["--cluster", "worker=1,worker=2"], "worker is given twice"),
+    (["--cluster", "worker=1", "--cluster-spec", "spec.json"], "not both"),
+    (["--cluster-spec", "remote.json"], "every task runs on this machine"),
+    (["--cluster", "worker=1", "--save-log", "afile"], "give a folder"),
+])
+def test_bad_cluster_options_are_usage_errors_and_run_nothing(tmp_path: Path, args: list[str], says: str) -> None:
+    script = tmp_path / "never.py"
+    script.write_text("open('ran', 'w').close()\n")
+    (tmp_path / "spec.json").write_text('{"worker": ["localhost:2222"]}')
+    (tmp_path / "remote.json").write_text('{"worker": ["10.1.2.3:2222"]}')
+    (tmp_path / "afile").write_text("")
+    done = subprocess.run([*TRACE, *args, str(script)], cwd=tmp_path, env=environment(tmp_path),
+                          capture_output=True, timeout=60, check=False)
+    assert done.returncode == 2, done.stderr.decode()
+    assert says in done.stderr.decode()
+    assert not (tmp_path / "ran").exists()
