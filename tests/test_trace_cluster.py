@@ -167,11 +167,15 @@ time.sleep(600)
 """
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL])
-def test_a_signal_to_placement_ends_every_task_and_leaves_nothing(tmp_path: Path, sig: signal.Signals) -> None:
+# SIGINT and SIGKILL without the private network namespace: the tasks' ports are then seen listening
+# here while they run, and seen closed afterwards
+@pytest.mark.parametrize("sig, shared_network", [(signal.SIGINT, True), (signal.SIGTERM, False), (signal.SIGHUP, False),
+                                                 (signal.SIGKILL, True)])
+def test_a_signal_to_placement_ends_every_task_and_leaves_nothing(tmp_path: Path, sig: signal.Signals,
+                                                                  shared_network: bool) -> None:
     script = tmp_path / f"sleeper_{sig.name}.py"
     script.write_text(SLEEPER)
-    env = environment(tmp_path)
+    env = environment(tmp_path, **({"PLACEMENT_CLUSTER_NO_NAMESPACE": "1"} if shared_network else {}))
     proc = subprocess.Popen([*TRACE, "--cluster", "worker=1,ps=1", str(script)], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert proc.stdout is not None
@@ -191,6 +195,8 @@ def test_a_signal_to_placement_ends_every_task_and_leaves_nothing(tmp_path: Path
         tasks = [pid for pid in (int(line.split(":")[0]) for line in _leftovers(str(script))) if pid != proc.pid]
         launchers = {_parent(pid) for pid in tasks} - {proc.pid}
         assert len(tasks) == 2 and len(launchers) == 1
+        if shared_network:
+            assert _listening(ports) == ports
         proc.send_signal(sig)
         proc.communicate(timeout=60)
     finally:
@@ -281,3 +287,44 @@ def test_bad_cluster_options_are_usage_errors_and_run_nothing(tmp_path: Path, ar
     assert done.returncode == 2, done.stderr.decode()
     assert says in done.stderr.decode()
     assert not (tmp_path / "ran").exists()
+
+
+STOPS = """
+import json, os, signal, time
+task = json.loads(os.environ["TF_CONFIG"])["task"]
+print("started", flush=True)
+if task["index"] == 1:
+    os.kill(os.getpid(), signal.SIGSTOP)
+time.sleep(600)
+"""
+
+
+def test_a_stopped_task_is_named_and_every_task_is_ended(tmp_path: Path) -> None:
+    script = tmp_path / "stops.py"
+    script.write_text(STOPS)
+    done = subprocess.run([*TRACE, "--cluster", "worker=2", str(script)], cwd=tmp_path, env=environment(tmp_path),
+                          capture_output=True, timeout=120, check=False)
+    err = done.stderr.decode()
+    assert done.returncode != 0
+    assert re.search(r"^placement: worker/1 \(pid \d+\) was found stopped \(process state [Tt]", err, re.M), err
+    assert _leftovers(str(script)) == []
+
+
+def test_tasks_on_gpus_are_said_to_share_them_and_the_users_cuda_visible_devices_is_named(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+    from types import SimpleNamespace
+
+    from placement_cli.cli.trace_cluster import _gpu_note
+    from placement_cli.logparse.engine import parse_streams
+
+    log = (b"Executing op MatMul in device /job:worker/replica:0/task:0/device:GPU:0\n"
+           b"Executing op MatMul in device /job:worker/replica:0/task:1/device:GPU:0\n")
+    traced = SimpleNamespace(report=parse_streams([("<log>", io.BytesIO(log))]), tasks=(1, 2))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    [note] = _gpu_note(traced)
+    assert "2 tasks" in note and "CUDA_VISIBLE_DEVICES=1" in note and "GPU:0" in note
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert "CUDA_VISIBLE_DEVICES" not in _gpu_note(traced)[0]
+    cpu_only = SimpleNamespace(report=parse_streams([("<log>", io.BytesIO(log.replace(b"GPU", b"CPU")))]), tasks=(1, 2))
+    assert _gpu_note(cpu_only) == []
