@@ -305,7 +305,7 @@ def test_a_stopped_task_is_named_and_every_task_is_ended(tmp_path: Path) -> None
     done = subprocess.run([*TRACE, "--cluster", "worker=2", str(script)], cwd=tmp_path, env=environment(tmp_path),
                           capture_output=True, timeout=120, check=False)
     err = done.stderr.decode()
-    assert done.returncode != 0
+    assert done.returncode == 1
     assert re.search(r"^placement: worker/1 \(pid \d+\) was found stopped \(process state [Tt]", err, re.M), err
     assert _leftovers(str(script)) == []
 

@@ -68,7 +68,9 @@ def trace_cluster(script: str, args: list[str], *, cluster: str | None, cluster_
     for note in traced.notes:
         say(note)
     if traced.problem is not None:
-        say(str(traced.problem))
+        from placement_cli.i18n import shown as shown_message  # noqa: PLC0415
+
+        say(shown_message(traced.problem))
     if traced.output_closed:
         return Outcome(code=traced.exit_code, output_closed=True)
     name = one_line(script)

@@ -533,7 +533,8 @@ class _Run:
         if chief is not None and chief.status is not None and not chief.ended:
             code = chief.status
         elif self.first_failure is not None and self.first_failure.status is not None:
-            code = self.first_failure.status or 1
+            # a task found stopped was killed by placement: that signal is not its own code
+            code = 1 if self.first_failure.ended else self.first_failure.status or 1
         elif self.problem is not None:
             code = 1
         else:
