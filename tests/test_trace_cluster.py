@@ -78,7 +78,7 @@ def mwms(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def pss(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("pss")
-    done, tmpdir = _run(tmp, "--cluster", "chief=1,ps=1,worker=2", "--all", PSS)
+    done, tmpdir = _run(tmp, "--cluster", "chief=1,ps=1,worker=2", "--all", "--dot", str(tmp / "graph.dot"), PSS)
     return {"done": done, "tmp": tmp, "tmpdir": tmpdir}
 
 
@@ -141,6 +141,12 @@ def test_pss_chief_finishes_servers_are_ended_and_variables_live_on_ps(pss: dict
     assert re.search(r"ps/0 CPU:0\s+│\s+\S*\s*AssignSubVariableOp|AssignSubVariableOp.*ps/0 CPU:0", out)
     assert list(pss["tmpdir"].iterdir()) == []
     assert _leftovers(PSS) == []
+
+
+def test_pss_pictures_draw_each_tasks_graph_apart(pss: dict[str, Any]) -> None:
+    dot = (pss["tmp"] / "graph.dot").read_text()
+    for task in ("ps/0", "worker/0", "worker/1"):  # each task's function partitions, their nodes named by task
+        assert re.search(rf'"{task}: [^"]+"', dot), task
 
 
 def test_a_failing_worker_is_named_with_its_error_and_the_run_fails(tmp_path: Path) -> None:
