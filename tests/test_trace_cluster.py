@@ -334,3 +334,16 @@ def test_tasks_on_gpus_are_said_to_share_them_and_the_users_cuda_visible_devices
     assert "CUDA_VISIBLE_DEVICES" not in _gpu_note(traced)[0]
     cpu_only = SimpleNamespace(report=parse_streams([("<log>", io.BytesIO(log.replace(b"GPU", b"CPU")))]), tasks=(1, 2))
     assert _gpu_note(cpu_only) == []
+
+
+def test_between_graph_copies_between_tasks_are_listed_with_their_bytes(tmp_path: Path) -> None:
+    done, _ = _run(tmp_path, "--cluster", "worker=1,ps=1", "--copies", "--json", str(SCRIPTS / "between_graph.py"))
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    assert "worker/0 | worker 0 32768.0\n" in done.stderr.decode()
+    doc = json.loads(done.stdout)
+    ps, worker = "/job:ps/replica:0/task:0/device:CPU:0", "/job:worker/replica:0/task:0/device:CPU:0"
+    read = [c for c in doc["copies"] if c["from"] == ps and c["to"] == worker]
+    assert read and read[0]["bytes"] == 64 * 64 * 4 and read[0]["dtype"] == "float32"  # w, read by the worker's MatMul
+    assert any(c["from"] == worker and c["to"] == ps for c in doc["copies"])  # w's initial value, made on the worker
+    variables = [p for p in doc["placements"] if p["op"] == "VarHandleOp" and p["node"] == "w"]
+    assert variables and {(p["job"], p["task"]) for p in variables} == {("ps", 0)}

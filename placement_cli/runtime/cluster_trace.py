@@ -516,8 +516,7 @@ class _Run:
         code = self._exit_code()
         parts = []
         for task in self.tasks:
-            facts = _facts(task.facts_raw)
-            parts.append((task.job, task.index, task.parsed, facts))
+            parts.append((task.job, task.index, task.parsed, (*_facts(task.facts_raw), _copy_sizes(task.facts_raw))))
         report, graph = merge(parts)
         title = Message(TRACE, script=one_line(self.script), code=code)
         report, graph = replace(report, title=title), replace(graph, title=title)
@@ -540,6 +539,16 @@ class _Run:
         else:
             code = 0
         return 128 - code if code < 0 else code
+
+
+def _copy_sizes(raw: bytes | None) -> dict[str, Any] | None:
+    """The sizes of the task's Session copies, as its recorder found them in the graph."""
+    try:
+        data = json.loads(raw) if raw else None
+    except ValueError:
+        return None
+    sizes = data.get("copy_sizes") if isinstance(data, dict) else None
+    return sizes if isinstance(sizes, dict) else None
 
 
 def run_cluster_traced(script: str, args: list[str], jobs: list[tuple[str, int]],

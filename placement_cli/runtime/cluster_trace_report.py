@@ -21,7 +21,16 @@ def _in_task(placement: Placement, job: str, index: int) -> Placement:
     return replace(placement, spec=replace(spec, job=job, replica=0, task=index))
 
 
-def _task_report(job: str, index: int, parsed: Any, facts: tuple[Any, Any, Any, Any]) -> Report:
+def _sized(copy: Copy, sizes: dict[str, Any]) -> Copy:
+    """A copy with the dtype, shape and bytes the task's graph gave it, where it gave them."""
+    found = sizes.get(f"{copy.tensor.rsplit(':', 1)[0]}|{copy.source}|{copy.target}")
+    if not isinstance(found, list) or len(found) != 4:
+        return copy
+    dtype, shape, size, physical = found
+    return replace(copy, dtype=dtype, shape=None if shape is None else tuple(shape), bytes=size, physical=physical)
+
+
+def _task_report(job: str, index: int, parsed: Any, facts: tuple[Any, Any, Any, Any, Any]) -> Report:
     from placement_cli.logparse.engine import parse_streams  # noqa: PLC0415
     from placement_cli.why import explain  # noqa: PLC0415
 
@@ -31,12 +40,14 @@ def _task_report(job: str, index: int, parsed: Any, facts: tuple[Any, Any, Any, 
     parsed.seek(0)
     text = parsed.read().decode("utf-8", "replace")
     parsed.close()
-    known, copies, edges, _switched = facts
+    known, copies, edges, _switched, sizes = facts
+    if copies is not None and sizes:
+        copies = tuple(_sized(c, sizes) for c in copies)
     placements = tuple(_in_task(p, job, index) for p in explain(report.placements, known))
     return replace(report, placements=placements, log=text, copies=copies, edges=edges)
 
 
-def merge(parts: list[tuple[str, int, Any, tuple[Any, Any, Any, Any]]]) -> tuple[Report, Report]:
+def merge(parts: list[tuple[str, int, Any, tuple[Any, Any, Any, Any, Any]]]) -> tuple[Report, Report]:
     """One report of every task's: placements, errors and device mappings in task order; the
     Session copies (--copies) of every task that recorded them. Then what --dot and --graph-svg
     draw: each task's graph apart, its nodes named ``TASK: node`` (every worker of a
