@@ -30,7 +30,7 @@ def trace(
     op: OpFilterOpt = None,
     node: NodeFilterOpt = None,
     top: TopOpt = None,
-    save_log: Annotated[str | None, typer.Option("--save-log", metavar="FILE", help="Keep TensorFlow's log (and the script's uncaught error) in FILE.")] = None,
+    save_log: Annotated[str | None, typer.Option("--save-log", metavar="FILE", help="Keep TensorFlow's log (and the script's uncaught error) in FILE. With --cluster, FILE is a folder: per task, TensorFlow's log (worker-0.log) and its own stdout and stderr (worker-0.out, worker-0.err), byte for byte.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Let --save-log, --svg, --dot and --graph-svg overwrite an existing FILE.")] = False,
     log: Annotated[bool, typer.Option("--log", help="Echo TensorFlow's placement lines too, as they come.")] = False,
     copies: Annotated[bool, typer.Option("--copies", help="List the _Send/_Recv copies between devices of the script's tf.compat.v1.Session runs (their executed graphs, as grappler left them; asked for once per session and fetch).")] = False,
@@ -40,6 +40,8 @@ def trace(
     svg: SvgOpt = None,
     dot: DotOpt = None,
     graph_svg: GraphSvgOpt = None,
+    cluster: Annotated[str | None, typer.Option("--cluster", metavar="JOB=N,...", help="Run SCRIPT once per task of a cluster on this machine (worker=N[,ps=M][,chief=1]), each with its TF_CONFIG, and report the placements per task.")] = None,
+    cluster_spec: Annotated[str | None, typer.Option("--cluster-spec", metavar="FILE", help="As --cluster, with the tasks and loopback ports of a ClusterSpec JSON or TF_CONFIG file.")] = None,
 ) -> Outcome:
     """Run your TensorFlow script with placement logging on from its first op, then show its placements.
 
@@ -60,6 +62,12 @@ def trace(
     check_distinct((("--save-log", save_log), ("--svg", svg), ("--dot", dot), ("--graph-svg", graph_svg)))
     drawn = pictures("placement trace", as_json=as_json, force=force, svg=svg, dot=dot, graph_svg=graph_svg,
                      protect=(script,))
+    if cluster is not None or cluster_spec is not None:  # one process per task: cli.trace_cluster
+        from placement_cli.cli.trace_cluster import trace_cluster  # noqa: PLC0415
+
+        return trace_cluster(script, args or [], cluster=cluster, cluster_spec=cluster_spec,
+                             filters=Filters(device, op, node, top), save_log=save_log, force=force, log=log,
+                             copies=copies, all_rows=all_rows, as_json=as_json, drawn=drawn)
     saved = open_save_log(save_log, script, force) if save_log else None
     traced = run_traced(script, args or [], stdout_fd=2 if as_json else 1, echo_log=log, save_log=saved,
                         copies=copies, closed=closed, meanwhile=_load_renderers)

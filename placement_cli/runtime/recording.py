@@ -46,6 +46,8 @@ class Recorder:
         self.session_devices: set[str] = set()
         self.copies: dict[tuple[str, str, str], None] | None = {} if copies else None
         self._partitioned: set[tuple[int, str]] = set()
+        # each copy's [dtype, shape, bytes, physical] by "tensor|from|to", where the graph tells them
+        self.copy_sizes: dict[str, list[Any]] = {}
         self.previous_logging: bool | None = None  # set_log_device_placement before install()
         self.program_logging: bool | None = None  # what the program set while installed (it reads that back)
         self.switched_off = False  # the program asked to switch placement logging off meanwhile
@@ -187,15 +189,22 @@ class Recorder:
             try:
                 return run(self, fetches, feed_dict, asked, metadata)
             finally:
-                recorder._note_copies(metadata)
+                recorder._note_copies(metadata, getattr(self, "graph", None))
 
         return partitioned_run
 
-    def _note_copies(self, metadata: Any) -> None:
+    def _note_copies(self, metadata: Any, graph: Any) -> None:
         from placement_cli.runtime.partitions import sends  # noqa: PLC0415 - only with --copies
+        from placement_cli.runtime.stepstats import copies_with_bytes  # noqa: PLC0415
 
         for copy in sends(metadata.partition_graphs):
             self.copies[(copy.tensor, copy.source, copy.target)] = None  # type: ignore[index]
+        try:  # sizes from the _Send's dtype and the Python graph's static shapes (no step is traced for them)
+            for copy in copies_with_bytes(self.tf, metadata.partition_graphs, None, graph):
+                self.copy_sizes[f"{copy.tensor.rsplit(':', 1)[0]}|{copy.source}|{copy.target}"] = [
+                    copy.dtype, None if copy.shape is None else list(copy.shape), copy.bytes, copy.physical]
+        except Exception:  # noqa: BLE001 - the copies stay listed, their sizes unknown
+            pass
 
     def available(self) -> list[str]:
         names = set(self.session_devices)
@@ -217,6 +226,7 @@ class Recorder:
             "kernels": None if kernels is None else {op: sorted(types) for op, types in kernels.items()},
             # None: not asked for, or no Session ran (the copies of tf.functions are not recorded)
             "copies": [list(c) for c in self.copies] if self.copies is not None and self._partitioned else None,
+            "copy_sizes": self.copy_sizes or None,  # read by trace --cluster (trace lists copies without them)
             # the recorded graphs' edges, for the pictures (--dot, --graph-svg): [producer, consumer, control]
             "edges": [[e.source, e.target, e.control] for e in self.graphs.edges()],
             # the program called set_log_device_placement(False): "kept" (TensorFlow logged on) or "off"

@@ -1,0 +1,138 @@
+"""`placement trace --cluster worker=N[,ps=M][,chief=1] SCRIPT`: the user's distributed program, one
+process per task, then the placements of every task (the CLI's side; runtime.cluster_trace runs it)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from placement_cli.cli import shown
+from placement_cli.cli.app import Json, Outcome, Verbatim, say
+from placement_cli.exceptions import UsageProblem
+from placement_cli.i18n import _
+
+
+def save_folder(path: str) -> str:
+    """--save-log DIR: a folder (made if missing, its parent must exist) where no task's file exists yet."""
+    from placement_cli import outputs  # noqa: PLC0415
+
+    outputs.not_an_option("--save-log", path)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UsageProblem(_("{option} {path}: with --cluster, give a folder (one file per task and stream goes in "
+                             "it)").format(option="--save-log", path=path))
+    if not os.path.isdir(path):
+        try:
+            os.mkdir(path)
+        except OSError as exc:
+            raise UsageProblem(_("{option} {path}: cannot make the folder ({why})").format(
+                option="--save-log", path=path, why=exc.strerror)) from None
+    return path
+
+
+def _taken(folder: str, jobs: list[tuple[str, int]], force: bool) -> None:
+    for job, count in jobs:
+        for i in range(count):
+            for kind in ("log", "out", "err"):
+                path = os.path.join(folder, f"{job}-{i}.{kind}")
+                if os.path.lexists(path):
+                    if not force:
+                        raise UsageProblem(_("{option} {path}: the file exists (add --force to overwrite it)").format(
+                            option="--save-log", path=path))
+                    os.unlink(path)
+
+
+def trace_cluster(script: str, args: list[str], *, cluster: str | None, cluster_spec: str | None, filters: Any,
+                  save_log: str | None, force: bool, log: bool, copies: bool, all_rows: bool, as_json: bool,
+                  drawn: Any) -> Outcome:
+    from placement_cli.filters import apply  # noqa: PLC0415
+    from placement_cli.messages import one_line  # noqa: PLC0415
+    from placement_cli.runtime.cluster_trace import jobs_of_spec, parse_cluster, run_cluster_traced  # noqa: PLC0415
+
+    if cluster is not None and cluster_spec is not None:
+        raise UsageProblem(_("give --cluster or --cluster-spec, not both"))
+    addresses = None
+    if cluster_spec is not None:
+        from placement_cli.clusterspec import from_file  # noqa: PLC0415
+
+        jobs, addresses = jobs_of_spec(from_file(cluster_spec))
+    else:
+        assert cluster is not None
+        jobs = parse_cluster(cluster)
+    folder = save_folder(save_log) if save_log else None
+    if folder is not None:
+        _taken(folder, jobs, force)
+    traced = run_cluster_traced(script, args, jobs, addresses, stdout_fd=2 if as_json else 1, echo_log=log,
+                                save_dir=folder, copies=copies)
+    for note in traced.notes:
+        say(note)
+    if traced.problem is not None:
+        from placement_cli.i18n import shown as shown_message  # noqa: PLC0415
+
+        say(shown_message(traced.problem))
+    if traced.output_closed:
+        return Outcome(code=traced.exit_code, output_closed=True)
+    name = one_line(script)
+    narrowed = apply(traced.report, filters)
+    output = _json(traced, narrowed) if as_json else _tables(traced, narrowed, name, all_rows)
+    notices = []
+    if not traced.report.placement_count:
+        notices.append(_("no placements found in the output of {script}").format(script=name))
+    if copies and traced.report.copies is None:
+        notices.append(_("no tf.compat.v1.Session ran in {script}: --copies lists the copies of Session runs "
+                         "only").format(script=name))
+    notices.extend(_gpu_note(traced))
+    if traced.isolated is False:
+        notices.append(_("the tasks' servers listened on every interface, unauthenticated, while they ran "
+                         "(no private network namespace: {why})").format(why=traced.isolation_note))
+    return Outcome(code=traced.exit_code, output=output, pictures=drawn, graph=_graph(traced, filters),
+                   notices=tuple(notices), keep_code=True)
+
+
+def _gpu_note(traced: Any) -> list[str]:
+    gpus = sorted({p.spec.device_type + ":" + str(p.spec.device_index) for p in traced.report.placements
+                   if p.spec.device_type == "GPU"})
+    if not gpus:
+        return []
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    where = _(" (CUDA_VISIBLE_DEVICES={value}, as you set it)").format(value=visible) if visible is not None else ""
+    return [_("the {count} tasks ran on this one machine and shared its GPUs{where}: {gpus} in each task is the "
+              "same physical device").format(count=len(traced.tasks), where=where, gpus=", ".join(gpus))]
+
+
+def _graph(traced: Any, filters: Any) -> Any:
+    """The pictures draw what the filters keep, each task's graph apart (its nodes named by task)."""
+    from placement_cli.filters import apply  # noqa: PLC0415
+
+    return apply(traced.graph, filters).report
+
+
+def _json(traced: Any, narrowed: Any) -> list[Any]:
+    from placement_cli.render.json import report_dict  # noqa: PLC0415
+
+    document = {**report_dict(narrowed.report, run=True, filtered=narrowed), "exit_code": traced.exit_code,
+                "tasks": [{"job": t.job, "task": t.task, "address": (t.target or "").removeprefix("grpc://") or None,
+                           "pid": t.pid, "exit_code": t.exit_code, "ended_by_placement": t.ended_by_placement}
+                          for t in traced.tasks],
+                "isolated": traced.isolated, "error": None if traced.problem is None else str(traced.problem)}
+    return [Json(document), *shown.no_match(narrowed)]
+
+
+def _tables(traced: Any, narrowed: Any, name: str, all_rows: bool) -> Iterator[Any]:
+    from rich.rule import Rule  # noqa: PLC0415
+
+    from placement_cli.render.cluster_trace import tasks_table, variables_table  # noqa: PLC0415
+    from placement_cli.render.table import Hints, literal  # noqa: PLC0415
+    from placement_cli.runtime.tracer import fresh_line  # noqa: PLC0415
+
+    sys.stdout.flush()
+    fresh_line(1)
+    title = literal(_("placement: {script} exited with code {code}").format(script=name, code=traced.exit_code))
+    yield Verbatim(Rule(title))
+    yield tasks_table(traced.tasks, traced.isolated, traced.report)
+    yield from shown.report_output(narrowed.report, as_json=False, run=True, all_rows=all_rows,
+                                   hints=Hints(source="program"), filtered=narrowed)
+    variables = variables_table(narrowed.report)
+    if variables is not None:
+        yield variables

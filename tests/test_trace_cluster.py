@@ -1,0 +1,349 @@
+"""`placement trace --cluster`: the user's own multi-worker / parameter-server script, one real process
+per task on real TensorFlow servers, as TensorFlow's tutorials run it. One run per shape, shared by
+the tests of this module (each TensorFlow start-up costs seconds)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trace_helpers import TRACE, environment, gone
+
+SCRIPTS = Path(__file__).parent / "fixtures" / "distributed"
+MWMS = str(SCRIPTS / "mwms.py")
+PSS = str(SCRIPTS / "pss.py")
+
+
+def _leftovers(marker: str) -> list[str]:
+    """Processes still running whose command line names ``marker`` (zombies are gone)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:
+            continue
+        if marker in cmdline and not gone(int(entry)):
+            found.append(f"{entry}: {cmdline}")
+    return found
+
+
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        return int(next(line for line in f if line.startswith("PPid:")).split()[1])
+
+
+def _listening(ports: set[int]) -> set[int]:
+    """Which of ``ports`` something listens on, in this network namespace."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) in ports:  # 0A: LISTEN
+                found.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return found
+
+
+def _run(tmp: Path, *args: str) -> tuple[subprocess.CompletedProcess[bytes], Path]:
+    work = tmp / "work"
+    work.mkdir()
+    env = environment(tmp)
+    done = subprocess.run([*TRACE, *args], cwd=work, env=env, capture_output=True, timeout=240, check=False)
+    return done, Path(env["TMPDIR"])
+
+
+@pytest.fixture(scope="module")
+def mwms(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("mwms")
+    done, tmpdir = _run(tmp, "--cluster", "worker=2", "--json", "--save-log", str(tmp / "logs"), MWMS)
+    return {"done": done, "tmp": tmp, "tmpdir": tmpdir, "doc": json.loads(done.stdout) if done.stdout else None}
+
+
+@pytest.fixture(scope="module")
+def pss(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("pss")
+    done, tmpdir = _run(tmp, "--cluster", "chief=1,ps=1,worker=2", "--all", "--dot", str(tmp / "graph.dot"), PSS)
+    return {"done": done, "tmp": tmp, "tmpdir": tmpdir}
+
+
+def test_mwms_runs_every_worker_with_its_output_prefixed_and_its_tf_config(mwms: dict[str, Any]) -> None:
+    done = mwms["done"]
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    err = done.stderr.decode()
+    for i in (0, 1):  # --json: the tasks' stdout goes to stderr, each line after its task
+        assert f"worker/{i} | hello from worker {i}\n" in err
+        assert re.search(rf"^worker/{i} \| worker {i} loss \d", err, re.M)
+    doc = mwms["doc"]
+    assert doc["exit_code"] == 0
+    tasks = doc["tasks"]
+    assert [(t["job"], t["task"], t["exit_code"]) for t in tasks] == [("worker", 0, 0), ("worker", 1, 0)]
+    assert all(re.fullmatch(r"localhost:\d+", t["address"]) and t["pid"] for t in tasks)
+    assert len({t["address"] for t in tasks}) == 2
+    assert all(gone(t["pid"]) for t in tasks)
+
+
+def test_mwms_placements_are_grouped_by_the_task_that_placed_them(mwms: dict[str, Any]) -> None:
+    placements = mwms["doc"]["placements"]
+    assert {(p["job"], p["task"]) for p in placements} == {("worker", 0), ("worker", 1)}
+    for i in (0, 1):  # each worker ran the step function's collective all-reduce on its own CPU
+        mine = [p for p in placements if p["task"] == i]
+        assert any(p["op"] == "CollectiveReduceV2" for p in mine)
+        assert all(p["canonical"].startswith(f"/job:worker/replica:0/task:{i}/") for p in mine)
+
+
+def test_mwms_save_log_keeps_each_task_byte_exact_and_parse_reads_the_logs(mwms: dict[str, Any]) -> None:
+    logs = mwms["tmp"] / "logs"
+    for i in (0, 1):
+        out = (logs / f"worker-{i}.out").read_bytes()
+        assert re.fullmatch(rb"hello from worker %d\nworker %d loss \d+\.\d{3}\n" % (i, i), out), out
+        assert (logs / f"worker-{i}.err").exists()
+    parsed = subprocess.run([sys.executable, "-m", "placement_cli", "parse", "--json", str(logs / "worker-0.log"),
+                             str(logs / "worker-1.log")], capture_output=True, check=False, env=environment(mwms["tmp"]))
+    assert parsed.returncode == 0, parsed.stderr.decode()
+    by_device = json.loads(parsed.stdout)["summary"]["by_device"]
+    assert "/job:worker/replica:0/task:0/device:CPU:0" in by_device
+    assert "/job:worker/replica:0/task:1/device:CPU:0" in by_device
+
+
+def test_mwms_leaves_no_temporary_file(mwms: dict[str, Any]) -> None:
+    assert list(mwms["tmpdir"].iterdir()) == []
+
+
+def test_pss_chief_finishes_servers_are_ended_and_variables_live_on_ps(pss: dict[str, Any]) -> None:
+    done = pss["done"]
+    out, err = done.stdout.decode(), done.stderr.decode()
+    assert done.returncode == 0, err[-3000:]
+    assert re.search(r"^chief/0  \| chief done, loss \d", out, re.M)
+    for name in ("ps/0     | ps 0 serving", "worker/0 | worker 0 serving", "worker/1 | worker 1 serving"):
+        assert name + "\n" in out
+    tasks = out[out.index("Tasks ("):]
+    assert re.search(r"│ chief/0\s+│ localhost:\d+\s+│ \d+\s+│ 0 ", tasks)
+    for name in ("ps/0", "worker/0", "worker/1"):
+        assert re.search(rf"│ {name}\s+│ localhost:\d+\s+│ \d+\s+│ ended by placement \(SIG(TERM|KILL)\)", tasks)
+    variables = out[out.index("Where the variables live"):]
+    assert "ps/0 CPU:0" in variables
+    assert re.search(r"ps/0 CPU:0\s+│\s+\S*\s*AssignSubVariableOp|AssignSubVariableOp.*ps/0 CPU:0", out)
+    assert list(pss["tmpdir"].iterdir()) == []
+    assert _leftovers(PSS) == []
+
+
+def test_pss_pictures_draw_each_tasks_graph_apart(pss: dict[str, Any]) -> None:
+    dot = (pss["tmp"] / "graph.dot").read_text()
+    for task in ("ps/0", "worker/0", "worker/1"):  # each task's function partitions, their nodes named by task
+        assert re.search(rf'"{task}: [^"]+"', dot), task
+
+
+def test_a_failing_worker_is_named_with_its_error_and_the_run_fails(tmp_path: Path) -> None:
+    done, tmpdir = _run(tmp_path, "--cluster", "worker=2", MWMS, "--fail")
+    err = done.stderr.decode()
+    assert done.returncode == 1, err[-3000:]
+    assert "worker/1 | worker 1 gives up\n" in err
+    named = [line for line in err.splitlines() if line.startswith("placement: worker/1 (pid ")]
+    assert named and "exited with code 1" in named[0] and "worker 1: failing on purpose" in named[0], err[-2000:]
+    assert "worker/0" in done.stdout.decode()  # the report names the worker placement ended
+    assert _leftovers(MWMS) == []
+    assert list(tmpdir.iterdir()) == []
+
+
+# A task that serves on its TF_CONFIG port until it is ended (a plain socket: the TensorFlow servers
+# are the fixtures' above; here what matters is what placement leaves behind).
+SLEEPER = """
+import json, os, socket, time
+config = json.loads(os.environ["TF_CONFIG"])
+port = int(config["cluster"][config["task"]["type"]][config["task"]["index"]].rsplit(":", 1)[1])
+server = socket.create_server(("", port), family=socket.AF_INET6, dualstack_ipv6=True, reuse_port=True)
+print("serving", port, flush=True)
+time.sleep(600)
+"""
+
+
+# SIGINT and SIGKILL without the private network namespace: the tasks' ports are then seen listening
+# here while they run, and seen closed afterwards
+@pytest.mark.parametrize("sig, shared_network", [(signal.SIGINT, True), (signal.SIGTERM, False), (signal.SIGHUP, False),
+                                                 (signal.SIGKILL, True)])
+def test_a_signal_to_placement_ends_every_task_and_leaves_nothing(tmp_path: Path, sig: signal.Signals,
+                                                                  shared_network: bool) -> None:
+    script = tmp_path / f"sleeper_{sig.name}.py"
+    script.write_text(SLEEPER)
+    env = environment(tmp_path, **({"PLACEMENT_CLUSTER_NO_NAMESPACE": "1"} if shared_network else {}))
+    proc = subprocess.Popen([*TRACE, "--cluster", "worker=1,ps=1", str(script)], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert proc.stdout is not None
+    ports: set[int] = set()
+    seen = b""
+    deadline = time.monotonic() + 180
+    try:
+        while len(ports) < 2 and time.monotonic() < deadline:
+            ready, _, _ = select.select([proc.stdout], [], [], 1.0)
+            if ready:
+                chunk = os.read(proc.stdout.fileno(), 65536)
+                if not chunk:
+                    break
+                seen += chunk
+                ports = {int(p) for p in re.findall(rb"\| serving (\d+)\n", seen)}
+        assert len(ports) == 2, seen.decode()[-2000:]
+        tasks = [pid for pid in (int(line.split(":")[0]) for line in _leftovers(str(script))) if pid != proc.pid]
+        launchers = {_parent(pid) for pid in tasks} - {proc.pid}
+        assert len(tasks) == 2 and len(launchers) == 1
+        if shared_network:
+            assert _listening(ports) == ports
+        proc.send_signal(sig)
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == (-sig if sig == signal.SIGKILL else 128 + sig)
+    end = time.monotonic() + 20  # SIGKILL: the launcher sees placement's pipe close, then ends every task
+    while _leftovers(str(script)) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert _leftovers(str(script)) == []
+    while not all(map(gone, launchers)) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert all(map(gone, launchers))
+    assert _listening(ports) == set()
+    assert list(Path(env["TMPDIR"]).iterdir()) == []
+
+
+# Cheap runs without TensorFlow: what placement itself does with the tasks' output, codes and ends.
+
+CHATTY = r"""
+import json, os, sys, time
+task = json.loads(os.environ["TF_CONFIG"])["task"]
+name = f"{task['type']}{task['index']}"
+if task["type"] == "ps":
+    print("ps serving", flush=True)
+    time.sleep(600)
+sys.stdout.buffer.write(b"partial " + name.encode())
+sys.stdout.flush()  # the rest of the line comes in another write
+sys.stdout.buffer.write(b" done\n\xff\xfe raw\n")
+sys.stdout.flush()
+sys.stderr.write(f"{name} to stderr\nno newline at the end")
+sys.exit(int(os.environ.get("CHIEF_CODE", "0")) if task["type"] == "chief" else 0)
+"""
+
+
+def test_lines_are_prefixed_whole_and_saved_byte_exact(tmp_path: Path) -> None:
+    script = tmp_path / "chatty.py"
+    script.write_text(CHATTY)
+    done = subprocess.run([*TRACE, "--cluster", "worker=2", "--save-log", str(tmp_path / "logs"), str(script)],
+                          cwd=tmp_path, env=environment(tmp_path), capture_output=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr.decode()
+    for i in (0, 1):
+        assert f"worker/{i} | partial worker{i} done\n".encode() in done.stdout  # a line waits for its end
+        assert f"worker/{i} | \xff\xfe raw\n".encode("latin-1") in done.stdout
+        assert f"worker/{i} | worker{i} to stderr\n".encode() in done.stderr
+        assert re.search(rb"^worker/%d \| no newline at the end" % i, done.stderr, re.M)
+        assert (tmp_path / "logs" / f"worker-{i}.out").read_bytes() == b"partial worker%d done\n\xff\xfe raw\n" % i
+        assert (tmp_path / "logs" / f"worker-{i}.err").read_bytes() == b"worker%d to stderr\nno newline at the end" % i
+    again = subprocess.run([*TRACE, "--cluster", "worker=2", "--save-log", str(tmp_path / "logs"), str(script)],
+                           cwd=tmp_path, env=environment(tmp_path), capture_output=True, timeout=60, check=False)
+    assert again.returncode == 2 and b"the file exists" in again.stderr and b"partial" not in again.stdout
+
+
+def test_the_chiefs_exit_code_is_placements_and_serving_tasks_are_ended(tmp_path: Path) -> None:
+    script = tmp_path / "chatty.py"
+    script.write_text(CHATTY)
+    done = subprocess.run([*TRACE, "--json", "--cluster", "chief=1,worker=1,ps=1", str(script)], cwd=tmp_path,
+                          env=environment(tmp_path, CHIEF_CODE="3"), capture_output=True, timeout=120, check=False)
+    assert done.returncode == 3, done.stderr.decode()
+    doc = json.loads(done.stdout)
+    tasks = {f"{t['job']}/{t['task']}": t for t in doc["tasks"]}
+    assert list(tasks) == ["chief/0", "worker/0", "ps/0"]
+    assert tasks["chief/0"]["exit_code"] == 3 and not tasks["chief/0"]["ended_by_placement"]
+    assert tasks["ps/0"]["ended_by_placement"] and tasks["ps/0"]["exit_code"] < 0
+    assert doc["exit_code"] == 3
+    assert "chief/0 (pid" in doc["error"] and "exited with code 3" in doc["error"]
+    assert _leftovers(str(script)) == []
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--cluster", "worker=0"], "worker takes 1 to 16 tasks"),
+    (["--cluster", "evaluator=1"], "give JOB=COUNT pairs"),
+    (["--cluster", "ps=1"], "at least one worker"),
+    (["--cluster", "worker=1,worker=2"], "worker is given twice"),
+    (["--cluster", "worker=1", "--cluster-spec", "spec.json"], "not both"),
+    (["--cluster-spec", "remote.json"], "every task runs on this machine"),
+    (["--cluster", "worker=1", "--save-log", "afile"], "give a folder"),
+])
+def test_bad_cluster_options_are_usage_errors_and_run_nothing(tmp_path: Path, args: list[str], says: str) -> None:
+    script = tmp_path / "never.py"
+    script.write_text("open('ran', 'w').close()\n")
+    (tmp_path / "spec.json").write_text('{"worker": ["localhost:2222"]}')
+    (tmp_path / "remote.json").write_text('{"worker": ["10.1.2.3:2222"]}')
+    (tmp_path / "afile").write_text("")
+    done = subprocess.run([*TRACE, *args, str(script)], cwd=tmp_path, env=environment(tmp_path),
+                          capture_output=True, timeout=60, check=False)
+    assert done.returncode == 2, done.stderr.decode()
+    assert says in done.stderr.decode()
+    assert not (tmp_path / "ran").exists()
+
+
+STOPS = """
+import json, os, signal, time
+task = json.loads(os.environ["TF_CONFIG"])["task"]
+print("started", flush=True)
+if task["index"] == 1:
+    os.kill(os.getpid(), signal.SIGSTOP)
+time.sleep(600)
+"""
+
+
+def test_a_stopped_task_is_named_and_every_task_is_ended(tmp_path: Path) -> None:
+    script = tmp_path / "stops.py"
+    script.write_text(STOPS)
+    done = subprocess.run([*TRACE, "--cluster", "worker=2", str(script)], cwd=tmp_path, env=environment(tmp_path),
+                          capture_output=True, timeout=120, check=False)
+    err = done.stderr.decode()
+    assert done.returncode == 1
+    assert re.search(r"^placement: worker/1 \(pid \d+\) was found stopped \(process state [Tt]", err, re.M), err
+    assert _leftovers(str(script)) == []
+
+
+def test_tasks_on_gpus_are_said_to_share_them_and_the_users_cuda_visible_devices_is_named(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+    from types import SimpleNamespace
+
+    from placement_cli.cli.trace_cluster import _gpu_note
+    from placement_cli.logparse.engine import parse_streams
+
+    log = (b"Executing op MatMul in device /job:worker/replica:0/task:0/device:GPU:0\n"
+           b"Executing op MatMul in device /job:worker/replica:0/task:1/device:GPU:0\n")
+    traced = SimpleNamespace(report=parse_streams([("<log>", io.BytesIO(log))]), tasks=(1, 2))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    [note] = _gpu_note(traced)
+    assert "2 tasks" in note and "CUDA_VISIBLE_DEVICES=1" in note and "GPU:0" in note
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert "CUDA_VISIBLE_DEVICES" not in _gpu_note(traced)[0]
+    cpu_only = SimpleNamespace(report=parse_streams([("<log>", io.BytesIO(log.replace(b"GPU", b"CPU")))]), tasks=(1, 2))
+    assert _gpu_note(cpu_only) == []
+
+
+def test_between_graph_copies_between_tasks_are_listed_with_their_bytes(tmp_path: Path) -> None:
+    done, _ = _run(tmp_path, "--cluster", "worker=1,ps=1", "--copies", "--json", str(SCRIPTS / "between_graph.py"))
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    assert "worker/0 | worker 0 32768.0\n" in done.stderr.decode()
+    doc = json.loads(done.stdout)
+    ps, worker = "/job:ps/replica:0/task:0/device:CPU:0", "/job:worker/replica:0/task:0/device:CPU:0"
+    read = [c for c in doc["copies"] if c["from"] == ps and c["to"] == worker]
+    assert read and read[0]["bytes"] == 64 * 64 * 4 and read[0]["dtype"] == "float32"  # w, read by the worker's MatMul
+    assert any(c["from"] == worker and c["to"] == ps for c in doc["copies"])  # w's initial value, made on the worker
+    variables = [p for p in doc["placements"] if p["op"] == "VarHandleOp" and p["node"] == "w"]
+    assert variables and {(p["job"], p["task"]) for p in variables} == {("ps", 0)}
