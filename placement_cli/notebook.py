@@ -296,7 +296,7 @@ class _Block:
                 problems.append("The program switched placement logging off inside the block "
                                 "(tf.debugging.set_log_device_placement(False)): what it placed after that may be "
                                 "missing from the report.")
-        report = replace(report, placements=explain(report.placements, facts))
+        report = replace(report, placements=explain(report.placements, facts, report.log))
         traced = _traced()
         if traced:
             problems.append("This program runs under `placement trace`, which takes TensorFlow's log itself: "

@@ -496,7 +496,7 @@ class _Supervisor:
         elif switched:
             self.notes.append(_("{script} switched placement logging off (tf.debugging.set_log_device_placement(False)): "
                                 "what it placed after that may be missing from the report").format(script=one_line(self.script)))
-        report = replace(parsed, placements=explain(parsed.placements, facts), log=text,
+        report = replace(parsed, placements=explain(parsed.placements, facts, text), log=text,
                          title=Message(TRACE, script=one_line(self.script), code=code), copies=copied, edges=edges)
         return TraceResult(report=report, exit_code=code, output_closed=self.output_closed, notes=tuple(self.notes))
 
