@@ -286,6 +286,7 @@ class _Block:
         if self.recorder is not None:
             try:
                 facts = facts_from_dict(self.recorder.facts())
+                notes.extend(f"Requests and reasons that need it are unknown: {missing}." for missing in facts.missing)
             except Exception as error:  # noqa: BLE001 - placements stand without their reasons
                 notes.append(f"Requests and reasons are unknown: reading the graphs failed ({_why(error)}).")
             if self.recorder.kept_on:

@@ -81,6 +81,7 @@ class Facts:
     # the eager ops recorded as they ran ({"pairs": [[op type, request]], "threads": {tid: [pair index]}}):
     # what each eager line of the log asked for (None: not recorded, every eager request unknown)
     eager: Mapping[str, Any] | None = None
+    missing: tuple[str, ...] = ()  # the private APIs that could not be read, and why (runtime.private)
 
 
 def facts_from_dict(data: Any) -> Facts:
@@ -99,6 +100,7 @@ def facts_from_dict(data: Any) -> Facts:
             graphs_known=True,
             graphs=graphs,
             eager=data.get("eager") if isinstance(data.get("eager"), dict) else None,
+            missing=tuple(map(str, data.get("unavailable") or ())),
         )
     except (KeyError, TypeError, AttributeError):  # the recorder failed (its "error" says why)
         return Facts()

@@ -76,6 +76,12 @@ with placement_cli.capture() as report:
 from tensorflow.python.eager import context
 print("CALLBACKS LEFT", len(context.context().op_callbacks))
 print("REPORT " + report.to_json().replace("\\n", " "))
+from placement_cli.runtime import private
+with private.disabled("op_callbacks"):  # a TensorFlow without the API: requests unknown, and said
+    with placement_cli.capture() as unknown:
+        with tf.device("/cpu:0"):
+            tf.math.abs(x)
+print("DISABLED " + unknown.to_json().replace("\\n", " "))
 '''
 
 
@@ -101,7 +107,7 @@ def captured(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], 
     out = proc.stdout.decode()
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "CALLBACKS LEFT 0" in out  # the block took its callback away
-    return json.loads(out.split("REPORT ", 1)[1]), out
+    return json.loads(out.split("REPORT ", 1)[1].split("\n", 1)[0]), out
 
 
 def _program(output: str) -> tuple[bool, str]:
@@ -161,3 +167,11 @@ def test_capture_gives_eager_ops_their_requests(captured: tuple[dict[str, Any], 
     data, output = captured
     assert data["capture"]["complete"], data["capture"]
     _check_requests(data, output)
+
+
+def test_capture_without_the_callback_api_leaves_eager_requests_unknown(captured: tuple[dict[str, Any], str]) -> None:
+    _, output = captured
+    data = json.loads(output.split("DISABLED ", 1)[1].split("\n", 1)[0])
+    [moved] = _eager(data, "Abs")
+    assert (moved["requested"], moved["status"]) == (None, "logged")  # unknown, never taken for "no request"
+    assert any("op_callbacks" in note and "switched off" in note for note in data["capture"]["notes"])

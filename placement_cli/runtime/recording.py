@@ -228,4 +228,6 @@ class Recorder:
             "logging_switched_off": ("kept" if self.kept_on else "off") if self.logging_switched_off() else None,
             # each eager op's type and the device scope it ran in, by thread (None: not recorded)
             "eager": self.eager.to_dict(),
+            # the private APIs that were missing or failed, with what they would have told and why
+            "unavailable": list(private.missing_facts()),
         }
