@@ -31,13 +31,14 @@ class EagerOps:
         self.threads: dict[int, array[int]] = {}  # native thread id -> indices, in the order its ops ran
         self.installed = False
         self.removed_early = False  # the program took our callback away (op_callbacks.clear_op_callbacks)
+        self.still_there: Callable[[], bool] = lambda: True  # our callback is in this thread's list
 
     def install(self) -> Callable[[], None]:
         """Add the callback in this thread; returns the undo (a no-op where the API is missing)."""
         api = private.op_callbacks()
         if api is None:
             return lambda: None
-        add, remove, requested = api
+        add, remove, requested, callbacks_of = api
         pairs, threads = self.pairs, self.threads
         lock = threading.Lock()
         native_id = threading.get_native_id
@@ -71,6 +72,7 @@ class EagerOps:
             private.note("op_callbacks", f"add_op_callback failed: {type(exc).__name__}: {exc}")
             return lambda: None
         self.installed = True
+        self.still_there = lambda: record in callbacks_of()
 
         def undo() -> None:
             try:
@@ -86,6 +88,13 @@ class EagerOps:
         """``{"pairs": [[op type, request], ...], "threads": {tid: [index, ...]}}``; None: not recorded."""
         if not self.installed:
             return None
+        try:
+            gone = self.removed_early or (threading.get_native_id() in self.threads and not self.still_there())
+        except Exception:  # noqa: BLE001 - cannot tell: say nothing
+            gone = False
+        if gone:
+            private.note("op_callbacks", "the program removed placement's op callback (clear_op_callbacks): "
+                                         "its eager ops after that have no request")
         pairs = [["", ""]] * len(self.pairs)
         for (op, requested), index in list(self.pairs.items()):
             pairs[index] = [op.decode("utf-8", "replace") if isinstance(op, bytes) else str(op), str(requested or "")]

@@ -204,13 +204,14 @@ def context_class() -> Any:
     return _get("context_class", load)
 
 
-def op_callbacks() -> tuple[Callable[[Any], None], Callable[[Any], None], Callable[[], str]] | None:
-    """(add, remove, requested) for eager ops: ``add(cb)`` has ``cb(op_type, inputs, attrs, outputs,
-    op_name=None, graph=None)`` called in this thread after every op it runs (``graph is None``: an
-    eager op or function call) and as each graph op is made; ``remove(cb)`` undoes it; ``requested()``,
-    called inside ``cb``, is the device scope in force in this thread ('' for none)."""
+def op_callbacks() -> tuple[Callable[[Any], None], Callable[[Any], None], Callable[[], str], Callable[[], Any]] | None:
+    """(add, remove, requested, callbacks) for eager ops: ``add(cb)`` has ``cb(op_type, inputs, attrs,
+    outputs, op_name=None, graph=None)`` called in this thread after every op it runs (``graph is
+    None``: an eager op or function call) and as each graph op is made; ``remove(cb)`` undoes it;
+    ``requested()``, called inside ``cb``, is the device scope in force in this thread ('' for none);
+    ``callbacks()`` the callbacks of the calling thread."""
 
-    def load() -> tuple[Callable[[Any], None], Callable[[Any], None], Callable[[], str]]:
+    def load() -> tuple[Callable[[Any], None], Callable[[Any], None], Callable[[], str], Callable[[], Any]]:
         from tensorflow.python.eager import context  # noqa: PLC0415
         from tensorflow.python.framework import op_callbacks as callbacks  # noqa: PLC0415
 
@@ -218,6 +219,7 @@ def op_callbacks() -> tuple[Callable[[Any], None], Callable[[Any], None], Callab
         if not isinstance(type(ctx).__dict__.get("device_name"), property):
             raise TypeError("Context.device_name is no longer a property")
         device_name = type(ctx).__dict__["device_name"].fget
-        return callbacks.add_op_callback, callbacks.remove_op_callback, lambda: device_name(ctx)
+        return (callbacks.add_op_callback, callbacks.remove_op_callback, lambda: device_name(ctx),
+                lambda: ctx.op_callbacks)
 
     return _get("op_callbacks", load)
