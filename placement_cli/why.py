@@ -110,7 +110,8 @@ def explain(placements: Iterable[Placement], facts: Facts, log: str | None = Non
     """Each placement with what was requested, its status and, where one is due, the reason. ``log``:
     the text the placements' line numbers count in, where eager ops were recorded (``facts.eager``)."""
     placements = tuple(placements)
-    eager = eager_requests(placements, log, facts.eager) if facts.eager is not None and log is not None else {}
+    eager, threads = eager_requests(placements, log, facts.eager) if facts.eager is not None and log is not None \
+        else ({}, {})
     where: dict[str, set[str]] = {}
     for p in placements:
         if p.node:
@@ -118,7 +119,7 @@ def explain(placements: Iterable[Placement], facts: Facts, log: str | None = Non
     unique = {s.canonical: s for s in map(try_parse, facts.available) if s}  # one name per device, however spelt
     specs = tuple(unique[name] for name in sorted(unique))
     gpu_exists = any(s.device_type == "GPU" for s in specs) or any(p.spec.device_type == "GPU" for p in placements)
-    return tuple(_Explainer(facts, specs, where, gpu_exists, eager).all(placements))
+    return tuple(_Explainer(facts, specs, where, gpu_exists, eager, threads).all(placements))
 
 
 @dataclass
@@ -128,6 +129,7 @@ class _Explainer:
     where: dict[str, set[str]]
     gpu_exists: bool
     eager: Mapping[int, str]  # line -> the request recorded as that eager op ran ('' for none)
+    threads: Mapping[int, int | None]  # line -> the thread that wrote it (where eager ops were recorded)
     _nodes_of: dict[frozenset[int], Mapping[tuple[str, str | None], NodeFacts]] = field(default_factory=dict)
     _runs: dict[int, int] = field(default_factory=dict)  # line -> its run of placer lines
     _callees: dict[tuple[int, str], frozenset[int]] = field(default_factory=dict)  # (run, call node) -> graphs
@@ -160,8 +162,9 @@ class _Explainer:
             if p.kind == "eager" and p.line in eager:
                 yield self.eager_op(p, eager[p.line])
                 continue
-            if wrappers.get(p.line) in eager:  # the wrapper's node asked for what its eager op asked for
-                yield replace(self.eager_op(p, eager[wrappers[p.line]]), wrapper=True)
+            op_line = wrappers.get(p.line)
+            if op_line in eager and self.threads.get(p.line) == self.threads.get(op_line):  # same thread's op:
+                yield replace(self.eager_op(p, eager[op_line]), wrapper=True)  # the wrapper asked what it asked
                 continue
             explained = self.one(p, self.lookup(p, blocks.get(p.line)) if p.kind != "eager" else None)
             yield replace(explained, wrapper=True) if p.line in wrappers else explained
@@ -410,8 +413,10 @@ _THREAD = re.compile(r"[IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +(\d+) ")
 _UNRECORDED = frozenset({"_EagerConst"})
 
 
-def eager_requests(placements: Iterable[Placement], log: str, recorded: Mapping[str, Any]) -> dict[int, str]:
-    """Line -> the request ('' for none) of each eager line joined to an op recorded as it ran.
+def eager_requests(placements: Iterable[Placement], log: str, recorded: Mapping[str, Any]
+                   ) -> tuple[dict[int, str], dict[int, int | None]]:
+    """Line -> the request ('' for none) of each eager line joined to an op recorded as it ran; and
+    line -> the thread that wrote it, of every line (None: no thread id in it).
 
     A thread's eager lines (absl's prefix names the thread) and its records are in the same order:
     the record is made right after the op's line is written, in the same thread. They are paired
@@ -423,14 +428,15 @@ def eager_requests(placements: Iterable[Placement], log: str, recorded: Mapping[
         pairs = [(str(op), str(requested)) for op, requested in recorded["pairs"]]
         threads = {int(tid): found for tid, found in recorded["threads"].items()}
     except (KeyError, TypeError, ValueError, AttributeError):
-        return {}
+        return {}, {}
     texts = log.split("\n")
+    writer: dict[int, int | None] = {}
     by_thread: dict[int | None, list[Placement]] = {}
     for p in sorted(placements, key=lambda p: p.line):
-        if p.kind != "eager" or not p.op or p.op in _UNRECORDED:
-            continue
         match = _THREAD.match(texts[p.line - 1]) if 0 < p.line <= len(texts) else None
-        by_thread.setdefault(int(match.group(1)) if match else None, []).append(p)
+        writer[p.line] = thread = int(match.group(1)) if match else None
+        if p.kind == "eager" and p.op and p.op not in _UNRECORDED:
+            by_thread.setdefault(thread, []).append(p)
     found: dict[int, str] = {}
     for thread, lines in by_thread.items():
         if thread is None:
@@ -444,7 +450,7 @@ def eager_requests(placements: Iterable[Placement], log: str, recorded: Mapping[
             if op != p.op and op != onednn_base(p.op):
                 break
             found[p.line] = requested
-    return found
+    return found, writer
 
 
 def has_kernel(kernels: Mapping[str, frozenset[str]] | None, op: str, device_type: str) -> bool:

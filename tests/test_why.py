@@ -323,3 +323,15 @@ def test_eager_lines_without_a_thread_id_join_only_one_recording_thread() -> Non
     garbled = {"pairs": [["Abs"]], "threads": {"x": [5]}}  # facts from a broken recorder: nothing joined
     found = explain(placements, Facts(available=(CPU0,), graphs_known=True, eager=garbled), log)
     assert [p.status for p in found] == [LOGGED, LOGGED]
+
+
+def test_a_wrapper_takes_the_request_of_its_own_threads_eager_op() -> None:
+    prefix = "I0000 00:00:1795232759.847888 {:>8} {}] "
+    log = "".join(prefix.format(thread, where) + text + "\n" for thread, where, text in (
+        (9, "placer.cc:162", f"Abs: (Abs): {CPU0}"),  # thread 9's wrapper, whose own eager line never came
+        (7, "placer.cc:162", f"Abs: (Abs): {CPU0}"),
+        (7, "execute.cc:1775", f"Executing op Abs in device {CPU0}")))
+    placements = (placed("Abs", "Abs", CPU0, 1), placed("Abs", "Abs", CPU0, 2), placed(None, "Abs", CPU0, 3, kind="eager"))
+    recorded = {"pairs": [["Abs", "/device:GPU:1"]], "threads": {"7": [0]}}
+    found = explain(placements, Facts(available=(CPU0,), graphs_known=True, eager=recorded), log)
+    assert [(p.status, p.wrapper) for p in found] == [(LOGGED, True), (SOFT_FALLBACK, True), (SOFT_FALLBACK, False)]
