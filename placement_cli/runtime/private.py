@@ -2,8 +2,9 @@
 
 TensorFlow may rename or drop any of these in a release. Each accessor returns ``None`` (or
 ``False``) when its API is missing or fails, and records why in ``unavailable()``; callers then
-report ``unknown`` for what the API would have told, never a guess. Requests (``op.device``),
-colocation groups and inputs are read through public APIs only.
+report ``unknown`` for what the API would have told, never a guess. Graph nodes' requests
+(``op.device``), colocation groups and inputs are read through public APIs only; eager ops'
+requests need ``op_callbacks``.
 """
 
 from __future__ import annotations
