@@ -411,6 +411,9 @@ def _wrapper_lines(placements: tuple[Placement, ...], facts: Facts,
 _THREAD = re.compile(r"[IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +(\d+) ")
 # Made by TensorFlow's C++ as a Python value becomes a tensor: logged, never seen by an op callback.
 _UNRECORDED = frozenset({"_EagerConst"})
+# Ops that run the program's Python, whose eager ops are recorded before the op that ran them (its
+# record comes when it ends): left out of the pairing, their own requests unknown.
+_NESTING = frozenset({"EagerPyFunc", "PyFunc", "PyFuncStateless"})
 
 
 def eager_requests(placements: Iterable[Placement], log: str, recorded: Mapping[str, Any]
@@ -419,11 +422,16 @@ def eager_requests(placements: Iterable[Placement], log: str, recorded: Mapping[
     line -> the thread that wrote it, of every line (None: no thread id in it).
 
     A thread's eager lines (absl's prefix names the thread) and its records are in the same order:
-    the record is made right after the op's line is written, in the same thread. They are paired
-    one to one, oneDNN's renames (``_MklMatMul``) standing for the op the program ran; from the first
-    pair whose op types differ on, that thread's lines stay unknown (an op logged without a record,
-    or recorded without a line: which one cannot be told). Lines without a thread id (TensorFlow's
-    listener in a notebook) are joined only where one thread alone recorded ops and no line has one."""
+    the record is made right after the op's line is written, in the same thread. A line may have no
+    record (an op that failed after it was logged, such as the IteratorGetNext that ends a dataset
+    loop; the program's removing the callback), so a thread's records are paired with a subsequence
+    of its lines, oneDNN's renames (``_MklMatMul``) standing for the op the program ran. A record
+    takes a line only where every such pairing gives it that line (its earliest and its latest
+    possible line agree); a line it could share with another of its op type stays unknown. Where
+    the records are no subsequence of the lines (an op recorded without a line), they are paired
+    one to one only up to the first pair whose op types differ. Lines without a thread id
+    (TensorFlow's listener in a notebook) are joined only where one thread alone recorded ops and
+    no line has one."""
     try:
         pairs = [(str(op), str(requested)) for op, requested in recorded["pairs"]]
         threads = {int(tid): found for tid, found in recorded["threads"].items()}
@@ -435,7 +443,7 @@ def eager_requests(placements: Iterable[Placement], log: str, recorded: Mapping[
     for p in sorted(placements, key=lambda p: p.line):
         match = _THREAD.match(texts[p.line - 1]) if 0 < p.line <= len(texts) else None
         writer[p.line] = thread = int(match.group(1)) if match else None
-        if p.kind == "eager" and p.op and p.op not in _UNRECORDED:
+        if p.kind == "eager" and p.op and p.op not in _UNRECORDED and p.op not in _NESTING:
             by_thread.setdefault(thread, []).append(p)
     found: dict[int, str] = {}
     for thread, lines in by_thread.items():
@@ -443,14 +451,39 @@ def eager_requests(placements: Iterable[Placement], log: str, recorded: Mapping[
             indices = next(iter(threads.values())) if len(threads) == 1 and len(by_thread) == 1 else None
         else:
             indices = threads.get(thread)
-        for p, index in zip(lines, indices or ()):
-            if not isinstance(index, int) or not 0 <= index < len(pairs):
-                break
-            op, requested = pairs[index]
-            if op != p.op and op != onednn_base(p.op):
-                break
-            found[p.line] = requested
+        if not indices or not all(isinstance(i, int) and 0 <= i < len(pairs) for i in indices):
+            continue
+        logged = [onednn_base(p.op or "") or p.op or "" for p in lines]
+        kept = [i for i in indices if pairs[i][0] not in _NESTING]
+        for at, i in _pairing(logged, [pairs[i][0] for i in kept]).items():
+            found[lines[at].line] = pairs[kept[i]][1]
     return found, writer
+
+
+def _pairing(logged: list[str], ran: list[str]) -> dict[int, int]:
+    """Line position -> record position, for each record whose line is certain (see eager_requests)."""
+    earliest: list[int] = []
+    at = 0
+    for op in ran:
+        while at < len(logged) and logged[at] != op:
+            at += 1
+        if at == len(logged):  # not a subsequence: one to one, up to the first disagreement
+            pairs = {}
+            for i, (line_op, op_ran) in enumerate(zip(logged, ran)):
+                if line_op != op_ran:
+                    break
+                pairs[i] = i
+            return pairs
+        earliest.append(at)
+        at += 1
+    latest = [0] * len(ran)
+    at = len(logged) - 1
+    for i in range(len(ran) - 1, -1, -1):
+        while logged[at] != ran[i]:  # found: the earliest pairing exists, so a latest one does
+            at -= 1
+        latest[i] = at
+        at -= 1
+    return {first: i for i, (first, last) in enumerate(zip(earliest, latest)) if first == last}
 
 
 def has_kernel(kernels: Mapping[str, frozenset[str]] | None, op: str, device_type: str) -> bool:

@@ -303,13 +303,24 @@ def test_eager_ops_take_their_own_threads_records_in_order() -> None:
     assert explain(placements, facts) == explain(placements, replace(facts, eager=None))  # no log: no join
 
 
-def test_eager_lines_and_records_that_disagree_leave_the_rest_unknown() -> None:
+def test_eager_lines_without_records_are_skipped_only_where_certain() -> None:
+    # Neg failed after it was logged (as a dataset loop's last IteratorGetNext does): no record
     log, placements = _eager_log((7, "Abs", CPU0), (7, "Neg", CPU0), (7, "Abs", CPU0), (7, "Sqrt", CPU0))
     recorded = {"pairs": [["Abs", "/device:GPU:1"], ["Sqrt", ""]], "threads": {"7": [0, 0, 1]}}
     found = explain(placements, Facts(available=(CPU0,), graphs_known=True, eager=recorded), log)
-    # Neg was logged with no record (or the second Abs recorded with no line): which, cannot be told
-    assert [(p.op, p.status) for p in found] == [("Abs", SOFT_FALLBACK), ("Neg", LOGGED), ("Abs", LOGGED), ("Sqrt", LOGGED)]
+    assert [(p.op, p.status) for p in found] == [("Abs", SOFT_FALLBACK), ("Neg", LOGGED), ("Abs", SOFT_FALLBACK),
+                                                 ("Sqrt", FREE)]
     assert found[0].reason == "GPU:1 does not exist (have: CPU:0)"
+    # two Abs lines, one Abs record: which line it belongs to cannot be told, so neither gets it
+    log, placements = _eager_log((7, "Abs", CPU0), (7, "Abs", CPU0), (7, "Neg", CPU0))
+    recorded = {"pairs": [["Abs", "/device:GPU:1"], ["Neg", ""]], "threads": {"7": [0, 1]}}
+    found = explain(placements, Facts(available=(CPU0,), graphs_known=True, eager=recorded), log)
+    assert [p.status for p in found] == [LOGGED, LOGGED, FREE]
+    # a record with no line (not a subsequence): one to one up to the first disagreement only
+    log, placements = _eager_log((7, "Abs", CPU0), (7, "Neg", CPU0))
+    recorded = {"pairs": [["Abs", ""], ["Sqrt", ""], ["Neg", ""]], "threads": {"7": [0, 1, 2]}}
+    found = explain(placements, Facts(available=(CPU0,), graphs_known=True, eager=recorded), log)
+    assert [p.status for p in found] == [FREE, LOGGED]
 
 
 def test_eager_lines_without_a_thread_id_join_only_one_recording_thread() -> None:
@@ -335,3 +346,12 @@ def test_a_wrapper_takes_the_request_of_its_own_threads_eager_op() -> None:
     recorded = {"pairs": [["Abs", "/device:GPU:1"]], "threads": {"7": [0]}}
     found = explain(placements, Facts(available=(CPU0,), graphs_known=True, eager=recorded), log)
     assert [(p.status, p.wrapper) for p in found] == [(LOGGED, True), (SOFT_FALLBACK, True), (SOFT_FALLBACK, False)]
+
+
+def test_a_py_function_is_recorded_after_the_eager_ops_it_ran() -> None:
+    log, placements = _eager_log((7, "EagerPyFunc", CPU0), (7, "Mul", CPU0), (7, "IteratorGetNext", CPU0),
+                                 (7, "Abs", CPU0))
+    recorded = {"pairs": [["Mul", ""], ["EagerPyFunc", CPU0], ["Abs", "/device:GPU:1"]], "threads": {"7": [0, 1, 2]}}
+    found = explain(placements, Facts(available=(CPU0,), graphs_known=True, eager=recorded), log)
+    # the py_function's own request is left unknown; the failed IteratorGetNext has no record
+    assert [p.status for p in found] == [LOGGED, FREE, LOGGED, SOFT_FALLBACK]
