@@ -286,6 +286,7 @@ class _Block:
         if self.recorder is not None:
             try:
                 facts = facts_from_dict(self.recorder.facts())
+                notes.extend(f"Requests and reasons that need it are unknown: {missing}." for missing in facts.missing)
             except Exception as error:  # noqa: BLE001 - placements stand without their reasons
                 notes.append(f"Requests and reasons are unknown: reading the graphs failed ({_why(error)}).")
             if self.recorder.kept_on:
@@ -296,7 +297,7 @@ class _Block:
                 problems.append("The program switched placement logging off inside the block "
                                 "(tf.debugging.set_log_device_placement(False)): what it placed after that may be "
                                 "missing from the report.")
-        report = replace(report, placements=explain(report.placements, facts))
+        report = replace(report, placements=explain(report.placements, facts, report.log))
         traced = _traced()
         if traced:
             problems.append("This program runs under `placement trace`, which takes TensorFlow's log itself: "

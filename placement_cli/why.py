@@ -78,6 +78,10 @@ class Facts:
     # each recorded graph's own nodes (None: not kept): a placer line takes the facts of the graph it was placed
     # in, never those of another graph's node that has its name
     graphs: tuple[Mapping[tuple[str, str | None], NodeFacts], ...] | None = None
+    # the eager ops recorded as they ran ({"pairs": [[op type, request]], "threads": {tid: [pair index]}}):
+    # what each eager line of the log asked for (None: not recorded, every eager request unknown)
+    eager: Mapping[str, Any] | None = None
+    missing: tuple[str, ...] = ()  # the private APIs that could not be read, and why (runtime.private)
 
 
 def facts_from_dict(data: Any) -> Facts:
@@ -95,14 +99,19 @@ def facts_from_dict(data: Any) -> Facts:
             kernels={op: frozenset(types) for op, types in (data.get("kernels") or {}).items()} or None,
             graphs_known=True,
             graphs=graphs,
+            eager=data.get("eager") if isinstance(data.get("eager"), dict) else None,
+            missing=tuple(map(str, data.get("unavailable") or ())),
         )
     except (KeyError, TypeError, AttributeError):  # the recorder failed (its "error" says why)
         return Facts()
 
 
-def explain(placements: Iterable[Placement], facts: Facts) -> tuple[Placement, ...]:
-    """Each placement with what was requested, its status and, where one is due, the reason."""
+def explain(placements: Iterable[Placement], facts: Facts, log: str | None = None) -> tuple[Placement, ...]:
+    """Each placement with what was requested, its status and, where one is due, the reason. ``log``:
+    the text the placements' line numbers count in, where eager ops were recorded (``facts.eager``)."""
     placements = tuple(placements)
+    eager, threads = eager_requests(placements, log, facts.eager) if facts.eager is not None and log is not None \
+        else ({}, {})
     where: dict[str, set[str]] = {}
     for p in placements:
         if p.node:
@@ -110,7 +119,7 @@ def explain(placements: Iterable[Placement], facts: Facts) -> tuple[Placement, .
     unique = {s.canonical: s for s in map(try_parse, facts.available) if s}  # one name per device, however spelt
     specs = tuple(unique[name] for name in sorted(unique))
     gpu_exists = any(s.device_type == "GPU" for s in specs) or any(p.spec.device_type == "GPU" for p in placements)
-    return tuple(_Explainer(facts, specs, where, gpu_exists).all(placements))
+    return tuple(_Explainer(facts, specs, where, gpu_exists, eager, threads).all(placements))
 
 
 @dataclass
@@ -119,6 +128,8 @@ class _Explainer:
     specs: tuple[DeviceSpec, ...]
     where: dict[str, set[str]]
     gpu_exists: bool
+    eager: Mapping[int, str]  # line -> the request recorded as that eager op ran ('' for none)
+    threads: Mapping[int, int | None]  # line -> the thread that wrote it (where eager ops were recorded)
     _nodes_of: dict[frozenset[int], Mapping[tuple[str, str | None], NodeFacts]] = field(default_factory=dict)
     _runs: dict[int, int] = field(default_factory=dict)  # line -> its run of placer lines
     _callees: dict[tuple[int, str], frozenset[int]] = field(default_factory=dict)  # (run, call node) -> graphs
@@ -141,11 +152,19 @@ class _Explainer:
             blocks, runs = _graph_blocks(placements, self.facts.graphs)
             self._callees = _callees(placements, self.facts.graphs, blocks, runs)
         self._runs = runs
-        wrappers = _wrapper_lines(placements, self.facts, blocks) if self.facts.graphs_known else set()
+        wrappers = _wrapper_lines(placements, self.facts, blocks) if self.facts.graphs_known else {}
+        eager = self.eager
         for p in placements:
             span = self.span_of(p.line)
             if span is not None:
                 yield self.in_span(p, span)
+                continue
+            if p.kind == "eager" and p.line in eager:
+                yield self.eager_op(p, eager[p.line])
+                continue
+            op_line = wrappers.get(p.line)
+            if op_line in eager and self.threads.get(p.line) == self.threads.get(op_line):  # same thread's op:
+                yield replace(self.eager_op(p, eager[op_line]), wrapper=True)  # the wrapper asked what it asked
                 continue
             explained = self.one(p, self.lookup(p, blocks.get(p.line)) if p.kind != "eager" else None)
             yield replace(explained, wrapper=True) if p.line in wrappers else explained
@@ -182,6 +201,13 @@ class _Explainer:
         node = NodeFacts(name=p.node or "", op=p.op, requested=span.requested, group=span.group,
                          unchecked=(want.device_type,) if want and want.device_type else ())  # attrs never checked
         return replace(self.one(p, node), wrapper=wrapper)
+
+    def eager_op(self, p: Placement, requested: str) -> Placement:
+        """An eager op whose request was recorded as it ran (its attrs' kernels never checked)."""
+        want = try_parse(requested) if requested else None
+        node = NodeFacts(name=p.node or "", op=p.op, requested=requested or None,
+                         unchecked=(want.device_type,) if want and want.device_type else ())
+        return self.one(p, node)
 
     def lookup(self, p: Placement, graphs: frozenset[int] | None = None) -> NodeFacts | None:
         """The facts of a placer node in the recorded graphs its lines can come from (``graphs``; None:
@@ -364,10 +390,11 @@ def _callees(placements: tuple[Placement, ...], graphs: tuple[Mapping[tuple[str,
 
 
 def _wrapper_lines(placements: tuple[Placement, ...], facts: Facts,
-                   blocks: Mapping[int, frozenset[int] | None]) -> set[int]:
+                   blocks: Mapping[int, frozenset[int] | None]) -> dict[int, int]:
     """Placer lines of the single-op functions TF 2.x wraps eager ops in: a node named after its
-    op type that no recorded graph placed there has, and that the log then shows executing eagerly."""
-    wrappers: set[int] = set()
+    op type that no recorded graph placed there has, and that the log then shows executing eagerly
+    (each with the line of that eager op)."""
+    wrappers: dict[int, int] = {}
     waiting: dict[str, list[int]] = {}
     for p in sorted(placements, key=lambda p: p.line):
         fit = blocks.get(p.line)
@@ -376,8 +403,87 @@ def _wrapper_lines(placements: tuple[Placement, ...], facts: Facts,
             waiting.setdefault(p.node, []).append(p.line)
         elif p.kind == "eager" and p.op:
             for name in (p.op, onednn_base(p.op)):
-                wrappers.update(waiting.pop(name, ()))
+                wrappers.update(dict.fromkeys(waiting.pop(name, ()), p.line))
     return wrappers
+
+
+# absl's prefix, with the id of the thread that wrote the line: I0000 00:00:1795232759.847888    3899 execute.cc:1775]
+_THREAD = re.compile(r"[IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +(\d+) ")
+# Made by TensorFlow's C++ as a Python value becomes a tensor: logged, never seen by an op callback.
+_UNRECORDED = frozenset({"_EagerConst"})
+# Ops that run the program's Python, whose eager ops are recorded before the op that ran them (its
+# record comes when it ends): left out of the pairing, their own requests unknown.
+_NESTING = frozenset({"EagerPyFunc", "PyFunc", "PyFuncStateless"})
+
+
+def eager_requests(placements: Iterable[Placement], log: str, recorded: Mapping[str, Any]
+                   ) -> tuple[dict[int, str], dict[int, int | None]]:
+    """Line -> the request ('' for none) of each eager line joined to an op recorded as it ran; and
+    line -> the thread that wrote it, of every line (None: no thread id in it).
+
+    A thread's eager lines (absl's prefix names the thread) and its records are in the same order:
+    the record is made right after the op's line is written, in the same thread. A line may have no
+    record (an op that failed after it was logged, such as the IteratorGetNext that ends a dataset
+    loop; the program's removing the callback), so a thread's records are paired with a subsequence
+    of its lines, oneDNN's renames (``_MklMatMul``) standing for the op the program ran. A record
+    takes a line only where every such pairing gives it that line (its earliest and its latest
+    possible line agree); a line it could share with another of its op type stays unknown. Where
+    the records are no subsequence of the lines (an op recorded without a line), they are paired
+    one to one only up to the first pair whose op types differ. Lines without a thread id
+    (TensorFlow's listener in a notebook) are joined only where one thread alone recorded ops and
+    no line has one."""
+    try:
+        pairs = [(str(op), str(requested)) for op, requested in recorded["pairs"]]
+        threads = {int(tid): found for tid, found in recorded["threads"].items()}
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return {}, {}
+    texts = log.split("\n")
+    writer: dict[int, int | None] = {}
+    by_thread: dict[int | None, list[Placement]] = {}
+    for p in sorted(placements, key=lambda p: p.line):
+        match = _THREAD.match(texts[p.line - 1]) if 0 < p.line <= len(texts) else None
+        writer[p.line] = thread = int(match.group(1)) if match else None
+        if p.kind == "eager" and p.op and p.op not in _UNRECORDED and p.op not in _NESTING:
+            by_thread.setdefault(thread, []).append(p)
+    found: dict[int, str] = {}
+    for thread, lines in by_thread.items():
+        if thread is None:
+            indices = next(iter(threads.values())) if len(threads) == 1 and len(by_thread) == 1 else None
+        else:
+            indices = threads.get(thread)
+        if not indices or not all(isinstance(i, int) and 0 <= i < len(pairs) for i in indices):
+            continue
+        logged = [onednn_base(p.op or "") or p.op or "" for p in lines]
+        kept = [i for i in indices if pairs[i][0] not in _NESTING]
+        for at, i in _pairing(logged, [pairs[i][0] for i in kept]).items():
+            found[lines[at].line] = pairs[kept[i]][1]
+    return found, writer
+
+
+def _pairing(logged: list[str], ran: list[str]) -> dict[int, int]:
+    """Line position -> record position, for each record whose line is certain (see eager_requests)."""
+    earliest: list[int] = []
+    at = 0
+    for op in ran:
+        while at < len(logged) and logged[at] != op:
+            at += 1
+        if at == len(logged):  # not a subsequence: one to one, up to the first disagreement
+            pairs = {}
+            for i, (line_op, op_ran) in enumerate(zip(logged, ran)):
+                if line_op != op_ran:
+                    break
+                pairs[i] = i
+            return pairs
+        earliest.append(at)
+        at += 1
+    latest = [0] * len(ran)
+    at = len(logged) - 1
+    for i in range(len(ran) - 1, -1, -1):
+        while logged[at] != ran[i]:  # found: the earliest pairing exists, so a latest one does
+            at -= 1
+        latest[i] = at
+        at -= 1
+    return {first: i for i, (first, last) in enumerate(zip(earliest, latest)) if first == last}
 
 
 def has_kernel(kernels: Mapping[str, frozenset[str]] | None, op: str, device_type: str) -> bool:

@@ -271,3 +271,87 @@ def test_onednn_native_eager_ops_claim_their_wrapper_too() -> None:
         found = explain([placed("MatMul", "MatMul", CPU0, 1), placed(None, eager_op, CPU0, 2, kind="eager")],
                         Facts(graphs_known=True))
         assert [p.wrapper for p in found] == [True, False], eager_op
+
+
+def _eager_log(*lines: tuple[int | None, str, str]) -> tuple[str, list[Placement]]:
+    """(thread id or None for a line without absl's prefix, op, device) -> the log and its eager placements."""
+    text, placements = [], []
+    for i, (thread, op, device) in enumerate(lines, start=1):
+        prefix = f"I0000 00:00:1795232759.847888 {thread:>8} execute.cc:1775] " if thread is not None else ""
+        text.append(f"{prefix}Executing op {op} in device {device}")
+        placements.append(placed(None, op, device, i, kind="eager"))
+    return "\n".join(text) + "\n", placements
+
+
+def test_eager_ops_take_their_own_threads_records_in_order() -> None:
+    xla = "/job:localhost/replica:0/task:0/device:XLA_CPU:0"
+    log, placements = _eager_log((7, "_EagerConst", CPU0), (7, "_MklMatMul", CPU0), (9, "Relu", CPU0),
+                                 (7, "AsString", CPU0), (9, "Relu", CPU0), (7, "Abs", CPU0))
+    recorded = {"pairs": [["MatMul", CPU0], ["AsString", xla], ["Abs", ""]], "threads": {"7": [0, 1, 2]}}
+    facts = Facts(available=(CPU0, xla), kernels={"AsString": frozenset({"CPU"}), "MatMul": frozenset({"CPU", "XLA_CPU"})},
+                  graphs_known=True, eager=recorded)
+    found = explain(placements, facts, log)
+    assert [(p.op, p.requested, p.status) for p in found] == [
+        ("_EagerConst", None, LOGGED),  # made by C++ from a Python value: no record, unknown
+        ("_MklMatMul", CPU0, AS_REQUESTED),  # oneDNN's name for the program's MatMul
+        ("Relu", None, LOGGED),  # another thread, with no records: unknown, never thread 7's
+        ("AsString", xla, SOFT_FALLBACK),
+        ("Relu", None, LOGGED),
+        ("Abs", None, FREE),
+    ]
+    assert found[3].reason == "no XLA_CPU kernel registered for AsString"
+    assert explain(placements, facts) == explain(placements, replace(facts, eager=None))  # no log: no join
+
+
+def test_eager_lines_without_records_are_skipped_only_where_certain() -> None:
+    # Neg failed after it was logged (as a dataset loop's last IteratorGetNext does): no record
+    log, placements = _eager_log((7, "Abs", CPU0), (7, "Neg", CPU0), (7, "Abs", CPU0), (7, "Sqrt", CPU0))
+    recorded = {"pairs": [["Abs", "/device:GPU:1"], ["Sqrt", ""]], "threads": {"7": [0, 0, 1]}}
+    found = explain(placements, Facts(available=(CPU0,), graphs_known=True, eager=recorded), log)
+    assert [(p.op, p.status) for p in found] == [("Abs", SOFT_FALLBACK), ("Neg", LOGGED), ("Abs", SOFT_FALLBACK),
+                                                 ("Sqrt", FREE)]
+    assert found[0].reason == "GPU:1 does not exist (have: CPU:0)"
+    # two Abs lines, one Abs record: which line it belongs to cannot be told, so neither gets it
+    log, placements = _eager_log((7, "Abs", CPU0), (7, "Abs", CPU0), (7, "Neg", CPU0))
+    recorded = {"pairs": [["Abs", "/device:GPU:1"], ["Neg", ""]], "threads": {"7": [0, 1]}}
+    found = explain(placements, Facts(available=(CPU0,), graphs_known=True, eager=recorded), log)
+    assert [p.status for p in found] == [LOGGED, LOGGED, FREE]
+    # a record with no line (not a subsequence): one to one up to the first disagreement only
+    log, placements = _eager_log((7, "Abs", CPU0), (7, "Neg", CPU0))
+    recorded = {"pairs": [["Abs", ""], ["Sqrt", ""], ["Neg", ""]], "threads": {"7": [0, 1, 2]}}
+    found = explain(placements, Facts(available=(CPU0,), graphs_known=True, eager=recorded), log)
+    assert [p.status for p in found] == [FREE, LOGGED]
+
+
+def test_eager_lines_without_a_thread_id_join_only_one_recording_thread() -> None:
+    log, placements = _eager_log((None, "Abs", CPU0), (None, "Neg", CPU0))
+    one = {"pairs": [["Abs", CPU0], ["Neg", ""]], "threads": {"7": [0, 1]}}
+    found = explain(placements, Facts(available=(CPU0,), graphs_known=True, eager=one), log)
+    assert [p.status for p in found] == [AS_REQUESTED, FREE]
+    two = {**one, "threads": {"7": [0, 1], "8": [1]}}
+    found = explain(placements, Facts(available=(CPU0,), graphs_known=True, eager=two), log)
+    assert [p.status for p in found] == [LOGGED, LOGGED]
+    garbled = {"pairs": [["Abs"]], "threads": {"x": [5]}}  # facts from a broken recorder: nothing joined
+    found = explain(placements, Facts(available=(CPU0,), graphs_known=True, eager=garbled), log)
+    assert [p.status for p in found] == [LOGGED, LOGGED]
+
+
+def test_a_wrapper_takes_the_request_of_its_own_threads_eager_op() -> None:
+    prefix = "I0000 00:00:1795232759.847888 {:>8} {}] "
+    log = "".join(prefix.format(thread, where) + text + "\n" for thread, where, text in (
+        (9, "placer.cc:162", f"Abs: (Abs): {CPU0}"),  # thread 9's wrapper, whose own eager line never came
+        (7, "placer.cc:162", f"Abs: (Abs): {CPU0}"),
+        (7, "execute.cc:1775", f"Executing op Abs in device {CPU0}")))
+    placements = (placed("Abs", "Abs", CPU0, 1), placed("Abs", "Abs", CPU0, 2), placed(None, "Abs", CPU0, 3, kind="eager"))
+    recorded = {"pairs": [["Abs", "/device:GPU:1"]], "threads": {"7": [0]}}
+    found = explain(placements, Facts(available=(CPU0,), graphs_known=True, eager=recorded), log)
+    assert [(p.status, p.wrapper) for p in found] == [(LOGGED, True), (SOFT_FALLBACK, True), (SOFT_FALLBACK, False)]
+
+
+def test_a_py_function_is_recorded_after_the_eager_ops_it_ran() -> None:
+    log, placements = _eager_log((7, "EagerPyFunc", CPU0), (7, "Mul", CPU0), (7, "IteratorGetNext", CPU0),
+                                 (7, "Abs", CPU0))
+    recorded = {"pairs": [["Mul", ""], ["EagerPyFunc", CPU0], ["Abs", "/device:GPU:1"]], "threads": {"7": [0, 1, 2]}}
+    found = explain(placements, Facts(available=(CPU0,), graphs_known=True, eager=recorded), log)
+    # the py_function's own request is left unknown; the failed IteratorGetNext has no record
+    assert [p.status for p in found] == [LOGGED, FREE, LOGGED, SOFT_FALLBACK]

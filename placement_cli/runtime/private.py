@@ -2,8 +2,9 @@
 
 TensorFlow may rename or drop any of these in a release. Each accessor returns ``None`` (or
 ``False``) when its API is missing or fails, and records why in ``unavailable()``; callers then
-report ``unknown`` for what the API would have told, never a guess. Requests (``op.device``),
-colocation groups and inputs are read through public APIs only.
+report ``unknown`` for what the API would have told, never a guess. Graph nodes' requests
+(``op.device``), colocation groups and inputs are read through public APIs only; eager ops'
+requests need ``op_callbacks``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ APIS = {
     "cross_device_ops": "MirroredStrategy.extended._cross_device_ops: which all-reduce a MirroredStrategy uses (mirrored)",
     "context_class": "tensorflow.python.eager.context.Context.log_device_placement: keeping placement logging on when the traced program switches it off",
     "eager_run_metadata": "tensorflow.python.eager.context.enable_run_metadata/export_run_metadata: the partition graphs of a tf.function's runs (mirrored --copies)",
+    "op_callbacks": "tensorflow.python.framework.op_callbacks.add_op_callback and context().device_name: the device each eager op asked for (trace, capture())",
 }
 
 _disabled: set[str] = set()
@@ -201,3 +203,24 @@ def context_class() -> Any:
         return cls
 
     return _get("context_class", load)
+
+
+def op_callbacks() -> tuple[Callable[[Any], None], Callable[[Any], None], Callable[[], str], Callable[[], Any]] | None:
+    """(add, remove, requested, callbacks) for eager ops: ``add(cb)`` has ``cb(op_type, inputs, attrs,
+    outputs, op_name=None, graph=None)`` called in this thread after every op it runs (``graph is
+    None``: an eager op or function call) and as each graph op is made; ``remove(cb)`` undoes it;
+    ``requested()``, called inside ``cb``, is the device scope in force in this thread ('' for none);
+    ``callbacks()`` the callbacks of the calling thread."""
+
+    def load() -> tuple[Callable[[Any], None], Callable[[Any], None], Callable[[], str], Callable[[], Any]]:
+        from tensorflow.python.eager import context  # noqa: PLC0415
+        from tensorflow.python.framework import op_callbacks as callbacks  # noqa: PLC0415
+
+        ctx = context.context()
+        if not isinstance(type(ctx).__dict__.get("device_name"), property):
+            raise TypeError("Context.device_name is no longer a property")
+        device_name = type(ctx).__dict__["device_name"].fget
+        return (callbacks.add_op_callback, callbacks.remove_op_callback, lambda: device_name(ctx),
+                lambda: ctx.op_callbacks)
+
+    return _get("op_callbacks", load)

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from placement_cli.runtime import private
+from placement_cli.runtime.eagerops import EagerOps
 from placement_cli.runtime.facts import GraphRecorder, kernel_checks, kernel_map
 
 
@@ -43,6 +44,7 @@ class Recorder:
     def __init__(self, tf: Any, copies: bool) -> None:
         self.tf = tf
         self.graphs = GraphRecorder()
+        self.eager = EagerOps()
         self.session_devices: set[str] = set()
         self.copies: dict[tuple[str, str, str], None] | None = {} if copies else None
         self._partitioned: set[tuple[int, str]] = set()
@@ -91,11 +93,13 @@ class Recorder:
         elif self.copies is not None:
             self.copies = None  # cannot ask Session runs for their partition graphs: copies unknown
         undo_graphs = self.graphs.install()
+        undo_eager = self.eager.install()
         self.installed = True
 
         def undo() -> None:
             self.logging_switched_off()
             self.installed = False
+            undo_eager()
             undo_graphs()
             for owner, name, original in reversed(saved):
                 setattr(owner, name, original)
@@ -217,8 +221,9 @@ class Recorder:
         available = self.available()
         check = kernel_checks(available)
         graphs = self.graphs.per_graph(kernels, check)
-        if not check and kernels is not None:  # eager ops need the registry only to say why they sit on a CPU beside a GPU
-            kernels = {op: kernels[op] for graph in graphs for op in {n.op for n in graph} if op in kernels}
+        if not check and kernels is not None:  # the registry of the ops that ran: why one was not where it asked
+            ran = {n.op for graph in graphs for n in graph} | self.eager.op_types()
+            kernels = {op: kernels[op] for op in ran if op in kernels}
         return {
             # graph by graph: a placer line takes the request of a node of its own graph, never another's
             "graphs": [[node.to_dict() for node in graph] for graph in graphs],
@@ -231,4 +236,8 @@ class Recorder:
             "edges": [[e.source, e.target, e.control] for e in self.graphs.edges()],
             # the program called set_log_device_placement(False): "kept" (TensorFlow logged on) or "off"
             "logging_switched_off": ("kept" if self.kept_on else "off") if self.logging_switched_off() else None,
+            # each eager op's type and the device scope it ran in, by thread (None: not recorded)
+            "eager": self.eager.to_dict(),
+            # the private APIs that were missing or failed, with what they would have told and why
+            "unavailable": list(private.missing_facts()),
         }

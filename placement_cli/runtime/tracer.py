@@ -489,6 +489,8 @@ class _Supervisor:
         if code < 0:
             code = 128 - code  # killed by a signal: the shell's convention
         facts, copied, edges, switched = _facts(self.facts_raw)
+        self.notes.extend(_("requests and reasons that need it are unknown: {missing}").format(missing=missing)
+                          for missing in facts.missing)
         if switched == "kept":
             self.notes.append(_("{script} switched placement logging off (tf.debugging.set_log_device_placement(False)); "
                                 "placement kept it on, so its placements are all here (the script read back its own "
@@ -496,7 +498,7 @@ class _Supervisor:
         elif switched:
             self.notes.append(_("{script} switched placement logging off (tf.debugging.set_log_device_placement(False)): "
                                 "what it placed after that may be missing from the report").format(script=one_line(self.script)))
-        report = replace(parsed, placements=explain(parsed.placements, facts), log=text,
+        report = replace(parsed, placements=explain(parsed.placements, facts, text), log=text,
                          title=Message(TRACE, script=one_line(self.script), code=code), copies=copied, edges=edges)
         return TraceResult(report=report, exit_code=code, output_closed=self.output_closed, notes=tuple(self.notes))
 
