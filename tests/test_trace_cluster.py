@@ -105,6 +105,12 @@ def test_mwms_placements_are_grouped_by_the_task_that_placed_them(mwms: dict[str
         mine = [p for p in placements if p["task"] == i]
         assert any(p["op"] == "CollectiveReduceV2" for p in mine)
         assert all(p["canonical"].startswith(f"/job:worker/replica:0/task:{i}/") for p in mine)
+        # the script's eager matmul pinned to a GPU no machine has: the request is the task's full device name
+        pinned = [p for p in mine if p["kind"] == "eager" and p["op"] in ("MatMul", "_MklMatMul")
+                  and "/device:GPU:" in (p["requested"] or "")]
+        assert [(p["requested"].split("/device:")[0], p["status"]) for p in pinned] == [
+            (f"/job:worker/replica:0/task:{i}", "soft fallback")], pinned
+        assert "does not exist" in pinned[0]["reason"]
 
 
 def test_mwms_save_log_keeps_each_task_byte_exact_and_parse_reads_the_logs(mwms: dict[str, Any]) -> None:
