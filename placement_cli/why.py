@@ -11,6 +11,7 @@ from typing import Any
 
 from placement_cli.devices import DeviceSpec, try_parse
 from placement_cli.filters import onednn_base
+from placement_cli.logparse import glog
 from placement_cli.model import AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, Placement
 from placement_cli import messages
 from placement_cli.i18n import Message
@@ -407,8 +408,7 @@ def _wrapper_lines(placements: tuple[Placement, ...], facts: Facts,
     return wrappers
 
 
-# absl's prefix, with the id of the thread that wrote the line: I0000 00:00:1795232759.847888    3899 execute.cc:1775]
-_THREAD = re.compile(r"[IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +(\d+) ")
+_THREAD = re.compile(glog.THREAD.decode("ascii"))  # the id of the thread that wrote a line
 # Made by TensorFlow's C++ as a Python value becomes a tensor: logged, never seen by an op callback.
 _UNRECORDED = frozenset({"_EagerConst"})
 # Ops that run the program's Python, whose eager ops are recorded before the op that ran them (its

@@ -22,6 +22,9 @@ INFO_HEADER = _header(rb"I")
 # A FATAL line as TensorFlow writes it: the last words of a process it ends (LOG(FATAL) aborts,
 # LOG(QFATAL) exits with 1: an unknown flag in TF_XLA_FLAGS, a failed CHECK).
 FATAL_LINE = rb"(?m)^" + _header(rb"F") + rb"[^\n]*+"
+# absl's prefix up to the id of the thread that wrote the line (group 1):
+# ``I0000 00:00:1795232759.847888    3899 execute.cc:1775]`` (glog's older prefix names no thread).
+THREAD = rb"[IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +(\d+) "
 # Where a header may start inside a line (after a program's unfinished line): found fast, then tried.
 HEADER_START = rb"(?=[IWEF]\d{4} \d\d:\d\d:\d|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.)"
 # An unfinished line that may still become a header line (a capture holds it back a moment).
