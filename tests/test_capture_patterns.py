@@ -87,11 +87,15 @@ def test_a_line_taken_off_the_output_is_a_placement_the_parser_reads(case: tuple
 
 @settings(max_examples=400, deadline=None)
 @given(_line(_TF + _HOSTILE))
+@example(("bare", b" A: (MatMul): /job:localhost/replica:0/task:0/device:CPU:0", True))
 def test_a_placement_line_the_parser_reads_is_taken_off_the_output(case: tuple[str, bytes, bool]) -> None:
     """capture() runs TensorFlow 2, which writes no TF 1.x ``(Op)/job:`` and no blank at a placer
     line's end: it takes placer lines in TensorFlow 2's exact shape only."""
     kind, line, exact = case
     parsed = _parsed(line)
+    if kind == "bare" and line[:1].isspace():  # TensorFlow writes none: a program's indented text (the parser,
+        assert not _split(kind, line), line   # reading pasted logs, strips the blanks)
+        return
     assert _split(kind, line) == parsed, line
     if exact:
         assert _captured(kind, line) == parsed, line
