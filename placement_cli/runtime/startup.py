@@ -48,27 +48,21 @@ _xla_switched: list[bool] = []  # the switch was in TF_XLA_FLAGS when this proce
 
 
 def xla_flags(current: str | None) -> str:
-    """TF_XLA_FLAGS with XLA_DEVICES_FLAG added after the user's own flags (theirs kept, in order). A
-    value that is not flags (they start with --) is, to TensorFlow, the name of a file of flags: its
-    flags come first then."""
-    check_xla_flags(current)
+    """TF_XLA_FLAGS with XLA_DEVICES_FLAG added after the user's own flags (theirs kept, in order).
+    TensorFlow reads a value whose first non-blank is not "-" as the name of a file of flags (the
+    value as it is, blanks too): its flags come first then. A file TensorFlow cannot open is left as
+    it is: TensorFlow stops at start-up saying so (a FATAL line placement shows), as without placement."""
     if current is None or not current.strip():
         return XLA_DEVICES_FLAG
-    if not current.lstrip().startswith("--"):
-        with open(current.strip(), encoding="utf-8") as flags:  # noqa: PTH123 - checked readable above
-            current = flags.read()
-    return f"{current.strip()} {XLA_DEVICES_FLAG}"
-
-
-def check_xla_flags(current: str | None) -> None:
-    """UsageProblem (exit 2) for a TF_XLA_FLAGS that TensorFlow would die on, silently, at start-up:
-    a value that is not flags and no file of flags it can read."""
-    if current is None or not current.strip() or current.lstrip().startswith("--"):
-        return
-    if not os.path.isfile(current.strip()) or not os.access(current.strip(), os.R_OK):
-        raise UsageProblem(f"TF_XLA_FLAGS={current.strip()[:60]!r}: TensorFlow reads a value that does not start "
-                           "with -- as a file of flags, and there is no such readable file here; it would stop "
-                           "at start-up. Unset it, or give flags such as --tf_xla_enable_xla_devices")
+    if not current.lstrip().startswith("-"):
+        if os.path.isdir(current):  # read as no flags, as TensorFlow does
+            return XLA_DEVICES_FLAG
+        try:
+            with open(current, encoding="utf-8", errors="replace") as flags:  # noqa: PTH123
+                current = flags.read()
+        except OSError:
+            return current
+    return f"{current.strip()} {XLA_DEVICES_FLAG}".strip()
 
 
 def _switched_on(environ: Any, import_tensorflow: Any) -> Any:
@@ -114,7 +108,6 @@ def tensorflow(options: RunOptions) -> Any:
     if _TF is not None:
         return _TF
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0"
-    check_xla_flags(os.environ.get("TF_XLA_FLAGS"))
 
     def import_tensorflow() -> Any:
         import tensorflow as tf  # noqa: PLC0415 - only run commands import TensorFlow
