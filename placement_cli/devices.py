@@ -252,7 +252,8 @@ def xla_spelling(text: str) -> str:
     """A device as TensorFlow reads it: ``/xla_cpu:0`` and ``XLA_CPU:0`` as ``/device:XLA_CPU:0``
     (TensorFlow's parser knows no bare XLA type); any other device as it was given."""
     raw = text.strip()
-    chunks = (raw if raw.startswith("/") else "/" + raw).split("/")[1:]
+    chunks = [c[len("device:"):] if c.lower().startswith("device:") else c  # /device:xla_cpu:0 too
+              for c in (raw if raw.startswith("/") else "/" + raw).split("/")[1:]]
     if not any(c.partition(":")[0].upper() in XLA_TYPES and c.partition(":")[1] for c in chunks):
         return raw
     return "".join("/device:" + c.upper() if c.partition(":")[0].upper() in XLA_TYPES else "/" + c for c in chunks)

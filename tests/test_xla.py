@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from conftest import has_gpu, is_matmul, run_batch, run_cli
+from placement_cli import devices
 from placement_cli.runtime import startup
 
 pytestmark = pytest.mark.tf
@@ -204,3 +205,14 @@ def test_a_tf_xla_flags_tensorflow_stops_on_shows_its_last_words(value: str, say
     assert proc.returncode != 0 and proc.stdout == ""
     assert "placement: TensorFlow ended the process: F" in proc.stderr and says in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(("given", "read"), [
+    ("/device:XLA_CPU:0", "/device:XLA_CPU:0"), ("/xla_cpu:0", "/device:XLA_CPU:0"), ("XLA_CPU:0", "/device:XLA_CPU:0"),
+    ("/device:xla_cpu:0", "/device:XLA_CPU:0"), ("/device:Xla_Cpu:1", "/device:XLA_CPU:1"),
+    ("/job:localhost/device:xla_cpu:0", "/job:localhost/device:XLA_CPU:0"), ("/device:CPU:0", "/device:CPU:0"),
+    ("/job:w/task:0/device:GPU:1", "/job:w/task:0/device:GPU:1")])
+def test_every_spelling_of_an_xla_device_reaches_tensorflow_as_it_reads_it(given: str, read: str) -> None:
+    """TensorFlow's parser knows XLA types in capitals after /device: only (a lowercase one it takes,
+    then finds no such device): each spelling the options take is given to it in that form."""
+    assert devices.xla_spelling(given) == read
