@@ -70,3 +70,22 @@ def test_a_mark_after_an_unfinished_line_keeps_both_parts() -> None:
 
 def test_a_log_without_marks_is_untouched() -> None:
     assert split_marks("a\nb\n") == ("a\nb\n", [])
+
+
+def test_a_message_of_several_root_errors_is_headed_by_its_first_and_the_hint_names_no_pin() -> None:
+    from placement_cli.logparse.error_messages import headline  # noqa: PLC0415
+    from placement_cli.render.parts import hint  # noqa: PLC0415
+    from placement_cli.render.view import Hints  # noqa: PLC0415
+
+    message = ("2 root error(s) found.\n  (0) INVALID_ARGUMENT:  Only compiling NCCL/auto collective is supported, "
+               "got: ring\nStack trace for op definition:\n  (1) INVALID_ARGUMENT:  Only compiling ...\n"
+               "0 successful operations.\n0 derived errors ignored. [Op:__inference_train_step_319]")
+    assert headline(message) == ("2 root error(s) found. (0) INVALID_ARGUMENT: Only compiling NCCL/auto collective is "
+                                 "supported, got: ring")
+    assert headline("Cannot assign a device for operation a\nmore") == "Cannot assign a device for operation a"
+    assert headline("") == "" and headline("3 root error(s) found.") == "3 root error(s) found."
+    failure = PlacementFailure(kind="run_failed", node=None, requested_device=None, message=message,
+                               available_devices=())
+    for source in ("options", "program", "log"):
+        said = hint(failure, Hints(source=source, soft=False))
+        assert "not a placement error" in said and "--soft" not in said and "pin" not in said

@@ -29,7 +29,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "filters": (*BASE, "logparse"),
     "why": (*BASE, "logparse", "filters"),
     "rules": (*BASE, "logparse", "filters"),
-    "render": (*BASE, "filters"),
+    "render": (*BASE, "logparse", "filters"),  # logparse: how TensorFlow's messages read (error_messages.headline)
     "runtime": (*BASE, "logparse", "filters", "why", "clusterspec", "outputs"),
     "lessons": (*BASE, "logparse", "filters", "why", "clusterspec", "outputs", "runtime"),
     "notebook": (*BASE, "logparse", "filters", "why", "clusterspec", "outputs", "runtime", "lessons", "render", "rules"),

@@ -279,3 +279,22 @@ def failure_from_text(text: str) -> PlacementFailure | None:
         if _first_line(line[:MAX_CHARS]) is not None:
             return read_failure(lambda k: lines[i + k] if i + k < len(lines) else None)[0]
     return None
+
+
+# TensorFlow's message for several errors at once: "2 root error(s) found." then "  (0) KIND: text"
+_ROOTS = re.compile(r"\d+ root error\(s\) found\.?\s*")
+_FIRST_ROOT = re.compile(r"\s*\(0\) ([^\n]*)")
+
+
+def headline(message: str) -> str:
+    """The line of an error message that says what failed: its first, or where TensorFlow's first
+    line only counts root errors ("2 root error(s) found."), that line and the first root error."""
+    lines = message.strip().splitlines()
+    if not lines:
+        return ""
+    if _ROOTS.fullmatch(lines[0].strip()) and len(lines) > 1:
+        first = _FIRST_ROOT.match(lines[1])
+        if first:
+            return f"{lines[0].strip()} (0) {' '.join(first.group(1).split())}"
+    return lines[0]
+

@@ -10,6 +10,7 @@ from placement_cli.devices import short_name
 from placement_cli.i18n import _, shown
 from placement_cli.model import FailureCase, FailureCatalogue, SoftRun
 from placement_cli.render.table import clean, format_result, literal, pad_left
+from placement_cli.logparse.error_messages import headline
 
 
 def _soft_summary(soft: SoftRun | None) -> str:
@@ -42,7 +43,7 @@ def _case_panel(case: FailureCase) -> Panel:
         rows += [
             (_("error"), f"{case.error_class} ({error.kind})"),
             (_("node"), error.node or "-"),
-            (_("TensorFlow says"), (error.message.splitlines() or [""])[0]),
+            (_("TensorFlow says"), headline(error.message)),
             (_("available"), ", ".join(short_name(d) for d in error.available_devices) or "-"),
             (_("with --soft"), _soft_summary(case.soft)),
         ]

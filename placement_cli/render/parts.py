@@ -21,6 +21,7 @@ from placement_cli.render.rows import MIDDLE, WRAP, Column, RowTable
 from placement_cli.render.text import clean, format_result, literal, pad_left
 from placement_cli.render.view import Hints, View
 from placement_cli.render.wrap import wrapped
+from placement_cli.logparse.error_messages import headline
 
 _PALETTE = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_cyan", "bright_magenta")
 _STATUS_STYLE = {AS_REQUESTED: "green", FREE: "dim", SOFT_FALLBACK: "bold yellow"}
@@ -288,6 +289,9 @@ def hint(failure: PlacementFailure, hints: Hints) -> str:
     if kind == "invalid_device_spec":
         return _("The device string is malformed; soft placement cannot fix that. Write it as "
                  "/job:J/replica:R/task:T/device:TYPE:N, or short as /cpu:0 or /gpu:1.")
+    if kind == "run_failed":  # an error the parser does not read as a placement error: no pin or fallback to name
+        return _("TensorFlow stopped the run with an error that is not a placement error placement knows: "
+                 "its message says why (--json holds it whole).")
     if hints.source != "options":
         past = hints.source == "log"
         fix = _("or {soft} so TensorFlow chooses a device that can run it.").format(soft=_soft_in_program())
@@ -340,7 +344,7 @@ def failure_panel(failure: PlacementFailure, run: bool = True, hints: Hints | No
         (_("node"), failure.node or "-"),
         (_("requested"), short_name(failure.requested_device) if failure.requested_device else "-"),
         (_("available"), available),
-        (_("TensorFlow says"), failure.message.splitlines()[0] if failure.message else "-"),
+        (_("TensorFlow says"), headline(failure.message) if failure.message else "-"),
     ):
         body.append(f"{pad_left(label, 16)}: ", style="bold")
         body.append(clean(value) + "\n")

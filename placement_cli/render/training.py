@@ -21,6 +21,7 @@ from placement_cli.render.parts import (counts_table, failure_panel, mapping_ren
 from placement_cli.render.rows import MIDDLE, WRAP, Column, RowTable
 from placement_cli.render.text import clean, literal
 from placement_cli.render.view import View
+from placement_cli.logparse.error_messages import headline
 
 LOSS_HEAD, LOSS_TAIL = 10, 5  # a long run's loss table: the first and last steps (--all: every one)
 
@@ -314,7 +315,7 @@ def training_renderables(report: Report, view: View) -> list[RenderableType]:
     parts.extend(failure_panel(f, True, view.hints) for f in report.errors)
     if training is not None and not training.complete and not report.errors:
         ran = len(training.losses)
-        message = training.error.splitlines()[0] if training.error else _("no error was reported")
+        message = headline(training.error) if training.error else _("no error was reported")
         parts.append(Panel(literal(_("{ran} of {steps} steps ran. TensorFlow says: {message}").format(
                                ran=ran, steps=training.steps, message=message)),
                            title=_("Training did not finish"), title_align="left", border_style="red"))
