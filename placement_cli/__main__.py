@@ -1,5 +1,5 @@
 """Entry point for ``python -m placement_cli``."""
 
-from placement_cli.cli import main
+from placement_cli.entry import main
 
 main()

@@ -4,6 +4,8 @@ shown, and a run interrupted before it showed anything leaves the user's file as
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,3 +47,22 @@ def test_interrupted_keeps_what_was_shown(tmp_path: Path, stop: Any, code: int,
     assert "step one was shown" in capsys.readouterr().out
     drawn = "".join(t.text or "" for t in ET.parse(slides).getroot().iter("{http://www.w3.org/2000/svg}text"))
     assert "step one was shown" in drawn.replace("\xa0", " ")
+
+
+_EARLY = """
+import builtins, os, signal, sys
+real = builtins.__import__
+def imp(name, *args, **kwargs):
+    if name == "typer":  # a Ctrl-C while the command line is still being loaded
+        os.kill(os.getpid(), signal.SIGINT)
+    return real(name, *args, **kwargs)
+builtins.__import__ = imp
+sys.argv = ["placement", "parse", "-"]
+from placement_cli.entry import main
+main()
+"""
+
+
+def test_a_ctrl_c_while_the_command_line_loads_is_exit_130_without_a_traceback() -> None:
+    done = subprocess.run([sys.executable, "-c", _EARLY], capture_output=True, text=True, timeout=60, input="")
+    assert (done.returncode, done.stdout, done.stderr) == (130, "", "placement: interrupted\n")

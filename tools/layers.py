@@ -37,6 +37,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "cli": ("*",),
     "__init__": ("*",),
     "__main__": ("*",),
+    "entry": ("*",),
 }
 
 
