@@ -52,9 +52,10 @@ def demo(
     that runs, runs it live and says what to notice in the result.
 
     Devices, logging placement, manual placement, a device that does not exist, soft placement,
-    towers, copies between devices, then the training lessons (train, mirrored) in one TensorFlow
-    start-up, and a real ps/worker cluster (cluster) in processes of its own. Without GPUs the GPU
-    steps run on logical CPUs, and say so.
+    an op without a kernel for its device (on a GPU, else XLA_CPU), towers, copies between devices,
+    then the training lessons (train, mirrored) in one TensorFlow start-up, and a real ps/worker
+    cluster (cluster) in processes of its own. Without GPUs the GPU steps run on logical CPUs, and
+    say so.
     Example: placement demo --lang zh --step 4-5
     """
     from placement_cli.lessons.demo import contents, select  # noqa: PLC0415
