@@ -339,3 +339,14 @@ def test_a_capture_that_ends_leaves_no_watcher_and_says_nothing() -> None:
               "open(f'/proc/{p}/stat').read().split()[3] == str(os.getpid())]))\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout, done.stderr) == (0, "0\n", "")
+
+
+def test_a_capture_ends_at_once_while_a_process_forked_inside_it_still_runs() -> None:
+    """A process forked inside the capture holds every fd placement had, the watcher's pipe too: the
+    capture still ends when placement says so, not when that process exits."""
+    script = ("import os, signal, sys, time\nfrom placement_cli.runtime.fdcapture import capture_fds\n"
+              "with capture_fds():\n    pid = os.fork()\n    if pid == 0:\n        time.sleep(60)\n        os._exit(0)\n"
+              "    start = time.monotonic()\n"
+              "took = time.monotonic() - start\nos.kill(pid, signal.SIGKILL)\nos.waitpid(pid, 0)\nprint(took < 8)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=50)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "True\n", "")

@@ -32,7 +32,13 @@ for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGTSTP", "SIGPIPE"):
     signal.signal(getattr(signal, name), signal.SIG_IGN)
 sinks, err, pattern, prefix, lines, chars, encoding = sys.argv[1:8]
 control = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]")
-if sys.stdin.buffer.read() != b"done":
+said = b""
+while len(said) < 4:  # "done", or the end of placement's pipe (a process placement forked may hold it open too)
+    more = os.read(0, 4 - len(said))
+    if not more:
+        break
+    said += more
+if said != b"done":
     found, pattern = [], re.compile(pattern.encode("latin-1"))
     for fd in map(int, sinks.split(",")):
         tail, at = b"", 0
@@ -85,4 +91,8 @@ def watched(sinks: Sequence[int], err: int) -> Iterator[None]:
             watcher.stdin.write(DONE)  # type: ignore[union-attr]
         with contextlib.suppress(OSError):
             watcher.stdin.close()  # type: ignore[union-attr]
-        watcher.wait()
+        try:
+            watcher.wait(timeout=10)  # it exits on reading "done"; a watcher that does not is not waited for
+        except subprocess.TimeoutExpired:
+            watcher.kill()
+            watcher.wait()
