@@ -252,7 +252,8 @@ def test_pause_waits_for_enter_and_eof_ends_the_pauses() -> None:
 @pytest.mark.tf
 def test_on_a_terminal_it_pauses_and_ctrl_c_exits_130(tmp_path) -> None:
     master, slave = pty.openpty()
-    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "100"}
+    # faulthandler: should the demo not end (a rare hang seen in CI), SIGABRT makes it print every thread's stack
+    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "100", "PYTHONFAULTHANDLER": "1"}
     slides = tmp_path / "slides.svg"
     proc = subprocess.Popen([sys.executable, "-m", "placement_cli", "demo", "--step", "1-2", "--svg", str(slides)],
                             stdin=slave, stdout=slave, stderr=subprocess.PIPE, env=env)
@@ -275,6 +276,14 @@ def test_on_a_terminal_it_pauses_and_ctrl_c_exits_130(tmp_path) -> None:
                 seen += os.read(master, 65536)
             except OSError:
                 break
+    if proc.poll() is None:
+        from trace_helpers import _where  # noqa: PLC0415
+
+        where = _where(proc.pid)
+        proc.send_signal(signal.SIGABRT)
+        _, err = proc.communicate(timeout=60)
+        os.close(master)
+        raise AssertionError(f"demo did not end 60 s after Ctrl-C\n{where}\n{err.decode(errors='replace')[-6000:]}")
     _, err = proc.communicate(timeout=60)
     os.close(master)
     assert proc.returncode == 130, err
