@@ -37,7 +37,7 @@ from placement_cli.messages import TRACE, one_line
 from placement_cli.model import ClusterTask, Report
 from placement_cli.runtime.child import BOOT, ENV
 from placement_cli.runtime.cluster_launch import how_it_ended, process_state
-from placement_cli.runtime.cluster_trace_output import Screens, quote
+from placement_cli.runtime.cluster_trace_output import Screens, quote_lines
 from placement_cli.runtime.splitter import Channel, Splitter
 from placement_cli.runtime.tracer import GRACE_IDLE, GRACE_MAX, READ, _facts, _level, _pipe
 
@@ -410,7 +410,7 @@ class _Run:
         lines.done = True
         self._flush_lines(task, kind, final=True)
         if lines.quoted:
-            quote(task.tail, lines.quoted, c_stdio=kind == "cerr")
+            quote_lines(task.tail, lines.quoted, c_stdio=kind == "cerr")
             lines.quoted = b""
         self.out.end_line(task.name, kind, lines.sink)
 
@@ -419,7 +419,7 @@ class _Run:
         if kind in ("err", "cerr"):  # quoted by whole lines: a traceback's last line comes in several writes
             whole, newline, rest = (lines.quoted + data).rpartition(b"\n")
             if newline:
-                quote(task.tail, whole, c_stdio=kind == "cerr")
+                quote_lines(task.tail, whole, c_stdio=kind == "cerr")
             lines.quoted = rest if len(rest) <= READ else b""
         if not lines.pending:
             lines.since = time.monotonic()

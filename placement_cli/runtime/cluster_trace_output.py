@@ -24,7 +24,7 @@ def says_why(line: str, *, c_stdio: bool) -> bool:
     return bool(_GLOG_ERROR.match(line)) and "cuInit" not in line
 
 
-def quote(tail: collections.deque[str], data: bytes, *, c_stdio: bool) -> None:
+def quote_lines(tail: collections.deque[str], data: bytes, *, c_stdio: bool) -> None:
     """Whole lines of a task's stderr: those that say why it failed are kept in ``tail``."""
     for raw in data.split(b"\n"):
         line = raw.decode("utf-8", "replace")
