@@ -287,17 +287,27 @@ def test_the_chiefs_exit_code_is_placements_and_serving_tasks_are_ended(tmp_path
     (["--cluster", "worker=1", "--cluster-spec", "spec.json"], "not both"),
     (["--cluster-spec", "remote.json"], "every task runs on this machine"),
     (["--cluster", "worker=1", "--save-log", "afile"], "give a folder"),
+    (["--cluster", "chief=2,worker=1"], "--cluster chief=2,worker=1: there is at most one chief"),
+    # a file's cluster: the file is named, not a --cluster the user never typed
+    (["--cluster-spec", "many.json"], "many.json: worker takes 1 to 16 tasks (20 given)"),
+    (["--cluster-spec", "chiefs.json"], "chiefs.json: there is at most one chief"),
+    (["--cluster-spec", "nowork.json"], "nowork.json: at least one worker is needed"),
 ])
 def test_bad_cluster_options_are_usage_errors_and_run_nothing(tmp_path: Path, args: list[str], says: str) -> None:
     script = tmp_path / "never.py"
     script.write_text("open('ran', 'w').close()\n")
     (tmp_path / "spec.json").write_text('{"worker": ["localhost:2222"]}')
     (tmp_path / "remote.json").write_text('{"worker": ["10.1.2.3:2222"]}')
+    (tmp_path / "many.json").write_text(json.dumps({"worker": [f"localhost:{30000 + i}" for i in range(20)]}))
+    (tmp_path / "chiefs.json").write_text('{"worker": ["localhost:2222"], "chief": ["localhost:2223", "localhost:2224"]}')
+    (tmp_path / "nowork.json").write_text('{"ps": ["localhost:2222"]}')
     (tmp_path / "afile").write_text("")
     done = subprocess.run([*TRACE, *args, str(script)], cwd=tmp_path, env=environment(tmp_path),
                           capture_output=True, timeout=60, check=False)
     assert done.returncode == 2, done.stderr.decode()
     assert says in done.stderr.decode()
+    if args[0] == "--cluster-spec":
+        assert "--cluster " not in done.stderr.decode()
     assert not (tmp_path / "ran").exists()
 
 
@@ -311,11 +321,17 @@ time.sleep(600)
 """
 
 
+def _cheap(tmp: Path, name: str, body: str, *args: str) -> tuple[subprocess.CompletedProcess[bytes], Path]:
+    """``trace ARGS SCRIPT`` of a script without TensorFlow, written from ``body``."""
+    script = tmp / name
+    script.write_text(body)
+    done = subprocess.run([*TRACE, *args, str(script)], cwd=tmp, env=environment(tmp), capture_output=True,
+                          timeout=120, check=False)
+    return done, script
+
+
 def test_a_stopped_task_is_named_and_every_task_is_ended(tmp_path: Path) -> None:
-    script = tmp_path / "stops.py"
-    script.write_text(STOPS)
-    done = subprocess.run([*TRACE, "--cluster", "worker=2", str(script)], cwd=tmp_path, env=environment(tmp_path),
-                          capture_output=True, timeout=120, check=False)
+    done, script = _cheap(tmp_path, "stops.py", STOPS, "--cluster", "worker=2")
     err = done.stderr.decode()
     assert done.returncode == 1
     assert re.search(r"^placement: worker/1 \(pid \d+\) was found stopped \(process state [Tt]", err, re.M), err
@@ -351,5 +367,207 @@ def test_between_graph_copies_between_tasks_are_listed_with_their_bytes(tmp_path
     read = [c for c in doc["copies"] if c["from"] == ps and c["to"] == worker]
     assert read and read[0]["bytes"] == 64 * 64 * 4 and read[0]["dtype"] == "float32"  # w, read by the worker's MatMul
     assert any(c["from"] == worker and c["to"] == ps for c in doc["copies"])  # w's initial value, made on the worker
+    # y's fetch back to the client is a _Send from the worker's CPU to itself: no copy between devices
+    assert all(c["from"] != c["to"] for c in doc["copies"]), doc["copies"]
     variables = [p for p in doc["placements"] if p["op"] == "VarHandleOp" and p["node"] == "w"]
     assert variables and {(p["job"], p["task"]) for p in variables} == {("ps", 0)}
+
+
+# What placement does with the tasks' output, their leftovers and the cluster it is given: cheap
+# scripts, no TensorFlow.
+
+FOREVER = """
+import time
+n = 0
+while True:
+    print("tick", n, flush=True)
+    n += 1
+    time.sleep(0.01)
+"""
+
+
+def test_a_reader_that_stops_early_ends_the_tasks_as_their_own_closed_stdout_would(tmp_path: Path) -> None:
+    """`trace --cluster ... | head -1`: each task's stdout is closed as the pipe would be without placement
+    (as `trace`'s script meets EPIPE itself): the tasks end with their own error, and so does placement."""
+    script = tmp_path / "forever.py"
+    script.write_text(FOREVER)
+    with open(tmp_path / "err", "wb") as err:
+        proc = subprocess.Popen([*TRACE, "--cluster", "worker=2", str(script)], cwd=tmp_path, env=environment(tmp_path),
+                                stdout=subprocess.PIPE, stderr=err)
+        assert proc.stdout is not None
+        try:
+            first = proc.stdout.readline()
+            proc.stdout.close()  # | head -1
+            code = proc.wait(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert re.fullmatch(rb"worker/[01] \| tick 0\n", first), first
+    said = (tmp_path / "err").read_text()
+    # python's BrokenPipeError in the task, as under `trace`: 1, or 120 when its flush at exit failed too
+    assert code in (1, 120), said[-2000:]
+    assert re.search(rf"^placement: worker/[01] \(pid \d+\) exited with code {code}: .*BrokenPipeError", said, re.M), said
+    assert _leftovers(str(script)) == []
+
+
+UNFINISHED = """
+import os, sys
+sys.stdout.write("epoch 3/10 ... loss=0.5")
+sys.stdout.flush()
+sys.stderr.write("half a line on stderr")
+sys.stderr.flush()
+os._exit(1)
+"""
+
+
+def test_an_unfinished_last_line_is_ended_before_anything_else_is_written(tmp_path: Path) -> None:
+    done, _ = _cheap(tmp_path, "unfinished.py", UNFINISHED, "--cluster", "worker=1", "--save-log", str(tmp_path / "logs"))
+    assert done.returncode == 1, done.stderr.decode()
+    out, err = done.stdout.decode(), done.stderr.decode()
+    assert "worker/0 | epoch 3/10 ... loss=0.5\n" in out, out
+    assert re.search(r"^─+ placement: \S+ exited with code 1", out, re.M), out  # the report's rule: a line of its own
+    assert "worker/0 | half a line on stderr\nplacement: worker/0 (pid " in err, err
+    assert (tmp_path / "logs" / "worker-0.out").read_bytes() == b"epoch 3/10 ... loss=0.5"  # the file: as written
+
+
+def test_stdout_and_stderr_on_one_screen_never_glue_two_sources_lines(tmp_path: Path) -> None:
+    from placement_cli.runtime.cluster_trace_output import Screens
+
+    read, write = os.pipe()
+    second = os.dup(write)  # stdout and stderr on one pipe, as `2>&1` makes them
+    gone: list[int] = []
+    screens = Screens(8, gone.append)
+    try:
+        screens.watch(write)
+        screens.watch(second)
+        screens.emit("worker/0", "out", write, b"partial", whole=False)
+        screens.emit("worker/1", "err", second, b"a whole line\n")
+        screens.emit("worker/0", "out", write, b" rest\n")
+        screens.emit("worker/0", "err", second, b"no newline", whole=False)
+        screens.end_line("worker/0", "err", second)
+        os.close(write)
+        os.close(second)
+        assert os.read(read, 65536) == (b"worker/0 | partial\nworker/1 | a whole line\nworker/0 |  rest\n"
+                                        b"worker/0 | no newline\n")
+    finally:
+        os.close(read)
+    assert gone == []
+
+
+PIECES = """
+import sys, time
+for piece in ("UnicodeEncodeError", ": ", "'ascii' codec can't encode character", "\\n", "last words"):
+    sys.stderr.write(piece)
+    sys.stderr.flush()
+    time.sleep(0.05)  # each piece in a read of its own, most likely
+sys.exit(3)
+"""
+
+
+def test_the_failure_quotes_whole_lines_of_the_tasks_stderr(tmp_path: Path) -> None:
+    done, _ = _cheap(tmp_path, "pieces.py", PIECES, "--cluster", "worker=1")
+    err = done.stderr.decode()
+    assert done.returncode == 3, err
+    named = [line for line in err.splitlines() if line.startswith("placement: worker/0 (pid ")]
+    assert named and named[0].endswith(
+        "exited with code 3: UnicodeEncodeError: 'ascii' codec can't encode character | last words"), err
+
+
+DAEMON = """
+import json, os, socket, sys, time
+me = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:  # a daemon: in a session of its own, its parent gone
+        server = socket.create_server(("", 0), family=socket.AF_INET6, dualstack_ipv6=True)
+        print("daemon", os.getpid(), server.getsockname()[1], flush=True)
+        time.sleep(600)
+    os._exit(0)
+os.wait()
+if sys.argv[1] == "wait":
+    time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("end, shared_network", [("done", False), ("SIGINT", True)])
+def test_a_daemon_a_task_started_is_killed_at_the_end(tmp_path: Path, end: str, shared_network: bool) -> None:
+    script = tmp_path / f"daemon_{end}.py"
+    script.write_text(DAEMON)
+    env = environment(tmp_path, **({"PLACEMENT_CLUSTER_NO_NAMESPACE": "1"} if shared_network else {}))
+    proc = subprocess.Popen([*TRACE, "--cluster", "worker=1", str(script), "wait" if end == "SIGINT" else "go"],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert proc.stdout is not None
+    daemon = port = 0
+    try:
+        line = proc.stdout.readline()
+        found = re.fullmatch(rb"worker/0 \| daemon (\d+) (\d+)\n", line)
+        assert found, line
+        daemon, port = int(found.group(1)), int(found.group(2))
+        if shared_network:
+            assert _listening({port}) == {port}
+        if end == "SIGINT":
+            proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+        assert proc.returncode == (130 if end == "SIGINT" else 0)
+        assert gone(daemon)
+        if shared_network:
+            assert _listening({port}) == set()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if daemon and not gone(daemon):
+            os.kill(daemon, signal.SIGKILL)
+
+
+def test_save_log_files_that_cannot_be_written_are_usage_errors_and_nothing_runs(tmp_path: Path) -> None:
+    script = tmp_path / "never.py"
+    script.write_text("open('ran', 'w').close()\n")
+    (tmp_path / "logs" / "worker-0.out").mkdir(parents=True)
+    (tmp_path / "logs" / "worker-0.log").write_text("kept")
+    done = subprocess.run([*TRACE, "--cluster", "worker=1", "--force", "--save-log", str(tmp_path / "logs"),
+                           str(script)], cwd=tmp_path, env=environment(tmp_path), capture_output=True, timeout=60,
+                          check=False)
+    assert done.returncode == 2, done.stderr.decode()
+    assert f"--save-log {tmp_path / 'logs' / 'worker-0.out'}: is a directory" in done.stderr.decode()
+    assert not (tmp_path / "ran").exists()
+    assert (tmp_path / "logs" / "worker-0.log").read_text() == "kept"  # refused before anything was replaced
+
+
+def test_a_cluster_spec_port_another_program_listens_on_is_refused(tmp_path: Path) -> None:
+    import socket
+
+    script = tmp_path / "never.py"
+    script.write_text("open('ran', 'w').close()\n")
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        (tmp_path / "spec.json").write_text(json.dumps({"worker": [f"localhost:{port}"]}))
+        done = subprocess.run([*TRACE, "--cluster-spec", "spec.json", "--save-log", "logs", str(script)], cwd=tmp_path,
+                              env=environment(tmp_path, PLACEMENT_CLUSTER_NO_NAMESPACE="1"), capture_output=True,
+                              timeout=60, check=False)
+    assert done.returncode == 2, done.stderr.decode()
+    assert f"port {port} is in use" in done.stderr.decode()
+    assert not (tmp_path / "ran").exists()
+    assert not (tmp_path / "logs").exists()  # the folder made for the logs goes again, empty
+
+
+def test_only_devices_of_one_task_are_said_to_share_one_memory() -> None:
+    from rich.console import Console
+
+    from placement_cli.model import Copy, Report
+    from placement_cli.render.training import copies_renderables
+    from placement_cli.render.view import View
+
+    def cpu(task: int, index: int) -> str:
+        return f"/job:worker/replica:0/task:{task}/device:CPU:{index}"
+
+    copies = (Copy("a", cpu(0, 0), cpu(0, 1), "float32", (1,), 4, physical=False),
+              Copy("b", cpu(1, 0), cpu(1, 1), "float32", (1,), 4, physical=False),
+              Copy("c", cpu(0, 0), cpu(1, 0), "float32", (1,), 4, physical=True))
+    console = Console(width=400, record=True, color_system=None)
+    for part in copies_renderables(Report(copies=copies), View()):
+        console.print(part)
+    notes = [line for line in console.export_text().splitlines() if "sharing one memory" in line]
+    assert [note.split(" are ")[0] for note in notes] == ["worker/0 CPU:0, worker/0 CPU:1",
+                                                          "worker/1 CPU:0, worker/1 CPU:1"], notes

@@ -3,10 +3,11 @@ process per task, then the placements of every task (the CLI's side; runtime.clu
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, BinaryIO
 
 from placement_cli.cli import shown
 from placement_cli.cli.app import Json, Outcome, Verbatim, say
@@ -15,32 +16,53 @@ from placement_cli.i18n import _
 
 
 def save_folder(path: str) -> str:
-    """--save-log DIR: a folder (made if missing, its parent must exist) where no task's file exists yet."""
+    """--save-log DIR: a folder (made if missing) the files of every task go in."""
     from placement_cli import outputs  # noqa: PLC0415
 
     outputs.not_an_option("--save-log", path)
     if os.path.exists(path) and not os.path.isdir(path):
         raise UsageProblem(_("{option} {path}: with --cluster, give a folder (one file per task and stream goes in "
                              "it)").format(option="--save-log", path=path))
-    if not os.path.isdir(path):
-        try:
-            os.mkdir(path)
-        except OSError as exc:
-            raise UsageProblem(_("{option} {path}: cannot make the folder ({why})").format(
-                option="--save-log", path=path, why=exc.strerror)) from None
-    return path
+    return outputs.check_folder("--save-log", path)
 
 
-def _taken(folder: str, jobs: list[tuple[str, int]], force: bool) -> None:
-    for job, count in jobs:
-        for i in range(count):
-            for kind in ("log", "out", "err"):
-                path = os.path.join(folder, f"{job}-{i}.{kind}")
-                if os.path.lexists(path):
-                    if not force:
-                        raise UsageProblem(_("{option} {path}: the file exists (add --force to overwrite it)").format(
-                            option="--save-log", path=path))
-                    os.unlink(path)
+def open_saved(folder: str, jobs: list[tuple[str, int]], script: str,
+               force: bool) -> tuple[dict[str, dict[str, BinaryIO]], list[str]]:
+    """Every task's --save-log files, checked as every output file is and opened before any task
+    starts: a file that cannot be written is a usage error naming it (nothing has run). Files
+    replaced under --force are emptied only once every one is open. Also: the files this made."""
+    from placement_cli import outputs  # noqa: PLC0415
+
+    paths = {(f"{job}/{i}", kind): os.path.join(folder, f"{job}-{i}.{kind}")
+             for job, count in jobs for i in range(count) for kind in ("log", "out", "err")}
+    for path in paths.values():
+        outputs.check_file("--save-log", path, force, protect=(script,))
+    opened: dict[str, dict[str, BinaryIO]] = {}
+    made: list[str] = []
+    path = ""
+    try:
+        for (task, kind), path in paths.items():
+            special = outputs.special(path)
+            existed = os.path.lexists(path)
+            flags = os.O_WRONLY | os.O_CLOEXEC | (0 if special else os.O_CREAT | (0 if force else os.O_EXCL))
+            file = open(path, "wb", opener=lambda name, _flags, how=flags: os.open(name, how, 0o666))  # noqa: SIM115
+            if not existed:
+                made.append(path)
+            opened.setdefault(task, {})[kind] = file
+    except OSError as exc:
+        for files in opened.values():
+            for file in files.values():
+                file.close()
+        for made_path in made:
+            with contextlib.suppress(OSError):
+                os.unlink(made_path)
+        raise UsageProblem(_("{option} {path}: cannot write it ({why})").format(
+            option="--save-log", path=path, why=exc.strerror or exc)) from None
+    for files in opened.values():
+        for file in files.values():
+            with contextlib.suppress(OSError):  # a FIFO, a device: written into as it is
+                os.ftruncate(file.fileno(), 0)
+    return opened, made
 
 
 def trace_cluster(script: str, args: list[str], *, cluster: str | None, cluster_spec: str | None, filters: Any,
@@ -48,7 +70,8 @@ def trace_cluster(script: str, args: list[str], *, cluster: str | None, cluster_
                   drawn: Any) -> Outcome:
     from placement_cli.filters import apply  # noqa: PLC0415
     from placement_cli.messages import one_line  # noqa: PLC0415
-    from placement_cli.runtime.cluster_trace import jobs_of_spec, parse_cluster, run_cluster_traced  # noqa: PLC0415
+    from placement_cli.runtime.cluster_trace import run_cluster_traced  # noqa: PLC0415
+    from placement_cli.runtime.cluster_trace_spec import jobs_of_spec, parse_cluster  # noqa: PLC0415
 
     if cluster is not None and cluster_spec is not None:
         raise UsageProblem(_("give --cluster or --cluster-spec, not both"))
@@ -60,11 +83,15 @@ def trace_cluster(script: str, args: list[str], *, cluster: str | None, cluster_
     else:
         assert cluster is not None
         jobs = parse_cluster(cluster)
-    folder = save_folder(save_log) if save_log else None
-    if folder is not None:
-        _taken(folder, jobs, force)
-    traced = run_cluster_traced(script, args, jobs, addresses, stdout_fd=2 if as_json else 1, echo_log=log,
-                                save_dir=folder, copies=copies)
+    saved, made = open_saved(save_folder(save_log), jobs, script, force) if save_log else ({}, [])
+    try:
+        traced = run_cluster_traced(script, args, jobs, addresses, stdout_fd=2 if as_json else 1, echo_log=log,
+                                    saved=saved, copies=copies)
+    except UsageProblem:  # no task ran (a port in use): the files made for them go again
+        for path in made:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        raise
     for note in traced.notes:
         say(note)
     if traced.problem is not None:
@@ -84,8 +111,8 @@ def trace_cluster(script: str, args: list[str], *, cluster: str | None, cluster_
                          "only").format(script=name))
     notices.extend(_gpu_note(traced))
     if traced.isolated is False:
-        notices.append(_("the tasks' servers listened on every interface, unauthenticated, while they ran "
-                         "(no private network namespace: {why})").format(why=traced.isolation_note))
+        notices.append(_("no private network namespace ({why}): the tasks' servers, if any, listened on every "
+                         "interface, unauthenticated, while they ran").format(why=traced.isolation_note))
     return Outcome(code=traced.exit_code, output=output, pictures=drawn, graph=_graph(traced, filters),
                    notices=tuple(notices), keep_code=True)
 

@@ -22,7 +22,7 @@ def tasks_table(tasks: Any, isolated: bool | None, report: Any) -> Table:
     elif isolated is None:
         where = _("whether they ran in a private network namespace is not known")
     else:
-        where = _("listening on every interface, unauthenticated, while they ran")
+        where = _("no private network namespace: their servers, if any, listened on every interface, unauthenticated")
     per_task = Counter(f"{p.spec.job}/{p.spec.task}" for p in report.placements)
     table = Table(title=literal(_("Tasks") + f" ({where})"), title_justify="left")
     for heading in (_("task"), _("address"), _("pid"), _("exit code"), _("placements")):

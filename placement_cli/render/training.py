@@ -12,7 +12,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from placement_cli import messages
-from placement_cli.devices import short_name
+from placement_cli.devices import short_name, try_parse
 from placement_cli.i18n import _, shown
 from placement_cli.model import Copy, GradientCheck, Placement, Report, Training, link_totals
 from placement_cli.render.digest import digest_renderables
@@ -228,12 +228,23 @@ def copies_renderables(report: Report, view: View) -> list[RenderableType]:
         ops = ", ".join(f"{n} {clean(op)}" for op, n in report.executed[:8])
         parts.append(Text(_("the traced step executed {nodes} nodes: {ops}").format(
             nodes=nodes, ops=ops + (", ..." if len(report.executed) > 8 else "")), style="dim"))
-    if any(c.physical is False for c in copies):
-        logical = sorted({short_name(d) for c in copies if c.physical is False for d in (c.source, c.target)})
+    for logical in _sharing_memory(copies):
         parts.append(Text(_("{devices} are logical devices sharing one memory: these bytes are what would cross "
                             "a device boundary (e.g. to a GPU), not a memory copy made here.").format(
             devices=", ".join(clean(d) for d in logical)), style="italic"))
     return parts
+
+
+def _sharing_memory(copies: Sequence[Copy]) -> list[list[str]]:
+    """The devices of the copies between logical devices of one memory, a list per process (task):
+    devices of two tasks share none (their copies cross between processes)."""
+    groups: dict[str, set[str]] = {}
+    for c in copies:
+        if c.physical is False:
+            spec = try_parse(c.source)
+            task = "" if spec is None else f"{spec.job}/{spec.replica}/{spec.task}"
+            groups.setdefault(task, set()).update((short_name(c.source), short_name(c.target)))
+    return [sorted(devices) for _task, devices in sorted(groups.items())]
 
 
 def _expected_line(training: Training, total: int | None) -> Text:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import collections
 import json
 import os
-import re
 import select
 import signal
 import subprocess
@@ -38,69 +37,14 @@ from placement_cli.messages import TRACE, one_line
 from placement_cli.model import ClusterTask, Report
 from placement_cli.runtime.child import BOOT, ENV
 from placement_cli.runtime.cluster_launch import how_it_ended, process_state
+from placement_cli.runtime.cluster_trace_output import Screens, quote_lines
 from placement_cli.runtime.splitter import Channel, Splitter
-from placement_cli.runtime.tracer import GRACE_IDLE, GRACE_MAX, READ, _facts, _level, _pipe, _write_all
+from placement_cli.runtime.tracer import GRACE_IDLE, GRACE_MAX, READ, _facts, _level, _pipe
 
-JOBS = ("chief", "worker", "ps")  # TF_CONFIG's order: the coordinator first
-MAX_TASKS = {"chief": 1, "worker": 16, "ps": 8}
 SERVING_GRACE = 0.5  # seconds a worker under a chief gets to end on its own once the chief has
 INTERRUPT_GRACE = 2.0  # seconds the tasks get to end on a signal placement forwarded, before they are killed
 HOLD = 0.2  # seconds an unfinished line waits for its end before it is shown as it is
 _TAIL = 6  # lines of a failed task's own stderr quoted
-_SPEC = re.compile(r"\s*([a-z]+)\s*=\s*([0-9]+)\s*")
-
-
-_GLOG_ERROR = re.compile(r"\s*[EF]\d{4} ")
-
-
-def _says_why(line: str, *, c_stdio: bool) -> bool:
-    """A line of a task's stderr worth quoting when it failed: the script's own (Python's stderr:
-    its traceback, its messages), and TensorFlow's errors, not the start-up chatter of every task."""
-    if not line.strip():
-        return False
-    if not c_stdio:
-        return True
-    return bool(_GLOG_ERROR.match(line)) and "cuInit" not in line
-
-
-def parse_cluster(text: str) -> list[tuple[str, int]]:
-    """``worker=2,ps=1,chief=1`` as (job, count) in launch order; a usage problem says what is wrong."""
-    counts: dict[str, int] = {}
-    for part in text.split(","):
-        m = _SPEC.fullmatch(part)
-        if m is None or m.group(1) not in JOBS:
-            raise UsageProblem(_("--cluster {value}: give JOB=COUNT pairs, jobs worker, ps and chief "
-                                 "(e.g. worker=2 or chief=1,ps=1,worker=2)").format(value=one_line(text)))
-        job, count = m.group(1), int(m.group(2))
-        if job in counts:
-            raise UsageProblem(_("--cluster {value}: {job} is given twice").format(value=one_line(text), job=job))
-        if not 1 <= count <= MAX_TASKS[job]:
-            raise UsageProblem(_("--cluster {value}: {job} takes 1 to {most} tasks").format(
-                value=one_line(text), job=job, most=MAX_TASKS[job]))
-        counts[job] = count
-    if "worker" not in counts:
-        raise UsageProblem(_("--cluster {value}: at least one worker is needed").format(value=one_line(text)))
-    return [(job, counts[job]) for job in JOBS if job in counts]
-
-
-def jobs_of_spec(spec: Any) -> tuple[list[tuple[str, int]], dict[str, list[str]]]:
-    """A --cluster-spec file's cluster (clusterspec.Cluster): loopback addresses only, jobs of this command."""
-    from placement_cli.runtime.cluster_launch import _loopback  # noqa: PLC0415
-
-    for task in spec.tasks:
-        if task.job not in JOBS:
-            raise UsageProblem(_("{source}: job {job}: trace --cluster runs jobs worker, ps and chief").format(
-                source=spec.source, job=task.job))
-        if not _loopback(task.host):
-            raise UsageProblem(_("{source}: {task} is at {address}: every task runs on this machine, so give "
-                                 "localhost, 127.x.x.x or [::1] addresses").format(
-                source=spec.source, task=task.name, address=task.address))
-    jobs = parse_cluster(",".join(f"{job}={spec.count(job)}" for job in JOBS if spec.count(job)))
-    for job, count in jobs:
-        if [t.index for t in spec.jobs[job]] != list(range(count)):
-            raise UsageProblem(_("{source}: job {job}'s tasks must be numbered 0 to {last}").format(
-                source=spec.source, job=job, last=count - 1))
-    return jobs, {job: [t.address for t in spec.jobs[job]] for job, _count in jobs}
 
 
 @dataclass
@@ -111,6 +55,9 @@ class _Lines:
     sink: int
     pending: bytes = b""
     since: float = 0.0
+    quoted: bytes = b""  # stderr: what follows the last whole line, kept for the failure's quote
+    eof: bool = False  # the task's end of the pipe closed (or placement closed ours)
+    done: bool = False  # and its last line went out, ended
 
 
 @dataclass
@@ -153,30 +100,33 @@ class ClusterTraceResult:
 
 class _Run:
     def __init__(self, script: str, args: list[str], jobs: list[tuple[str, int]], cluster: dict[str, list[str]] | None,
-                 *, stdout_fd: int, echo_log: bool, save_dir: str | None, copies: bool) -> None:
+                 *, stdout_fd: int, echo_log: bool, saved: dict[str, dict[str, BinaryIO]], copies: bool) -> None:
         self.script, self.args, self.jobs, self.cluster = script, args, jobs, cluster
-        self.stdout_fd, self.copies, self.save_dir = stdout_fd, copies, save_dir
+        self.stdout_fd, self.copies = stdout_fd, copies
         level = _level(os.environ.get("TF_CPP_MIN_LOG_LEVEL"))
         self.tasks = [_Task(job, i, Splitter(parsed := tempfile.TemporaryFile(), echo_placement=echo_log,  # noqa: SIM115
                                              min_level=level), parsed)
                       for job, count in jobs for i in range(count)]
         self.by_name = {t.name: t for t in self.tasks}
+        for task in self.tasks:
+            task.saved = dict(saved.get(task.name, {}))
         self.by_fd: dict[int, _Task] = {}
         self.launcher: subprocess.Popen[bytes] | None = None
         self.events = bytearray()
         self.isolated: bool | None = None
         self.isolation_note = ""
-        self.problem: Message | None = None
+        self.problem: Message | None = None  # placement's own trouble with the tasks
         self.first_failure: _Task | None = None
+        self.failure: tuple[Message, bool] | None = None  # how the first failure ended, and whether to quote it
+        self.busy: tuple[str, int] | None = None  # a --cluster-spec port something else listens on
         self.notes: list[str] = []
         self.signalled: int | None = None
         self.signal_deadline = 0.0
         self.serving_due: float | None = None
         self.wake_r = self.wake_w = -1
         self.saved_handlers: dict[int, Any] = {}
-        self.last_writer: tuple[int, str, str] | None = None  # (sink, task, source) that wrote last, mid-line
-        self.dead_sinks: set[int] = set()
-        self.width = max(len(t.name) for t in self.tasks)
+        self.poller = select.poll()
+        self.out = Screens(max(len(t.name) for t in self.tasks), self._sink_gone)
         self.last_data = 0.0
 
     # -- start ---------------------------------------------------------------------------------
@@ -197,12 +147,11 @@ class _Run:
             out_sink, err_sink = self.stdout_fd, 2
             task.lines = {"out": _Lines(out_sink), "cout": _Lines(out_sink), "err": _Lines(err_sink),
                           "cerr": _Lines(err_sink)}
+            self.out.watch(out_sink)
+            self.out.watch(err_sink)
             specs.append({"job": task.job, "index": task.index, "flags": flags,
                           "trace_fds": [pipes[k][1] for k in ("control", "cout", "cerr")],
                           "stdout": pipes["out"][1], "stderr": pipes["err"][1]})
-            if self.save_dir is not None:
-                stem = os.path.join(self.save_dir, task.name.replace("/", "-"))
-                task.saved = {kind: open(f"{stem}.{kind}", "xb") for kind in ("log", "out", "err")}  # noqa: SIM115
         env = {**os.environ, "PYTHONPATH": BOOT + (os.pathsep + pythonpath if pythonpath else "")}
         request = {"jobs": self.jobs, "cluster": self.cluster, "tasks": specs, "env": env, "control_variable": ENV,
                    "argv": [sys.executable, *(["--"] if self.script.startswith("-") else []), self.script, *self.args]}
@@ -245,7 +194,7 @@ class _Run:
     def run(self) -> None:
         assert self.launcher is not None and self.launcher.stdout is not None
         events_fd = self.launcher.stdout.fileno()
-        poller = select.poll()
+        poller = self.poller
         for fd in (self.wake_r, events_fd, *self.by_fd):
             poller.register(fd, select.POLLIN)
         while True:
@@ -273,6 +222,9 @@ class _Run:
                 self._write_out(task, now)
             self._decide(now)
             if self._finished(now):
+                for task in self.tasks:  # a line still unfinished ends: placement's words come next
+                    for kind in task.lines:
+                        self._last_line(task, kind)
                 return
 
     def _timeout(self) -> int:
@@ -303,23 +255,32 @@ class _Run:
                 self.problem = self.problem or Message(N_("placement could not start the tasks: {error}"),
                                                        error=str(event.get("error")))
                 self._end_all()
+            elif kind == "busy":
+                self.busy = (str(event.get("task")), int(event.get("port", 0)))
 
     def _launcher_gone(self) -> None:
         for task in self.tasks:
             if task.status is None:
                 task.status = -signal.SIGKILL
                 task.ended = True
-        if self.problem is None:
+        if self.problem is None and self.busy is None:
             self.problem = Message(N_("placement's launcher of the tasks ended before them"))
 
     def _failed(self, task: _Task, how: Message, *, quote: bool) -> None:
         """The first task that failed is named, with the end of its own stderr; every other task is ended."""
         if self.first_failure is None:
             self.first_failure = task
-            said = Message(N_("{task} (pid {pid}) {how}"), task=task.name, pid=task.pid, how=how)
-            tail = " | ".join(task.tail) if quote else ""
-            self.problem = Message(N_("{problem}: {tail}"), problem=said, tail=tail) if tail else said
+            self.failure = (how, quote)  # said at the end, when the last lines of its stderr are in
         self._end_all()
+
+    def _failure_said(self) -> Message | None:
+        task = self.first_failure
+        if task is None or self.failure is None:
+            return self.problem
+        how, quote = self.failure
+        said = Message(N_("{task} (pid {pid}) {how}"), task=task.name, pid=task.pid, how=how)
+        tail = " | ".join(task.tail) if quote else ""
+        return Message(N_("{problem}: {tail}"), problem=said, tail=tail) if tail else said
 
     def _end_all(self) -> None:
         for other in self.tasks:
@@ -369,13 +330,9 @@ class _Run:
         kind = task.fds[fd]
         data = os.read(fd, READ)
         if not data:
-            poller.unregister(fd)
-            os.close(fd)
-            del self.by_fd[fd]
+            self._close(task, fd)
             if kind in task.channels:
-                task.splitter.close(task.channels[kind])
-            elif kind in task.lines:
-                self._flush_lines(task, kind, final=True)
+                task.splitter.close(task.channels[kind])  # its rest comes out in _write_out, then the line ends
             return
         self.last_data = time.monotonic()
         if kind == "control":
@@ -422,20 +379,48 @@ class _Run:
                 self.notes.append(f"--save-log: stopped writing {saved.name} ({exc.strerror})")
                 task.saved.pop(kind)
 
+    def _close(self, task: _Task, fd: int) -> None:
+        """Our end of one of the task's pipes closes: at its end, or (its stdout or stderr) when what
+        placement passes it on to is gone."""
+        self.poller.unregister(fd)
+        os.close(fd)
+        del self.by_fd[fd]
+        lines = task.lines.get(task.fds[fd])
+        if lines is not None:
+            lines.eof = True
+
     def _write_out(self, task: _Task, now: float) -> None:
         for kind, channel in task.channels.items():
             data = channel.take()
             if data:
                 self._lines_in(task, kind, data)
-        for kind in task.lines:
-            self._flush_lines(task, kind, final=False, now=now)
+        for kind, lines in task.lines.items():
+            if lines.eof:
+                self._last_line(task, kind)
+            else:
+                self._flush_lines(task, kind, final=False, now=now)
+
+    def _last_line(self, task: _Task, kind: str) -> None:
+        """The stream ended (or the run did): what is left of it goes out, and a line it left
+        unfinished is ended, so that what comes next (another task's, placement's) starts its own line.
+        What it left of a line on stderr is quoted as a line of its own."""
+        lines = task.lines[kind]
+        if lines.done:
+            return
+        lines.done = True
+        self._flush_lines(task, kind, final=True)
+        if lines.quoted:
+            quote_lines(task.tail, lines.quoted, c_stdio=kind == "cerr")
+            lines.quoted = b""
+        self.out.end_line(task.name, kind, lines.sink)
 
     def _lines_in(self, task: _Task, kind: str, data: bytes) -> None:
         lines = task.lines[kind]
-        if kind in ("err", "cerr"):
-            for line in data.decode("utf-8", "replace").splitlines():
-                if _says_why(line, c_stdio=kind == "cerr"):
-                    task.tail.append(line.strip())
+        if kind in ("err", "cerr"):  # quoted by whole lines: a traceback's last line comes in several writes
+            whole, newline, rest = (lines.quoted + data).rpartition(b"\n")
+            if newline:
+                quote_lines(task.tail, whole, c_stdio=kind == "cerr")
+            lines.quoted = rest if len(rest) <= READ else b""
         if not lines.pending:
             lines.since = time.monotonic()
         lines.pending += data
@@ -443,37 +428,22 @@ class _Run:
         if newline:
             lines.pending = rest
             lines.since = time.monotonic()
-            self._emit(task, kind, lines.sink, whole + b"\n")
+            self.out.emit(task.name, kind, lines.sink, whole + b"\n")
 
     def _flush_lines(self, task: _Task, kind: str, *, final: bool, now: float = 0.0) -> None:
         lines = task.lines[kind]
         if lines.pending and (final or now - lines.since >= HOLD or len(lines.pending) > READ):
             data, lines.pending = lines.pending, b""
-            self._emit(task, kind, lines.sink, data, whole=False)
+            self.out.emit(task.name, kind, lines.sink, data, whole=False)
 
-    def _emit(self, task: _Task, kind: str, sink: int, data: bytes, *, whole: bool = True) -> None:
-        """``data``'s lines, each after its task's prefix, on ``sink``; a line another task interrupted
-        ends first, and one this task left unfinished goes on where it was."""
-        if sink in self.dead_sinks:
-            return
-        prefix = f"{task.name:<{self.width}} | ".encode()
-        out = bytearray()
-        me = (sink, task.name, kind)
-        if self.last_writer is not None and self.last_writer[0] == sink and self.last_writer != me:
-            out += b"\n"
-        continuing = self.last_writer == me
-        lines = data.split(b"\n")
-        if whole:
-            lines.pop()  # what follows the last newline: nothing
-        for i, line in enumerate(lines):
-            out += (b"" if i == 0 and continuing else prefix) + line
-            if whole or i < len(lines) - 1:
-                out += b"\n"
-        self.last_writer = None if whole else me
-        try:
-            _write_all(sink, bytes(out))
-        except OSError:
-            self.dead_sinks.add(sink)
+    def _sink_gone(self, sink: int) -> None:
+        """Where the tasks' output went is gone: their own stdout (or stderr) is closed as that pipe
+        would be without placement, so a task that writes there again meets EPIPE itself (as under
+        `trace`, where the script writes to placement's stdout); TensorFlow's log is still read."""
+        for task in self.tasks:
+            for fd, kind in list(task.fds.items()):
+                if kind in ("out", "err") and task.lines[kind].sink == sink and fd in self.by_fd:
+                    self._close(task, fd)
 
     # -- end -----------------------------------------------------------------------------------
 
@@ -523,8 +493,9 @@ class _Run:
         tasks = tuple(ClusterTask(job=t.job, task=t.index, target=None if t.address is None else f"grpc://{t.address}",
                                   pid=t.pid, exit_code=t.status, ended_by_placement=t.ended) for t in self.tasks)
         return ClusterTraceResult(report=report, graph=graph, exit_code=code, tasks=tasks, isolated=self.isolated,
-                                  isolation_note=self.isolation_note, problem=self.problem, notes=tuple(self.notes),
-                                  output_closed=self.stdout_fd in self.dead_sinks)
+                                  isolation_note=self.isolation_note, problem=self._failure_said(),
+                                  notes=tuple(self.notes),
+                                  output_closed=self.stdout_fd in self.out.dead)
 
     def _exit_code(self) -> int:
         """The chief's, else the first failing task's, else 0; a signal as the shell gives it (128 + N)."""
@@ -534,7 +505,7 @@ class _Run:
         elif self.first_failure is not None and self.first_failure.status is not None:
             # a task found stopped was killed by placement: that signal is not its own code
             code = 1 if self.first_failure.ended else self.first_failure.status or 1
-        elif self.problem is not None:
+        elif self.problem is not None or self.first_failure is not None:
             code = 1
         else:
             code = 0
@@ -553,15 +524,19 @@ def _copy_sizes(raw: bytes | None) -> dict[str, Any] | None:
 
 def run_cluster_traced(script: str, args: list[str], jobs: list[tuple[str, int]],
                        cluster: dict[str, list[str]] | None = None, *, stdout_fd: int = 1, echo_log: bool = False,
-                       save_dir: str | None = None, copies: bool = False) -> ClusterTraceResult:
+                       saved: dict[str, dict[str, BinaryIO]] | None = None, copies: bool = False) -> ClusterTraceResult:
     """Run every task of the cluster to its end (or placement's), then parse and explain what each placed.
     A signal placement received ends the run after the tasks had it: KeyboardInterrupt or Terminated."""
-    run = _Run(script, args, jobs, cluster, stdout_fd=stdout_fd, echo_log=echo_log, save_dir=save_dir, copies=copies)
+    run = _Run(script, args, jobs, cluster, stdout_fd=stdout_fd, echo_log=echo_log, saved=saved or {}, copies=copies)
     try:
         run.start()
         run.run()
     finally:
         run.cleanup()
+    if run.busy is not None:
+        task, port = run.busy
+        raise UsageProblem(_("port {port} is in use: another program listens on it ({task} of the cluster spec; "
+                             "give a free port)").format(port=port, task=task))
     if run.signalled == signal.SIGINT:
         raise KeyboardInterrupt
     if run.signalled is not None:

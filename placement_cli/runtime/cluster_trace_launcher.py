@@ -12,7 +12,12 @@ Its request (JSON) comes on stdin, whose end (placement finished, or was killed 
 kills every task's process group; commands come as lines on stdin: ``end TASK`` (SIGTERM to the
 task's group, SIGKILL a second later). Events go out as JSON lines on fd 1:
 ``{"event": "isolation"...}``, ``{"event": "started", "task", "pid", "address"}``,
-``{"event": "exit", "task", "status"}`` (os.waitstatus_to_exitcode), ``{"event": "error", "error"}``.
+``{"event": "exit", "task", "status"}`` (os.waitstatus_to_exitcode), ``{"event": "error", "error"}``,
+``{"event": "busy", "task", "port"}`` (a --cluster-spec port something else listens on: nothing started).
+
+The launcher is a child subreaper (Linux): a process a task started and left (a daemon: fork,
+setsid, fork) becomes the launcher's child, not init's, and at the end every process below the
+launcher is killed and reaped, whatever session or group it moved to.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import time
 from typing import Any
 
 from placement_cli.runtime.cluster_supervisor import free_ports, isolate
+from placement_cli.runtime.cluster_trace_spec import port_in_use
 
 KILL_AFTER = 1.0  # seconds between the SIGTERM that ends a serving task and the SIGKILL
 
@@ -42,7 +48,47 @@ def _kill(pid: int, sig: int) -> None:
         os.killpg(pid, sig)
 
 
+def _subreaper() -> None:
+    """Orphans of the tasks re-parent to this process (PR_SET_CHILD_SUBREAPER), so none escapes the end."""
+    import ctypes  # noqa: PLC0415
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+
+
+def _children() -> list[int]:
+    """This process's children (the tasks, and the orphans of their processes), zombies included."""
+    me, found = os.getpid(), []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    if int(f.read().rsplit(b")", 1)[1].split()[1]) == me:
+                        found.append(int(entry))
+            except (OSError, ValueError, IndexError):
+                continue
+    return found
+
+
+def kill_descendants() -> None:
+    """Kill and reap every process below this one, until none is left: a child killed leaves its own
+    children to this subreaper, which kills them in the next round."""
+    if not os.path.isdir("/proc"):
+        return
+    while True:
+        children = _children()
+        if not children:
+            return
+        for pid in children:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in children:
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, 0)
+
+
 def main() -> None:
+    _subreaper()
     first = b""
     while b"\n" not in first:
         data = os.read(0, 65536)
@@ -54,15 +100,21 @@ def main() -> None:
     isolated, why = isolate()
     _emit({"event": "isolation", "isolated": isolated, "why": why})
     jobs: list[list[Any]] = request["jobs"]  # [[job, count], ...] in launch order
-    held = [] if isolated else free_ports(sum(count for _, count in jobs))
-    if isolated:  # nothing else lives in this namespace: ports chosen here stay free
+    given = request.get("cluster")  # the user's --cluster-spec, loopback addresses only
+    if given and not isolated:  # a port another program has: no task could start its server there
+        for job, addresses in given.items():
+            for index, address in enumerate(addresses):
+                port = int(address.rsplit(":", 1)[1])
+                if port_in_use(port):
+                    _emit({"event": "busy", "task": f"{job}/{index}", "port": port})
+                    return
+    held = [] if isolated or given else free_ports(sum(count for _, count in jobs))
+    ports = [s.getsockname()[1] for s in held]
+    if isolated and not given:  # nothing else lives in this namespace: ports chosen here stay free
         probes = free_ports(sum(count for _, count in jobs))
         ports = [s.getsockname()[1] for s in probes]
         for s in probes:
             s.close()
-    else:
-        ports = [s.getsockname()[1] for s in held]
-    given = request.get("cluster")  # the user's --cluster-spec, loopback addresses only
     cluster: dict[str, list[str]] = given or {}
     if not given:
         at = 0
@@ -108,6 +160,7 @@ def main() -> None:
                 p.wait(5)
         for p in procs.values():  # what the script's own processes left in each group
             _kill(p.pid, signal.SIGKILL)
+        kill_descendants()  # and whatever left the groups (setsid), orphaned to this subreaper or not
 
 
 def _serve(buffer: bytes, wake_r: int, procs: dict[str, subprocess.Popen[bytes]], names: dict[int, str],

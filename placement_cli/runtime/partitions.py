@@ -11,10 +11,17 @@ from placement_cli.model import Copy
 _EDGE = re.compile(r"^edge_\d+_")  # TF names a sent tensor edge_<id>_<producer>
 
 
+def between_devices(node: Any) -> bool:
+    """A _Send that moves a tensor from one device to another. In a session on a server (grpc://),
+    a fetch goes back to the client by a _Send from the device that made it to the client's device:
+    made on that very device, it is no copy between devices."""
+    return node.attr["send_device"].s != node.attr["recv_device"].s
+
+
 def sends(partition_graphs: Any) -> Iterator[Copy]:
-    """The copies between devices of an executed graph: one per _Send node."""
+    """The copies between devices of an executed graph: one per _Send node (none to its own device)."""
     for graph in partition_graphs:
         for node in graph.node:
-            if node.op == "_Send":
+            if node.op == "_Send" and between_devices(node):
                 yield Copy(_EDGE.sub("", node.attr["tensor_name"].s.decode()), node.attr["send_device"].s.decode(),
                            node.attr["recv_device"].s.decode())

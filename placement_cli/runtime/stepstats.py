@@ -17,6 +17,7 @@ from typing import Any
 
 from placement_cli.devices import try_parse
 from placement_cli.model import Copy
+from placement_cli.runtime.partitions import between_devices
 
 Output = tuple[int, tuple[int, ...] | None, int | None]  # (dtype enum, shape, allocated bytes)
 
@@ -75,7 +76,7 @@ def copies_with_bytes(tf: Any, partition_graphs: Any, step_stats: Any, graph: An
     partitioned = {node.name: node for partition in partition_graphs for node in partition.node}
     for partition in partition_graphs:
         for node in partition.node:
-            if node.op != "_Send":
+            if node.op != "_Send" or not between_devices(node):
                 continue
             producer, slot = _input(node.input[0]) if node.input else ("", 0)
             attrs = node.attr

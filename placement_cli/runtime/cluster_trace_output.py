@@ -1,0 +1,102 @@
+"""The tasks' output of `placement trace --cluster` on placement's stdout and stderr: each line after
+its task's prefix (``worker/1 | ...``), a line never glued to another source's or to placement's own
+words; and the lines of a task's stderr that say why it failed."""
+
+from __future__ import annotations
+
+import collections
+import re
+from collections.abc import Callable
+from typing import Any
+
+from placement_cli.runtime.tracer import _write_all
+
+_GLOG_ERROR = re.compile(r"\s*[EF]\d{4} ")
+
+
+def says_why(line: str, *, c_stdio: bool) -> bool:
+    """A line of a task's stderr worth quoting when it failed: the script's own (Python's stderr:
+    its traceback, its messages), and TensorFlow's errors, not the start-up chatter of every task."""
+    if not line.strip():
+        return False
+    if not c_stdio:
+        return True
+    return bool(_GLOG_ERROR.match(line)) and "cuInit" not in line
+
+
+def quote_lines(tail: collections.deque[str], data: bytes, *, c_stdio: bool) -> None:
+    """Whole lines of a task's stderr: those that say why it failed are kept in ``tail``."""
+    for raw in data.split(b"\n"):
+        line = raw.decode("utf-8", "replace")
+        if says_why(line, c_stdio=c_stdio):
+            tail.append(line.strip())
+
+
+def _screen(fd: int) -> Any:
+    """What ``fd`` writes to, so that two fds on one terminal, pipe or file are known as one."""
+    import os  # noqa: PLC0415
+
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return fd
+    return st.st_dev, st.st_ino
+
+
+class Screens:
+    """placement's stdout and stderr as the tasks' lines reach them. A source (a task's stream) that
+    left its line unfinished on a screen owns it: another source's line, or placement's words, first
+    end it; the owner's next piece goes on where it was. ``gone(sink)`` is called once when writing
+    there fails (EPIPE: `| head -1` is done; EIO: the terminal is gone); nothing is written there again."""
+
+    def __init__(self, width: int, gone: Callable[[int], None]) -> None:
+        self.width = width
+        self.gone = gone
+        self.screens: dict[int, Any] = {}  # sink -> what it writes to (stdout and stderr on one terminal: one)
+        self.midline: dict[Any, tuple[str, str]] = {}  # screen -> (task, source) whose line is unfinished there
+        self.dead: set[int] = set()
+
+    def watch(self, sink: int) -> None:
+        self.screens.setdefault(sink, _screen(sink))
+
+    def emit(self, task: str, source: str, sink: int, data: bytes, *, whole: bool = True) -> None:
+        """``data``'s lines, each after its task's prefix, on ``sink`` (``whole``: ``data`` ends with
+        its last line's newline)."""
+        if sink in self.dead:
+            return
+        prefix = f"{task:<{self.width}} | ".encode()
+        out = bytearray()
+        me = (task, source)
+        screen = self.screens.get(sink, sink)
+        owner = self.midline.get(screen)
+        if owner is not None and owner != me:
+            out += b"\n"
+        continuing = owner == me
+        lines = data.split(b"\n")
+        if whole:
+            lines.pop()  # what follows the last newline: nothing
+        for i, line in enumerate(lines):
+            out += (b"" if i == 0 and continuing else prefix) + line
+            if whole or i < len(lines) - 1:
+                out += b"\n"
+        if whole:
+            self.midline.pop(screen, None)
+        else:
+            self.midline[screen] = me
+        self._write(sink, bytes(out))
+
+    def end_line(self, task: str, source: str, sink: int) -> None:
+        """The source ended: a line it left unfinished ends here."""
+        screen = self.screens.get(sink, sink)
+        if self.midline.get(screen) == (task, source):
+            del self.midline[screen]
+            self._write(sink, b"\n")
+
+    def _write(self, sink: int, data: bytes) -> None:
+        if sink in self.dead:
+            return
+        try:
+            _write_all(sink, data)
+        except OSError:
+            self.dead.add(sink)
+            self.gone(sink)
