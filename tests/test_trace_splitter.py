@@ -162,3 +162,20 @@ def test_every_start_of_a_tf_line_is_held() -> None:
     assert all(splitter._may_be_tf(out, bare[:n]) for n in range(1, len(bare)))
     assert not any(splitter._may_be_tf(err, text) for text in (b"\rprogress 5%", b"Name: ", b"Epoch 1/10 [===>"))
     assert not any(splitter._may_be_tf(out, text) for text in (b"\rprogress 5%", b"Enter your name: ", b"[1, 2"))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from([b"L3\n", b"L\n", b"X\n", b"F5\nab\ncd", b"E0\n", b"F12\n" + b"\n" * 12]), max_size=8),
+       st.integers(1, 7))
+def test_the_child_s_control_frames_are_read_whole_however_the_pipe_cuts_them(sent: list[bytes], step: int) -> None:
+    """trace and trace --cluster read the child's control pipe with one reader: each frame whole,
+    sized payloads with newlines in them too, whatever the reads' sizes."""
+    from placement_cli.runtime.child import frames  # noqa: PLC0415
+
+    data, buf, got = b"".join(sent), bytearray(), []
+    for at in range(0, len(data), step):
+        buf += data[at:at + step]
+        got.extend(frames(buf))
+    assert not buf
+    assert [kind + (b"%d\n" % len(p) if kind in b"FE" else b"") + p + (b"\n" if kind in b"LX" else b"")
+            for kind, p in got] == sent

@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import sys
 from types import ModuleType
+from collections.abc import Iterator
 from typing import Any
 
 ENV = "PLACEMENT_TRACE"
@@ -155,6 +156,35 @@ def _scrub(error: BaseException | None) -> None:
         todo += [error.__cause__, error.__context__]
         if isinstance(error, BaseExceptionGroup):
             todo += list(error.exceptions)
+
+
+NO_CAPTURE = ("TensorFlow's log cannot be captured on this platform (C stdio's streams cannot be redirected): "
+              "no placements recorded")
+
+
+def frames(buf: bytearray) -> Iterator[tuple[bytes, bytes]]:
+    """The parent's reading of what ``send`` wrote on the control pipe: each whole frame in ``buf``,
+    taken off it, as (kind, payload). ``L``: the script's TF_CPP_MIN_LOG_LEVEL as TensorFlow starts;
+    ``F``: the facts, at the end; ``E``: an uncaught exception as python printed it (both sized);
+    ``X``: TensorFlow's log cannot be captured here (NO_CAPTURE). An unknown kind drops the rest."""
+    while buf:
+        newline = buf.find(b"\n")
+        if newline < 0:
+            return
+        kind = bytes(buf[:1])
+        if kind in (b"F", b"E"):
+            size = int(buf[1:newline])
+            if len(buf) < newline + 1 + size:
+                return
+            payload = bytes(buf[newline + 1 : newline + 1 + size])
+            del buf[: newline + 1 + size]
+        elif kind in (b"L", b"X"):
+            payload = bytes(buf[1:newline])
+            del buf[: newline + 1]
+        else:
+            buf.clear()
+            return
+        yield kind, payload
 
 
 def send(fd: int, data: bytes) -> None:

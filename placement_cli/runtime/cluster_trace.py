@@ -35,7 +35,7 @@ from placement_cli.exceptions import Terminated, UsageProblem
 from placement_cli.i18n import N_, Message, _
 from placement_cli.messages import TRACE, one_line
 from placement_cli.model import ClusterTask, Report
-from placement_cli.runtime.child import BOOT, ENV
+from placement_cli.runtime.child import BOOT, ENV, NO_CAPTURE, frames
 from placement_cli.runtime.cluster_launch import how_it_ended, process_state
 from placement_cli.runtime.cluster_trace_output import Screens, quote_lines
 from placement_cli.runtime.splitter import Channel, Splitter
@@ -346,29 +346,17 @@ class _Run:
             self._lines_in(task, kind, data)
 
     def _control(self, task: _Task, data: bytes) -> None:
-        buf = task.control_buf
-        buf += data
-        while buf:
-            newline = buf.find(b"\n")
-            if newline < 0:
-                return
-            kind = buf[:1]
+        task.control_buf += data
+        for kind, payload in frames(task.control_buf):
             if kind == b"L":
-                task.splitter.min_level = _level(bytes(buf[1:newline]).decode("utf-8", "replace"))
-                del buf[: newline + 1]
-            elif kind in (b"F", b"E"):
-                size = int(buf[1:newline])
-                if len(buf) < newline + 1 + size:
-                    return
-                payload = bytes(buf[newline + 1: newline + 1 + size])
-                del buf[: newline + 1 + size]
-                if kind == b"F":
-                    task.facts_raw = payload
-                else:
-                    self._save(task, "log", payload)
-                    task.splitter.errors(payload)
+                task.splitter.min_level = _level(payload.decode("utf-8", "replace"))
+            elif kind == b"F":
+                task.facts_raw = payload
+            elif kind == b"E":
+                self._save(task, "log", payload)
+                task.splitter.errors(payload)
             else:
-                del buf[: newline + 1]
+                self.notes.append(f"{task.name}: {NO_CAPTURE}")
 
     def _save(self, task: _Task, kind: str, data: bytes) -> None:
         saved = task.saved.get(kind)

@@ -33,7 +33,7 @@ from placement_cli.i18n import Message, _
 from placement_cli.messages import TRACE, one_line
 from placement_cli import outputs
 from placement_cli.model import Copy, Edge, Report
-from placement_cli.runtime.child import BOOT, ENV
+from placement_cli.runtime.child import BOOT, ENV, NO_CAPTURE, frames
 from placement_cli.runtime.splitter import Channel, Splitter
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2,
@@ -375,33 +375,17 @@ class _Supervisor:
             self.control = None
             return
         self.last_data = time.monotonic()
-        buf = self.control_buf
-        buf += data
-        while buf:
-            newline = buf.find(b"\n")
-            if newline < 0:
-                return
-            kind = buf[:1]
+        self.control_buf += data
+        for kind, payload in frames(self.control_buf):
             if kind == b"L":  # the script imports TensorFlow, with this TF_CPP_MIN_LOG_LEVEL
-                self.splitter.min_level = _level(bytes(buf[1:newline]).decode("utf-8", "replace"))
-                del buf[: newline + 1]
-            elif kind in (b"F", b"E"):  # the facts, at the end; an uncaught exception as python printed it
-                size = int(buf[1:newline])
-                if len(buf) < newline + 1 + size:
-                    return
-                data = bytes(buf[newline + 1 : newline + 1 + size])
-                del buf[: newline + 1 + size]
-                if kind == b"F":
-                    self.facts_raw = data
-                else:
-                    self._save(data)
-                    self.splitter.errors(data)
-            elif kind == b"X":
-                self.notes.append("TensorFlow's log cannot be captured on this platform "
-                                  "(C stdio's streams cannot be redirected): no placements recorded")
-                del buf[: newline + 1]
+                self.splitter.min_level = _level(payload.decode("utf-8", "replace"))
+            elif kind == b"F":
+                self.facts_raw = payload
+            elif kind == b"E":
+                self._save(payload)
+                self.splitter.errors(payload)
             else:
-                buf.clear()
+                self.notes.append(NO_CAPTURE)
 
     def _read(self, stream: _Stream, poller: select.poll) -> None:
         data = os.read(stream.fd, READ)
