@@ -103,12 +103,9 @@ def trace_cluster(script: str, args: list[str], *, cluster: str | None, cluster_
     name = one_line(script)
     narrowed = apply(traced.report, filters)
     output = _json(traced, narrowed) if as_json else _tables(traced, narrowed, name, all_rows)
-    notices = []
-    if not traced.report.placement_count:
-        notices.append(_("no placements found in the output of {script}").format(script=name))
-    if copies and traced.report.copies is None:
-        notices.append(_("no tf.compat.v1.Session ran in {script}: --copies lists the copies of Session runs "
-                         "only").format(script=name))
+    from placement_cli.cli.trace import found_nothing  # noqa: PLC0415
+
+    notices = found_nothing(traced.report, name, copies)
     notices.extend(_gpu_note(traced))
     if traced.isolated is False:
         notices.append(_("no private network namespace ({why}): the tasks' servers, if any, listened on every "
