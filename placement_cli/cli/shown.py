@@ -84,3 +84,14 @@ def tensorboard_notice(path: str | None, written: bool = True) -> tuple[str, ...
     # the devices the graph asked for are no placement: nothing is drawn as if it were one
     return (_("no TensorBoard event file written in {path}: the run failed before TensorFlow placed its graph").format(
         path=path),)
+
+
+def found_nothing(report: Any, name: str, copies: bool) -> list[str]:
+    """What a trace's report lacks, said: no placements at all; --copies with no Session run."""
+    notices = []
+    if not report.placement_count:
+        notices.append(_("no placements found in the output of {script}").format(script=name))
+    if copies and report.copies is None:
+        notices.append(_("no tf.compat.v1.Session ran in {script}: --copies lists the copies of Session runs "
+                         "only").format(script=name))
+    return notices

@@ -80,7 +80,7 @@ def trace(
     name = one_line(script)  # the script's name, one way everywhere
     narrowed = apply(traced.report, Filters(device, op, node, top))
     output = _json(traced, narrowed) if as_json else _tables(traced, narrowed, name, all_rows)
-    notices = found_nothing(traced.report, name, copies)
+    notices = shown.found_nothing(traced.report, name, copies)
     return Outcome(code=traced.exit_code, output=output, pictures=drawn, graph=narrowed.report,
                    notices=tuple(notices), keep_code=True)  # the script ran: its exit code is the user's
 
@@ -107,13 +107,3 @@ def _tables(traced: Any, narrowed: Any, name: str, all_rows: bool) -> Iterator[A
     yield from shown.report_output(narrowed.report, as_json=False, run=True, all_rows=all_rows,
                                    hints=Hints(source="program"), filtered=narrowed)
 
-
-def found_nothing(report: Any, name: str, copies: bool) -> list[str]:
-    """What a trace's report lacks, said: no placements at all; --copies with no Session run."""
-    notices = []
-    if not report.placement_count:
-        notices.append(_("no placements found in the output of {script}").format(script=name))
-    if copies and report.copies is None:
-        notices.append(_("no tf.compat.v1.Session ran in {script}: --copies lists the copies of Session runs "
-                         "only").format(script=name))
-    return notices

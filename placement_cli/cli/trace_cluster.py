@@ -103,9 +103,7 @@ def trace_cluster(script: str, args: list[str], *, cluster: str | None, cluster_
     name = one_line(script)
     narrowed = apply(traced.report, filters)
     output = _json(traced, narrowed) if as_json else _tables(traced, narrowed, name, all_rows)
-    from placement_cli.cli.trace import found_nothing  # noqa: PLC0415
-
-    notices = found_nothing(traced.report, name, copies)
+    notices = shown.found_nothing(traced.report, name, copies)
     notices.extend(_gpu_note(traced))
     if traced.isolated is False:
         notices.append(_("no private network namespace ({why}): the tasks' servers, if any, listened on every "
