@@ -81,7 +81,7 @@ def watched(sinks: Sequence[int], err: int) -> Iterator[None]:
              _encoding()],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             pass_fds=(*sinks, err), start_new_session=True)
-    except OSError:
+    except (OSError, ValueError):  # no interpreter to start (an embedded Python), no such fd
         yield
         return
     try:
