@@ -117,7 +117,7 @@ class Outcome(NamedTuple):
 
 def say(message: str) -> None:
     """One diagnostic line on stderr, never wrapped, control characters removed (nothing if stderr is closed)."""
-    from placement_cli.render.table import clean  # noqa: PLC0415
+    from placement_cli.messages import clean  # noqa: PLC0415 - no rich: a Ctrl-C while rich loads still gets its line
 
     if sys.stderr is None:
         return
