@@ -193,8 +193,8 @@ def test_every_rule_at_once_in_text() -> None:
         "--expect ^x$=CPU:0 failed: nodes matching ^x$ not on CPU:0: 1 of 1 (for example x)",
         "--no-fallback failed: soft fallbacks (ops placed elsewhere than they asked): 3 (for example pinned, "
         "AssignAddVariableOp, ReadVariableOp)",
-        "19 placements: 16 on CPU:0, 3 on CPU:1 (not judged: 10 of TensorFlow's plumbing); 3 soft fallbacks; "
-        "5 rules, 3 failed",
+        "19 placements: 16 on CPU:0, 3 on CPU:1 (not judged: 10 of TensorFlow's plumbing); 3 soft fallbacks "
+        "(7 whose request is unknown, such as another thread's eager ops); 5 rules, 3 failed",
     ]
 
 
@@ -460,8 +460,8 @@ def test_chinese(monkeypatch: pytest.MonkeyPatch) -> None:
     lines = out.splitlines()
     assert lines[0] == "--max-on CPU:1=2 未通过：CPU:1 上的放置：3 个，最多允许 2 个 (例如 x, ones_1, ones_2)"
     assert lines[1].startswith("--no-fallback 未通过：软放置回退")
-    assert lines[2] == ("19 个放置: CPU:0 上 16 个, CPU:1 上 3 个 (未检查：TensorFlow 内部管道 10 个); 3 个软放置回退; "
-                        "2 条规则, 2 条未通过")
+    assert lines[2] == ("19 个放置: CPU:0 上 16 个, CPU:1 上 3 个 (未检查：TensorFlow 内部管道 10 个); 3 个软放置回退 "
+                        "（7 个的请求未知，例如其他线程的 eager 操作）; 2 条规则, 2 条未通过")
     code, _out, err = check(TRACE, "--max-on", "CPU=-1", "--lang", "zh")  # usage errors too
     assert code == 2 and "上限必须是 0 或更大的整数" in err
     data = check_json(TRACE, "--max-on", "CPU:1=2", "--lang", "zh", expect=1)  # JSON stays English
@@ -580,3 +580,21 @@ def test_a_device_no_placement_is_on_is_named_on_stderr() -> None:
     assert err.count("\n") == 1 and "is on GUP: is the name right?" in err
     code, _out, err = check(log, "--max-on", "GPU=5")
     assert code == 0 and err == ""
+
+
+def test_placements_whose_request_is_unknown_are_counted_and_said(tmp_path: Path) -> None:
+    """A report that knows some requests but not others' (another thread's eager ops): --no-fallback
+    cannot see those, so the summary says how many; never counted as kept where they asked."""
+    data = json.loads(TRACE.read_text())
+    unknown = [p for p in data["placements"] if p["status"] == "logged"]
+    for p in data["placements"]:
+        if p["kind"] == "eager" and p["status"] != "soft fallback":
+            p.update(requested=None, status="logged", reason=None)
+    saved = tmp_path / "threads.json"
+    saved.write_text(json.dumps(data))
+    summary = check_json(saved, "--no-fallback", "--include-plumbing", expect=1)["summary"]
+    assert summary["unknown_requests"] == sum(p["status"] == "logged" for p in data["placements"]) >= len(unknown)
+    code, out, err = check(saved, "--no-fallback", "--include-plumbing")
+    assert code == 1 and f"({summary['unknown_requests']} whose request is unknown" in out + err
+    assert "whose request is unknown" not in "".join(check(saved, "--max-on", "CPU=1000")[1:])
+

@@ -31,6 +31,8 @@ class CheckResult:
     ignored: int  # placements --ignore and --ignore-op left out
     errors: int  # placement errors the input reports
     config: str | None = None  # the file rules were read from
+    unknown_requests: int = 0  # judged placements whose request no record says (eager ops of other threads)
+    no_fallback: bool = False  # --no-fallback was judged: the summary says what it could not see
 
     @property
     def passed(self) -> bool:
@@ -44,6 +46,7 @@ class CheckResult:
                 "placements": self.placements,
                 "by_device": dict(self.by_device),
                 "soft_fallbacks": self.soft_fallbacks,
+                "unknown_requests": self.unknown_requests,
                 "left_out": {"plumbing": self.plumbing, "ignored": self.ignored},
                 "errors": self.errors,
                 "rules": list(self.rules),

@@ -15,7 +15,7 @@ from placement_cli.filters import (INTERNAL_OPS, check_device, check_op, compile
                                    op_matcher, quoted)
 from placement_cli.i18n import Message, _
 from placement_cli.logparse.saved import knows_requests
-from placement_cli.model import SOFT_FALLBACK, CheckResult, Placement, Report, RuleFailure
+from placement_cli.model import LOGGED, SOFT_FALLBACK, CheckResult, Placement, Report, RuleFailure
 
 # TensorFlow's plumbing, left out of every rule unless include_plumbing: function arguments and
 # results, control-only NoOps, and the copies between devices (their traffic is --max-copy-bytes's).
@@ -275,7 +275,9 @@ def judge(report: Report, rules: Rules, *, name: str = "the input") -> CheckResu
                        by_device=tuple(by_device.most_common()),
                        soft_fallbacks=len(fallbacks) if requests else None,
                        plumbing=len(report.placements) - len(kept), ignored=len(kept) - len(judged),
-                       errors=len(report.errors), config=rules.source)
+                       errors=len(report.errors), config=rules.source,
+                       unknown_requests=sum(p.status == LOGGED for p in judged) if requests else 0,
+                       no_fallback=rules.no_fallback)
 
 
 def devices_on_nothing(report: Report, rules: Rules) -> tuple[str, ...]:
