@@ -547,7 +547,7 @@ def test_a_cluster_spec_port_another_program_listens_on_is_refused(tmp_path: Pat
                               env=environment(tmp_path, PLACEMENT_CLUSTER_NO_NAMESPACE="1"), capture_output=True,
                               timeout=60, check=False)
     assert done.returncode == 2, done.stderr.decode()
-    assert f"port {port} is in use" in done.stderr.decode()
+    assert f"spec.json: port {port} is in use" in done.stderr.decode()
     assert not (tmp_path / "ran").exists()
     assert not (tmp_path / "logs").exists()  # the folder made for the logs goes again, empty
 

@@ -87,10 +87,12 @@ def trace_cluster(script: str, args: list[str], *, cluster: str | None, cluster_
     try:
         traced = run_cluster_traced(script, args, jobs, addresses, stdout_fd=2 if as_json else 1, echo_log=log,
                                     saved=saved, copies=copies)
-    except UsageProblem:  # no task ran (a port in use): the files made for them go again
+    except UsageProblem as problem:  # no task ran (a port in use): the files made for them go again
         for path in made:
             with contextlib.suppress(OSError):
                 os.unlink(path)
+        if cluster_spec is not None:  # the port is the file's: named as its other mistakes are
+            raise UsageProblem(f"{cluster_spec}: {problem}") from None
         raise
     for note in traced.notes:
         say(note)
