@@ -32,7 +32,6 @@ class CheckResult:
     errors: int  # placement errors the input reports
     config: str | None = None  # the file rules were read from
     unknown_requests: int = 0  # judged placements whose request no record says (eager ops of other threads)
-    no_fallback: bool = False  # --no-fallback was judged: the summary says what it could not see
 
     @property
     def passed(self) -> bool:

@@ -59,7 +59,7 @@ def summary_line(result: CheckResult) -> str:
     if result.soft_fallbacks is not None:
         parts.append((_("{count} soft fallback") if result.soft_fallbacks == 1
                       else _("{count} soft fallbacks")).format(count=result.soft_fallbacks))
-        if result.unknown_requests and result.no_fallback:  # --no-fallback cannot see these: said
+        if result.unknown_requests and "--no-fallback" in result.rules:  # it cannot see these: said
             parts[-1] += " " + _("({count} whose request is unknown, such as another thread's eager ops)").format(
                 count=result.unknown_requests)
     if result.errors:

@@ -276,8 +276,7 @@ def judge(report: Report, rules: Rules, *, name: str = "the input") -> CheckResu
                        soft_fallbacks=len(fallbacks) if requests else None,
                        plumbing=len(report.placements) - len(kept), ignored=len(kept) - len(judged),
                        errors=len(report.errors), config=rules.source,
-                       unknown_requests=sum(p.status == LOGGED for p in judged) if requests else 0,
-                       no_fallback=rules.no_fallback)
+                       unknown_requests=sum(p.status == LOGGED for p in judged) if requests else 0)
 
 
 def devices_on_nothing(report: Report, rules: Rules) -> tuple[str, ...]:

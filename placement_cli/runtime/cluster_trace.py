@@ -35,6 +35,7 @@ from placement_cli.exceptions import Terminated, UsageProblem
 from placement_cli.i18n import N_, Message, _
 from placement_cli.messages import TRACE, one_line
 from placement_cli.model import ClusterTask, Report
+from placement_cli.runtime.wakeup import Wakeup
 from placement_cli.runtime.child import BOOT, ENV, NO_CAPTURE, frames
 from placement_cli.runtime.cluster_launch import how_it_ended, process_state
 from placement_cli.runtime.cluster_trace_output import Screens, quote_lines
@@ -123,8 +124,7 @@ class _Run:
         self.signalled: int | None = None
         self.signal_deadline = 0.0
         self.serving_due: float | None = None
-        self.wake_r = self.wake_w = -1
-        self.saved_handlers: dict[int, Any] = {}
+        self.wake = Wakeup()
         self.poller = select.poll()
         self.out = Screens(max(len(t.name) for t in self.tasks), self._sink_gone)
         self.last_data = 0.0
@@ -168,13 +168,7 @@ class _Run:
         self.launcher.stdin.flush()
 
     def _install_signals(self) -> None:
-        self.wake_r, self.wake_w = os.pipe()
-        os.set_blocking(self.wake_w, False)
-        os.set_blocking(self.wake_r, False)
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            if signal.getsignal(sig) != signal.SIG_IGN:
-                self.saved_handlers[sig] = signal.signal(sig, self._signalled)
-        self.saved_wakeup = signal.set_wakeup_fd(self.wake_w, warn_on_full_buffer=False)
+        self.wake.install((signal.SIGINT, signal.SIGTERM, signal.SIGHUP), self._signalled)
 
     def _signalled(self, signum: int, _frame: object) -> None:
         """Ctrl-C, SIGTERM, SIGHUP: each task gets it, as a terminal would give it to each; the tasks
@@ -195,16 +189,12 @@ class _Run:
         assert self.launcher is not None and self.launcher.stdout is not None
         events_fd = self.launcher.stdout.fileno()
         poller = self.poller
-        for fd in (self.wake_r, events_fd, *self.by_fd):
+        for fd in (self.wake.fd, events_fd, *self.by_fd):
             poller.register(fd, select.POLLIN)
         while True:
             ready = {fd for fd, _ in poller.poll(self._timeout())}
-            if self.wake_r in ready:
-                try:
-                    while os.read(self.wake_r, 512):
-                        pass
-                except BlockingIOError:
-                    pass
+            if self.wake.fd in ready:
+                self.wake.drain()
             if events_fd in ready:
                 data = os.read(events_fd, READ)
                 if not data:
@@ -436,11 +426,7 @@ class _Run:
     # -- end -----------------------------------------------------------------------------------
 
     def cleanup(self) -> None:
-        if self.wake_w >= 0:
-            signal.set_wakeup_fd(self.saved_wakeup)
-        for sig, handler in self.saved_handlers.items():
-            signal.signal(sig, handler)
-        self.saved_handlers.clear()
+        self.wake.restore()
         if self.launcher is not None:
             try:
                 if self.launcher.stdin is not None:
@@ -457,10 +443,7 @@ class _Run:
         for fd in list(self.by_fd):
             os.close(fd)
         self.by_fd.clear()
-        for fd in (self.wake_r, self.wake_w):
-            if fd >= 0:
-                os.close(fd)
-        self.wake_r = self.wake_w = -1
+        self.wake.close()
         for task in self.tasks:
             for saved in task.saved.values():
                 try:

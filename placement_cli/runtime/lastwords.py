@@ -13,7 +13,6 @@ outlives placement by more than that copy.
 from __future__ import annotations
 
 import contextlib
-import os
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence

@@ -35,6 +35,7 @@ from placement_cli import outputs
 from placement_cli.model import Copy, Edge, Report
 from placement_cli.runtime.child import BOOT, ENV, NO_CAPTURE, frames
 from placement_cli.runtime.splitter import Channel, Splitter
+from placement_cli.runtime.wakeup import Wakeup
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2,
              signal.SIGTSTP)
@@ -218,10 +219,8 @@ class _Supervisor:
         self.control: int | None = None
         self.control_buf = bytearray()
         self.facts_raw: bytes | None = None
-        self.wake_r = self.wake_w = -1
-        self.saved_handlers: dict[int, Any] = {}
+        self.wake = Wakeup()
         self.pending_signals: list[int] = []
-        self.saved_wakeup = -1
         self.output_closed = False
         self.notes: list[str] = []
 
@@ -264,14 +263,7 @@ class _Supervisor:
         resets a handled signal to its default in the child, and a signal placement ignores is left
         ignored (no handler is installed for it), so the script inherits placement's own
         dispositions, as under plain python."""
-        self.wake_r, self.wake_w = os.pipe()
-        os.set_blocking(self.wake_w, False)
-        os.set_blocking(self.wake_r, False)
-        for sig in FORWARDED:
-            if signal.getsignal(sig) != signal.SIG_IGN:
-                self.saved_handlers[sig] = signal.signal(sig, self._forward)
-        self.saved_handlers[signal.SIGCHLD] = signal.signal(signal.SIGCHLD, lambda *_: None)
-        self.saved_wakeup = signal.set_wakeup_fd(self.wake_w, warn_on_full_buffer=False)
+        self.wake.install(FORWARDED, self._forward, also={signal.SIGCHLD: lambda *_: None})
 
     def _forward(self, signum: int, _frame: object) -> None:
         """Each signal placement receives goes to the child's group once. SIGTSTP stops the
@@ -290,13 +282,13 @@ class _Supervisor:
     def run(self) -> None:
         poller = select.poll()
         assert self.control is not None
-        for fd in (self.wake_r, self.control, *(s.fd for s in self.streams)):
+        for fd in (self.wake.fd, self.control, *(s.fd for s in self.streams)):
             poller.register(fd, select.POLLIN)
         while True:
             events = poller.poll(self._timeout(time.monotonic()))
             ready = {fd for fd, _ in events}
-            if self.wake_r in ready or not events:
-                self._drain_wakeups()
+            if self.wake.fd in ready or not events:
+                self.wake.drain()
                 self._reap()
             if self.control in ready:  # first: the script's log level comes before TF's lines
                 self._read_control(poller)
@@ -314,13 +306,6 @@ class _Supervisor:
             times += [max(self.last_data, self.exit_time) + GRACE_IDLE, self.exit_time + GRACE_MAX]
         when = min((t for t in times if t is not None), default=None)
         return None if when is None else max(0, int((when - now) * 1000) + 1)
-
-    def _drain_wakeups(self) -> None:
-        try:
-            while os.read(self.wake_r, 512):
-                pass
-        except BlockingIOError:
-            pass
 
     def _reap(self) -> None:
         if self.status is not None or self.child is None:
@@ -435,11 +420,7 @@ class _Supervisor:
 
     def cleanup(self) -> None:
         """Every exit path: signals back as they were, the terminal back, no child left, no fd open."""
-        if self.wake_w >= 0:
-            signal.set_wakeup_fd(self.saved_wakeup)
-        for sig, handler in self.saved_handlers.items():
-            signal.signal(sig, handler)
-        self.saved_handlers.clear()
+        self.wake.restore()
         if self.child is not None and self.status is None:  # placement failed while the script ran
             try:
                 os.killpg(self.child.pid, signal.SIGKILL)
@@ -454,10 +435,10 @@ class _Supervisor:
             if not stream.eof:
                 stream.eof = True
                 os.close(stream.fd)
-        for fd in (self.control, self.wake_r, self.wake_w):
-            if fd is not None and fd >= 0:
-                os.close(fd)
-        self.control, self.wake_r, self.wake_w = None, -1, -1
+        if self.control is not None:
+            os.close(self.control)
+        self.control = None
+        self.wake.close()
 
     def result(self) -> TraceResult:
         from placement_cli.logparse.engine import parse_streams  # noqa: PLC0415
