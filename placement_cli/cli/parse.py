@@ -41,7 +41,9 @@ def parse(
     notices = ()
     if not narrowed.total:
         names = ", ".join("standard input" if f == "-" else f for f in files)
-        notices = (_("no placements found in {names}").format(names=names),)
+        notices = (_("no placements found in {names}").format(names=names) if not narrowed.report.ignored else
+                   _("no placements found in {names}, only {n} device requests TensorFlow ignored (listed)").format(
+                       names=names, n=len(narrowed.report.ignored)),)
     return Outcome(output=shown.report_output(narrowed.report, as_json=as_json, run=False, summary=summary,
                                               all_rows=all_rows, filtered=narrowed),
                    pictures=drawn, notices=notices)

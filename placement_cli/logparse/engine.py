@@ -17,9 +17,9 @@ from operator import attrgetter, itemgetter
 from typing import Any, BinaryIO
 
 from placement_cli.devices import DeviceSpec, DeviceSpecError, parse_device
-from placement_cli.logparse import eager, lazy, mapping, placer, reader, rejoin
+from placement_cli.logparse import eager, ignored, lazy, mapping, placer, reader, rejoin
 from placement_cli.logparse.error_messages import MAX_CHARS, MAX_LINES, TRIGGER, may_hold_failure, read_failure
-from placement_cli.model import DeviceMapping, Placement, PlacementFailure, Report
+from placement_cli.model import DeviceMapping, IgnoredRequest, Placement, PlacementFailure, Report
 
 CHUNK = 2 << 20  # bytes read and parsed at a time; no answer depends on it
 # A bare stdout copy and its glog twin pair up when at most this many lines apart (up to
@@ -159,6 +159,7 @@ class _Parser:
         self.block_bare: list = []  # the bare copies of the block being read
         self.pending: list = []  # ... and of the block before it
         self.placements: list[Placement] = []
+        self.ignored: list[IgnoredRequest] = []  # requests the placer logged it ignored (kept only with keep)
         self.counts: Counter[bytes] = Counter()
         self.mappings: dict[str, str] = {}
         self.mapping_seen = False
@@ -283,6 +284,8 @@ class _Parser:
             op, dev = m.group(1, 2)
             self.placements.append(Placement(None, _decode(op), _decode(dev), self.spec_of(dev), "eager", line))
         self.block_bare += [(m, line) for line, m in _numbered(data, base, bare)]
+        if ignored.LITERAL in data:
+            self.ignored += [ignored.request(m, line) for line, m in _numbered(data, base, ignored.PATTERN.finditer(data))]
         full = data + ahead.replace(*placer.NORMALISE) if ahead else data
         for m in _MAPPING.finditer(full):
             if m.start() + 1 >= len(data):
@@ -365,6 +368,7 @@ class _Parser:
             lines=_line_count(self.newlines, self.last),
             mapping_seen=self.mapping_seen,
             counted=counted,
+            ignored=tuple(self.ignored),
         )
 
 

@@ -24,19 +24,21 @@ MAX_CHARS = 16384  # characters of one message that are read
 # substring test runs at memchr speed; one regex of many branches does not): each of
 # TRIGGER's wordings holds one of these.
 _LIKELY = (b"Cannot ", b"device spec", b"unknown device.", b"find device for node", b"No OpKernel", b"No registered '",
-           b"find any devices")
+           b"find any devices", b"colocate", b"Failed to place the graph")
 # Finds the candidate lines themselves.
 TRIGGER = re.compile(
     rb"Cannot assign a device|Could not satisfy (?:explicit )?device specification|Cannot colocate"
     rb"|Malformed device specification|unknown device\.|No OpKernel was registered"
     rb"|Could not find device for node|No registered '|while parsing the device spec"
-    rb"|Unable to find any devices for spec"
+    rb"|Unable to find any devices for spec|Cannot place the graph because|Could not colocate node"
+    rb"|expects to be colocated with unknown node|Failed to place the graph without changing"
 )
 _START = lazy.Pattern(
     r"Cannot assign a device|Could not satisfy (?:explicit )?device specification|Cannot colocate"
     r"|Malformed device specification|No OpKernel was registered|Could not find device for node"
     r"|No registered '|Multiple device types are not allowed|Unknown attribute '"
-    r"|Unable to find any devices for spec"
+    r"|Unable to find any devices for spec|Cannot place the graph because|Could not colocate node"
+    r"|Node '[^'\n]*+' expects to be colocated with unknown node|Failed to place the graph without changing"
 )
 # "/job:ps/replica:0/task:3/device:CPU:0 unknown device." (eager); the name may hold a space.
 _UNKNOWN = " unknown device."
@@ -73,7 +75,20 @@ _WRAPPED_TAIL = lazy.Pattern(
     r"\s*+(?:but available devices|available devices|was explicitly assigned|because no supported kernel"
     r"|Make sure the device specification|Supported device types|All available devices|enable_soft_placement)"
 )
-_PLACEMENT_WORDINGS = ("Cannot assign", "Could not satisfy", "Cannot colocate")
+_PLACEMENT_WORDINGS = ("Cannot assign", "Could not satisfy", "Cannot colocate", "Cannot place", "Could not colocate",
+                       "Failed to place")
+# Colocation: a node that follows its group, not its own request. "... because the node [{{colocation_node X}}
+# placed on device ...] was colocated with a group of nodes that required incompatible device 'D'" (TF 0.x-2.x);
+# a reference or resource edge between groups (TF 1.x-2.x); a colocation with a node that is not there.
+_COLOCATED = " because the node "
+_GROUP_DEVICE = lazy.Pattern(r"required incompatible device '([^'\n]*+)'")
+_COLOCATION = ("Cannot place the graph because", "Could not colocate node", "Failed to place the graph without changing",
+               "Nodes were connected by a reference connection")
+_UNKNOWN_COLOCATION = lazy.Pattern(r"Node '([^'\n]++)' expects to be colocated with unknown node")
+# TF 1.x's "Cannot assign a device for operation X: Node had no OpKernel registered to support this operation"
+_NO_OPKERNEL = "Node had no OpKernel registered"
+# A log line in which TensorFlow ignored a colocation (soft placement on): it quotes the error, it is none
+_IGNORED_COLOCATION = "Ignoring request to colocate node"
 # Lines that begin a message of their own rather than go on with one.
 _NEW_MESSAGE = lazy.Pattern(
     r"\s*+(?:[\w.]*(?:Error|Exception|Warning)\b|Traceback|File \"|\[\[|[IWEF]\d{4} |\d{4}-\d\d-\d\d)"
@@ -139,6 +154,8 @@ def _glue(message: str, line: str) -> str:
 
 def _first_line(line: str) -> tuple[str, str] | None:
     """(wording, the message's first line) of a line that reports a failure."""
+    if _IGNORED_COLOCATION in line:
+        return None
     if m := _START.search(line):
         return m.group(), line[m.start() :].strip()
     end = line.find(_UNKNOWN)
@@ -230,10 +247,15 @@ def _placement_failure(message: str) -> PlacementFailure:
     if m := _ASSIGNED.search(message):
         requested, available = m.group(1), _bracket_list(message, "available devices are") or ()
         kind = "device_not_found"
+    group_device = None
     if m := _SATISFY.search(message):
-        requested = requested or m.group(2)
+        requested = requested or m.group(2) or None
         rest = message[m.end() :]
-        if _NO_KERNEL.search(rest):
+        if rest.startswith(_COLOCATED):
+            kind = "colocation"
+            if g := _GROUP_DEVICE.search(rest):
+                group_device = g.group(1) or None
+        elif _NO_KERNEL.search(rest):
             kind = "no_kernel"
         elif _NOT_REGISTERED in rest or m.group(1):
             kind = "device_not_found"
@@ -241,12 +263,17 @@ def _placement_failure(message: str) -> PlacementFailure:
             kind = _eager_kind(requested, message)
     if not available:
         available = _available(message) or ()
-    if message.startswith("Cannot colocate"):
+    if _NO_OPKERNEL in message:
+        kind = "no_kernel"
+    if message.startswith("Cannot colocate") or any(w in message for w in _COLOCATION):
         kind = "colocation"
         if m := _NODE_COLOCATE.search(message):
-            node = m.group("a") or m.group("c")
+            node = node or m.group("a") or m.group("c")
+    if m := _UNKNOWN_COLOCATION.match(message):
+        kind, node = "colocation", m.group(1)
     return PlacementFailure(
-        kind=kind, node=node, requested_device=requested, message=message, available_devices=available
+        kind=kind, node=node, requested_device=requested, message=message, available_devices=available,
+        group_device=group_device,
     )
 
 

@@ -87,15 +87,62 @@ class PlacementFailure:
     requested_device: str | None
     message: str
     available_devices: tuple[str, ...] = ()
+    group_device: str | None = None  # colocation: the device the node's colocation group required
+    cause: Cause | None = None  # a run that stopped: TensorFlow's line that says why, not its traceback header
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "kind": self.kind,
             "node": self.node,
             "requested_device": self.requested_device,
             "message": self.message,
             "available_devices": list(self.available_devices),
         }
+        if self.group_device is not None:
+            data["group_device"] = self.group_device
+        if self.cause is not None:
+            data["cause"] = self.cause.to_dict()
+        return data
+
+
+@dataclass(frozen=True)
+class Cause:
+    """What TensorFlow said stopped a run, in its own words: the line of its error that says why (not
+    "Graph execution error:" or "Detected at node ..."), or a GPU library's line from its log."""
+
+    line: str
+    # gpu_memory: GPU memory could not be had (OOM, CUDA_ERROR_OUT_OF_MEMORY); gpu_library: a GPU library
+    # handle or context could not be made (cuBLAS, cuDNN, cuFFT, cuSOLVER, a CUDA context): both what
+    # another process holding the GPU causes; gpu: another GPU error; other: none of these
+    kind: str = "other"
+
+    @property
+    def gpu_taken(self) -> bool:
+        """Whether the GPU's memory or a handle on it could not be had (another process may hold it)."""
+        return self.kind in ("gpu_memory", "gpu_library")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"line": self.line, "kind": self.kind}
+
+
+@dataclass(frozen=True)
+class IgnoredRequest:
+    """A device a node asked for that TensorFlow's placer logged it ignored, and why: not a placement
+    (TF 0.x-2.x: "Ignoring device specification D for node 'N' because the input edge from 'M' is a
+    reference connection and already has a device field set to E"; "Ignoring request to colocate node
+    'N' with nodes in colocation group 'G' because soft placement is on ...")."""
+
+    node: str
+    requested: str | None  # the device it asked for (None: a colocation it asked for)
+    cause: str  # reference_input: it follows its reference input ``source`` to ``device``; colocation: see message
+    source: str | None  # the input (reference_input) or the colocation group (colocation)
+    device: str | None  # reference_input: the device the input already had
+    line: int
+    message: str  # TensorFlow's line, from "Ignoring"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"node": self.node, "requested": self.requested, "cause": self.cause, "source": self.source,
+                "device": self.device, "line": self.line, "message": self.message}
 
 
 @dataclass(frozen=True)
@@ -194,6 +241,7 @@ class Report:
     lines: int = 0
     mapping_seen: bool = False
     counted: tuple[tuple[str, int], ...] | None = None  # per-device counts when placements were not kept
+    ignored: tuple[IgnoredRequest, ...] = ()  # device requests the placer logged it ignored (not placements)
     # Only for runs (show, tower, ...):
     title: str | None = None  # a Message, English as a string
     result: Any = None
@@ -234,6 +282,8 @@ class Report:
                 "by_device": dict(sorted(self.by_device.items())),
             },
         }
+        if self.ignored:
+            data["ignored_requests"] = [i.to_dict() for i in self.ignored]
         if run:
             data["result"] = self.result
             data["log"] = self.log

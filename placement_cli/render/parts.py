@@ -303,6 +303,12 @@ def hint(failure: PlacementFailure, hints: Hints) -> str:
         if kind == "no_kernel":
             return _("TensorFlow has no kernel of this op for the requested device type: pin the op to a "
                      "device type that has one (the CPU runs almost every op), {fix}").format(fix=fix)
+        if kind == "colocation" and failure.group_device:
+            return _("This op was colocated with a group of ops (a variable and the ops that use it, or a "
+                     "colocate_with) that required {device}, and it cannot run there (it may have no kernel for it, "
+                     "or ask for another device): put the group's variable on a device every op of the group can "
+                     "run on (create it under that tf.device), {fix}").format(
+                         device=short_name(failure.group_device), fix=fix)
         if kind == "colocation":
             if past:
                 return _("Ops that must share a device (a variable and the ops using it, or a colocate_with) "
@@ -325,6 +331,12 @@ def hint(failure: PlacementFailure, hints: Hints) -> str:
                      "run it on a device type that has one, or pin it to a device type with a kernel (CPU).")
         return _("This op has no kernel for the requested device type. Pin it to a device type with a "
                  "kernel (CPU).")
+    if kind == "colocation" and failure.group_device:
+        group = _("This op was colocated with a group of ops that required {device}, and it cannot run "
+                  "there.").format(device=short_name(failure.group_device))
+        if soft:
+            return group + " " + _("Pin the group to a device every op of it can run on, or rerun with --soft.")
+        return group + " " + _("Pin the group to a device every op of it can run on.")
     if kind == "colocation":
         if soft:
             return _("Ops that must share a device were pinned apart. Pin them together, or rerun with --soft.")
@@ -343,6 +355,7 @@ def failure_panel(failure: PlacementFailure, run: bool = True, hints: Hints | No
     for label, value in (
         (_("node"), failure.node or "-"),
         (_("requested"), short_name(failure.requested_device) if failure.requested_device else "-"),
+        *(((_("group requires"), short_name(failure.group_device)),) if failure.group_device else ()),
         (_("available"), available),
         (_("TensorFlow says"), headline(failure.message) if failure.message else "-"),
     ):

@@ -10,6 +10,7 @@ from placement_cli.devices import short_name
 from placement_cli.i18n import _, shown
 from placement_cli.model import Report
 from placement_cli.render.digest import digest_renderables
+from placement_cli.render.ignored import ignored_table
 from placement_cli.render.parts import (counts_table, failure_panel, hint, mapping_renderable, onednn_note,
                                         placement_table, plumbing_caption, reasons_table, result_renderable,
                                         rows_table, shown_placements, table_rows)
@@ -61,6 +62,9 @@ def report_renderables(report: Report, *, run: bool, summary: bool = False,
                 counted = True
     if report.placement_count and not counted:
         parts.append(counts_table(report, view.filtered))
+    ignored = None if summary else ignored_table(report)
+    if ignored is not None:
+        parts.append(ignored)
     reasons = reasons_table(report, view.fit) if run else None
     if reasons is not None:
         parts.append(reasons)
