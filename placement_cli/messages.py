@@ -163,3 +163,12 @@ CHECK_COPY_BYTES = N_("bytes copied between devices per step: {bytes}, at most {
 # `placement diff`'s two sides (singular, plural).
 DIFF_OLD = (N_("OLD: {name} ({count} placement)"), N_("OLD: {name} ({count} placements)"))
 DIFF_NEW = (N_("NEW: {name} ({count} placement)"), N_("NEW: {name} ({count} placements)"))
+
+
+# A run or a task stopped because GPU memory or a GPU library handle could not be had (a Cause whose
+# gpu_taken is true): one line, TensorFlow's remedies and one GPU per task.
+GPU_TAKEN = Message(N_("TensorFlow could not get GPU memory or a GPU library handle, as happens when other processes "
+                       "hold the GPU (each TensorFlow process reserves nearly all its memory): let them share it with "
+                       "memory growth (TF_FORCE_GPU_ALLOW_GROWTH=true, tf.config.experimental.set_memory_growth or "
+                       "gpu_options.allow_growth) or a memory fraction (gpu_options.per_process_gpu_memory_fraction, "
+                       "or a logical device's memory_limit), or give each task its own GPU (CUDA_VISIBLE_DEVICES)"))

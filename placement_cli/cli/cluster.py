@@ -154,6 +154,9 @@ def cluster(
     if found_run.problem is not None:
         from placement_cli.i18n import shown as shown_message  # noqa: PLC0415
 
-        notices = (shown_message(found_run.problem),)
+        from placement_cli import messages  # noqa: PLC0415
+
+        notices = (shown_message(found_run.problem),
+                   *((shown_message(messages.GPU_TAKEN),) if found_run.cause and found_run.cause.gpu_taken else ()))
     # the graph: each worker's nodes on its task, the ps nodes drawn once
     return Outcome(code=code, output=output, pictures=drawn, graph=found.graph, notices=notices)

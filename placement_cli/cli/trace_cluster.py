@@ -100,6 +100,10 @@ def trace_cluster(script: str, args: list[str], *, cluster: str | None, cluster_
         from placement_cli.i18n import shown as shown_message  # noqa: PLC0415
 
         say(shown_message(traced.problem))
+        if traced.cause is not None and traced.cause.gpu_taken:
+            from placement_cli import messages  # noqa: PLC0415
+
+            say(shown_message(messages.GPU_TAKEN))
     if traced.output_closed:
         return Outcome(code=traced.exit_code, output_closed=True)
     name = one_line(script)
@@ -139,7 +143,8 @@ def _json(traced: Any, narrowed: Any) -> list[Any]:
                 "tasks": [{"job": t.job, "task": t.task, "address": (t.target or "").removeprefix("grpc://") or None,
                            "pid": t.pid, "exit_code": t.exit_code, "ended_by_placement": t.ended_by_placement}
                           for t in traced.tasks],
-                "isolated": traced.isolated, "error": None if traced.problem is None else str(traced.problem)}
+                "isolated": traced.isolated, "error": None if traced.problem is None else str(traced.problem),
+                **({"cause": traced.cause.to_dict()} if traced.cause is not None else {})}
     return [Json(document), *shown.no_match(narrowed)]
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from placement_cli.i18n import N_, Message
 from placement_cli.lessons.guide import A_VALUES, string_graph
 from placement_cli.logparse import parse_text
-from placement_cli.logparse.error_messages import failure_from_text
+from placement_cli.logparse.error_messages import cause, failure_from_text
 from placement_cli.model import FailureCase, FailureCatalogue, PlacementFailure, SoftRun
 from placement_cli.runtime import private
 from placement_cli.runtime.facts import graph_nodes, kernel_checks, kernel_map
@@ -123,7 +123,8 @@ def _failure(message: str, error_class: str | None, requested: str) -> Placement
     if parsed is not None:
         return parsed
     kind = "invalid_device_spec" if error_class == "ValueError" else "run_failed"
-    return PlacementFailure(kind=kind, node=None, requested_device=requested, message=essential(message))
+    return PlacementFailure(kind=kind, node=None, requested_device=requested, message=essential(message),
+                            cause=cause(message) if kind == "run_failed" else None)
 
 
 def _case(tf: Any, case: Case, have_gpu: bool, devices: tuple[str, ...], kernels: Any, check: Any) -> FailureCase:

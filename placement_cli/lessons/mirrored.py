@@ -12,6 +12,7 @@ from placement_cli import messages
 from placement_cli.exceptions import UsageProblem
 from placement_cli.i18n import Message
 from placement_cli.lessons.split import check_even
+from placement_cli.logparse.error_messages import cause
 from placement_cli.model import Copy, ExpectedBytes, Placement, Report, Training, VariableCopies
 from placement_cli.runtime import private
 from placement_cli.runtime.facts import GraphRecorder
@@ -346,7 +347,8 @@ def mirrored(spec: MirroredSpec, options: RunOptions) -> Report:
                                  reduce=spec.reduce),
         mode=messages.MODE_FIT if spec.fit else messages.MODE_LOOP,
         expected=expected_bytes(spec, trial.replicas or spec.devices), notes=tuple(notes), error=trial.error,
-        roles=tuple(role_order(spec.replicas)), replicas=trial.replicas)
+        roles=tuple(role_order(spec.replicas)), replicas=trial.replicas,
+        cause=cause(trial.error, report.log) if trial.error else None)
     return replace(report, placements=placements, copies=copies, training=training, executed=trial.executed)
 
 

@@ -12,6 +12,7 @@ from placement_cli import messages
 from placement_cli.devices import short_name, try_parse
 from placement_cli.exceptions import UsageProblem
 from placement_cli.lessons.split import check_even
+from placement_cli.logparse.error_messages import cause
 from placement_cli.i18n import Message
 from placement_cli.model import FREE, ExpectedBytes, GradientCheck, Placement, Report, Training, VariableCopies
 from placement_cli.runtime.run import Trial, run_captured, run_traced_step
@@ -323,6 +324,8 @@ def train(spec: TrainSpec, options: RunOptions) -> Report:
         if ran is not None and (wanted is None or not wanted.satisfied_by(ran.spec)):
             check = replace(training.check, reference=f"{ran.short} (asked for {asked})")
             training = replace(training, check=check)
+    if training is not None and training.error:
+        training = replace(training, cause=cause(training.error, report.log))
     return replace(report, placements=placements, training=training, executed=trial.executed)
 
 

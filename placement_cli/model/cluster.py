@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from placement_cli.model.report import Copy, Report
+from placement_cli.model.report import Cause, Copy, Report
 
 _TASK_FIELDS = ("job", "task", "target", "pid", "exit_code", "ended_by_placement", "private_kib", "steps_reported")
 
@@ -76,6 +76,7 @@ class ClusterRun:
     start_method: str | None = None
     cluster: tuple[tuple[str, tuple[str, ...]], ...] = ()  # job -> addresses
     own_failure: bool = False  # placement's own supervisor failed (crashed, killed), not the cluster
+    cause: Cause | None = None  # the failed task's cause in TensorFlow's words (and its log's GPU line)
 
     @property
     def error(self) -> str | None:
@@ -161,6 +162,8 @@ class ClusterReport:
             error=self.run.error,
             seconds=self.run.seconds,
         )
+        if self.run.cause is not None:
+            data["cause"] = self.run.cause.to_dict()
         if self.api == "tf2":
             chief = self.run.result("chief/0")
             data.update(losses=None if chief is None else list(chief.losses),

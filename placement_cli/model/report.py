@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from placement_cli.devices import DeviceSpec
 from placement_cli.i18n import N_, Message
+from placement_cli.model.cause import Cause
 
 if TYPE_CHECKING:
     from placement_cli.model.training import Training
@@ -103,26 +104,6 @@ class PlacementFailure:
         if self.cause is not None:
             data["cause"] = self.cause.to_dict()
         return data
-
-
-@dataclass(frozen=True)
-class Cause:
-    """What TensorFlow said stopped a run, in its own words: the line of its error that says why (not
-    "Graph execution error:" or "Detected at node ..."), or a GPU library's line from its log."""
-
-    line: str
-    # gpu_memory: GPU memory could not be had (OOM, CUDA_ERROR_OUT_OF_MEMORY); gpu_library: a GPU library
-    # handle or context could not be made (cuBLAS, cuDNN, cuFFT, cuSOLVER, a CUDA context): both what
-    # another process holding the GPU causes; gpu: another GPU error; other: none of these
-    kind: str = "other"
-
-    @property
-    def gpu_taken(self) -> bool:
-        """Whether the GPU's memory or a handle on it could not be had (another process may hold it)."""
-        return self.kind in ("gpu_memory", "gpu_library")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"line": self.line, "kind": self.kind}
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from placement_cli.model.cause import Cause
+
 
 @dataclass(frozen=True)
 class GradientCheck:
@@ -93,6 +95,7 @@ class Training:
     error: str | None = None  # what stopped the steps, when they did not all run
     roles: tuple[str, ...] = ()  # the groups of its placements, in the order tables show them
     replicas: tuple[str, ...] = ()  # mirrored: the replicas' devices as the strategy resolved them
+    cause: Cause | None = None  # what stopped the steps: TensorFlow's cause line (not its traceback header)
 
     @property
     def complete(self) -> bool:
@@ -112,4 +115,5 @@ class Training:
                 "reduction_source": self.reduction_source, "mode": self.mode,
                 "expected_copy_bytes": None if self.expected is None else self.expected.to_dict(),
                 "notes": list(self.notes), "error": self.error, "roles": list(self.roles),
-                "replicas": list(self.replicas), "diverged_at_step": self.diverged_at}
+                "replicas": list(self.replicas), "diverged_at_step": self.diverged_at,
+                **({"cause": self.cause.to_dict()} if self.cause is not None else {})}

@@ -13,6 +13,7 @@ from rich.text import Text
 
 from placement_cli.i18n import _, translated
 from placement_cli.model import ClusterReport, DemoOutcome, DemoStep, DemoSteps, Inventory, Report
+from placement_cli.render.parts import gpu_remedy, result_cause
 from placement_cli.render.table import View, clean, literal, report_group
 from placement_cli.render.wrap import wrapped
 
@@ -81,7 +82,9 @@ def step_group(step: DemoStep, total: int, view: View) -> Group:
         parts.append(Panel(wrapped(Text(clean(notice_text(outcome)))), title=_("What to notice"), title_align="left",
                            border_style="green"))
     else:
-        parts.append(Panel(wrapped(Text(_("This step failed: {problem}").format(problem=clean(outcome.problem)))),
+        failed = _("This step failed: {problem}").format(problem=clean(outcome.problem))
+        remedy = gpu_remedy(result_cause(outcome.result))
+        parts.append(Panel(wrapped(Text(f"{failed}\n{remedy}" if remedy else failed)),
                            title=_("Step failed"), title_align="left", border_style="red"))
     return Group(*parts)
 

@@ -43,7 +43,7 @@ def _case_panel(case: FailureCase) -> Panel:
         rows += [
             (_("error"), f"{case.error_class} ({error.kind})"),
             (_("node"), error.node or "-"),
-            (_("TensorFlow says"), headline(error.message)),
+            (_("TensorFlow says"), error.cause.said if error.cause else headline(error.message)),
             (_("available"), ", ".join(short_name(d) for d in error.available_devices) or "-"),
             (_("with --soft"), _soft_summary(case.soft)),
         ]

@@ -14,9 +14,10 @@ from rich.text import Text
 
 from placement_cli.devices import DeviceSpec, DeviceSpecError, parse_device, short_name
 from placement_cli.filters import Filtered, is_plumbing, onednn_base
+from placement_cli import messages
 from placement_cli.i18n import _, shown
-from placement_cli.model import (AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, Placement, PlacementFailure, Report,
-                                 reason_counts)
+from placement_cli.model import (AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, Cause, Placement, PlacementFailure,
+                                 Report, reason_counts)
 from placement_cli.render.rows import MIDDLE, WRAP, Column, RowTable
 from placement_cli.render.text import clean, format_result, literal, pad_left
 from placement_cli.render.view import Hints, View
@@ -347,6 +348,24 @@ def hint(failure: PlacementFailure, hints: Hints) -> str:
     return _("No device satisfies this op's constraints (TensorFlow's message says which).")
 
 
+def gpu_remedy(cause: Cause | None) -> str | None:
+    """One line, where a run or a task stopped because GPU memory or a GPU library handle could not be
+    had: so, and TensorFlow's remedies (memory growth, a memory fraction) and one GPU per task."""
+    return shown(messages.GPU_TAKEN) if cause is not None and cause.gpu_taken else None
+
+
+def result_cause(result: object) -> Cause | None:
+    """Why a result's run stopped, where its model knows: a cluster's failed task, a run's error, a training's."""
+    run = getattr(result, "run", None)
+    if run is not None and getattr(run, "cause", None) is not None:
+        return run.cause  # type: ignore[no-any-return]
+    if isinstance(result, Report):
+        if result.training is not None and result.training.cause is not None:
+            return result.training.cause
+        return next((f.cause for f in result.errors if f.cause is not None), None)
+    return None
+
+
 def failure_panel(failure: PlacementFailure, run: bool = True, hints: Hints | None = None) -> Panel:
     """One placement error, explained: node, request, what exists, how to proceed."""
     hints = hints or Hints(source="program" if run else "log")
@@ -357,10 +376,14 @@ def failure_panel(failure: PlacementFailure, run: bool = True, hints: Hints | No
         (_("requested"), short_name(failure.requested_device) if failure.requested_device else "-"),
         *(((_("group requires"), short_name(failure.group_device)),) if failure.group_device else ()),
         (_("available"), available),
-        (_("TensorFlow says"), headline(failure.message) if failure.message else "-"),
+        (_("TensorFlow says"), failure.cause.said if failure.cause else headline(failure.message) if failure.message
+         else "-"),
     ):
         body.append(f"{pad_left(label, 16)}: ", style="bold")
         body.append(clean(value) + "\n")
+    remedy = gpu_remedy(failure.cause)
+    if remedy:
+        body.append("\n" + remedy + "\n", style="bold")
     body.append("\n" + hint(failure, hints), style="italic")
     title = _("Placement failed") if run else _("Placement error in the log")
     return Panel(wrapped(body), title=literal(f"{title} ({failure.kind})"), border_style="red", title_align="left")

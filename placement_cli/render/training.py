@@ -16,8 +16,8 @@ from placement_cli.devices import short_name, try_parse
 from placement_cli.i18n import _, shown
 from placement_cli.model import Copy, GradientCheck, Placement, Report, Training, link_totals
 from placement_cli.render.digest import digest_renderables
-from placement_cli.render.parts import (counts_table, failure_panel, mapping_renderable, onednn_note, reasons_table,
-                                        rows_table, shown_placements, table_rows)
+from placement_cli.render.parts import (counts_table, failure_panel, gpu_remedy, mapping_renderable, onednn_note,
+                                        reasons_table, rows_table, shown_placements, table_rows)
 from placement_cli.render.rows import MIDDLE, WRAP, Column, RowTable
 from placement_cli.render.text import clean, literal
 from placement_cli.render.view import View
@@ -326,9 +326,12 @@ def training_renderables(report: Report, view: View) -> list[RenderableType]:
     parts.extend(failure_panel(f, True, view.hints) for f in report.errors)
     if training is not None and not training.complete and not report.errors:
         ran = len(training.losses)
-        message = headline(training.error) if training.error else _("no error was reported")
-        parts.append(Panel(literal(_("{ran} of {steps} steps ran. TensorFlow says: {message}").format(
-                               ran=ran, steps=training.steps, message=message)),
+        message = training.cause.said if training.cause else headline(training.error) if training.error else \
+            _("no error was reported")
+        said = _("{ran} of {steps} steps ran. TensorFlow says: {message}").format(ran=ran, steps=training.steps,
+                                                                                 message=message)
+        remedy = gpu_remedy(training.cause)
+        parts.append(Panel(literal(f"{said}\n{remedy}" if remedy else said),
                            title=_("Training did not finish"), title_align="left", border_style="red"))
     return parts
 

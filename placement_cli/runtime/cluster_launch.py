@@ -24,7 +24,7 @@ from typing import Any
 from placement_cli.clusterspec import Cluster
 from placement_cli.exceptions import Terminated, UsageProblem
 from placement_cli.i18n import N_, Message
-from placement_cli.model import ClusterEvent, ClusterRun, ClusterTask, Copy, TaskTraining
+from placement_cli.model import Cause, ClusterEvent, ClusterRun, ClusterTask, Copy, TaskTraining
 
 OVERALL_LIMIT = 600.0  # seconds the supervisor may take in all before it is killed
 
@@ -188,6 +188,7 @@ def run(request: dict[str, Any], progress: Callable[[ClusterEvent], None], entry
                           logs=tuple(final["logs"].items()),
                           problem=None if final["error"] is None else message(final["error"]),
                           seconds=final.get("seconds"), start_method=final.get("start_method"),
+                          cause=Cause(**final["cause"]) if final.get("cause") else None,
                           cluster=tuple((job, tuple(addresses)) for job, addresses in final["cluster"].items()))
     finally:
         kill_group(child)

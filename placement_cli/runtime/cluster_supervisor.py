@@ -41,6 +41,8 @@ from typing import Any
 
 from placement_cli.i18n import N_
 from placement_cli.logparse import written
+from placement_cli.logparse.error_messages import cause, cause_line, gpu_kind, gpu_log_line
+from placement_cli.model import Cause
 from placement_cli.runtime.cluster_launch import how_it_ended, process_state
 
 READY_LIMIT = 150.0  # seconds for every task to import TensorFlow and start its server (loaded 2-core machine)
@@ -195,15 +197,14 @@ def _heartbeat(name: str, messages: Any) -> None:
 
 
 def said(exc: BaseException) -> str:
-    """What an error says, in one line: TensorFlow's graph errors begin with ``Graph execution
-    error:`` and the node's Python traceback; what went wrong is the line after ``Node: '...'``."""
-    lines = [line.strip() for line in (getattr(exc, "message", None) or str(exc)).strip().splitlines()]
-    for i, line in enumerate(lines):
-        if line.startswith("Node: "):
-            after = [rest for rest in lines[i + 1:] if rest and not rest.startswith("[[")]
-            if after:
-                return f"{after[0]} ({line.removeprefix('Node: ')})"
-    return lines[0] if lines else ""
+    """What an error says, in one line: TensorFlow's cause line (error_messages.cause_line), not the
+    ``Graph execution error:`` / ``Detected at node ...`` header and traceback graph errors begin with,
+    and the node it names (``Node: '...'``)."""
+    text = (getattr(exc, "message", None) or str(exc)).strip()
+    line = cause_line(text)
+    node = next((rest.strip().removeprefix("Node: ") for rest in text.splitlines() if rest.strip().startswith("Node: '")),
+                None)
+    return f"{line} ({node})" if node and node.strip("'") not in line else line
 
 
 # ---------------------------------------------------------------- the supervisor
@@ -273,7 +274,16 @@ class _Watch:
         self.logdir = logdir
         self.beats: dict[str, float] = {}  # task -> when it last said it is alive
         self.steps: dict[str, int] = {}  # task -> the steps it last said it had run
+        self.cause: dict[str, Any] | None = None  # the first failed task's cause (model.Cause as JSON)
 
+    def caused(self, name: str, error: str) -> str:
+        """A task's error in one line with its cause: TensorFlow's cause line, and the GPU line of the
+        task's log where the error names no GPU memory trouble (kept as the run's cause)."""
+        found = cause(error, _read(os.path.join(self.logdir, name.replace("/", "-") + ".err")))
+        if found is None:
+            return error
+        self.cause = self.cause or found.to_dict()
+        return found.said
     def next(self) -> dict[str, Any] | None:
         """The tasks' next message other than a heartbeat, or None after about 0.2 s."""
         end = time.monotonic() + 0.2
@@ -309,7 +319,12 @@ class _Watch:
         TensorFlow's chatter, such as rendezvous aborts, not a reason)."""
         said = _m(N_("{task} (pid {pid}) {how} {stage}"), task=name, pid=self.processes[name].pid, how=how,
                   stage=_m(stage))
-        tail = _tail(os.path.join(self.logdir, name.replace("/", "-") + ".err")) if quote else ""
+        log = os.path.join(self.logdir, name.replace("/", "-") + ".err")
+        tail = _tail(log) if quote else ""
+        gpu = gpu_log_line(_read(log))  # a task TensorFlow aborted (no tail) may have said why on its log
+        if gpu is not None:
+            self.cause = self.cause or Cause(line=gpu, kind=gpu_kind(gpu) or "gpu").to_dict()
+            tail = gpu if not tail else tail if gpu in tail else f"{gpu} | {tail}"
         return _m(N_("{problem}: {tail}"), problem=said, tail=tail) if tail else said
 
 
@@ -413,7 +428,8 @@ def _attempt(request: dict[str, Any], emit: Any, ctx: Any, work: Work) -> dict[s
                     hint = _m(N_(" (is the port taken?)")) if "Could not start gRPC server" in message["error"] else ""
                     error = _m(N_("{task} (pid {pid}) failed before it was ready, at {address}: {error}{hint}"),
                                task=message["task"], pid=processes[message["task"]].pid,
-                               address=cluster[job][int(i)], error=message["error"], hint=hint)
+                               address=cluster[job][int(i)], error=watch.caused(message["task"], message["error"]),
+                               hint=hint)
             error = error or watch.lost(set(processes) - ready, _BEFORE) or watch.lost(ready, _AFTER)
             if error is None and time.monotonic() > deadline:
                 error = _m(N_("{tasks} did not start within {limit:g} s"),
@@ -450,7 +466,7 @@ def _attempt(request: dict[str, Any], emit: Any, ctx: Any, work: Work) -> dict[s
         trains = name.startswith("worker/") and request.get("api") != "tf2"  # TF2's workers run what the chief sends
         info[name]["steps_reported"] = watch.steps.get(name) if trains else None
     return {"event": "result", "cluster": cluster, "tasks": list(info.values()), "results": results, "logs": logs,
-            "outs": outs, "error": error, "seconds": round(time.monotonic() - launched, 2)}
+            "outs": outs, "error": error, "cause": watch.cause, "seconds": round(time.monotonic() - launched, 2)}
 
 
 def _poll(messages: Any, timeout: float = 0.2) -> dict[str, Any] | None:
@@ -480,7 +496,8 @@ def _train_all(watch: _Watch, workers: list[str], go: list[Any], results: dict[s
             if cause:
                 return cause
             time.sleep(0.1)
-        return _m(N_("{task} stopped training: {error}"), task=message["task"], error=message["error"])
+        return _m(N_("{task} stopped training: {error}"), task=message["task"],
+                  error=watch.caused(message["task"], message["error"]))
 
     while len(results) < len(workers):
         message = watch.next()

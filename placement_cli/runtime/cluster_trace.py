@@ -34,7 +34,8 @@ from typing import Any, BinaryIO
 from placement_cli.exceptions import Terminated, UsageProblem
 from placement_cli.i18n import N_, Message, _
 from placement_cli.messages import TRACE, one_line
-from placement_cli.model import ClusterTask, Report
+from placement_cli.logparse.error_messages import cause
+from placement_cli.model import Cause, ClusterTask, Report
 from placement_cli.runtime.wakeup import Wakeup
 from placement_cli.runtime.child import BOOT, ENV, NO_CAPTURE, frames
 from placement_cli.runtime.cluster_launch import how_it_ended, process_state
@@ -79,6 +80,7 @@ class _Task:
     exit_time: float = 0.0
     ended: bool = False  # placement ended it (a serving task, or after another failed)
     tail: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=_TAIL))
+    gpu: list[str] = field(default_factory=list)  # the first line of its stderr that named GPU trouble
     saved: dict[str, BinaryIO] = field(default_factory=dict)
 
     @property
@@ -97,6 +99,7 @@ class ClusterTraceResult:
     problem: Message | None  # the task that failed or stopped, and how
     notes: tuple[str, ...] = ()
     output_closed: bool = False
+    cause: Cause | None = None  # the failed task's cause in TensorFlow's words
 
 
 class _Run:
@@ -270,7 +273,19 @@ class _Run:
         how, quote = self.failure
         said = Message(N_("{task} (pid {pid}) {how}"), task=task.name, pid=task.pid, how=how)
         tail = " | ".join(task.tail) if quote else ""
+        found = self._cause()
+        if found is not None and (found.line not in tail or (found.log_line or "") not in tail):  # TensorFlow's cause first, then the lines around it
+            tail = f"{found.said} | {tail}" if tail else found.said
         return Message(N_("{problem}: {tail}"), problem=said, tail=tail) if tail else said
+
+    def _cause(self) -> Cause | None:
+        """Why the first failed task stopped, in TensorFlow's words: the cause line of what its stderr
+        said last (a traceback's error), and the GPU line it said before, if any."""
+        task = self.first_failure
+        if task is None or self.failure is None:
+            return None
+        found = cause("\n".join(task.tail) if self.failure[1] else "", "\n".join(task.gpu))
+        return found if found is not None and (found.kind != "other" or self.failure[1]) else None
 
     def _end_all(self) -> None:
         for other in self.tasks:
@@ -388,7 +403,7 @@ class _Run:
         lines.done = True
         self._flush_lines(task, kind, final=True)
         if lines.quoted:
-            quote_lines(task.tail, lines.quoted, c_stdio=kind == "cerr")
+            quote_lines(task.tail, lines.quoted, c_stdio=kind == "cerr", gpu=task.gpu)
             lines.quoted = b""
         self.out.end_line(task.name, kind, lines.sink)
 
@@ -397,7 +412,7 @@ class _Run:
         if kind in ("err", "cerr"):  # quoted by whole lines: a traceback's last line comes in several writes
             whole, newline, rest = (lines.quoted + data).rpartition(b"\n")
             if newline:
-                quote_lines(task.tail, whole, c_stdio=kind == "cerr")
+                quote_lines(task.tail, whole, c_stdio=kind == "cerr", gpu=task.gpu)
             lines.quoted = rest if len(rest) <= READ else b""
         if not lines.pending:
             lines.since = time.monotonic()
@@ -465,6 +480,7 @@ class _Run:
                                   pid=t.pid, exit_code=t.status, ended_by_placement=t.ended) for t in self.tasks)
         return ClusterTraceResult(report=report, graph=graph, exit_code=code, tasks=tasks, isolated=self.isolated,
                                   isolation_note=self.isolation_note, problem=self._failure_said(),
+                                  cause=self._cause(),
                                   notes=tuple(self.notes),
                                   output_closed=self.stdout_fd in self.out.dead)
 

@@ -9,6 +9,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from placement_cli.logparse.error_messages import gpu_kind
 from placement_cli.runtime.tracer import _write_all
 
 _GLOG_ERROR = re.compile(r"\s*[EF]\d{4} ")
@@ -24,12 +25,15 @@ def says_why(line: str, *, c_stdio: bool) -> bool:
     return bool(_GLOG_ERROR.match(line)) and "cuInit" not in line
 
 
-def quote_lines(tail: collections.deque[str], data: bytes, *, c_stdio: bool) -> None:
-    """Whole lines of a task's stderr: those that say why it failed are kept in ``tail``."""
+def quote_lines(tail: collections.deque[str], data: bytes, *, c_stdio: bool, gpu: list[str] | None = None) -> None:
+    """Whole lines of a task's stderr: those that say why it failed are kept in ``tail``; the first
+    that names GPU trouble (memory, a library handle) in ``gpu``, however long ago it was said."""
     for raw in data.split(b"\n"):
         line = raw.decode("utf-8", "replace")
         if says_why(line, c_stdio=c_stdio):
             tail.append(line.strip())
+            if gpu is not None and not gpu and gpu_kind(line):
+                gpu.append(line.strip())
 
 
 def _screen(fd: int) -> Any:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from placement_cli.logparse import parse_text
+from placement_cli.logparse.error_messages import cause
 from placement_cli.model import Copy, PlacementFailure, Report
 from placement_cli.runtime import private
 from placement_cli.runtime.facts import GraphRecorder, kernel_checks, kernel_map
@@ -138,7 +139,7 @@ def run_captured(build: Any, options: RunOptions, title: str) -> Report:
     report = parse_text(log + ("\n" + trial.error if trial.error else ""))
     placements = explain(report.placements, facts_of(recorder, trial, spans_of(trial, marks)))
     copies = None if trial.copies is None else tuple(trial.copies)
-    errors, run_error = outcome(report.errors, trial)
+    errors, run_error = outcome(report.errors, trial, log)
     # a graph that never ran carries only the devices it asked for: no event file draws them as placements
     if options.tensorboard and trial.graph is not None and trial.result is not None:
         from placement_cli.runtime.events import write_events  # noqa: PLC0415
@@ -149,9 +150,11 @@ def run_captured(build: Any, options: RunOptions, title: str) -> Report:
                    edges=recorder.edges())
 
 
-def outcome(parsed: tuple[PlacementFailure, ...], trial: Trial) -> tuple[tuple[PlacementFailure, ...], str | None]:
+def outcome(parsed: tuple[PlacementFailure, ...], trial: Trial,
+            log: str | None = None) -> tuple[tuple[PlacementFailure, ...], str | None]:
     """The errors to show, and what stopped the run: a run without its result always has an
-    error, in TensorFlow's own words when the parser does not know them."""
+    error, in TensorFlow's own words when the parser does not know them, with its cause line (and
+    the log's GPU line where the error names none)."""
     if trial.result is not None:
         return parsed, None
     message = essential(trial.error) if trial.error else "the run produced no result"
@@ -159,7 +162,8 @@ def outcome(parsed: tuple[PlacementFailure, ...], trial: Trial) -> tuple[tuple[P
     if parsed:
         return parsed, run_error
     return (PlacementFailure(kind="run_failed", node=trial.error_node, requested_device=trial.error_device,
-                             message=message, available_devices=trial.available),), run_error
+                             message=message, available_devices=trial.available,
+                             cause=cause(trial.error or "", log)),), run_error
 
 
 def plain(value: Any) -> Any:
