@@ -80,6 +80,12 @@ def test_the_other_satisfy_wordings_keep_their_kinds() -> None:
                              "specification '/gpu:3'").kind == "device_not_found"
     assert failure_from_text("Cannot assign a device for operation 'my_op': Node had no OpKernel registered to "
                              "support this operation: Operation was MyOp and inputs were [DT_FLOAT]").kind == "no_kernel"
+    # TF 1.x's placer on a node a Session had placed before (errors::Internal), read before as nothing at all
+    gone = failure_from_text("InternalError: Assigned device '/job:worker/replica:0/task:1/device:GPU:0' does not "
+                             "match any device")
+    assert (gone.kind, gone.requested_device) == ("device_not_found", "/job:worker/replica:0/task:1/device:GPU:0")
+    assert failure_from_text("Assigned device '/job:localhost/replica:0/task:0/device:GPU:0' does not have "
+                             "registered OpKernel support for SparseApplyAdagrad").kind == "no_kernel"
 
 
 def test_an_ignored_colocation_is_no_failure() -> None:

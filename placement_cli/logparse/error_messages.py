@@ -24,14 +24,14 @@ MAX_CHARS = 16384  # characters of one message that are read
 # substring test runs at memchr speed; one regex of many branches does not): each of
 # TRIGGER's wordings holds one of these.
 _LIKELY = (b"Cannot ", b"device spec", b"unknown device.", b"find device for node", b"No OpKernel", b"No registered '",
-           b"find any devices", b"colocate", b"Failed to place the graph")
+           b"find any devices", b"colocate", b"Failed to place the graph", b"Assigned device '")
 # Finds the candidate lines themselves.
 TRIGGER = re.compile(
     rb"Cannot assign a device|Could not satisfy (?:explicit )?device specification|Cannot colocate"
     rb"|Malformed device specification|unknown device\.|No OpKernel was registered"
     rb"|Could not find device for node|No registered '|while parsing the device spec"
     rb"|Unable to find any devices for spec|Cannot place the graph because|Could not colocate node"
-    rb"|expects to be colocated with unknown node|Failed to place the graph without changing"
+    rb"|expects to be colocated with unknown node|Failed to place the graph without changing|Assigned device '"
 )
 _START = lazy.Pattern(
     r"Cannot assign a device|Could not satisfy (?:explicit )?device specification|Cannot colocate"
@@ -39,6 +39,7 @@ _START = lazy.Pattern(
     r"|No registered '|Multiple device types are not allowed|Unknown attribute '"
     r"|Unable to find any devices for spec|Cannot place the graph because|Could not colocate node"
     r"|Node '[^'\n]*+' expects to be colocated with unknown node|Failed to place the graph without changing"
+    r"|Assigned device '"
 )
 # "/job:ps/replica:0/task:3/device:CPU:0 unknown device." (eager); the name may hold a space.
 _UNKNOWN = " unknown device."
@@ -87,6 +88,9 @@ _COLOCATION = ("Cannot place the graph because", "Could not colocate node", "Fai
 _UNKNOWN_COLOCATION = lazy.Pattern(r"Node '([^'\n]++)' expects to be colocated with unknown node")
 # TF 1.x's "Cannot assign a device for operation X: Node had no OpKernel registered to support this operation"
 _NO_OPKERNEL = "Node had no OpKernel registered"
+# TF 1.x (errors::Internal): "Assigned device 'D' does not match any device" / "... does not have registered
+# OpKernel support for Op"
+_PREASSIGNED = lazy.Pattern(r"Assigned device '([^'\n]++)' does not")
 # A log line in which TensorFlow ignored a colocation (soft placement on): it quotes the error, it is none
 _IGNORED_COLOCATION = "Ignoring request to colocate node"
 # Lines that begin a message of their own rather than go on with one.
@@ -265,6 +269,9 @@ def _placement_failure(message: str) -> PlacementFailure:
         available = _available(message) or ()
     if _NO_OPKERNEL in message:
         kind = "no_kernel"
+    if m := _PREASSIGNED.search(message):  # TF 1.x placer: a node a Session had placed before, now impossible
+        requested = requested or m.group(1)
+        kind = "no_kernel" if "does not have registered OpKernel support" in message else "device_not_found"
     if message.startswith("Cannot colocate") or any(w in message for w in _COLOCATION):
         kind = "colocation"
         if m := _NODE_COLOCATE.search(message):
