@@ -194,3 +194,22 @@ def test_trace_cluster_says_a_tasks_cause_and_the_remedy(tmp_path: Path) -> None
                           env=environment(tmp_path), capture_output=True, timeout=300, check=False)
     doc = json.loads(done.stdout)
     assert doc["cause"]["kind"] == "gpu_library" and "without BLAS support" in doc["cause"]["line"]
+
+
+def test_a_training_that_stopped_shows_the_cause_and_the_remedy() -> None:
+    """train, mirrored: 'N of M steps ran. TensorFlow says: ...' with the cause, not the traceback's header."""
+    from placement_cli.model import Training
+    from placement_cli.render.training import training_group
+    from placement_cli.render.view import View
+
+    found = cause(f"InternalError: {RECORDED}", CUBLAS_LOG)
+    training = Training(lesson="towers", devices=("/gpu:0", "/gpu:1"), batch=8, steps=5, lr=0.1, dtype="float32",
+                        losses=(1.0,), error=RECORDED, cause=found)
+    report = Report(training=training)
+    assert report.to_dict(run=True)["training"]["cause"]["kind"] == "gpu_library"
+    console = Console(record=True, width=200, color_system=None, file=open(os.devnull, "w"))  # noqa: SIM115
+    console.print(training_group(report, View()))
+    text = " ".join(console.export_text().replace("│", " ").split())
+    assert "1 of 5 steps ran. TensorFlow says: INTERNAL: Blas xGEMM launch failed" in text
+    assert "Detected at node" not in text and "CUBLAS_STATUS_NOT_INITIALIZED" in text
+    assert "TensorFlow could not get GPU memory or a GPU library handle" in text

@@ -387,7 +387,7 @@ _NOT_A_CAUSE = ("failed call to cuinit", "could not find cuda drivers")  # a CPU
 # glog's prefix in every form TensorFlow wrote it ("E0000 00:00:1795665604.298090   10818 cuda_blas.cc:193] ",
 # "2017-12-30 21:18:15.134786: E tensorflow/stream_executor/cuda/cuda_blas.cc:366] ")
 _GLOG_HEAD = lazy.Pattern(r"^\s*+(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d++)?+: )?+[IWEF](?:\d{4})?+[ \d:.]*+\S*?\.(?:cc|h|py):\d++\] ")
-_CLASS_HEAD = lazy.Pattern(r"^(?:[\w.]*\.)?(\w*(?:Error|Exception)): ")
+_CLASS_HEAD = lazy.Pattern(r"^(?:\w++\.)*+\w*?(?:Error|Exception): ")
 # What TensorFlow puts around its cause: graph mode's traceback of the node (error_interpolation.py,
 # atomic_function.py), its "[[node]]" lines, and the count of root errors.
 _FRAME = lazy.Pattern(r"\s*+(?:File \"|<stack traces unavailable>|Traceback \(most recent call last\))")
