@@ -285,7 +285,8 @@ class _Parser:
             self.placements.append(Placement(None, _decode(op), _decode(dev), self.spec_of(dev), "eager", line))
         self.block_bare += [(m, line) for line, m in _numbered(data, base, bare)]
         if ignored.LITERAL in data:
-            self.ignored += [ignored.request(m, line) for line, m in _numbered(data, base, ignored.PATTERN.finditer(data))]
+            found = _numbered(data, base, ignored.PATTERN.finditer(data))
+            self.ignored += [ignored.request(m, line) for line, m in found]
         full = data + ahead.replace(*placer.NORMALISE) if ahead else data
         for m in _MAPPING.finditer(full):
             if m.start() + 1 >= len(data):

@@ -83,7 +83,8 @@ _PLACEMENT_WORDINGS = ("Cannot assign", "Could not satisfy", "Cannot colocate", 
 # a reference or resource edge between groups (TF 1.x-2.x); a colocation with a node that is not there.
 _COLOCATED = " because the node "
 _GROUP_DEVICE = lazy.Pattern(r"required incompatible device '([^'\n]*+)'")
-_COLOCATION = ("Cannot place the graph because", "Could not colocate node", "Failed to place the graph without changing",
+_COLOCATION = ("Cannot place the graph because", "Could not colocate node",
+               "Failed to place the graph without changing",
                "Nodes were connected by a reference connection")
 _UNKNOWN_COLOCATION = lazy.Pattern(r"Node '([^'\n]++)' expects to be colocated with unknown node")
 # TF 1.x's "Cannot assign a device for operation X: Node had no OpKernel registered to support this operation"
@@ -350,14 +351,17 @@ GPU_CAUSES: tuple[tuple[str, str], ...] = (
     ("cuMemAllocAsync failed to allocate", "gpu_memory"),
     ("CUDA error (failed to allocate", "gpu_memory"),
     ("Dst tensor is not initialized", "gpu_memory"),  # a copy to the GPU whose buffer could not be allocated
-    ("implicit initialization on GPU", "gpu_memory"),  # "CUDA runtime implicit initialization on GPU:0 failed. Status: out of memory"
+    # "CUDA runtime implicit initialization on GPU:0 failed. Status: out of memory"
+    ("implicit initialization on GPU", "gpu_memory"),
     ("CUDNN_STATUS_ALLOC_FAILED", "gpu_memory"),
     ("CUBLAS_STATUS_ALLOC_FAILED", "gpu_memory"),
     # a library handle (cuBLAS, cuDNN, cuFFT, cuSOLVER) could not be made: with the memory taken, it has none
-    ("failed to create cublas handle", "gpu_library"),  # ".. cuda_blas.cc] failed to create cublas handle: CUBLAS_STATUS_NOT_INITIALIZED"
+    # "... cuda_blas.cc:366] failed to create cublas handle: CUBLAS_STATUS_NOT_INITIALIZED"
+    ("failed to create cublas handle", "gpu_library"),
     ("Failure to initialize cublas may be due to OOM", "gpu_library"),
     ("Failed to create cuBlas instance", "gpu_library"),
-    ("without BLAS support", "gpu_library"),  # "Attempting to perform BLAS operation using StreamExecutor without BLAS support"
+    # "Attempting to perform BLAS operation using StreamExecutor without BLAS support"
+    ("without BLAS support", "gpu_library"),
     ("No BLAS support in stream", "gpu_library"),
     ("No Blas support for stream", "gpu_library"),
     ("Failed to initialize BLAS support", "gpu_library"),
@@ -386,7 +390,8 @@ _GPU_LITERALS = tuple((literal.lower(), kind) for literal, kind in GPU_CAUSES)
 _NOT_A_CAUSE = ("failed call to cuinit", "could not find cuda drivers")  # a CPU machine's start-up noise
 # glog's prefix in every form TensorFlow wrote it ("E0000 00:00:1795665604.298090   10818 cuda_blas.cc:193] ",
 # "2017-12-30 21:18:15.134786: E tensorflow/stream_executor/cuda/cuda_blas.cc:366] ")
-_GLOG_HEAD = lazy.Pattern(r"^\s*+(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d++)?+: )?+[IWEF](?:\d{4})?+[ \d:.]*+\S*?\.(?:cc|h|py):\d++\] ")
+_GLOG_HEAD = lazy.Pattern(r"^\s*+(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d++)?+: )?+"
+                          r"[IWEF](?:\d{4})?+[ \d:.]*+\S*?\.(?:cc|h|py):\d++\] ")
 _CLASS_HEAD = lazy.Pattern(r"^(?:\w++\.)*+\w*?(?:Error|Exception): ")
 # What TensorFlow puts around its cause: graph mode's traceback of the node (error_interpolation.py,
 # atomic_function.py), its "[[node]]" lines, and the count of root errors.

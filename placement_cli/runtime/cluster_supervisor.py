@@ -41,7 +41,7 @@ from typing import Any
 
 from placement_cli.i18n import N_
 from placement_cli.logparse import written
-from placement_cli.logparse.error_messages import cause, cause_line, gpu_kind, gpu_log_line
+from placement_cli.logparse.error_messages import cause as cause_of, cause_line, gpu_kind, gpu_log_line
 from placement_cli.model import Cause
 from placement_cli.runtime.cluster_launch import how_it_ended, process_state
 
@@ -279,11 +279,12 @@ class _Watch:
     def caused(self, name: str, error: str) -> str:
         """A task's error in one line with its cause: TensorFlow's cause line, and the GPU line of the
         task's log where the error names no GPU memory trouble (kept as the run's cause)."""
-        found = cause(error, _read(os.path.join(self.logdir, name.replace("/", "-") + ".err")))
+        found = cause_of(error, _read(os.path.join(self.logdir, name.replace("/", "-") + ".err")))
         if found is None:
             return error
         self.cause = self.cause or found.to_dict()
         return found.said
+
     def next(self) -> dict[str, Any] | None:
         """The tasks' next message other than a heartbeat, or None after about 0.2 s."""
         end = time.monotonic() + 0.2

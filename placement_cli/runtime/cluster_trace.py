@@ -34,7 +34,7 @@ from typing import Any, BinaryIO
 from placement_cli.exceptions import Terminated, UsageProblem
 from placement_cli.i18n import N_, Message, _
 from placement_cli.messages import TRACE, one_line
-from placement_cli.logparse.error_messages import cause
+from placement_cli.logparse.error_messages import cause as cause_of
 from placement_cli.model import Cause, ClusterTask, Report
 from placement_cli.runtime.wakeup import Wakeup
 from placement_cli.runtime.child import BOOT, ENV, NO_CAPTURE, frames
@@ -274,7 +274,8 @@ class _Run:
         said = Message(N_("{task} (pid {pid}) {how}"), task=task.name, pid=task.pid, how=how)
         tail = " | ".join(task.tail) if quote else ""
         found = self._cause()
-        if found is not None and (found.line not in tail or (found.log_line or "") not in tail):  # TensorFlow's cause first, then the lines around it
+        # TensorFlow's cause first (where the quoted lines lack it), then the lines around it
+        if found is not None and (found.line not in tail or (found.log_line or "") not in tail):
             tail = f"{found.said} | {tail}" if tail else found.said
         return Message(N_("{problem}: {tail}"), problem=said, tail=tail) if tail else said
 
@@ -284,7 +285,7 @@ class _Run:
         task = self.first_failure
         if task is None or self.failure is None:
             return None
-        found = cause("\n".join(task.tail) if self.failure[1] else "", "\n".join(task.gpu))
+        found = cause_of("\n".join(task.tail) if self.failure[1] else "", "\n".join(task.gpu))
         return found if found is not None and (found.kind != "other" or self.failure[1]) else None
 
     def _end_all(self) -> None:
