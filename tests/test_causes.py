@@ -213,3 +213,23 @@ def test_a_training_that_stopped_shows_the_cause_and_the_remedy() -> None:
     assert "1 of 5 steps ran. TensorFlow says: INTERNAL: Blas xGEMM launch failed" in text
     assert "Detected at node" not in text and "CUBLAS_STATUS_NOT_INITIALIZED" in text
     assert "TensorFlow could not get GPU memory or a GPU library handle" in text
+
+
+def test_a_task_tensorflow_aborted_is_named_with_the_gpu_line_of_its_log(tmp_path: Path) -> None:
+    """A task killed by TensorFlow's own abort (SIGABRT: no traceback is quoted) said why on its log."""
+    from types import SimpleNamespace
+
+    from placement_cli.runtime.cluster_launch import message
+    from placement_cli.runtime.cluster_supervisor import _Watch
+
+    (tmp_path / "ps-0.err").write_text(
+        "I0000 00:00:1795665599.171620   10818 gpu_device.cc:2020] Created device /job:ps/replica:0/task:0/device:GPU:0\n"
+        "E0000 00:00:1795665604.301200   10818 cuda_driver.cc:1002] failed to allocate 137.53G (147670155264 bytes) "
+        "from device: CUDA_ERROR_OUT_OF_MEMORY: out of memory\n"
+        "F0000 00:00:1795665604.301300   10818 gpu_device.cc:500] Check failed\n")
+    watch = _Watch({"ps/0": SimpleNamespace(pid=4321)}, None, str(tmp_path))
+    named = watch._named("ps/0", {"template": "was killed by signal {signal}", "fields": {"signal": "SIGABRT"}},
+                         "while the workers trained")
+    said = str(message(named))
+    assert "CUDA_ERROR_OUT_OF_MEMORY" in said and "failed to allocate 137.53G" in said
+    assert watch.cause is not None and watch.cause["kind"] == "gpu_memory"
