@@ -653,8 +653,9 @@ def test_inlined_function_bodies_and_lowered_branches_get_their_edges() -> None:
     """TensorFlow logs a function it inlined under its call (``StatefulPartitionedCall/dense/MatMul``,
     nested ``model/PartitionedCall_2/StatefulPartitionedCall/mul``) and a lowered tf.cond branch under
     ``cond/then/_0``, while the recorded graphs name the nodes ``dense/MatMul``, ``mul``, ``cond/mm``:
-    the edges join them; a name scope of the graph's own (``tower_0/``) borrows no other graph's edge;
-    the inliner's input/output nodes are plumbing."""
+    the edges join them, in a cluster's picture within one task (``worker/1: ...``); a name scope of
+    the graph's own (``tower_0/``) borrows no other graph's edge; the inliner's input/output nodes
+    are plumbing."""
     device = "/job:localhost/replica:0/task:0/device:CPU:0"
     names = [("StatefulPartitionedCall/dense/MatMul", "MatMul"), ("StatefulPartitionedCall/dense/BiasAdd", "BiasAdd"),
              ("model/PartitionedCall_2/StatefulPartitionedCall/x", "Const"),
@@ -662,12 +663,15 @@ def test_inlined_function_bodies_and_lowered_branches_get_their_edges() -> None:
              ("cond/then/_0/cond/a", "Const"), ("cond/then/_0/cond/mm", "MatMul"),
              ("while/body/_9/while/loopmul", "Mul"), ("while/body/_9/while/one", "Const"),
              ("tower_0/MatMul", "MatMul"), ("tower_0/add", "AddV2"),
+             ("worker/1: StatefulPartitionedCall/w/x", "Const"), ("worker/1: StatefulPartitionedCall/w/MatMul", "MatMul"),
              ("Func/StatefulPartitionedCall/input/_0", "Identity"),
              ("Func/StatefulPartitionedCall/output_control_node/_3", "NoOp")]
     spec = try_parse(device)
     report = Report(placements=tuple(Placement(n, op, device, spec, "placer", i + 1) for i, (n, op) in enumerate(names)),
                     edges=(Edge("dense/MatMul", "dense/BiasAdd"), Edge("x", "mul"), Edge("cond/a", "cond/mm"),
-                           Edge("while/one", "while/loopmul", control=True), Edge("MatMul", "add")), title="t")
+                           Edge("while/one", "while/loopmul", control=True), Edge("MatMul", "add"),
+                           Edge("worker/1: w/x", "worker/1: w/MatMul"), Edge("worker/0: w/x", "worker/0: w/MatMul"),
+                           Edge("w/x", "w/MatMul")), title="t")
     text = render_dot(report)
     dot = read_dot(text)
     names_of = {nid: n["name"] for nid, n in dot["nodes"].items()}
@@ -676,11 +680,12 @@ def test_inlined_function_bodies_and_lowered_branches_get_their_edges() -> None:
                      ("cond/then/_0/cond/a", "cond/then/_0/cond/mm", False),
                      ("model/PartitionedCall_2/StatefulPartitionedCall/x",
                       "model/PartitionedCall_2/StatefulPartitionedCall/mul", False),
-                     ("while/body/_9/while/one", "while/body/_9/while/loopmul", True)]
+                     ("while/body/_9/while/one", "while/body/_9/while/loopmul", True),
+                     ("worker/1: StatefulPartitionedCall/w/x", "worker/1: StatefulPartitionedCall/w/MatMul", False)]
     assert not any(n.startswith("Func/") for n in names_of.values())
     assert "2 TensorFlow plumbing nodes" in text
     svg = ET.fromstring(render_graph_svg(report))
-    assert len(svg.findall(f"{SVG}line")) == 4
+    assert len(svg.findall(f"{SVG}line")) == 5
 
 
 def _px(value: str | None) -> float:

@@ -102,7 +102,7 @@ def picture(report: Report) -> Picture:
     scopes = _inlined_scopes(nodes)
     for e in sorted(report.edges or (), key=lambda e: (e.source, e.target, e.control)):
         ends = [(e.source, e.target)] if e.source in nodes and e.target in nodes else []
-        ends += [(f"{scope}/{e.source}", f"{scope}/{e.target}")
+        ends += [(_inlined(scope, e.source), _inlined(scope, e.target))
                  for scope in sorted(scopes.get(e.source, set()) & scopes.get(e.target, set()))]
         for source, target in ends:
             if source == target:
@@ -134,15 +134,22 @@ def picture(report: Report) -> Picture:
 def _inlined_scopes(nodes: dict[str, tuple[str, str]]) -> dict[str, set[str]]:
     """A function body's own node name -> the scopes it was inlined under, by the drawn nodes' names
     (``StatefulPartitionedCall/a/mul``: ``a/mul`` under ``StatefulPartitionedCall``); nested calls
-    give a node one scope per call."""
+    give a node one scope per call. A cluster's picture names nodes ``TASK: node`` (edges too): the
+    task stays on both sides (``worker/0: a/mul`` under ``worker/0: StatefulPartitionedCall``)."""
     scopes: dict[str, set[str]] = defaultdict(set)
     for name in nodes:
-        parts = name.split("/")
+        task, sep, bare = name.rpartition(": ")  # a node name has no ":"; a task label ends with ": "
+        parts = bare.split("/")
         for i in range(1, len(parts)):
             scope = "/".join(parts[:i])
             if _INLINED_SCOPE.search(scope):
-                scopes["/".join(parts[i:])].add(scope)
+                scopes[task + sep + "/".join(parts[i:])].add(task + sep + scope)
     return scopes
+
+
+def _inlined(scope: str, name: str) -> str:
+    """``name`` (maybe ``TASK: name``) as logged inside ``scope`` (which holds the same task)."""
+    return f"{scope}/{name.rpartition(': ')[2]}"
 
 
 def device_order(device: str) -> tuple[Any, ...]:
