@@ -21,7 +21,8 @@ from placement_cli.render.table import Hints, View, report_group
 from reports import big_report, tower_report, trace_report
 
 GOLDEN = FIXTURES / "golden"
-CASES = ["tf0.x/guide_towers.log", "tf1.x/errors_mixed.log", "tf1.x/distributed_xla.log", "tf2.21/ps_worker_cluster.log"]
+CASES = ["tf0.x/guide_towers.log", "tf1.x/errors_mixed.log", "tf1.x/distributed_xla.log", "tf2.21/ps_worker_cluster.log",
+         "tf2.21/h200_tower.log"]  # the last: a real GPU run's log, as parse shows it
 WIDTHS = [40, 80, 120]
 
 
