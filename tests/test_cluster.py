@@ -455,8 +455,9 @@ def test_a_signal_during_start_up_ends_everything(signum: int, code: int) -> Non
     assert _session_members(supervisor) == []
 
 
-def test_tf2_parameter_server_strategy() -> None:
-    done = _placement("--api", "tf2", "--ps", "2", "--workers", "2", "--steps", "6", "--json")
+def test_tf2_parameter_server_strategy(tmp_path: Path) -> None:
+    done = _placement("--api", "tf2", "--ps", "2", "--workers", "2", "--steps", "6", "--json",
+                      "--dot", str(tmp_path / "ps.dot"))
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert data["api"] == "tf2" and data["complete"] is True
@@ -467,6 +468,18 @@ def test_tf2_parameter_server_strategy() -> None:
     assert ("worker", 0) in logged_by or ("worker", 1) in logged_by  # the workers' own function partitions
     assert len(data["losses"]) == 6
     assert _gone([t["pid"] for t in data["tasks"]]) == []
+    # the picture joins the step's nodes: the coordinator traced the step, each task logged its part
+    # (it drew every node alone: "edges unknown: this report kept no graph")
+    text = (tmp_path / "ps.dot").read_text()
+    dot = read_dot(text)
+    names = {nid: n["name"] for nid, n in dot["nodes"].items()}
+    assert "edges unknown" not in text
+    into = {(names[a].split(": ")[0], names[b]) for a, b, _ in dot["edges"]}
+    for worker in {t for t in logged_by if t[0] == "worker"}:
+        matmul = f"worker/{worker[1]}: MatMul"
+        assert matmul in names.values()
+        sources = {a for a, b in into if b == matmul}  # the features on the worker, the weights on a ps task
+        assert f"worker/{worker[1]}" in sources and any(a.startswith("ps/") for a in sources), sources
 
 
 def test_tf2_refuses_sync() -> None:

@@ -6,6 +6,7 @@ PLACEMENT_UPDATE_GOLDEN=1 rewrites the expected files."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -14,12 +15,14 @@ from rich.console import Console
 
 from conftest import FIXTURES, LOGS
 from placement_cli.logparse import parse_paths
+from placement_cli.logparse.saved import report_from_dict
 from placement_cli.model import Report
 from placement_cli.render.table import Hints, View, report_group
 from reports import big_report, tower_report, trace_report
 
 GOLDEN = FIXTURES / "golden"
-CASES = ["tf0.x/guide_towers.log", "tf1.x/errors_mixed.log", "tf1.x/distributed_xla.log", "tf2.21/ps_worker_cluster.log"]
+CASES = ["tf0.x/guide_towers.log", "tf1.x/errors_mixed.log", "tf1.x/distributed_xla.log", "tf2.21/ps_worker_cluster.log",
+         "tf2.21/h200_tower.log"]  # the last: a real GPU run's log, as parse shows it
 WIDTHS = [40, 80, 120]
 
 
@@ -70,3 +73,17 @@ def test_several_tasks_digest_reads_per_task() -> None:
     """A ps/worker cluster's log longer than a screen: the digest counts per task, then per device."""
     report = parse_paths([str(LOGS / "tf2.21" / "ps_worker_cluster.log")])
     check("tf2.21__ps_worker_cluster__digest", render_report(report, run=False, view=View(screen_rows=10)))
+
+
+# The first real GPU run (NVIDIA H200, TensorFlow 2.21; tests/fixtures/recorded/h200-tf2.21): each
+# golden is what that run printed after TensorFlow's log, at its terminal's 160 columns, so the
+# tables rendered again from its saved report must be the very text the GPU machine showed.
+GPU_RUNS = ["show", "show-gpu0", "tower"]
+
+
+@pytest.mark.parametrize("run", GPU_RUNS)
+def test_gpu_run_tables_are_what_the_gpu_machine_printed(run: str) -> None:
+    saved = json.loads((FIXTURES / "recorded" / "h200-tf2.21" / f"{run}.json").read_text())
+    report = report_from_dict(saved)
+    text = render_report(report, run=True, width=160, view=View(hints=Hints.run_command(soft=False)))
+    check(f"h200__{run}", text)

@@ -4,13 +4,15 @@ one start-up, shared by every test through module fixtures), and its pure parts 
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
-from conftest import run_batch, run_cli
+from conftest import MATMUL_OPS, read_dot, run_batch, run_cli
 from placement_cli.cli import app
 from placement_cli.devices import parse_device
 from placement_cli.lessons.mirrored import (MirroredSpec, expected_bytes, parameter_count, ring_copies,
@@ -27,10 +29,16 @@ def _short(device: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def runs() -> Any:
+def fit_dot(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the Keras fit run draws its graph (--dot)."""
+    return tmp_path_factory.mktemp("fit") / "fit.dot"
+
+
+@pytest.fixture(scope="module")
+def runs(fit_dot: Path) -> Any:
     """The runs on the default two logical CPUs, in one TensorFlow start-up."""
     return run_batch(["mirrored", "--json", "--copies"],
-                     ["mirrored", "--json", "--copies", "--fit", "--reduce", "one-device"],
+                     ["mirrored", "--json", "--copies", "--fit", "--reduce", "one-device", "--dot", str(fit_dot)],
                      ["mirrored", "--reduce", "nccl", "--steps", "1"])
 
 
@@ -262,3 +270,23 @@ def test_missing_replica_devices_fail_with_tensorflows_error_not_a_hang() -> Non
     assert "Traceback" not in proc.stdout + proc.stderr
     assert "Placement failed (device_not_found)" in proc.stdout and "GPU:14" in proc.stdout
     assert "none (the strategy was not made)" in proc.stdout
+
+
+@pytest.mark.tf
+def test_keras_fit_graph_joins_the_inlined_function_bodies(fit: dict[str, Any], fit_dot: Path) -> None:
+    """Keras inlines its train function into the step, and the placer logs the body under the call's
+    name (``StatefulPartitionedCall/.../MatMul``) while the recorded graph names it ``.../MatMul``: the
+    DOT stood those nodes alone (12 edges for about 300 nodes, a column thousands of pixels tall)."""
+    text = fit_dot.read_text()
+    dot = read_dot(text)
+    nodes = {nid: n["name"] for nid, n in dot["nodes"].items()}
+    ops = dict(re.findall(r'(n\d+) \[label="[^"\n]*?\\n([^"]*)"', text))
+    inlined = {nid for nid, name in nodes.items() if re.match(r"(.*/)?StatefulPartitionedCall(_\d+)?/", name)}
+    assert len(inlined) > 50, sorted(nodes.values())[:20]
+    joined = {nid for a, b, _ in dot["edges"] for nid in (a, b)}
+    assert len(joined & inlined) >= 0.9 * len(inlined), sorted(nodes[n] for n in inlined - joined)
+    assert len(dot["edges"]) >= len(nodes)  # a graph, not a column of boxes
+    consumers = {b for _, b, attrs in dot["edges"] if "dashed" not in attrs}
+    matmuls = {nid for nid in inlined if ops.get(nid) in MATMUL_OPS}
+    assert matmuls and matmuls <= consumers  # every MatMul of the body reads its inputs
+    assert fit["placements"]  # the same run's report

@@ -645,3 +645,112 @@ def test_trace_keeps_the_scripts_exit_code_when_a_picture_cannot_be_written(tmp_
     proc = run_cli("trace", "--dot", str(dot), str(script), str(dot))
     assert proc.returncode == 3, proc.stderr  # the script's own code, whatever happened to the picture
     assert dot.read_text() == "mine" and "appeared meanwhile" in proc.stderr
+
+
+# ------------------------------------------------ inlined functions, picture widths, the last line
+
+def test_inlined_function_bodies_and_lowered_branches_get_their_edges() -> None:
+    """TensorFlow logs a function it inlined under its call (``StatefulPartitionedCall/dense/MatMul``,
+    nested ``model/PartitionedCall_2/StatefulPartitionedCall/mul``) and a lowered tf.cond branch under
+    ``cond/then/_0``, while the recorded graphs name the nodes ``dense/MatMul``, ``mul``, ``cond/mm``:
+    the edges join them, in a cluster's picture within one task (``worker/1: ...``); a name scope of
+    the graph's own (``tower_0/``) borrows no other graph's edge; the inliner's input/output nodes
+    are plumbing."""
+    device = "/job:localhost/replica:0/task:0/device:CPU:0"
+    names = [("StatefulPartitionedCall/dense/MatMul", "MatMul"), ("StatefulPartitionedCall/dense/BiasAdd", "BiasAdd"),
+             ("model/PartitionedCall_2/StatefulPartitionedCall/x", "Const"),
+             ("model/PartitionedCall_2/StatefulPartitionedCall/mul", "Mul"),
+             ("cond/then/_0/cond/a", "Const"), ("cond/then/_0/cond/mm", "MatMul"),
+             ("while/body/_9/while/loopmul", "Mul"), ("while/body/_9/while/one", "Const"),
+             ("tower_0/MatMul", "MatMul"), ("tower_0/add", "AddV2"),
+             ("worker/1: StatefulPartitionedCall/w/x", "Const"), ("worker/1: StatefulPartitionedCall/w/MatMul", "MatMul"),
+             ("Func/StatefulPartitionedCall/input/_0", "Identity"),
+             ("Func/StatefulPartitionedCall/output_control_node/_3", "NoOp")]
+    spec = try_parse(device)
+    report = Report(placements=tuple(Placement(n, op, device, spec, "placer", i + 1) for i, (n, op) in enumerate(names)),
+                    edges=(Edge("dense/MatMul", "dense/BiasAdd"), Edge("x", "mul"), Edge("cond/a", "cond/mm"),
+                           Edge("while/one", "while/loopmul", control=True), Edge("MatMul", "add"),
+                           Edge("worker/1: w/x", "worker/1: w/MatMul"), Edge("worker/0: w/x", "worker/0: w/MatMul"),
+                           Edge("w/x", "w/MatMul")), title="t")
+    text = render_dot(report)
+    dot = read_dot(text)
+    names_of = {nid: n["name"] for nid, n in dot["nodes"].items()}
+    drawn = sorted((names_of[a], names_of[b], "dashed" in attrs) for a, b, attrs in dot["edges"])
+    assert drawn == [("StatefulPartitionedCall/dense/MatMul", "StatefulPartitionedCall/dense/BiasAdd", False),
+                     ("cond/then/_0/cond/a", "cond/then/_0/cond/mm", False),
+                     ("model/PartitionedCall_2/StatefulPartitionedCall/x",
+                      "model/PartitionedCall_2/StatefulPartitionedCall/mul", False),
+                     ("while/body/_9/while/one", "while/body/_9/while/loopmul", True),
+                     ("worker/1: StatefulPartitionedCall/w/x", "worker/1: StatefulPartitionedCall/w/MatMul", False)]
+    assert not any(n.startswith("Func/") for n in names_of.values())
+    assert "2 TensorFlow plumbing nodes" in text
+    svg = ET.fromstring(render_graph_svg(report))
+    assert len(svg.findall(f"{SVG}line")) == 5
+
+
+def _px(value: str | None) -> float:
+    return float((value or "0").removesuffix("px"))
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_short_graph_svg_is_as_wide_as_its_title_and_notes(lang: str) -> None:
+    """A graph of a few unjoined nodes (--top 25 of a parsed run) was one column, 210 px: its title and
+    notes were cut at the edge. The canvas holds every text at least at an average glyph's width
+    (0.6 em a cell bold, 0.55 em plain; a Chinese character is two cells)."""
+    from placement_cli import i18n  # noqa: PLC0415
+
+    device = "/job:localhost/replica:0/task:0/device:CPU:0"
+    spec = try_parse(device)
+    placements = (*(Placement(f"n{i}", "Const", device, spec, "placer", i + 1) for i in range(3)),
+                  Placement("x", "_Arg", device, spec, "placer", 9), Placement(None, "MatMul", device, spec, "eager", 10))
+    i18n.use(lang)
+    try:
+        svg = ET.fromstring(render_graph_svg(Report(placements=placements, title="Guide towers on /gpu:0, /gpu:1 [soft]")))
+    finally:
+        i18n.use("en")
+    width = _px(svg.get("width"))
+    assert svg.get("viewBox") == f"0 0 {svg.get('width')} {svg.get('height')}"
+    texts = [t for t in svg.iter(f"{SVG}text") if t.text]
+    notes = [t for t in texts if t.get("fill") == "#555"]
+    assert len(notes) == 3  # plumbing, eager ops, edges unknown
+    for t in texts:
+        size = _px(t.get("font-size") or svg.get("font-size"))
+        em = 0.6 if t.get("font-weight") == "bold" else 0.55
+        assert _px(t.get("x")) + cell_len(t.text) * size * em <= width, (t.text, width)
+
+
+def _clips(root: ET.Element) -> dict[str, tuple[float, float]]:
+    """Each clip path's rectangle: (top, bottom)."""
+    found = {}
+    for clip in root.iter(f"{SVG}clipPath"):
+        rect = clip.find(f"{SVG}rect")
+        top = float(rect.get("y", "0"))
+        found[clip.get("id")] = (top, top + float(rect.get("height")))
+    return found
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_svg_draws_the_last_line_whole(tmp_path: Path, lang: str) -> None:
+    """rich clips its terminal just under the last line's baseline and names a clip for that line it
+    never defines: in a browser ``TF_ENABLE_ONEDNN_OPTS=0`` read ``TF ENABLE ONEDNN OPTS=0``. Every run
+    names a clip that exists, and each clip around it reaches a quarter em under its baseline (an
+    underscore, a descender)."""
+    log = tmp_path / "mkl.log"
+    log.write_text("I0000 00:00:1.0 1 execute.cc:1775] Executing op _MklMatMul in device "
+                   "/job:localhost/replica:0/task:0/device:CPU:0\n")
+    out = tmp_path / "p.svg"
+    proc = run_cli("parse", str(log), "--lang", lang, "--svg", str(out))
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text(encoding="utf-8")
+    root = ET.fromstring(text)
+    size = float(re.search(r"font-size:\s*([0-9.]+)px", text).group(1))
+    clips = _clips(root)
+    terminal = next(v for k, v in clips.items() if k.endswith("-clip-terminal"))
+    runs = [t for t in root.iter(f"{SVG}text") if t.get("clip-path") and (t.text or "").strip()]
+    last = max(float(t.get("y")) for t in runs)
+    assert "TF_ENABLE_ONEDNN_OPTS=0" in "".join(t.text or "" for t in runs if float(t.get("y")) == last)
+    for t in runs:
+        clip = re.fullmatch(r"url\(#(.+)\)", t.get("clip-path")).group(1)
+        assert clip in clips, clip
+        baseline = float(t.get("y"))
+        assert clips[clip][1] >= baseline + size / 4 and terminal[1] >= baseline + size / 4, (t.text, clips[clip])

@@ -33,6 +33,7 @@ def build(run: ClusterRun, *, sync: bool, steps: int, copies: bool, api: str = "
     edges: dict[Edge, None] = {}
     lines = 0
     scheduled: Counter[int] = Counter()
+    everywhere: dict[str, dict[str, None]] = {}  # TF2: a node of the step -> its name on each task that placed it
     for name, log in sorted(run.logs, key=lambda item: (item[0].split("/")[0], int(item[0].split("/")[1]))):
         parsed = parse_text(log)
         lines += parsed.lines
@@ -41,10 +42,20 @@ def build(run: ClusterRun, *, sync: bool, steps: int, copies: bool, api: str = "
             scheduled = _scheduled(parsed)
         qualified = {p.node: _on_task(p.device, p.node) for p in parsed.placements if p.node}
         drawn.extend(replace(p, node=qualified[p.node]) for p in parsed.placements if p.node)
+        for node, shown in qualified.items():
+            everywhere.setdefault(node, {})[shown] = None
         training = run.result(name)
-        for source, target, control in training.edges if training is not None else ():
+        for source, target, control in training.edges if training is not None and api != "tf2" else ():
             if source in qualified and target in qualified:
                 edges.setdefault(Edge(qualified[source], qualified[target], bool(control)), None)
+    coordinator = run.result("chief/0") if api == "tf2" else None
+    for source, target, control in coordinator.edges if coordinator is not None else ():
+        # TF2: the coordinator traced the step; each worker ran it and each ps task its part, each
+        # logging its own nodes: an edge joins them on one task, or a ps task's node to every worker's
+        for a in everywhere.get(source, ()):
+            for b in everywhere.get(target, ()):
+                if _task_of(a) == _task_of(b) or "ps" in (_task_of(a).split("/")[0], _task_of(b).split("/")[0]):
+                    edges.setdefault(Edge(a, b, bool(control)), None)
     found_copies = None
     if copies:
         found_copies = tuple(c for _, training in sorted(run.results, key=lambda item: item[0])
@@ -107,6 +118,12 @@ def _on_task(device: str, node: str) -> str:
     if spec is None or spec.job is None:
         return node
     return f"{spec.job}/{spec.task if spec.task is not None else 0}: {node}"
+
+
+def _task_of(drawn: str) -> str:
+    """``worker/0`` of ``worker/0: MatMul`` (what _on_task named); '' for a name without a task."""
+    task, sep, _node = drawn.partition(": ")
+    return task if sep else ""
 
 
 DEFAULT_TASKS = 2  # ps and worker tasks when neither --ps/--workers nor a cluster spec says

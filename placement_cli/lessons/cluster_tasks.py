@@ -159,8 +159,9 @@ def _coordinate(tf: Any, spec: Any, request: dict[str, Any]) -> dict[str, Any]:
     coordinator.join()
     fetched = [r.fetch() for r in scheduled]
     variables = {v.name.split(":")[0]: v.device for v in (weights, bias, global_step)}
+    # the step every worker runs a part of (and the ps tasks theirs): its graph's edges, for the pictures
     return {"losses": [float(loss) for loss, _ in fetched], "global_steps": [int(step) for _, step in fetched],
-            "variables": variables, "copies": []}
+            "variables": variables, "copies": [], "edges": _edges(train_step.get_concrete_function().graph)}
 
 
 def _copies(tf: Any, metadata: Any, graph: Any) -> list[dict[str, Any]]:

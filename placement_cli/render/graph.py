@@ -1,16 +1,20 @@
 """The graph that ran, coloured by the device each node was placed on: Graphviz DOT text, and an SVG
 that needs nothing installed (one lane per device, nodes by depth). Renderers return text.
 
-Nodes are the placements the tables show (TensorFlow's plumbing, _Arg/_Retval and the single-op
-functions eager ops are wrapped in, is left out, and the picture says how many). Edges are the
-recorded graphs' producer -> consumer edges between those nodes; an edge whose ends sit on different
-devices is a copy, labelled with its bytes per step when --copies measured them.
+Nodes are the placements the tables show (TensorFlow's plumbing, _Arg/_Retval, the single-op
+functions eager ops are wrapped in and the input/output nodes TensorFlow adds where it inlines a
+function, is left out, and the picture says how many). Edges are the recorded graphs' producer ->
+consumer edges between those nodes; an edge whose ends sit on different devices is a copy, labelled
+with its bytes per step when --copies measured them. A function TensorFlow inlined into its caller is
+logged under the call's name (``StatefulPartitionedCall/mul``, a lowered branch ``cond/then/_0/mul``)
+while its recorded graph names the node ``mul``: its edges are drawn under each such call.
 """
 
 from __future__ import annotations
 
 import colorsys
 import html
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +30,12 @@ from placement_cli.render.text import clean
 PALETTE = ("#8dd3c7", "#fdb462", "#bebada", "#fb8072", "#80b1d3", "#b3de69", "#fccde5", "#ffed6f",
            "#bc80bd", "#ccebc5", "#d9d9d9", "#e5c494")
 CROSSING = "#c0392b"  # edges between devices
+# Where TensorFlow inlined a function body, the scope its nodes are logged under: a call node
+# (``StatefulPartitionedCall``, ``model/PartitionedCall_2``) or a lowered tf.cond/tf.while_loop
+# branch (``cond/then/_0``, ``while/body/_9``).
+_INLINED_SCOPE = re.compile(r"(?:^|/)(?:(?:Stateful)?PartitionedCall(?:_\d+)?|(?:then|else|body|cond)/_\d+)$")
+# The nodes the inliner adds in place of the body's _Arg/_Retval (Func/<call>/input/_0, ...): plumbing.
+_INLINED_PLUMBING = re.compile(r"Func/.+/(?:input|output|input_control_node|output_control_node)/_\d+")
 
 
 @dataclass(frozen=True)
@@ -83,20 +93,26 @@ def picture(report: Report) -> Picture:
         if not p.node:
             unnamed += 1
             continue
-        if is_plumbing(p):
+        if is_plumbing(p) or _INLINED_PLUMBING.fullmatch(p.node):
             hidden += 1
             continue
         nodes.setdefault(p.node, (p.op or "?", p.canonical))
     sizes, virtual = _measured_copies(report)
     links: dict[tuple[str, str], Link] = {}
+    scopes = _inlined_scopes(nodes)
     for e in sorted(report.edges or (), key=lambda e: (e.source, e.target, e.control)):
-        if e.source in nodes and e.target in nodes and e.source != e.target:
-            crossing = nodes[e.source][1] != nodes[e.target][1]
-            key = (e.source, e.target)
+        ends = [(e.source, e.target)] if e.source in nodes and e.target in nodes else []
+        ends += [(_inlined(scope, e.source), _inlined(scope, e.target))
+                 for scope in sorted(scopes.get(e.source, set()) & scopes.get(e.target, set()))]
+        for source, target in ends:
+            if source == target:
+                continue
+            crossing = nodes[source][1] != nodes[target][1]
+            key = (source, target)
             if key not in links or links[key].control and not e.control:
-                size = sizes.get((e.source, nodes[e.target][1])) if crossing and not e.control else None
-                same = crossing and not e.control and (e.source, nodes[e.target][1]) in virtual
-                links[key] = Link(e.source, e.target, e.control, crossing, size, physical=False if same else None)
+                size = sizes.get((source, nodes[target][1])) if crossing and not e.control else None
+                same = crossing and not e.control and (source, nodes[target][1]) in virtual
+                links[key] = Link(source, target, e.control, crossing, size, physical=False if same else None)
     # one tensor crosses to one device once a step, however many nodes there read it: its bytes are
     # drawn on one edge, the others say they share that copy
     carried: set[tuple[str, str]] = set()
@@ -113,6 +129,27 @@ def picture(report: Report) -> Picture:
                    nodes=tuple(Node(n, op, device, depth[n]) for n, (op, device) in nodes.items()),
                    links=tuple(links.values()), hidden=hidden, unnamed=unnamed,
                    edges_known=report.edges is not None)
+
+
+def _inlined_scopes(nodes: dict[str, tuple[str, str]]) -> dict[str, set[str]]:
+    """A function body's own node name -> the scopes it was inlined under, by the drawn nodes' names
+    (``StatefulPartitionedCall/a/mul``: ``a/mul`` under ``StatefulPartitionedCall``); nested calls
+    give a node one scope per call. A cluster's picture names nodes ``TASK: node`` (edges too): the
+    task stays on both sides (``worker/0: a/mul`` under ``worker/0: StatefulPartitionedCall``)."""
+    scopes: dict[str, set[str]] = defaultdict(set)
+    for name in nodes:
+        task, sep, bare = name.rpartition(": ")  # a node name has no ":"; a task label ends with ": "
+        parts = bare.split("/")
+        for i in range(1, len(parts)):
+            scope = "/".join(parts[:i])
+            if _INLINED_SCOPE.search(scope):
+                scopes[task + sep + "/".join(parts[i:])].add(task + sep + scope)
+    return scopes
+
+
+def _inlined(scope: str, name: str) -> str:
+    """``name`` (maybe ``TASK: name``) as logged inside ``scope`` (which holds the same task)."""
+    return f"{scope}/{name.rpartition(': ')[2]}"
 
 
 def device_order(device: str) -> tuple[Any, ...]:
@@ -234,8 +271,8 @@ def render_dot(report: Report) -> str:
 def _note(pic: Picture) -> str:
     notes = []
     if pic.hidden:
-        notes.append(_("{count} TensorFlow plumbing nodes (_Arg, _Retval, eager wrappers) not drawn").format(
-            count=pic.hidden))
+        notes.append(_("{count} TensorFlow plumbing nodes (_Arg, _Retval, inlined calls' inputs and outputs, "
+                       "eager wrappers) not drawn").format(count=pic.hidden))
     if pic.unnamed:
         notes.append(_("{count} eager ops not drawn (they run one by one, outside any graph)").format(
             count=pic.unnamed))
@@ -252,6 +289,10 @@ def _note(pic: Picture) -> str:
 NODE_W, NODE_H, COL_GAP, ROW_GAP = 150, 30, 40, 8
 LANE_HEAD, LANE_PAD, TOP = 22, 10, 60
 LEFT = 10
+FONT_SIZE, TITLE_SIZE = 11, 15
+# The widest a text's cell may be drawn, in ems: a sans-serif's average glyph is about 0.55 em (bold
+# about 0.6); capitals and digits run wider, a wide character (two cells) one em.
+EM_PER_CELL, EM_PER_CELL_BOLD = 0.62, 0.68
 
 
 def render_graph_svg(report: Report) -> str:
@@ -271,7 +312,10 @@ def render_graph_svg(report: Report) -> str:
         lane_top[d] = y
         y += LANE_HEAD + lane_rows[d] * (NODE_H + ROW_GAP) + LANE_PAD
     columns = max((n.depth for n in pic.nodes), default=0) + 1
-    width = LEFT * 2 + columns * (NODE_W + COL_GAP)
+    # as wide as its nodes, and as its title, notes and lane names (a short graph must not cut them)
+    texts = [_text_width(clean(pic.title), TITLE_SIZE, bold=True), *(_text_width(n, FONT_SIZE) for n in notes),
+             *(_text_width(pic.short(d), FONT_SIZE, bold=True) for d in pic.devices)]
+    width = max(LEFT * 2 + columns * (NODE_W + COL_GAP), LEFT * 2 + max(texts, default=0))
     height = y + 10
     device_of = {n.name: n.device for n in pic.nodes}
 
@@ -283,14 +327,14 @@ def render_graph_svg(report: Report) -> str:
     e = html.escape
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            f'viewBox="0 0 {width} {height}" font-family="DejaVu Sans, Liberation Sans, Arial, '
-           'Noto Sans CJK SC, Microsoft YaHei, sans-serif" font-size="11">',
+           f'Noto Sans CJK SC, Microsoft YaHei, sans-serif" font-size="{FONT_SIZE}">',
            f'<title>{e(clean(pic.title))}</title>',
            '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" markerHeight="6" '
            'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#888"/></marker>'
            f'<marker id="copy" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" markerHeight="6" '
            f'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="{CROSSING}"/></marker></defs>',
            f'<rect width="{width}" height="{height}" fill="white"/>',
-           f'<text x="{LEFT}" y="20" font-size="15" font-weight="bold">{e(clean(pic.title))}</text>']
+           f'<text x="{LEFT}" y="20" font-size="{TITLE_SIZE}" font-weight="bold">{e(clean(pic.title))}</text>']
     for i, line in enumerate(notes):
         out.append(f'<text x="{LEFT}" y="{38 + 14 * i}" fill="#555">{e(line)}</text>')
     for d in pic.devices:
@@ -328,6 +372,11 @@ def render_graph_svg(report: Report) -> str:
                    f'<text x="{x + 5}" y="{y + 25}" fill="#444" font-size="9">{e(_cut(clean(n.op), 28))}</text></g>')
     out.append("</svg>")
     return "\n".join(out) + "\n"
+
+
+def _text_width(text: str, size: int, *, bold: bool = False) -> int:
+    """Pixels ``text`` may take at ``size`` px: an upper bound by its cells, so nothing is cut."""
+    return round(cell_len(text) * size * (EM_PER_CELL_BOLD if bold else EM_PER_CELL)) + 1
 
 
 def _cut(text: str, cells: int) -> str:

@@ -28,6 +28,12 @@ _FONT_FACE = re.compile(r"@font-face\s*\{[^{}]*\}", re.I)
 _FONT_FAMILY = re.compile(r"(font-family\s*:)[^;}]*", re.I)
 _TEXT = re.compile(r"<text\b([^>]*)>([^<]*)</text>")
 _ATTR = re.compile(r'\s(x|textLength)="([^"]*)"')
+# rich's clips: the whole terminal, and each line but the last (whose runs name a clip never defined)
+_TERMINAL_CLIP = re.compile(r'(<clipPath id="([^"]+)-clip-terminal">\s*<rect\b[^>]*?\bheight=")([0-9.]+)(")')
+_LINE_CLIP = re.compile(r'<clipPath id="([^"]+)-line-(\d+)">\s*<rect\b[^>]*?\by="([0-9.]+)"[^>]*?\bheight="([0-9.]+)"')
+_LINE_USE = re.compile(r'url\(#([^)"]+)-line-(\d+)\)')
+_LINE_HEIGHT = re.compile(r"line-height:\s*([0-9.]+)px")
+_FONT_SIZE = re.compile(r"font-size:\s*([0-9.]+)px")
 
 
 def render_svg(console: Console, title: str) -> str:
@@ -39,7 +45,7 @@ def render_svg(console: Console, title: str) -> str:
     width = console.width
     console.width = max(width, widest)
     try:
-        return fit_cells(offline(console.export_svg(title=title, clear=False)))
+        return unclip_last_line(fit_cells(offline(console.export_svg(title=title, clear=False))))
     finally:
         console.width = width
 
@@ -52,6 +58,33 @@ def offline(svg: str) -> str:
         return match.group(1) + css + match.group(3)
 
     return _STYLE.sub(restyle, svg)
+
+
+def unclip_last_line(svg: str) -> str:
+    """rich clips the terminal just under the last line's baseline (the underscores of
+    ``TF_ENABLE_ONEDNN_OPTS=0``, the descenders of g and y were cut off) and gives that line a clip
+    it never defines: the last line gets its clip, as tall as every other line's, and the terminal's
+    clip reaches below it by as much as a line's glyphs go below their baseline."""
+    line_height = _LINE_HEIGHT.search(svg)
+    font_size = _FONT_SIZE.search(svg)
+    terminal = _TERMINAL_CLIP.search(svg)
+    if not (line_height and font_size and terminal):  # not the export this was written against: as it is
+        return svg
+    step, size = float(line_height.group(1)), float(font_size.group(1))
+    uid = terminal.group(2)
+    defined = {int(m.group(2)): m for m in _LINE_CLIP.finditer(svg) if m.group(1) == uid}
+    used = sorted({int(m.group(2)) for m in _LINE_USE.finditer(svg) if m.group(1) == uid})
+    missing = [n for n in used if n not in defined]
+    width = re.search(r'\bwidth="([0-9.]+)"', terminal.group(0))
+    clips = "".join(f'<clipPath id="{uid}-line-{n}"><rect x="0" y="{_number(n * step + 1.5)}" '
+                    f'width="{width.group(1) if width else "100%"}" height="{_number(step + 0.25)}"/></clipPath>'
+                    for n in missing)
+    last = max(used, default=0)
+    # the lowest a glyph of the last line reaches: its baseline (rich's: line x step + font size),
+    # then a quarter of the font size (an underscore, a descender), under the line's own clip
+    bottom = max(float(terminal.group(3)), last * step + 1.5 + step + 0.25, last * step + size * 1.25)
+    svg = svg[:terminal.start(3)] + _number(bottom) + svg[terminal.end(3):]
+    return svg.replace("</defs>", clips + "</defs>", 1) if clips else svg
 
 
 def fit_cells(svg: str) -> str:
