@@ -159,6 +159,14 @@ def test_without_xla_devices_a_run_on_one_fails_and_says_why(without_xla: list[A
 
 # ------------------------------------------------------------ TF_XLA_FLAGS (no TensorFlow needed)
 
+@pytest.mark.parametrize(("physical", "xla"), [(("CPU",), True), (("CPU", "GPU"), False), (("CPU", "GPU", "GPU"), False)])
+def test_errors_turns_xla_devices_on_only_where_no_gpu_exists(physical: tuple[str, ...], xla: bool) -> None:
+    """Beside a GPU every case's device list would name XLA_CPU:0 and XLA_GPU:0 (which takes GPU memory)."""
+    from placement_cli.lessons import failure_cases
+
+    assert failure_cases.options(physical) == startup.RunOptions(cpus=2, xla=xla)
+
+
 @pytest.mark.parametrize(("flags", "on"), [(startup.XLA_SWITCH, True), (f"{startup.XLA_SWITCH}=true", True),
                                            (f"{startup.XLA_SWITCH}=false", False), ("--tf_xla_auto_jit=2", False),
                                            (f"{startup.XLA_SWITCH}=0 --x=1 {startup.XLA_SWITCH}=1", True)])
