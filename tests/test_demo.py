@@ -115,16 +115,16 @@ def test_a_step_that_breaks_is_named_and_the_demo_exits_1(monkeypatch) -> None:
 
 @pytest.mark.parametrize("gpus", [0, 1])
 def test_the_opening_note_names_every_stand_in_a_step_uses(gpus) -> None:
-    """What the note says stands in for GPUs is true of every step: the towers' and the replicas' devices."""
+    """What the note says stands in for GPUs is true of every step: the towers' and the replicas' devices
+    (one GPU: the two logical GPUs carved from it)."""
     machine = Machine(gpus)
     note = demo.gpu_note(machine)
     used = {d for step in STEPS for value in step.args(machine).values()
             for d in (value if isinstance(value, list | tuple) else [value]) if isinstance(d, str) and d.startswith("/")}
     assert set(machine.towers) | set(machine.replicas) <= used
     for device in set(machine.towers) | set(machine.replicas):
-        if device.startswith("/cpu"):
-            assert device in note, (device, note)
-    assert "/cpu:0, /cpu:1" in note
+        assert device in note, (device, note)
+    assert ("/cpu:0, /cpu:1" if gpus == 0 else "two logical GPUs (/gpu:0, /gpu:1)") in note
 
 
 def test_the_kernel_step_names_its_stand_in_or_says_why_it_cannot_run() -> None:
@@ -149,14 +149,49 @@ def test_the_demo_shows_no_hint_of_another_commands_options() -> None:
     assert "--cpus" not in console.file.getvalue() and "--soft" not in console.file.getvalue()
 
 
-@pytest.mark.parametrize(("gpus", "towers"), [(0, ["/cpu:1", "/cpu:2"]), (1, ["/gpu:0", "/cpu:1"]),
-                                              (4, ["/gpu:0", "/gpu:1"])])
-def test_gpu_steps_use_gpus_where_they_exist(gpus, towers) -> None:
+@pytest.mark.parametrize(("gpus", "towers", "virtual"), [(0, ["/cpu:1", "/cpu:2"], None), (1, ["/gpu:0", "/gpu:1"], 2),
+                                                         (4, ["/gpu:0", "/gpu:1"], None)])
+def test_gpu_steps_use_gpus_where_they_exist(gpus, towers, virtual) -> None:
+    """One GPU: two logical GPUs carved from it (the lesson is about GPUs), asked for in every step's run."""
     machine = Machine(gpus)
-    assert machine.towers == towers
-    assert machine.missing == f"/gpu:{max(gpus, 2)}"
+    assert machine.towers == towers and machine.virtual_gpus == virtual
+    assert machine.missing == f"/gpu:{max(gpus, 2)}"  # /gpu:2 with two logical GPUs too
     assert (demo.gpu_note(machine) is None) == (gpus >= 2)
-    assert machine.replicas == (["/gpu:0", "/gpu:1"] if gpus >= 2 else ["/cpu:0", "/cpu:1"])
+    assert machine.replicas == (["/cpu:0", "/cpu:1"] if gpus == 0 else ["/gpu:0", "/gpu:1"])
+    assert machine.options(soft=True) == demo.RunOptions(cpus=demo.CPUS, virtual_gpus=virtual, soft=True)
+
+
+@pytest.mark.parametrize(("physical", "keys", "gpus", "xla"), [
+    (("CPU",), KEYS, 0, True),  # no GPU: XLA_CPU stands in for the kernel step
+    (("CPU",), ["devices", "towers"], 0, False),  # no kernel step, no XLA devices
+    (("CPU", "GPU"), KEYS, 1, False),  # a GPU: the kernel step uses it, no XLA_CPU/XLA_GPU in any step
+    (("CPU", "GPU", "GPU"), ["kernel"], 2, False),
+])
+def test_the_demo_chooses_its_devices_from_those_found(physical, keys, gpus, xla) -> None:
+    machine = demo.choose(physical, keys)
+    assert (machine.gpus, machine.xla) == (gpus, xla)
+    kernel = next(s for s in STEPS if s.key == "kernel")
+    assert kernel.args(machine)["device"] == ("/gpu:0" if gpus else "/device:XLA_CPU:0" if xla else None)
+
+
+@pytest.mark.parametrize(("physical", "virtual", "xla"), [(("CPU", "GPU"), 2, False), (("CPU",), None, True)])
+def test_the_demo_starts_tensorflow_with_the_devices_it_chose(monkeypatch, physical, virtual, xla) -> None:
+    """Counted first, then started once: one GPU split in two and no XLA devices; no GPU: XLA devices."""
+    from placement_cli.runtime import startup
+
+    class Config:
+        @staticmethod
+        def list_physical_devices(kind=None):
+            return [type("D", (), {"name": f"/physical_device:{t}:0", "device_type": t}) for t in physical
+                    if kind in (None, t)] + ([type("D", (), {"name": "/physical_device:XLA_CPU:0",
+                                                             "device_type": "XLA_CPU"})] if xla and kind is None else [])
+
+    started: list[startup.RunOptions] = []
+    monkeypatch.setattr(startup, "physical_devices", lambda: physical)
+    monkeypatch.setattr(startup, "tensorflow", lambda options: started.append(options) or type("TF", (), {"config": Config}))
+    machine = demo.start(list(range(1, len(KEYS) + 1)))
+    assert started == [startup.RunOptions(cpus=demo.CPUS, virtual_gpus=virtual, xla=xla)]
+    assert machine.xla == xla and machine.virtual_gpus == virtual
 
 
 # --- real runs: TensorFlow once per run, every step in it ---

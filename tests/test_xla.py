@@ -25,11 +25,20 @@ RESULT = [[22.0, 28.0], [49.0, 64.0]]
 USERS_FLAGS = "--tf_xla_auto_jit=0"  # a real XLA flag of the user's own, kept beside placement's switch
 
 
+def _batch(*commands: list[str], **kwargs: Any) -> list[Any]:
+    """One batch; where a GPU exists `errors` (whose start-up has no XLA devices there) in a batch of its own."""
+    if not has_gpu():
+        return run_batch(*commands, **kwargs)
+    errors = iter(run_batch(*[c for c in commands if c[0] == "errors"], **kwargs))
+    others = iter(run_batch(*[c for c in commands if c[0] != "errors"], **kwargs))
+    return [next(errors if c[0] == "errors" else others) for c in commands]
+
+
 @pytest.fixture(scope="module")
 def with_xla() -> list[Any]:
     """One TensorFlow start-up with XLA devices, the user's TF_XLA_FLAGS kept: errors (which turns them on
-    for its start-up), then runs that name XLA_CPU in each device option and spelling."""
-    return run_batch(["errors", "--json"],
+    for its start-up where no GPU exists), then runs that name XLA_CPU in each device option and spelling."""
+    return _batch(["errors", "--json"],
                      ["show", "--device", "/device:XLA_CPU:0", "--cpus", "2", "--json"],
                      ["show", "--mode", "eager", "--device", "xla_cpu:0", "--cpus", "2", "--json"],
                      ["show", "--device", "/device:XLA_CPU:9", "--cpus", "2", "--json"],
@@ -68,8 +77,10 @@ def test_errors_no_kernel_case_runs_on_a_gpu_or_on_xla_cpu(catalogue: dict[str, 
     case = catalogue["no-gpu-kernel"]
     assert case["ran"] and case["error_class"] == "InvalidArgumentError" and case["error"]["kind"] == "no_kernel"
     fallen = [p for p in case["soft"]["placements"] if p["status"] == "soft fallback"]
-    if has_gpu():
+    if has_gpu():  # beside a GPU no XLA devices: none in any case's device list (an XLA_GPU takes GPU memory)
         assert case["requested"] == "/gpu:0" and case["soft"]["result"] == "placement"
+        listed = {d for c in catalogue.values() for d in ((c["error"] or {}).get("available_devices") or ())}
+        assert listed and not any("XLA_" in d for d in listed), listed
         return
     assert case["requested"] == "/device:XLA_CPU:0" and "XLA_CPU:0, standing in for a GPU" in case["description"]
     assert case["error"]["node"] == "as_string" and XLA in case["error"]["available_devices"]
@@ -120,7 +131,7 @@ def test_tower_takes_xla_devices_in_devices_and_reduce_on(with_xla: list[Any]) -
 def without_xla() -> list[Any]:
     """A TensorFlow that makes no XLA devices, as a later version that dropped them would: placement's
     switch is turned off where it is added (a real start-up; every answer below is TensorFlow's)."""
-    return run_batch(["errors", "--json"], ["show", "--device", "/xla_cpu:0", "--cpus", "2"],
+    return _batch(["errors", "--json"], ["show", "--device", "/xla_cpu:0", "--cpus", "2"],
                      ["show", "--device", "/xla_cpu:0", "--cpus", "2", "--soft", "--json"],
                      xla_flag="--tf_xla_enable_xla_devices=false")
 
@@ -147,6 +158,23 @@ def test_without_xla_devices_a_run_on_one_fails_and_says_why(without_xla: list[A
 
 
 # ------------------------------------------------------------ TF_XLA_FLAGS (no TensorFlow needed)
+
+@pytest.mark.parametrize(("physical", "xla"), [(("CPU",), True), (("CPU", "GPU"), False), (("CPU", "GPU", "GPU"), False)])
+def test_errors_turns_xla_devices_on_only_where_no_gpu_exists(physical: tuple[str, ...], xla: bool) -> None:
+    """Beside a GPU every case's device list would name XLA_CPU:0 and XLA_GPU:0 (which takes GPU memory)."""
+    from placement_cli.lessons import failure_cases
+
+    assert failure_cases.options(physical) == startup.RunOptions(cpus=2, xla=xla)
+
+
+@pytest.mark.parametrize(("flags", "on"), [(startup.XLA_SWITCH, True), (f"{startup.XLA_SWITCH}=true", True),
+                                           (f"{startup.XLA_SWITCH}=false", False), ("--tf_xla_auto_jit=2", False),
+                                           (f"{startup.XLA_SWITCH}=0 --x=1 {startup.XLA_SWITCH}=1", True)])
+def test_the_switch_turned_on_after_the_gpus_were_counted_reads_as_tensorflow_would(flags: str, on: bool) -> None:
+    """demo and errors count the GPUs first (TensorFlow reads TF_XLA_FLAGS then), and turn the XLA devices
+    on afterwards only where the switch placement adds would have turned them on."""
+    assert startup._turns_on(flags) is on
+
 
 def test_the_switch_comes_after_the_users_own_flags(tmp_path: Path) -> None:
     assert startup.xla_flags(None) == startup.XLA_SWITCH == startup.xla_flags("  ")

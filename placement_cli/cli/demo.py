@@ -55,7 +55,7 @@ def demo(
     an op without a kernel for its device (on a GPU, else XLA_CPU), towers, copies between devices,
     then the training lessons (train, mirrored) in one TensorFlow start-up, and a real ps/worker
     cluster (cluster) in processes of its own. Without GPUs the GPU steps run on logical CPUs, and
-    say so.
+    say so; with one GPU, on two logical GPUs carved from it.
     Example: placement demo --lang zh --step 4-5
     """
     from placement_cli.lessons.demo import contents, select  # noqa: PLC0415

@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import inspect
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -18,30 +18,41 @@ from placement_cli.runtime.startup import RunOptions
 
 SOFT_CONFIG = "tf.compat.v1.ConfigProto(log_device_placement=True, allow_soft_placement=True)"
 CPUS = 3  # logical CPUs made once, before TensorFlow starts: /cpu:0 plus two stand-ins for GPUs
+VIRTUAL_GPUS = 2  # logical GPUs carved out of one physical GPU: the two GPUs the tower lessons are about
 XLA_CPU = "/device:XLA_CPU:0"  # TensorFlow's second device type where no GPU exists (the kernel step)
 
 
 @dataclass(frozen=True)
 class Machine:
-    """The devices the GPU lessons run on here: GPUs where they exist, else logical CPUs (said so);
-    ``progress`` hears the cluster step's tasks start (a line each, so nobody stares at a silent screen)."""
+    """The devices the GPU lessons run on here: GPUs where they exist (one GPU split into two logical
+    GPUs), else logical CPUs (said so); ``progress`` hears the cluster step's tasks start (a line each,
+    so nobody stares at a silent screen)."""
 
-    gpus: int
+    gpus: int  # physical GPUs
     progress: Callable[[ClusterEvent], None] | None = field(default=None, compare=False)
-    xla: bool = False  # TensorFlow's XLA_CPU device exists (it was asked for, and this TensorFlow makes it)
+    xla: bool = False  # TensorFlow's XLA devices: chosen (see choose), then whether this TensorFlow made them
+
+    @property
+    def virtual_gpus(self) -> int | None:
+        """Logical GPUs carved out of the one physical GPU (None: none carved, zero or several GPUs)."""
+        return VIRTUAL_GPUS if self.gpus == 1 else None
+
+    @property
+    def logical_gpus(self) -> int:
+        return self.virtual_gpus or self.gpus
 
     @property
     def towers(self) -> list[str]:
-        if self.gpus >= 2:
-            return ["/gpu:0", "/gpu:1"]
-        if self.gpus == 1:
-            return ["/gpu:0", "/cpu:1"]
-        return ["/cpu:1", "/cpu:2"]
+        return ["/gpu:0", "/gpu:1"] if self.logical_gpus >= 2 else ["/cpu:1", "/cpu:2"]
 
     @property
     def replicas(self) -> list[str]:
         """MirroredStrategy's replicas: two GPUs, else two logical CPUs (never a GPU mixed with a CPU)."""
-        return ["/gpu:0", "/gpu:1"] if self.gpus >= 2 else ["/cpu:0", "/cpu:1"]
+        return ["/gpu:0", "/gpu:1"] if self.logical_gpus >= 2 else ["/cpu:0", "/cpu:1"]
+
+    def options(self, **kwargs: Any) -> RunOptions:
+        """Every step's run options: the same logical devices (a v1 Session makes its own: asked each time)."""
+        return RunOptions(cpus=CPUS, virtual_gpus=self.virtual_gpus, **kwargs)
 
     @property
     def pinned(self) -> str:
@@ -54,7 +65,17 @@ class Machine:
 
     @property
     def missing(self) -> str:
-        return f"/gpu:{max(self.gpus, 2)}"  # the guide's /gpu:2, or the first index past the GPUs here
+        return f"/gpu:{max(self.logical_gpus, 2)}"  # the guide's /gpu:2, or the first index past the GPUs here
+
+
+def choose(physical: Collection[str], keys: Collection[str]) -> Machine:
+    """The demo's devices, chosen from the types of the physical devices TensorFlow found ("CPU",
+    "GPU", ...) before it made any, for the steps ``keys``: GPUs where they exist, one GPU split into
+    two logical GPUs, else logical CPUs; TensorFlow's XLA devices only where no GPU exists and the
+    kernel step runs (its second device type). Beside a GPU they would be in every step's device lists
+    and mappings (XLA_CPU:0, XLA_GPU:0), and an XLA_GPU device takes GPU memory of its own."""
+    gpus = sum(kind == "GPU" for kind in physical)
+    return Machine(gpus=gpus, xla=gpus == 0 and "kernel" in keys)
 
 
 @dataclass(frozen=True)
@@ -82,17 +103,19 @@ def _taught(result: Any, notice: str, fields: dict[str, Any], ran: tuple[str, ..
     return DemoOutcome(result, Message(notice, **fields), ran=ran)
 
 
-def _options(**kwargs: Any) -> RunOptions:
-    return RunOptions(cpus=CPUS, **kwargs)
-
-
 # --- the steps' runs: each calls a lesson, then reads the one fact to notice off its result ---
 
 def _devices(machine: Machine) -> DemoOutcome:
     from placement_cli.runtime.inventory import inventory  # noqa: PLC0415
 
-    found = inventory(_options())
+    found = inventory(machine.options())
     logical = [short_name(d.canonical) for d in found.logical]
+    carved = [short_name(d.canonical) for d in found.logical if d.device_type == "GPU"]
+    if found.gpus and len(carved) > len(found.gpus):
+        return _taught(found, N_("TensorFlow sees {gpus} GPU(s), split into {count} logical GPUs ({carved}) for the "
+                                 "lessons about two GPUs; its logical devices: {names}."),
+                       {"gpus": len(found.gpus), "count": len(carved), "carved": ", ".join(carved),
+                        "names": ", ".join(logical)})
     if found.gpus:
         return _taught(found, N_("TensorFlow sees {gpus} GPU(s) and {count} logical devices: {names}."),
                        {"gpus": len(found.gpus), "count": len(logical), "names": ", ".join(logical)})
@@ -111,7 +134,7 @@ def _devices(machine: Machine) -> DemoOutcome:
 def _logging(machine: Machine) -> DemoOutcome:
     from placement_cli.lessons.guide import matmul  # noqa: PLC0415
 
-    report = matmul(None, None, _options())
+    report = matmul(None, None, machine.options())
     shown = [p for p in report.placements if p.node in ("a", "b", "MatMul")]
     if report.result is None or not shown:
         return DemoOutcome(report, ok=False, problem="the matmul did not run")
@@ -122,7 +145,7 @@ def _logging(machine: Machine) -> DemoOutcome:
 def _manual(machine: Machine) -> DemoOutcome:
     from placement_cli.lessons.guide import matmul  # noqa: PLC0415
 
-    report = matmul(machine.pinned, "/cpu:0", _options())
+    report = matmul(machine.pinned, "/cpu:0", machine.options())
     product = next((p for p in report.placements if p.op and "MatMul" in p.op), None)
     if report.result is None or product is None:
         return DemoOutcome(report, ok=False, problem="the pinned matmul did not run")
@@ -137,7 +160,7 @@ def _manual(machine: Machine) -> DemoOutcome:
 def _missing(machine: Machine) -> DemoOutcome:
     from placement_cli.lessons.guide import matmul  # noqa: PLC0415
 
-    report = matmul(machine.missing, None, _options())
+    report = matmul(machine.missing, None, machine.options())
     if report.result is not None or not report.errors:
         return DemoOutcome(report, ok=False, problem=f"pinning to {machine.missing} did not fail")
     failure = report.errors[0]
@@ -151,7 +174,7 @@ def _soft(machine: Machine) -> DemoOutcome:
     from placement_cli.lessons.guide import matmul  # noqa: PLC0415
     from placement_cli.model import SOFT_FALLBACK  # noqa: PLC0415
 
-    report = matmul(machine.missing, None, _options(soft=True))
+    report = matmul(machine.missing, None, machine.options(soft=True))
     fallen = [p for p in report.placements if p.status == SOFT_FALLBACK]
     if report.result is None or not fallen:
         return DemoOutcome(report, ok=False, problem="soft placement did not fall back")
@@ -167,7 +190,7 @@ def _kernel(machine: Machine) -> DemoOutcome:
 
     if machine.second is None:
         return DemoOutcome(notice=Message(NO_SECOND_TYPE), skipped=True)
-    report = string_op(machine.second, _options(soft=True))
+    report = string_op(machine.second, machine.options(soft=True))
     fallen = next((p for p in report.placements if p.status == SOFT_FALLBACK and p.op == "AsString"), None)
     if report.result is None or fallen is None or not fallen.reason:
         return DemoOutcome(report, ok=False, problem=f"AsString pinned to {machine.second} did not fall back")
@@ -185,7 +208,7 @@ NO_SECOND_TYPE = N_("Not run here: no GPU, and this TensorFlow makes no XLA devi
 def _towers(machine: Machine, copies: bool = False) -> Any:
     from placement_cli.lessons.guide import tower  # noqa: PLC0415
 
-    return tower(machine.towers, "/cpu:0", _options(copies=copies))
+    return tower(machine.towers, "/cpu:0", machine.options(copies=copies))
 
 
 def _tower(machine: Machine) -> DemoOutcome:
@@ -218,7 +241,7 @@ def _train(machine: Machine) -> DemoOutcome:
     from placement_cli.lessons.train import TrainSpec, train  # noqa: PLC0415
 
     report = train(TrainSpec(devices=tuple(machine.towers), batch=64, steps=3, lr=0.5, dtype="float32",
-                             check=False), RunOptions(mode="graph", cpus=CPUS))
+                             check=False), machine.options(mode="graph"))
     training = report.training
     if report.failed or training is None or not training.complete:
         return DemoOutcome(report, ok=False, problem="the tower training did not finish")
@@ -232,7 +255,7 @@ def _mirrored(machine: Machine) -> DemoOutcome:
     from placement_cli.lessons.mirrored import MirroredSpec, mirrored  # noqa: PLC0415
 
     report = mirrored(MirroredSpec(devices=tuple(machine.replicas), batch=64, steps=3, lr=0.1, reduce="collective", fit=False),
-                      RunOptions(mode="eager", cpus=CPUS))
+                      machine.options(mode="eager"))
     training = report.training
     if report.failed or training is None or not training.complete:
         return DemoOutcome(report, ok=False, problem="the mirrored training did not finish")
@@ -372,17 +395,17 @@ def select(spec: str | None) -> list[int]:
 
 
 def start(chosen: list[int]) -> Machine:
-    """TensorFlow, started once for every step: logical CPUs first (they cannot be added later), and
-    TensorFlow's XLA devices when the chosen steps include the kernel step (its stand-in for a GPU)."""
+    """TensorFlow, started once for every step, on the devices chosen from those it finds (``choose``):
+    logical CPUs and GPUs first (they cannot be added later), and TensorFlow's XLA devices where the
+    kernel step needs them (its stand-in for a GPU where none exists)."""
     from placement_cli.runtime.fdcapture import capture_fds  # noqa: PLC0415
-    from placement_cli.runtime.startup import tensorflow, xla_devices  # noqa: PLC0415
+    from placement_cli.runtime import startup  # noqa: PLC0415
 
-    xla = any(STEPS[k - 1].key == "kernel" for k in chosen)
     with capture_fds():
-        tf = tensorflow(_options(xla=xla))
-        gpus = len(tf.config.list_physical_devices("GPU"))
-        made = xla and bool(xla_devices(tf))
-    return Machine(gpus=gpus, xla=made)
+        machine = choose(startup.physical_devices(), {STEPS[k - 1].key for k in chosen})
+        tf = startup.tensorflow(machine.options(xla=machine.xla))
+        made = machine.xla and bool(startup.xla_devices(tf))
+    return replace(machine, xla=made)
 
 
 def run_step(step: Step, machine: Machine) -> DemoOutcome:
@@ -421,8 +444,8 @@ def gpu_note(machine: Machine) -> str | None:
     if machine.gpus >= 2:
         return None
     if machine.gpus == 1:
-        return N_("One GPU here: the second tower runs on a logical CPU (/cpu:1), and MirroredStrategy's two "
-                  "replicas on logical CPUs (/cpu:0, /cpu:1).")
+        return N_("One GPU here, split into two logical GPUs (/gpu:0, /gpu:1): the towers and MirroredStrategy's two "
+                  "replicas run on them, both on the same physical GPU.")
     if machine.xla:
         return N_("No GPU here: the GPU steps run on logical CPUs (/cpu:1, /cpu:2; MirroredStrategy's two replicas "
                   "on /cpu:0, /cpu:1), the missing kernel on TensorFlow's XLA_CPU device, and say so; nothing "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,15 +15,22 @@ from placement_cli.runtime import private
 from placement_cli.runtime.facts import graph_nodes, kernel_checks, kernel_map
 from placement_cli.runtime.fdcapture import capture_fds
 from placement_cli.runtime.run import essential, plain
-from placement_cli.runtime.startup import (XLA_SWITCH, RunOptions, available_devices, session_config, tensorflow,
-                                           xla_devices, xla_missing)
+from placement_cli.runtime import startup
+from placement_cli.runtime.startup import XLA_SWITCH, RunOptions, available_devices, session_config, xla_devices, xla_missing
 from placement_cli.why import Facts, explain, merge_nodes
 
 # Every case runs in this one process: one TensorFlow start-up for the whole catalogue, XLA devices on
-# (the no-kernel case's stand-in for a GPU where none exists; the other cases run as they would
+# only where no GPU exists (the no-kernel case's stand-in for a GPU; the other cases run as they would
 # without them, but the lists of the devices that exist name them too).
 _CPUS = 2
-_OPTIONS = RunOptions(cpus=_CPUS, xla=True)
+_OPTIONS = RunOptions(cpus=_CPUS, xla=True)  # where no GPU exists
+
+
+def options(physical: Collection[str]) -> RunOptions:
+    """The catalogue's start-up, chosen from the types of the physical devices TensorFlow found: XLA
+    devices only where no GPU exists (beside a GPU every case's device list would name XLA_CPU:0 and
+    XLA_GPU:0, and an XLA_GPU device takes GPU memory of its own; the no-kernel case runs on the GPU)."""
+    return _OPTIONS if "GPU" not in physical else RunOptions(cpus=_CPUS)
 
 
 class CaseUnavailable(Exception):
@@ -160,7 +167,7 @@ def catalogue() -> FailureCatalogue:
     where there is none (its XLA devices on, for the one start-up all the cases share)."""
     private.forget()
     with capture_fds():
-        tf = tensorflow(_OPTIONS)
+        tf = startup.tensorflow(options(startup.physical_devices()))
         have_gpu = bool(tf.config.list_physical_devices("GPU"))
         kernels, devices = kernel_map(), available_devices(tf)  # XLA's service logs when first asked
     check = kernel_checks(devices)

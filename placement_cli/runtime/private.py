@@ -20,6 +20,7 @@ APIS = {
     "func_graph": "tensorflow.python.framework.func_graph.func_graph_from_py_func: recording each tf.function graph as it is traced",
     "base_session": "tensorflow.python.client.session.BaseSession.run: asking Session runs for their partition graphs (--copies)",
     "context_initialized": "tensorflow.python.eager.context.context()._initialized: whether TensorFlow's eager context has started",
+    "enable_xla_devices": "tensorflow.python.pywrap_tfe.TF_EnableXlaDevices and context().reinitialize_physical_devices: TensorFlow's XLA devices turned on after the GPUs were counted (demo, errors: only where no GPU exists)",
     "set_device": "Operation._set_device: the errors catalogue's pin that contradicts a colocation",
     "cross_device_ops": "MirroredStrategy.extended._cross_device_ops: which all-reduce a MirroredStrategy uses (mirrored)",
     "context_class": "tensorflow.python.eager.context.Context.log_device_placement: keeping placement logging on when the traced program switches it off",
@@ -149,6 +150,25 @@ def context_initialized() -> bool | None:
         return bool(context.context()._initialized)  # noqa: SLF001
 
     return _get("context_initialized", load)
+
+
+def enable_xla_devices() -> bool:
+    """Turn TensorFlow's XLA devices on in a TensorFlow already imported whose devices are not made yet
+    (what TF_XLA_FLAGS=--tf_xla_enable_xla_devices does at its start), its physical devices listed
+    again (False: cannot)."""
+
+    def load() -> bool:
+        from tensorflow.python import pywrap_tfe  # noqa: PLC0415
+        from tensorflow.python.eager import context  # noqa: PLC0415
+
+        ctx = context.context()
+        if ctx._initialized:  # noqa: SLF001
+            raise RuntimeError("TensorFlow's devices were already made")
+        pywrap_tfe.TF_EnableXlaDevices()  # what context().enable_xla_devices() calls, without its deprecation warning
+        ctx.reinitialize_physical_devices()
+        return True
+
+    return bool(_get("enable_xla_devices", load))
 
 
 def set_device(op: Any, device: str) -> bool:

@@ -96,6 +96,43 @@ def xla_missing(options: RunOptions) -> str | None:
     return "dropped" if switched else "started"
 
 
+def _import_tensorflow() -> Any:
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0"
+    import tensorflow as tf  # noqa: PLC0415 - only run commands import TensorFlow
+
+    tf.debugging.set_log_device_placement(True)  # first, before anything can initialise the context
+    return tf
+
+
+_probed: list[bool] = []  # physical_devices() imported TensorFlow: [whether it was imported before that]
+
+
+def physical_devices() -> tuple[str, ...]:
+    """The types of the physical devices TensorFlow finds ("CPU", "GPU", ...), asked before it makes
+    any: a lesson chooses its logical devices, and whether it needs XLA devices, from them, then
+    starts TensorFlow with ``tensorflow(options)`` (which turns the XLA devices on then, if asked)."""
+    if _TF is None and not _probed:
+        _probed.append("tensorflow" in sys.modules)
+    tf = _TF if _TF is not None else _import_tensorflow()
+    return tuple(d.device_type for d in tf.config.list_physical_devices())
+
+
+def _turns_on(flags: str) -> bool:
+    """Whether these TF_XLA_FLAGS leave the XLA devices switch on (its last mention bare, =true or =1)."""
+    said = [flag.partition("=")[2].lower() for flag in flags.split() if flag.partition("=")[0] == XLA_SWITCH]
+    return bool(said) and said[-1] in ("", "true", "1")
+
+
+def _switched_late(tf: Any) -> bool:
+    """After ``physical_devices()`` listed TensorFlow's devices (TF_XLA_FLAGS is read then, once), the
+    XLA devices are turned on through TensorFlow itself, as XLA_DEVICES_FLAG would have at its start."""
+    from placement_cli.runtime import private  # noqa: PLC0415
+
+    if not xla_devices(tf) and _turns_on(XLA_DEVICES_FLAG):
+        private.enable_xla_devices()  # False: an API this TensorFlow dropped (with its XLA devices, says xla_missing)
+    return True
+
+
 def tensorflow(options: RunOptions) -> Any:
     """Import TensorFlow once, logging on and logical devices set before it initialises.
 
@@ -107,17 +144,15 @@ def tensorflow(options: RunOptions) -> Any:
     global _TF
     if _TF is not None:
         return _TF
-    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0"
-
-    def import_tensorflow() -> Any:
-        import tensorflow as tf  # noqa: PLC0415 - only run commands import TensorFlow
-
-        tf.debugging.set_log_device_placement(True)  # first, before anything can initialise the context
-        return tf
-
-    started = "tensorflow" in sys.modules  # by the program around this one (a notebook): too late for a switch
-    tf = _switched_on(os.environ, import_tensorflow) if options.xla and not started else import_tensorflow()
-    _xla_switched[:] = [options.xla and not started]
+    # started: by the program around this one (a notebook), too late for a switch
+    started = _probed[0] if _probed else "tensorflow" in sys.modules
+    if options.xla and not started and not _probed:
+        tf = _switched_on(os.environ, _import_tensorflow)
+        switched = True
+    else:
+        tf = _import_tensorflow()
+        switched = bool(options.xla and not started) and _switched_late(tf)
+    _xla_switched[:] = [switched]
     if options.cpus:
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * options.cpus)
