@@ -381,6 +381,10 @@ def start(chosen: list[int]) -> Machine:
     with capture_fds():
         tf = tensorflow(_options(xla=xla))
         gpus = len(tf.config.list_physical_devices("GPU"))
+        if any(STEPS[k - 1].key == "cluster" for k in chosen):  # its tasks are more processes on this GPU
+            from placement_cli.runtime.gpu_policy import grow_here  # noqa: PLC0415
+
+            grow_here(tf)
         made = xla and bool(xla_devices(tf))
     return Machine(gpus=gpus, xla=made)
 
