@@ -691,3 +691,11 @@ def test_gpu_list_is_the_list_given_and_split_gpus_needs_a_cluster(tmp_path: Pat
     alone = subprocess.run([*TRACE, "--split-gpus", str(script)], cwd=tmp_path, env=environment(tmp_path),
                            capture_output=True, timeout=60, check=False)
     assert alone.returncode == 2 and "--split-gpus gives each task of a cluster its GPUs" in alone.stderr.decode()
+
+
+def test_the_control_pipe_says_when_a_task_serves() -> None:
+    """``J`` (the script called Server.join) is a frame of its own: the frames after it are read too."""
+    from placement_cli.runtime.child import frames
+
+    buf = bytearray(b"J\nL2\nE3\nabcJ\n")
+    assert list(frames(buf)) == [(b"J", b""), (b"L", b"2"), (b"E", b"abc"), (b"J", b"")] and not buf

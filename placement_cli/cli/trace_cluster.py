@@ -110,7 +110,8 @@ def trace_cluster(script: str, args: list[str], *, cluster: str | None, cluster_
     narrowed = apply(traced.report, filters)
     output = _json(traced, narrowed) if as_json else _tables(traced, narrowed, name, all_rows)
     notices = shown.found_nothing(traced.report, name, copies)
-    notices.extend(_gpu_note(traced))
+    if not split_gpus:  # else each task had its own
+        notices.extend(_gpu_note(traced))
     if traced.isolated is False:
         notices.append(_("no private network namespace ({why}): the tasks' servers, if any, listened on every "
                          "interface, unauthenticated, while they ran").format(why=traced.isolation_note))
@@ -142,8 +143,7 @@ def _split(jobs: list[tuple[str, int]], gpu_list: str | None) -> tuple[dict[str,
 def _gpu_note(traced: Any) -> list[str]:
     gpus = sorted({p.spec.device_type + ":" + str(p.spec.device_index) for p in traced.report.placements
                    if p.spec.device_type == "GPU"})
-    if not gpus or any(t.cuda_visible_devices is not None and t.cuda_visible_devices != os.environ.get(
-            "CUDA_VISIBLE_DEVICES") for t in traced.tasks):  # --split-gpus: each task its own
+    if not gpus:
         return []
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     where = _(" (CUDA_VISIBLE_DEVICES={value}, as you set it)").format(value=visible) if visible is not None else ""

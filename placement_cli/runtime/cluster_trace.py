@@ -15,10 +15,10 @@ process group. The logs to parse are unlinked temporary files: nothing is left b
 
 Which tasks must finish: the chief when there is one, else every worker. Once those finished, placement
 ends the tasks that serve: a ps, and a task that called ``Server.join`` (the child bootstrap says so on
-its control pipe) or whose script has ended (its facts came). Any other task (a worker still training
-under MultiWorkerMirroredStrategy) runs on to its own end; one still running ``grace`` seconds after the
-chief finished is ended and named, and the run fails: its work was cut off. Every task is ended as soon
-as any task failed.
+its control pipe). Any other task (a worker still training under MultiWorkerMirroredStrategy) runs on
+to its own end; one still running ``grace`` seconds after the chief finished is ended then: named, and
+the run fails (its work was cut off), unless its script had ended (its facts came: it hangs at exit,
+its work done). Every task is ended as soon as any task failed.
 """
 
 from __future__ import annotations
