@@ -699,3 +699,35 @@ def test_the_control_pipe_says_when_a_task_serves() -> None:
 
     buf = bytearray(b"J\nL2\nE3\nabcJ\n")
     assert list(frames(buf)) == [(b"J", b""), (b"L", b"2"), (b"E", b"abc"), (b"J", b"")] and not buf
+
+
+AFTER_THE_CHIEF = """
+import json, os, sys, time
+task = json.loads(os.environ["TF_CONFIG"])["task"]
+if task["type"] == "chief":
+    open("chief.pid.tmp", "w").write(str(os.getpid()))
+    os.rename("chief.pid.tmp", "chief.pid")
+    sys.exit(0)
+while not os.path.exists("chief.pid"):
+    time.sleep(0.05)
+pid = int(open("chief.pid").read())
+def alive():
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+while alive():
+    time.sleep(0.05)
+print("the chief is gone; failing", flush=True)
+sys.exit(5)
+"""
+
+
+def test_a_worker_that_fails_after_the_chief_exited_0_fails_the_run(tmp_path: Path) -> None:
+    """The chief's 0 is not the run's when a worker failed after it: its own code is."""
+    done, script = _cheap(tmp_path, "after.py", AFTER_THE_CHIEF, "--cluster", "chief=1,worker=1")
+    err = done.stderr.decode()
+    assert "worker/0 | the chief is gone; failing" in done.stdout.decode(), err
+    assert done.returncode == 5, err
+    assert re.search(r"^placement: worker/0 \(pid \d+\) exited with code 5", err, re.M), err
+    assert _leftovers(str(script)) == []
