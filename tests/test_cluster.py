@@ -112,12 +112,30 @@ def test_async_cluster_shows_every_task(async_run) -> None:
 
 def test_variables_round_robin_over_the_ps_tasks(async_run) -> None:
     _, data = async_run
-    assert data["variables"] == {"global_step": "/job:ps/task:0", "weights": "/job:ps/task:1",
-                                 "bias": "/job:ps/task:0"}
+    # on the ps tasks' CPU (--ps-on-cpu, the default), as TensorFlow's distributed guides keep them
+    assert data["variables"] == {"global_step": "/job:ps/task:0/device:CPU:0", "weights": "/job:ps/task:1/device:CPU:0",
+                                 "bias": "/job:ps/task:0/device:CPU:0"}
     where = {(p["node"], p["job"], p["task"]) for p in data["placements"]}
     assert ("weights", "ps", 1) in where and ("bias", "ps", 0) in where
     matmuls = {(p["job"], p["task"]) for p in data["placements"] if is_matmul(p["op"])}
     assert matmuls == {("worker", 0), ("worker", 1)}  # compute on each worker, from each worker's own log
+
+
+def test_every_task_got_the_gpu_memory_policy_and_the_report_names_it(async_run) -> None:
+    """Several TensorFlow processes on one GPU: each grows its memory (the default) and the ps tasks
+    see no GPU; each task says what its environment and its server's ConfigProto had."""
+    _, data = async_run
+    yours = os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH")  # the user's (a GPU machine's suite may set it): kept
+    assert data["gpu_memory"] == {"policy": "growth", "allow_growth": yours != "false", "memory_fraction": None,
+                                  "your_allow_growth": yours, "ps_on_gpu": False}
+    for t in data["tasks"]:
+        assert t["tf_force_gpu_allow_growth"] == (yours or "true")
+        assert t["gpu_options"].get("allow_growth") is True
+        if t["job"] == "ps":
+            assert t["cuda_visible_devices"] == "" and t["gpu_options"]["device_count"] == {"GPU": 0}
+        else:
+            assert t["cuda_visible_devices"] == os.environ.get("CUDA_VISIBLE_DEVICES")
+            assert "device_count" not in t["gpu_options"]
 
 
 def test_each_worker_trained_async(async_run) -> None:
@@ -192,9 +210,18 @@ def test_sync_cluster_from_a_cluster_spec(tmp_path: Path) -> None:
     spec = tmp_path / "cluster.json"
     spec.write_text(json.dumps({"ps": [f"localhost:{ports[0]}"],
                                 "worker": [f"localhost:{ports[1]}", f"127.0.0.1:{ports[2]}"]}))
-    done = _placement("--cluster-spec", str(spec), "--steps", "3", "--sync", "--json")
+    # a share each, the ps on the GPU too, and the user's TF_FORCE_GPU_ALLOW_GROWTH kept as it is
+    done = _placement("--cluster-spec", str(spec), "--steps", "3", "--sync", "--json", "--gpu-memory", "share",
+                      "--ps-on-gpu", TF_FORCE_GPU_ALLOW_GROWTH="false")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
+    assert data["gpu_memory"] == {"policy": "share", "allow_growth": False, "memory_fraction": 0.3,
+                                  "your_allow_growth": "false", "ps_on_gpu": True}
+    for t in data["tasks"]:
+        assert t["gpu_options"] == {"per_process_gpu_memory_fraction": 0.3}
+        assert t["tf_force_gpu_allow_growth"] == "false"
+        assert t["cuda_visible_devices"] == os.environ.get("CUDA_VISIBLE_DEVICES")
+    assert data["variables"]["global_step"] == "/job:ps/task:0"  # no CPU asked for: the ps's devices decide
     assert [t["target"] for t in data["tasks"]] == [f"grpc://localhost:{ports[0]}", f"grpc://localhost:{ports[1]}",
                                                     f"grpc://127.0.0.1:{ports[2]}"]
     assert data["mode"] == "sync"
@@ -606,3 +633,19 @@ def test_a_graph_execution_error_is_said_by_its_cause() -> None:
     assert said(RuntimeError(text)) == "Timed out waiting for notification ('GradientDescent/update')"
     assert said(RuntimeError("Operation timed out.")) == "Operation timed out."
     assert said(RuntimeError("")) == ""
+
+
+def test_the_tasks_table_says_the_gpu_memory_policy_and_each_tasks_gpus() -> None:
+    from dataclasses import replace
+
+    from placement_cli.lessons.cluster import build
+    from placement_cli.runtime import gpu_policy
+
+    found = _report(sync=False, workers=1, results={})
+    tasks = tuple(replace(t, cuda_visible_devices="" if t.job == "ps" else None) for t in found.run.tasks)
+    memory = gpu_policy.decide("growth", {}, gpu_tasks=1, ps_on_gpu=False)
+    shown = _printed(build(replace(found.run, tasks=tasks, gpu_memory=memory), sync=False, steps=3, copies=False))
+    assert "GPU memory: growth: each task takes GPU memory as it needs it" in shown
+    assert '"" (no GPU)' in shown and "not set (every GPU)" in shown
+    assert json.loads(json.dumps(build(replace(found.run, gpu_memory=memory), sync=False, steps=3,
+                                       copies=False).to_dict()))["gpu_memory"]["policy"] == "growth"

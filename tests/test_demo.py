@@ -236,7 +236,8 @@ def test_every_step_runs_and_teaches(json_runs) -> None:
     cluster = by_key["cluster"]["result"]  # a real cluster: every task a process, ended when the step was done
     assert [(t["job"], t["task"]) for t in cluster["tasks"]] == [("ps", 0), ("worker", 0), ("worker", 1)]
     assert all(t["pid"] and t["exit_code"] is not None for t in cluster["tasks"])
-    assert set(cluster["variables"].values()) == {"/job:ps/task:0"}
+    assert set(cluster["variables"].values()) == {"/job:ps/task:0/device:CPU:0"}  # the ps kept off any GPU
+    assert cluster["gpu_memory"]["policy"] == "growth" and cluster["gpu_memory"]["ps_on_gpu"] is False
     assert [w["steps"] for w in cluster["workers"]] == [3, 3]
     assert "/job:ps/task:0" in by_key["cluster"]["notice"]
     assert "worker/0 ready on" in run.stderr  # a line per task while the cluster starts

@@ -571,3 +571,163 @@ def test_only_devices_of_one_task_are_said_to_share_one_memory() -> None:
     notes = [line for line in console.export_text().splitlines() if "sharing one memory" in line]
     assert [note.split(" are ")[0] for note in notes] == ["worker/0 CPU:0, worker/0 CPU:1",
                                                           "worker/1 CPU:0, worker/1 CPU:1"], notes
+
+
+# MultiWorkerMirroredStrategy with a chief: every task trains to the end. The worker then works on
+# after the chief has exited (it waits until the chief's process is gone, whatever the machine's
+# speed) and writes its result; with --stuck it never ends instead.
+CHIEF_AND_WORKER = """
+import json, os, sys, threading, time
+task = json.loads(os.environ["TF_CONFIG"])["task"]
+out = sys.argv[1]
+import tensorflow as tf
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+with strategy.scope():
+    w = tf.Variable(tf.ones([4, 2]), name="w")
+
+@tf.function
+def train_step():
+    def step():
+        loss = tf.reduce_sum(tf.matmul(tf.ones([2, 4]), w))
+        w.assign_sub(0.01 * tf.ones([4, 2]))
+        return loss
+    return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(step), axis=None)
+
+for _ in range(3):
+    loss = float(train_step())
+print(task["type"], "trained", loss, flush=True)
+if task["type"] == "chief":
+    with open(os.path.join(out, "chief.tmp"), "w") as f:
+        f.write(str(os.getpid()))
+    os.rename(os.path.join(out, "chief.tmp"), os.path.join(out, "chief.pid"))
+    sys.exit(0)
+while not os.path.exists(os.path.join(out, "chief.pid")):
+    time.sleep(0.05)
+chief = int(open(os.path.join(out, "chief.pid")).read())
+def alive(pid):
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+while alive(chief):
+    time.sleep(0.05)
+if "--stuck" in sys.argv:
+    print("worker stuck", flush=True)
+    threading.Event().wait()
+with open(os.path.join(out, "worker.result"), "w") as f:
+    f.write(f"{loss}\\n")
+print("worker wrote its result", flush=True)
+"""
+
+
+@pytest.mark.parametrize("stuck", [False, True])
+def test_a_worker_still_at_work_when_the_chief_exits_is_never_cut_off(tmp_path: Path, stuck: bool) -> None:
+    """Under MultiWorkerMirroredStrategy a worker is no server blocked in join: placement lets it finish
+    (its result file is written, exit 0); one that never ends is ended after --chief-grace, named, and
+    the run fails (exit 1), never 0."""
+    script = tmp_path / "chief_and_worker.py"
+    script.write_text(CHIEF_AND_WORKER)
+    results = tmp_path / "results"
+    results.mkdir()
+    done, _ = _run(tmp_path, "--json", "--cluster", "chief=1,worker=1", "--chief-grace", "3" if stuck else "60",
+                   str(script), str(results), *(["--stuck"] if stuck else []))
+    err = done.stderr.decode()
+    doc = json.loads(done.stdout)
+    tasks = {f"{t['job']}/{t['task']}": t for t in doc["tasks"]}
+    assert tasks["chief/0"]["exit_code"] == 0 and not tasks["chief/0"]["ended_by_placement"]
+    if not stuck:
+        assert done.returncode == 0, err[-3000:]
+        assert (results / "worker.result").exists(), err[-3000:]
+        assert "worker/0 | worker wrote its result" in err
+        assert tasks["worker/0"]["exit_code"] == 0 and not tasks["worker/0"]["ended_by_placement"]
+        assert doc["exit_code"] == 0 and doc["error"] is None
+    else:
+        assert "worker/0 | worker stuck" in err, err[-3000:]
+        assert done.returncode == 1 and doc["exit_code"] == 1
+        assert tasks["worker/0"]["ended_by_placement"] and not (results / "worker.result").exists()
+        assert re.search(r"worker/0 \(pid \d+\) was still running 3 s after chief/0 finished, neither serving "
+                         r"\(Server.join\) nor done", doc["error"]), doc["error"]
+    assert _leftovers(str(script)) == []
+
+
+SEES = """
+import json, os, time
+task = json.loads(os.environ["TF_CONFIG"])["task"]
+print("sees", repr(os.environ.get("CUDA_VISIBLE_DEVICES")), flush=True)
+if task["type"] == "ps":
+    time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_split_gpus_gives_each_task_its_own_and_otherwise_tasks_see_yours(tmp_path: Path, split: bool) -> None:
+    script = tmp_path / "sees.py"
+    script.write_text(SEES)
+    args = ["--split-gpus"] if split else []
+    done = subprocess.run([*TRACE, "--json", "--cluster", "chief=1,worker=2,ps=1", *args, str(script)], cwd=tmp_path,
+                          env=environment(tmp_path, CUDA_VISIBLE_DEVICES="2,3"), capture_output=True, timeout=120,
+                          check=False)
+    err = done.stderr.decode()
+    assert done.returncode == 0, err
+    tasks = {f"{t['job']}/{t['task']}": t["cuda_visible_devices"] for t in json.loads(done.stdout)["tasks"]}
+    # your CUDA_VISIBLE_DEVICES is the list shared out: chief 2, workers 3 and 2 (round-robin), ps none
+    expected = {"chief/0": "2", "worker/0": "3", "worker/1": "2", "ps/0": ""} if split else dict.fromkeys(tasks, "2,3")
+    assert tasks == expected
+    for name, value in expected.items():  # what each task's own process saw
+        assert re.search(rf"^{re.escape(name)}\s*\| sees {re.escape(repr(value))}$", err, re.M), err
+    if split:
+        assert "--split-gpus: 3 tasks and 2 GPUs: one GPU each, round-robin" in err
+
+
+def test_gpu_list_is_the_list_given_and_split_gpus_needs_a_cluster(tmp_path: Path) -> None:
+    script = tmp_path / "sees.py"
+    script.write_text(SEES)
+    done = subprocess.run([*TRACE, "--cluster", "worker=2", "--gpu-list", "5,6", str(script)], cwd=tmp_path,
+                          env=environment(tmp_path), capture_output=True, timeout=120, check=False)
+    out = done.stdout.decode()
+    assert done.returncode == 0, done.stderr.decode()
+    assert "worker/0 | sees '5'" in out and "worker/1 | sees '6'" in out
+    assert "CUDA_VISIBLE_DEVICES" in out[out.index("Tasks ("):]  # the tasks table's column
+    alone = subprocess.run([*TRACE, "--split-gpus", str(script)], cwd=tmp_path, env=environment(tmp_path),
+                           capture_output=True, timeout=60, check=False)
+    assert alone.returncode == 2 and "--split-gpus gives each task of a cluster its GPUs" in alone.stderr.decode()
+
+
+def test_the_control_pipe_says_when_a_task_serves() -> None:
+    """``J`` (the script called Server.join) is a frame of its own: the frames after it are read too."""
+    from placement_cli.runtime.child import frames
+
+    buf = bytearray(b"J\nL2\nE3\nabcJ\n")
+    assert list(frames(buf)) == [(b"J", b""), (b"L", b"2"), (b"E", b"abc"), (b"J", b"")] and not buf
+
+
+AFTER_THE_CHIEF = """
+import json, os, sys, time
+task = json.loads(os.environ["TF_CONFIG"])["task"]
+if task["type"] == "chief":
+    open("chief.pid.tmp", "w").write(str(os.getpid()))
+    os.rename("chief.pid.tmp", "chief.pid")
+    sys.exit(0)
+while not os.path.exists("chief.pid"):
+    time.sleep(0.05)
+pid = int(open("chief.pid").read())
+def alive():
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+while alive():
+    time.sleep(0.05)
+print("the chief is gone; failing", flush=True)
+sys.exit(5)
+"""
+
+
+def test_a_worker_that_fails_after_the_chief_exited_0_fails_the_run(tmp_path: Path) -> None:
+    """The chief's 0 is not the run's when a worker failed after it: its own code is."""
+    done, script = _cheap(tmp_path, "after.py", AFTER_THE_CHIEF, "--cluster", "chief=1,worker=1")
+    err = done.stderr.decode()
+    assert "worker/0 | the chief is gone; failing" in done.stdout.decode(), err
+    assert done.returncode == 5, err
+    assert re.search(r"^placement: worker/0 \(pid \d+\) exited with code 5", err, re.M), err
+    assert _leftovers(str(script)) == []

@@ -23,6 +23,12 @@ class Api(str, Enum):
     tf2 = "tf2"
 
 
+class GpuMemoryPolicy(str, Enum):  # runtime.gpu_policy.POLICIES
+    growth = "growth"
+    share = "share"
+    whole = "whole"
+
+
 @option_callback
 def _timeout_option(value: float) -> float:
     import math  # noqa: PLC0415
@@ -96,6 +102,8 @@ def cluster(
     cluster_spec: Annotated[str | None, typer.Option("--cluster-spec", metavar="FILE", help="The cluster as ClusterSpec JSON or a TF_CONFIG object: jobs ps and worker, local addresses, ports as given (TF_CONFIG is read when set and neither this nor --ps/--workers is given).")] = None,
     copies: Annotated[bool, typer.Option("--copies", help="Trace each worker's first step: the _Send/_Recv copies between tasks.")] = False,
     api: Annotated[Api, typer.Option("--api", help="tf1: between-graph training, each worker its own session (replica_device_setter); tf2: ParameterServerStrategy with a ClusterCoordinator joining as /job:chief.")] = Api.tf1,
+    gpu_memory: Annotated[GpuMemoryPolicy, typer.Option("--gpu-memory", help="How the tasks share a GPU: growth (each takes GPU memory as it needs it: allow_growth, TF_FORCE_GPU_ALLOW_GROWTH=true), share (each a fixed share: per_process_gpu_memory_fraction 0.9/N), whole (TensorFlow's default: the first task takes nearly all). A TF_FORCE_GPU_ALLOW_GROWTH you set is kept and wins.")] = GpuMemoryPolicy.growth,
+    ps_on_cpu: Annotated[bool, typer.Option("--ps-on-cpu/--ps-on-gpu", help="Keep the ps tasks off the GPU (CUDA_VISIBLE_DEVICES=\"\"), as TensorFlow's distributed guides do: the variables live on ps CPU:0.")] = True,
     all_rows: AllOpt = False,
     lang: LangOpt = None,
     as_json: JsonOpt = False,
@@ -130,7 +138,8 @@ def cluster(
     elif os.environ.get("TF_CONFIG", "").strip():
         say(_("TF_CONFIG is set and ignored: --ps and --workers describe the cluster"))
     addresses = check_cluster(described) if described is not None else None
-    request = plan(api=api.value, ps=ps, workers=workers, steps=steps, sync=sync, copies=copies, addresses=addresses)
+    request = plan(api=api.value, ps=ps, workers=workers, steps=steps, sync=sync, copies=copies, addresses=addresses,
+                   gpu_memory=gpu_memory.value, ps_on_gpu=not ps_on_cpu)
     drawn = pictures("placement cluster", as_json=as_json, force=force, svg=svg, dot=dot, graph_svg=graph_svg,
                      protect=(cluster_spec,) if cluster_spec else ())
     try:

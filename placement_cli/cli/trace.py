@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from placement_cli.cli import shown
-from placement_cli.cli.app import Json, Outcome, Verbatim, command, say
+from placement_cli.cli.app import Json, Outcome, Verbatim, command, option_callback, say
 from placement_cli.cli.options import (named, AllOpt, DeviceFilterOpt, DotOpt, GraphSvgOpt, JsonOpt, LangOpt, NodeFilterOpt,
                                        OpFilterOpt, SvgOpt, TopOpt, pictures)
 from placement_cli.i18n import _
@@ -20,6 +20,15 @@ def _load_renderers() -> None:
     import placement_cli.render.json  # noqa: F401, PLC0415
     import placement_cli.render.table  # noqa: F401, PLC0415
     import placement_cli.why  # noqa: F401, PLC0415
+
+
+@option_callback
+def _grace_option(value: float) -> float:
+    import math  # noqa: PLC0415
+
+    if not math.isfinite(value) or not 0 <= value <= 86400:  # nan passes a range check: it compares false
+        raise typer.BadParameter(f"{value} is not a grace: give seconds from 0 to 86400")
+    return value
 
 
 @command(own_signals=True, context_settings={"allow_interspersed_args": False})
@@ -42,6 +51,9 @@ def trace(
     graph_svg: GraphSvgOpt = None,
     cluster: Annotated[str | None, typer.Option("--cluster", metavar="JOB=N,...", help="Run SCRIPT once per task of a cluster on this machine (worker=N[,ps=M][,chief=1]), each with its TF_CONFIG, and report the placements per task.")] = None,
     cluster_spec: Annotated[str | None, typer.Option("--cluster-spec", metavar="FILE", help="As --cluster, with the tasks and loopback ports of a ClusterSpec JSON or TF_CONFIG file.")] = None,
+    chief_grace: Annotated[float, typer.Option("--chief-grace", metavar="SECONDS", callback=_grace_option, help="With --cluster: how long a task that neither serves (Server.join) nor has ended may run on after the chief finished; then placement ends it and the run fails (exit 1).")] = 60.0,
+    split_gpus: Annotated[bool, typer.Option("--split-gpus", help="With --cluster: give each task its own GPU(s) through CUDA_VISIBLE_DEVICES, as multi-worker launchers do: ps tasks none, the others equal blocks of the GPUs (round-robin when there are fewer GPUs than tasks). The GPUs: your CUDA_VISIBLE_DEVICES, else those the NVIDIA driver lists.")] = False,
+    gpu_list: Annotated[str | None, typer.Option("--gpu-list", metavar="IDS", help="With --cluster: the GPUs --split-gpus shares out, as CUDA_VISIBLE_DEVICES lists them (0,1,2 or GPU-UUIDs); implies --split-gpus.")] = None,
 ) -> Outcome:
     """Run your TensorFlow script with placement logging on from its first op, then show its placements.
 
@@ -67,7 +79,14 @@ def trace(
 
         return trace_cluster(script, args or [], cluster=cluster, cluster_spec=cluster_spec,
                              filters=Filters(device, op, node, top), save_log=save_log, force=force, log=log,
-                             copies=copies, all_rows=all_rows, as_json=as_json, drawn=drawn)
+                             copies=copies, all_rows=all_rows, as_json=as_json, drawn=drawn,
+                             split_gpus=split_gpus or gpu_list is not None, gpu_list=gpu_list,
+                             chief_grace=chief_grace)
+    if split_gpus or gpu_list is not None:
+        from placement_cli.exceptions import UsageProblem  # noqa: PLC0415
+
+        raise UsageProblem(_("{option} gives each task of a cluster its GPUs: use it with --cluster or "
+                             "--cluster-spec").format(option="--gpu-list" if gpu_list is not None else "--split-gpus"))
     saved = open_save_log(save_log, script, force) if save_log else None
     traced = run_traced(script, args or [], stdout_fd=2 if as_json else 1, echo_log=log, save_log=saved,
                         copies=copies, closed=closed, meanwhile=_load_renderers)

@@ -67,7 +67,8 @@ def open_saved(folder: str, jobs: list[tuple[str, int]], script: str,
 
 def trace_cluster(script: str, args: list[str], *, cluster: str | None, cluster_spec: str | None, filters: Any,
                   save_log: str | None, force: bool, log: bool, copies: bool, all_rows: bool, as_json: bool,
-                  drawn: Any) -> Outcome:
+                  drawn: Any, split_gpus: bool = False, gpu_list: str | None = None,
+                  chief_grace: float = 60.0) -> Outcome:
     from placement_cli.filters import apply  # noqa: PLC0415
     from placement_cli.messages import one_line  # noqa: PLC0415
     from placement_cli.runtime.cluster_trace import run_cluster_traced  # noqa: PLC0415
@@ -83,10 +84,13 @@ def trace_cluster(script: str, args: list[str], *, cluster: str | None, cluster_
     else:
         assert cluster is not None
         jobs = parse_cluster(cluster)
+    visible, split_notes = _split(jobs, gpu_list) if split_gpus else ({}, [])
     saved, made = open_saved(save_folder(save_log), jobs, script, force) if save_log else ({}, [])
+    for note in split_notes:
+        say(note)
     try:
         traced = run_cluster_traced(script, args, jobs, addresses, stdout_fd=2 if as_json else 1, echo_log=log,
-                                    saved=saved, copies=copies)
+                                    saved=saved, copies=copies, visible=visible, grace=chief_grace)
     except UsageProblem as problem:  # no task ran (a port in use): the files made for them go again
         for path in made:
             with contextlib.suppress(OSError):
@@ -110,12 +114,34 @@ def trace_cluster(script: str, args: list[str], *, cluster: str | None, cluster_
     narrowed = apply(traced.report, filters)
     output = _json(traced, narrowed) if as_json else _tables(traced, narrowed, name, all_rows)
     notices = shown.found_nothing(traced.report, name, copies)
-    notices.extend(_gpu_note(traced))
+    if not split_gpus:  # else each task had its own
+        notices.extend(_gpu_note(traced))
     if traced.isolated is False:
         notices.append(_("no private network namespace ({why}): the tasks' servers, if any, listened on every "
                          "interface, unauthenticated, while they ran").format(why=traced.isolation_note))
     return Outcome(code=traced.exit_code, output=output, pictures=drawn, graph=_graph(traced, filters),
                    notices=tuple(notices), keep_code=True)
+
+
+def _split(jobs: list[tuple[str, int]], gpu_list: str | None) -> tuple[dict[str, str], list[str]]:
+    """--split-gpus: each task's CUDA_VISIBLE_DEVICES, and what the user should know of it."""
+    from placement_cli.runtime.gpu_policy import VISIBLE, parse_list, present, split  # noqa: PLC0415
+
+    gpus = parse_list(gpu_list) if gpu_list is not None else present()
+    tasks = [(job, i) for job, count in jobs for i in range(count)]
+    visible = split(tasks, gpus)
+    computing = [name for name in visible if not name.startswith("ps/")]
+    notes = []
+    if not gpus:
+        where = _("--gpu-list is empty") if gpu_list is not None else (
+            _("CUDA_VISIBLE_DEVICES is empty") if VISIBLE in os.environ else _("the NVIDIA driver lists none"))
+        notes.append(_("--split-gpus: no GPU to share out ({where}): every task gets CUDA_VISIBLE_DEVICES=\"\" "
+                       "and runs on its CPU").format(where=where))
+    elif len(gpus) < len(computing):
+        notes.append(_("--split-gpus: {tasks} tasks and {gpus} GPUs: one GPU each, round-robin, so some tasks share "
+                       "one ({each})").format(tasks=len(computing), gpus=len(gpus),
+                                              each=", ".join(f"{name}={visible[name]}" for name in computing)))
+    return visible, notes
 
 
 def _gpu_note(traced: Any) -> list[str]:
@@ -141,7 +167,8 @@ def _json(traced: Any, narrowed: Any) -> list[Any]:
 
     document = {**report_dict(narrowed.report, run=True, filtered=narrowed), "exit_code": traced.exit_code,
                 "tasks": [{"job": t.job, "task": t.task, "address": (t.target or "").removeprefix("grpc://") or None,
-                           "pid": t.pid, "exit_code": t.exit_code, "ended_by_placement": t.ended_by_placement}
+                           "pid": t.pid, "exit_code": t.exit_code, "ended_by_placement": t.ended_by_placement,
+                           "cuda_visible_devices": t.cuda_visible_devices}
                           for t in traced.tasks],
                 "isolated": traced.isolated, "error": None if traced.problem is None else str(traced.problem),
                 **({"cause": traced.cause.to_dict()} if traced.cause is not None else {})}

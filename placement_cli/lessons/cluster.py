@@ -11,7 +11,7 @@ from typing import Any
 from placement_cli.devices import try_parse
 from placement_cli.logparse import parse_text
 from placement_cli.model import ClusterEvent, ClusterReport, ClusterRun, Edge, Placement, Report, WorkerSteps
-from placement_cli.runtime import cluster_launch
+from placement_cli.runtime import cluster_launch, gpu_policy
 
 # The supervisor's process: the entry module that hands it the work each task runs.
 ENTRY = "placement_cli.lessons.cluster_tasks"
@@ -130,10 +130,14 @@ DEFAULT_TASKS = 2  # ps and worker tasks when neither --ps/--workers nor a clust
 
 
 def plan(*, api: str, ps: int | None, workers: int | None, steps: int, sync: bool, copies: bool,
-         addresses: dict[str, list[str]] | None) -> dict[str, Any]:
+         addresses: dict[str, list[str]] | None, gpu_memory: str = gpu_policy.DEFAULT,
+         ps_on_gpu: bool = False) -> dict[str, Any]:
     """The cluster lesson's run, as runtime.cluster.run takes it: the tasks (the spec's, else the
-    counts, else DEFAULT_TASKS each), the learning rate, and the sessions' hang guard. UsageProblem
-    for what the tf2 API cannot do."""
+    counts, else DEFAULT_TASKS each), the learning rate, the sessions' hang guard, and how the tasks
+    share a GPU (every task a process on this machine: growth by default, ps tasks off the GPU, as
+    TensorFlow's distributed guides keep them). UsageProblem for what the tf2 API cannot do."""
+    import os  # noqa: PLC0415
+
     from placement_cli.exceptions import UsageProblem  # noqa: PLC0415
 
     if addresses is not None:
@@ -143,8 +147,12 @@ def plan(*, api: str, ps: int | None, workers: int | None, steps: int, sync: boo
                            "and its remote functions record no partition graphs)")
     if api == "tf2" and addresses is not None:
         raise UsageProblem("--api tf2 with --cluster-spec/TF_CONFIG is not supported: give --ps and --workers")
-    return {"api": api, "ps": DEFAULT_TASKS if ps is None else ps,
-            "workers": DEFAULT_TASKS if workers is None else workers, "steps": steps, "sync": sync, "copies": copies, "lr": 0.5,
+    ps = DEFAULT_TASKS if ps is None else ps
+    workers = DEFAULT_TASKS if workers is None else workers
+    on_gpu = workers + (1 if api == "tf2" else 0) + (ps if ps_on_gpu else 0)
+    memory = gpu_policy.decide(gpu_memory, os.environ, gpu_tasks=on_gpu, ps_on_gpu=ps_on_gpu)
+    return {"api": api, "ps": ps, "workers": workers, "steps": steps, "sync": sync, "copies": copies, "lr": 0.5,
+            "gpu_memory": memory.to_dict(),
             # a hang guard: --sync workers legitimately wait for each other's gradients, which on
             # a loaded 2-core machine took over 10 s
             "operation_timeout_ms": 30_000 if sync else 10_000, "cluster": addresses}

@@ -41,8 +41,10 @@ def _train(tf: Any, task: Trainer) -> dict[str, Any]:
     features, classes = 10, 3
     graph = tf.Graph()
     with graph.as_default():
+        # the ps tasks' variables on their CPU, as TensorFlow's distributed guides keep them (--ps-on-cpu)
+        on_gpu = bool((request.get("gpu_memory") or {}).get("ps_on_gpu"))
         setter = v1.train.replica_device_setter(ps_tasks=request["ps"], worker_device=f"/job:worker/task:{index}",
-                                                cluster=spec)
+                                                ps_device="/job:ps" if on_gpu else "/job:ps/cpu:0", cluster=spec)
         with v1.device(setter):
             global_step = v1.train.get_or_create_global_step()
             weights = v1.get_variable("weights", [features, classes], initializer=v1.zeros_initializer())

@@ -402,8 +402,13 @@ def start(chosen: list[int]) -> Machine:
     from placement_cli.runtime import startup  # noqa: PLC0415
 
     with capture_fds():
-        machine = choose(startup.physical_devices(), {STEPS[k - 1].key for k in chosen})
+        keys = {STEPS[k - 1].key for k in chosen}
+        machine = choose(startup.physical_devices(), keys)
         tf = startup.tensorflow(machine.options(xla=machine.xla))
+        if "cluster" in keys:  # its tasks are more processes on this GPU
+            from placement_cli.runtime.gpu_policy import grow_here  # noqa: PLC0415
+
+            grow_here(tf)
         made = machine.xla and bool(startup.xla_devices(tf))
     return replace(machine, xla=made)
 

@@ -17,7 +17,8 @@ if TYPE_CHECKING:
                                                PhysicalDevice, SoftRun)
     from placement_cli.model.demo import DemoOutcome, DemoRun, DemoStep, DemoSteps, StepTitle
     from placement_cli.model.diff import Change, DiffSide, PlacementDiff
-    from placement_cli.model.cluster import ClusterEvent, ClusterReport, ClusterRun, ClusterTask, TaskTraining, WorkerSteps
+    from placement_cli.model.cluster import (ClusterEvent, ClusterReport, ClusterRun, ClusterTask, GpuMemory,
+                                            TaskTraining, WorkerSteps)
     from placement_cli.model.inspection import Inspection, TaskAnswer, TaskDevice
     from placement_cli.model.training import ExpectedBytes, GradientCheck, Training, VariableCopies
 
@@ -25,7 +26,8 @@ _LAZY = {
     **dict.fromkeys(("CheckResult", "RuleFailure"), "check"),
     **dict.fromkeys(("FailureCase", "FailureCatalogue", "Inventory", "LogicalDevice", "PhysicalDevice", "SoftRun"),
                     "catalogue"),
-    **dict.fromkeys(("ClusterEvent", "ClusterReport", "ClusterRun", "ClusterTask", "TaskTraining", "WorkerSteps"), "cluster"),
+    **dict.fromkeys(("ClusterEvent", "ClusterReport", "ClusterRun", "ClusterTask", "GpuMemory", "TaskTraining",
+                      "WorkerSteps"), "cluster"),
     **dict.fromkeys(("DemoOutcome", "DemoRun", "DemoStep", "DemoSteps", "StepTitle"), "demo"),
     **dict.fromkeys(("Inspection", "TaskAnswer", "TaskDevice"), "inspection"),
     **dict.fromkeys(("Change", "DiffSide", "PlacementDiff"), "diff"),

@@ -8,7 +8,8 @@ from typing import Any
 
 from placement_cli.model.report import Cause, Copy, Report
 
-_TASK_FIELDS = ("job", "task", "target", "pid", "exit_code", "ended_by_placement", "private_kib", "steps_reported")
+_TASK_FIELDS = ("job", "task", "target", "pid", "exit_code", "ended_by_placement", "private_kib", "steps_reported",
+                "cuda_visible_devices", "tf_force_gpu_allow_growth", "gpu_options")
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,9 @@ class ClusterTask:
     ended_by_placement: bool | None = None  # placement killed it at the end (a server never stops itself)
     private_kib: int | None = None
     steps_reported: int | None = None  # TF1's workers: the steps it said it had run, by its heartbeats
+    cuda_visible_devices: str | None = None  # as the task had it (None: not set, every GPU visible)
+    tf_force_gpu_allow_growth: str | None = None  # as the task had it (None: not set)
+    gpu_options: Any = None  # the ConfigProto fields its server ran with ({"allow_growth": True}), as it said
 
     @property
     def name(self) -> str:
@@ -49,6 +53,34 @@ class ClusterTask:
 
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in _TASK_FIELDS}
+
+
+@dataclass(frozen=True)
+class GpuMemory:
+    """How the processes of a cluster placement started share a GPU (runtime.gpu_policy decides)."""
+
+    policy: str  # asked for: growth, share or whole
+    allow_growth: bool  # what TensorFlow does: the user's TF_FORCE_GPU_ALLOW_GROWTH wins over the policy
+    memory_fraction: float | None = None  # share: each process's per_process_gpu_memory_fraction
+    your_allow_growth: str | None = None  # TF_FORCE_GPU_ALLOW_GROWTH as the user set it (kept as it is)
+    ps_on_gpu: bool = False  # False: ps tasks see no GPU (CUDA_VISIBLE_DEVICES="")
+
+    @property
+    def overridden(self) -> bool:
+        """The user's TF_FORCE_GPU_ALLOW_GROWTH decides otherwise than the policy asked."""
+        return self.your_allow_growth is not None and self.policy != "share" \
+            and self.allow_growth != (self.policy == "growth")  # share: a cap either way
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"policy": self.policy, "allow_growth": self.allow_growth, "memory_fraction": self.memory_fraction,
+                "your_allow_growth": self.your_allow_growth, "ps_on_gpu": self.ps_on_gpu}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> GpuMemory | None:
+        if not isinstance(data, dict) or not isinstance(data.get("policy"), str):
+            return None
+        return cls(data["policy"], bool(data.get("allow_growth")), data.get("memory_fraction"),
+                   data.get("your_allow_growth"), bool(data.get("ps_on_gpu")))
 
 
 @dataclass(frozen=True)
@@ -77,6 +109,7 @@ class ClusterRun:
     cluster: tuple[tuple[str, tuple[str, ...]], ...] = ()  # job -> addresses
     own_failure: bool = False  # placement's own supervisor failed (crashed, killed), not the cluster
     cause: Cause | None = None  # the failed task's cause in TensorFlow's words (and its log's GPU line)
+    gpu_memory: GpuMemory | None = None  # how its processes shared a GPU
 
     @property
     def error(self) -> str | None:
@@ -161,6 +194,7 @@ class ClusterReport:
             complete=self.complete,
             error=self.run.error,
             seconds=self.run.seconds,
+            gpu_memory=None if self.run.gpu_memory is None else self.run.gpu_memory.to_dict(),
         )
         if self.run.cause is not None:
             data["cause"] = self.run.cause.to_dict()

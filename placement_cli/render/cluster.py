@@ -7,7 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from placement_cli.i18n import _
-from placement_cli.model import ClusterEvent, ClusterReport, WorkerSteps
+from placement_cli.model import ClusterEvent, ClusterReport, GpuMemory, WorkerSteps
 from placement_cli.render.table import View, clean, literal, report_group
 
 
@@ -33,10 +33,53 @@ def tasks_table(found: ClusterReport) -> Table:
     table = Table(title=literal(_("Cluster") + f" ({isolation})"), title_justify="left")
     for heading in (_("job"), _("task"), _("address"), _("pid"), _("exit code")):
         table.add_column(heading, overflow="fold")
+    gpus = any(t.cuda_visible_devices is not None for t in found.run.tasks)
+    if gpus:
+        table.add_column("CUDA_VISIBLE_DEVICES", overflow="fold")
     for t in found.run.tasks:
-        table.add_row(literal(t.job), str(t.task), literal(str(t.target).removeprefix("grpc://")),
-                      str(t.pid or "-"), _exit(t.exit_code, t.ended_by_placement))
+        row = [literal(t.job), str(t.task), literal(str(t.target).removeprefix("grpc://")),
+               str(t.pid or "-"), _exit(t.exit_code, t.ended_by_placement)]
+        if gpus:
+            row.append(literal(visible(t.cuda_visible_devices)))
+        table.add_row(*row)
+    if found.run.gpu_memory is not None:
+        table.caption = literal(gpu_memory_line(found.run.gpu_memory))
+        table.caption_justify = "left"
     return table
+
+
+def visible(value: str | None) -> str:
+    """A task's CUDA_VISIBLE_DEVICES as a cell: not set (every GPU), empty (none), or the list."""
+    if value is None:
+        return _("not set (every GPU)")
+    return '""' + _(" (no GPU)") if value == "" else value
+
+
+def gpu_memory_line(memory: GpuMemory) -> str:
+    """How the cluster's processes shared a GPU, and who decided it (the user's
+    TF_FORCE_GPU_ALLOW_GROWTH wins over the policy, as TensorFlow reads it over the ConfigProto)."""
+    yours = memory.your_allow_growth
+    if memory.policy == "growth" and memory.allow_growth:
+        how = _("growth: each task takes GPU memory as it needs it ({how})").format(
+            how=f"TF_FORCE_GPU_ALLOW_GROWTH={yours}" + _(", yours") if yours is not None
+            else "TF_FORCE_GPU_ALLOW_GROWTH=true, gpu_options.allow_growth")
+    elif memory.policy == "share":
+        how = _("share: each task at most {percent:g}% of a GPU (per_process_gpu_memory_fraction {fraction:g})").format(
+            percent=round((memory.memory_fraction or 0) * 100, 1), fraction=memory.memory_fraction or 0)
+        if memory.allow_growth:  # only the user's variable makes a share grow
+            how += _(", growing to it (your TF_FORCE_GPU_ALLOW_GROWTH={value})").format(value=yours)
+    elif memory.allow_growth:  # whole asked, the user's variable says grow
+        how = _("whole asked, but your TF_FORCE_GPU_ALLOW_GROWTH={value} wins: each task grows").format(value=yours)
+    elif memory.policy == "growth":
+        how = _("growth asked, but your TF_FORCE_GPU_ALLOW_GROWTH={value} wins (TensorFlow reads it over the "
+                "ConfigProto): each task reserves nearly all of a GPU, and a second one on it finds none; unset it, "
+                "or give --gpu-memory share").format(value=yours)
+    else:
+        how = _("whole: TensorFlow's default, each task reserves nearly all of a GPU (tasks cannot share one)")
+        if yours is not None:
+            how += f" (TF_FORCE_GPU_ALLOW_GROWTH={yours}" + _(", yours") + ")"
+    ps = _("ps tasks on the GPU too") if memory.ps_on_gpu else _('ps tasks see no GPU (CUDA_VISIBLE_DEVICES="")')
+    return _("GPU memory: {how}; {ps}").format(how=how, ps=ps)
 
 
 def variables_table(found: ClusterReport) -> Table | None:

@@ -10,7 +10,7 @@ from typing import Any
 from rich.table import Table
 
 from placement_cli.i18n import _
-from placement_cli.render.cluster import _exit
+from placement_cli.render.cluster import _exit, visible
 from placement_cli.render.table import literal
 
 VARIABLE_OPS = frozenset({"VarHandleOp", "_VarHandlesOp", "VariableV2", "Variable"})
@@ -27,9 +27,15 @@ def tasks_table(tasks: Any, isolated: bool | None, report: Any) -> Table:
     table = Table(title=literal(_("Tasks") + f" ({where})"), title_justify="left")
     for heading in (_("task"), _("address"), _("pid"), _("exit code"), _("placements")):
         table.add_column(heading, overflow="fold")
+    gpus = any(t.cuda_visible_devices is not None for t in tasks)
+    if gpus:  # set by the user for every task, or per task by --split-gpus
+        table.add_column("CUDA_VISIBLE_DEVICES", overflow="fold")
     for t in tasks:
-        table.add_row(literal(f"{t.job}/{t.task}"), literal(str(t.target or "-").removeprefix("grpc://")),
-                      str(t.pid or "-"), _ended(t.exit_code, t.ended_by_placement), str(per_task.get(f"{t.job}/{t.task}", 0)))
+        row = [literal(f"{t.job}/{t.task}"), literal(str(t.target or "-").removeprefix("grpc://")),
+               str(t.pid or "-"), _ended(t.exit_code, t.ended_by_placement), str(per_task.get(f"{t.job}/{t.task}", 0))]
+        if gpus:
+            row.append(literal(visible(t.cuda_visible_devices)))
+        table.add_row(*row)
     return table
 
 

@@ -79,6 +79,7 @@ class _TensorFlowHook:
 
     def after(self, tf: Any) -> None:
         _hide_our_frames()
+        _say_when_serving(tf, self.control)
         try:
             from placement_cli.runtime.recording import Recorder  # noqa: PLC0415
 
@@ -115,6 +116,23 @@ class _Loader:
 
 
 _RUNTIME = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _say_when_serving(tf: Any, control: int) -> None:
+    """``tf.distribute.Server.join`` (TF1's ``tf.train.Server`` is the same class) tells the parent,
+    before it blocks, that this task now only serves: `trace --cluster` may end such a task once the
+    tasks that must finish have, and no other (a worker still training is never cut off)."""
+    server = getattr(getattr(tf, "distribute", None), "Server", None)
+    join = getattr(server, "join", None)
+    if join is None:
+        return
+
+    def serving_join(self: Any, *args: Any, **kwargs: Any) -> Any:
+        send(control, b"J\n")
+        return join(self, *args, **kwargs)
+
+    serving_join.__doc__, serving_join.__name__, serving_join.__qualname__ = join.__doc__, join.__name__, join.__qualname__
+    server.join = serving_join
 
 
 def _hide_our_frames() -> None:
@@ -166,7 +184,8 @@ def frames(buf: bytearray) -> Iterator[tuple[bytes, bytes]]:
     """The parent's reading of what ``send`` wrote on the control pipe: each whole frame in ``buf``,
     taken off it, as (kind, payload). ``L``: the script's TF_CPP_MIN_LOG_LEVEL as TensorFlow starts;
     ``F``: the facts, at the end; ``E``: an uncaught exception as python printed it (both sized);
-    ``X``: TensorFlow's log cannot be captured here (NO_CAPTURE). An unknown kind drops the rest."""
+    ``X``: TensorFlow's log cannot be captured here (NO_CAPTURE); ``J``: the script called
+    ``Server.join``, it serves from now on. An unknown kind drops the rest."""
     while buf:
         newline = buf.find(b"\n")
         if newline < 0:
@@ -178,7 +197,7 @@ def frames(buf: bytearray) -> Iterator[tuple[bytes, bytes]]:
                 return
             payload = bytes(buf[newline + 1 : newline + 1 + size])
             del buf[: newline + 1 + size]
-        elif kind in (b"L", b"X"):
+        elif kind in (b"L", b"X", b"J"):
             payload = bytes(buf[1:newline])
             del buf[: newline + 1]
         else:

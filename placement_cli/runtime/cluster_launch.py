@@ -24,7 +24,7 @@ from typing import Any
 from placement_cli.clusterspec import Cluster
 from placement_cli.exceptions import Terminated, UsageProblem
 from placement_cli.i18n import N_, Message
-from placement_cli.model import Cause, ClusterEvent, ClusterRun, ClusterTask, Copy, TaskTraining
+from placement_cli.model import Cause, ClusterEvent, ClusterRun, ClusterTask, Copy, GpuMemory, TaskTraining
 
 OVERALL_LIMIT = 600.0  # seconds the supervisor may take in all before it is killed
 
@@ -181,7 +181,8 @@ def run(request: dict[str, Any], progress: Callable[[ClusterEvent], None], entry
         if final["event"] == "crash":
             problem = final["error"] if isinstance(final["error"], Message) else str(final.get("error"))
             tasks = _ended_with_group(child, list(known.values()))
-            return ClusterRun(**isolation, tasks=tuple(map(task_of, tasks)), problem=problem, own_failure=True)
+            return ClusterRun(**isolation, tasks=tuple(map(task_of, tasks)), problem=problem, own_failure=True,
+                              gpu_memory=GpuMemory.from_dict(request.get("gpu_memory")))
         return ClusterRun(isolated=bool(final["isolated"]), isolation_note=final.get("isolation_note") or "",
                           tasks=tuple(map(task_of, final["tasks"])),
                           results=tuple((name, training_of(data)) for name, data in final["results"].items()),
@@ -189,7 +190,8 @@ def run(request: dict[str, Any], progress: Callable[[ClusterEvent], None], entry
                           problem=None if final["error"] is None else message(final["error"]),
                           seconds=final.get("seconds"), start_method=final.get("start_method"),
                           cause=Cause(**final["cause"]) if final.get("cause") else None,
-                          cluster=tuple((job, tuple(addresses)) for job, addresses in final["cluster"].items()))
+                          cluster=tuple((job, tuple(addresses)) for job, addresses in final["cluster"].items()),
+                          gpu_memory=GpuMemory.from_dict(request.get("gpu_memory")))
     finally:
         kill_group(child)
         shutil.rmtree(private, ignore_errors=True)

@@ -42,7 +42,8 @@ from typing import Any
 from placement_cli.i18n import N_
 from placement_cli.logparse import written
 from placement_cli.logparse.error_messages import cause as cause_of, cause_line, gpu_kind, gpu_log_line
-from placement_cli.model import Cause
+from placement_cli.model import Cause, GpuMemory
+from placement_cli.runtime import gpu_policy
 from placement_cli.runtime.cluster_launch import how_it_ended, process_state
 
 READY_LIMIT = 150.0  # seconds for every task to import TensorFlow and start its server (loaded 2-core machine)
@@ -146,12 +147,13 @@ def _task_main(job: str, index: int, cluster: dict[str, list[str]], request: dic
         filters = ["/job:ps", f"/job:worker/task:{index}"] if job == "worker" and not tf2 else []
         config = tf.compat.v1.ConfigProto(operation_timeout_in_ms=request["operation_timeout_ms"],
                                           device_filters=filters)
+        gpu = _gpu_policy(job, request, config)  # before any device is made: the server makes its own
         started = time.monotonic()
         server = None
         if job != "chief":  # the coordinator's server is started by ParameterServerStrategy itself
             server = tf.distribute.Server(spec, job_name=job, task_index=index, config=config, start=True)
         messages.put({"kind": "ready", "task": name, "pid": os.getpid(),
-                      "seconds": round(time.monotonic() - started, 3)})
+                      "seconds": round(time.monotonic() - started, 3), **gpu})
         _heartbeat(name, messages)
         if job == "ps" or (tf2 and job == "worker"):
             assert server is not None
@@ -175,6 +177,23 @@ def _task_main(job: str, index: int, cluster: dict[str, list[str]], request: dic
         messages.close()
     messages.join_thread()
     os._exit(0)  # TensorFlow's threads may be blocked in C++: do not wait for them
+
+
+def _gpu_policy(job: str, request: dict[str, Any], config: Any) -> dict[str, Any]:
+    """The request's GPU memory policy, applied to this task: its environment (read by TensorFlow when
+    it makes the GPU device, after this) and its server's ConfigProto. What the task then has is
+    said back, read from the ConfigProto itself."""
+    from google.protobuf.json_format import MessageToDict  # noqa: PLC0415 - TensorFlow's own dependency
+
+    memory = GpuMemory.from_dict(request.get("gpu_memory"))
+    if memory is not None:
+        os.environ.update(gpu_policy.task_environment(memory, job))
+        gpu_policy.apply(config, gpu_policy.gpu_options(memory, job))
+    options = MessageToDict(config.gpu_options, preserving_proto_field_name=True)
+    if "GPU" in config.device_count:
+        options["device_count"] = {"GPU": config.device_count["GPU"]}
+    return {"cuda_visible_devices": os.environ.get(gpu_policy.VISIBLE), "gpu_options": options,
+            "tf_force_gpu_allow_growth": os.environ.get(gpu_policy.ALLOW_GROWTH)}
 
 
 _progress = {"steps": 0, "stopped": 0}  # this task's steps so far, said with every heartbeat
@@ -259,6 +278,7 @@ def _how(code: int) -> dict[str, Any]:
     return _m(said.template, **said.fields)
 
 
+_GPU_SAID = ("cuda_visible_devices", "gpu_options", "tf_force_gpu_allow_growth")  # what a ready task said of its GPU
 _BEFORE = N_("before it was ready")
 _AFTER = N_("after it was ready")
 _TRAINING = N_("while the workers trained")
@@ -421,6 +441,7 @@ def _attempt(request: dict[str, Any], emit: Any, ctx: Any, work: Work) -> dict[s
             if message is not None:
                 if message["kind"] == "ready":
                     ready.add(message["task"])
+                    info[message["task"]].update({key: message.get(key) for key in _GPU_SAID})
                     job, _, i = message["task"].partition("/")
                     emit({"event": "ready", "task": message["task"], "address": cluster[job][int(i)],
                           "pid": message["pid"], "seconds": round(time.monotonic() - launched, 2)})

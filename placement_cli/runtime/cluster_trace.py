@@ -13,8 +13,12 @@ namespace where the kernel allows one), which reaps them and ends them when told
 end of its stdin closes (placement done, failed, or killed even by SIGKILL) it kills every task's
 process group. The logs to parse are unlinked temporary files: nothing is left behind.
 
-Which tasks must finish: the chief when there is one, else every worker. The others serve (ps; workers
-under a chief) and are ended once those finished, or as soon as any task failed.
+Which tasks must finish: the chief when there is one, else every worker. Once those finished, placement
+ends the tasks that serve: a ps, and a task that called ``Server.join`` (the child bootstrap says so on
+its control pipe). Any other task (a worker still training under MultiWorkerMirroredStrategy) runs on
+to its own end; one still running ``grace`` seconds after the chief finished is ended then: named, and
+the run fails (its work was cut off), unless its script had ended (its facts came: it hangs at exit,
+its work done). Every task is ended as soon as any task failed.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ from placement_cli.runtime.cluster_trace_output import Screens, quote_lines
 from placement_cli.runtime.splitter import Channel, Splitter
 from placement_cli.runtime.tracer import GRACE_IDLE, GRACE_MAX, READ, _facts, _level, _pipe
 
-SERVING_GRACE = 0.5  # seconds a worker under a chief gets to end on its own once the chief has
+CHIEF_GRACE = 60.0  # seconds a task neither serving nor done may run on after the chief finished (--chief-grace)
 INTERRUPT_GRACE = 2.0  # seconds the tasks get to end on a signal placement forwarded, before they are killed
 HOLD = 0.2  # seconds an unfinished line waits for its end before it is shown as it is
 _TAIL = 6  # lines of a failed task's own stderr quoted
@@ -79,6 +83,7 @@ class _Task:
     status: int | None = None
     exit_time: float = 0.0
     ended: bool = False  # placement ended it (a serving task, or after another failed)
+    serving: bool = False  # it called Server.join: it serves until it is ended
     tail: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=_TAIL))
     gpu: list[str] = field(default_factory=list)  # the first line of its stderr that named GPU trouble
     saved: dict[str, BinaryIO] = field(default_factory=dict)
@@ -104,8 +109,11 @@ class ClusterTraceResult:
 
 class _Run:
     def __init__(self, script: str, args: list[str], jobs: list[tuple[str, int]], cluster: dict[str, list[str]] | None,
-                 *, stdout_fd: int, echo_log: bool, saved: dict[str, dict[str, BinaryIO]], copies: bool) -> None:
+                 *, stdout_fd: int, echo_log: bool, saved: dict[str, dict[str, BinaryIO]], copies: bool,
+                 visible: dict[str, str] | None = None, grace: float = CHIEF_GRACE) -> None:
         self.script, self.args, self.jobs, self.cluster = script, args, jobs, cluster
+        self.grace = grace
+        self.visible = visible or {}  # --split-gpus: task -> its CUDA_VISIBLE_DEVICES
         self.stdout_fd, self.copies = stdout_fd, copies
         level = _level(os.environ.get("TF_CPP_MIN_LOG_LEVEL"))
         self.tasks = [_Task(job, i, Splitter(parsed := tempfile.TemporaryFile(), echo_placement=echo_log,  # noqa: SIM115
@@ -126,7 +134,7 @@ class _Run:
         self.notes: list[str] = []
         self.signalled: int | None = None
         self.signal_deadline = 0.0
-        self.serving_due: float | None = None
+        self.finished_at: float | None = None  # when the tasks that must finish had
         self.wake = Wakeup()
         self.poller = select.poll()
         self.out = Screens(max(len(t.name) for t in self.tasks), self._sink_gone)
@@ -154,7 +162,8 @@ class _Run:
             self.out.watch(err_sink)
             specs.append({"job": task.job, "index": task.index, "flags": flags,
                           "trace_fds": [pipes[k][1] for k in ("control", "cout", "cerr")],
-                          "stdout": pipes["out"][1], "stderr": pipes["err"][1]})
+                          "stdout": pipes["out"][1], "stderr": pipes["err"][1],
+                          "env": {"CUDA_VISIBLE_DEVICES": self.visible[task.name]} if task.name in self.visible else {}})
         env = {**os.environ, "PYTHONPATH": BOOT + (os.pathsep + pythonpath if pythonpath else "")}
         request = {"jobs": self.jobs, "cluster": self.cluster, "tasks": specs, "env": env, "control_variable": ENV,
                    "argv": [sys.executable, *(["--"] if self.script.startswith("-") else []), self.script, *self.args]}
@@ -314,13 +323,22 @@ class _Run:
                 self._failed(task, Message(N_("was found stopped (process state {state}: SIGSTOP or a debugger)"),
                                            state=process_state(task.pid)), quote=False)
         must = self._must_finish()
-        if all(t.status == 0 for t in must) and self.serving_due is None:
-            self.serving_due = now + (SERVING_GRACE if any(t.job == "chief" for t in must) else 0.0)
+        if self.finished_at is None and all(t.status == 0 for t in must):
+            self.finished_at = now
+        if self.finished_at is None or self.first_failure is not None:
+            return
+        for task in self.tasks:  # only a task that serves is ended: never one at work
+            if task.job == "ps" or task.serving:
+                self._end(task)
+        if now - self.finished_at >= self.grace:
             for task in self.tasks:
-                if task.job == "ps":
-                    self._end(task)
-        if self.serving_due is not None and now >= self.serving_due:
-            self._end_all()
+                if task.status is None and not task.ended and task.facts_raw is not None:
+                    self._end(task)  # its script has ended (its facts came): stuck at exit, its work done
+                elif task.status is None and not task.ended:
+                    self._failed(task, Message(
+                        N_("was still running {seconds:g} s after {tasks} finished, neither serving (Server.join) "
+                           "nor done: placement ended it, its work cut off"),
+                        seconds=self.grace, tasks=" and ".join(t.name for t in must)), quote=False)
 
     def _finished(self, now: float) -> bool:
         if any(t.status is None for t in self.tasks):
@@ -361,6 +379,8 @@ class _Run:
             elif kind == b"E":
                 self._save(task, "log", payload)
                 task.splitter.errors(payload)
+            elif kind == b"J":
+                task.serving = True
             else:
                 self.notes.append(f"{task.name}: {NO_CAPTURE}")
 
@@ -478,7 +498,9 @@ class _Run:
         title = Message(TRACE, script=one_line(self.script), code=code)
         report, graph = replace(report, title=title), replace(graph, title=title)
         tasks = tuple(ClusterTask(job=t.job, task=t.index, target=None if t.address is None else f"grpc://{t.address}",
-                                  pid=t.pid, exit_code=t.status, ended_by_placement=t.ended) for t in self.tasks)
+                                  pid=t.pid, exit_code=t.status, ended_by_placement=t.ended,
+                                  cuda_visible_devices=self.visible.get(t.name, os.environ.get("CUDA_VISIBLE_DEVICES")))
+                      for t in self.tasks)
         return ClusterTraceResult(report=report, graph=graph, exit_code=code, tasks=tasks, isolated=self.isolated,
                                   isolation_note=self.isolation_note, problem=self._failure_said(),
                                   cause=self._cause(),
@@ -486,9 +508,10 @@ class _Run:
                                   output_closed=self.stdout_fd in self.out.dead)
 
     def _exit_code(self) -> int:
-        """The chief's, else the first failing task's, else 0; a signal as the shell gives it (128 + N)."""
+        """The chief's when it failed, else the first failing task's (1 for one placement ended: a task
+        found stopped, or cut off at work), else 0; a signal as the shell gives it (128 + N)."""
         chief = self.by_name.get("chief/0")
-        if chief is not None and chief.status is not None and not chief.ended:
+        if chief is not None and chief.status is not None and not chief.ended and chief.status != 0:
             code = chief.status
         elif self.first_failure is not None and self.first_failure.status is not None:
             # a task found stopped was killed by placement: that signal is not its own code
@@ -512,10 +535,12 @@ def _copy_sizes(raw: bytes | None) -> dict[str, Any] | None:
 
 def run_cluster_traced(script: str, args: list[str], jobs: list[tuple[str, int]],
                        cluster: dict[str, list[str]] | None = None, *, stdout_fd: int = 1, echo_log: bool = False,
-                       saved: dict[str, dict[str, BinaryIO]] | None = None, copies: bool = False) -> ClusterTraceResult:
+                       saved: dict[str, dict[str, BinaryIO]] | None = None, copies: bool = False,
+                       visible: dict[str, str] | None = None, grace: float = CHIEF_GRACE) -> ClusterTraceResult:
     """Run every task of the cluster to its end (or placement's), then parse and explain what each placed.
     A signal placement received ends the run after the tasks had it: KeyboardInterrupt or Terminated."""
-    run = _Run(script, args, jobs, cluster, stdout_fd=stdout_fd, echo_log=echo_log, saved=saved or {}, copies=copies)
+    run = _Run(script, args, jobs, cluster, stdout_fd=stdout_fd, echo_log=echo_log, saved=saved or {}, copies=copies,
+               visible=visible, grace=grace)
     try:
         run.start()
         run.run()

@@ -132,7 +132,7 @@ def main() -> None:
         for spec in request["tasks"]:
             job, index = spec["job"], spec["index"]
             name = f"{job}/{index}"
-            env = {**request["env"], **({"TF_GRPC_REUSE_PORT": "1"} if held else {}),
+            env = {**request["env"], **spec.get("env", {}), **({"TF_GRPC_REUSE_PORT": "1"} if held else {}),
                    "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": job, "index": index}}),
                    request["control_variable"]: f"{','.join(map(str, spec['trace_fds']))}:{os.getpid()}:{spec['flags']}"}
             p = subprocess.Popen(request["argv"], env=env, stdin=subprocess.DEVNULL, stdout=spec["stdout"],

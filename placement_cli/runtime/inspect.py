@@ -35,6 +35,7 @@ from placement_cli.exceptions import InspectorFailed
 from placement_cli.i18n import N_, Message
 from placement_cli.model import Inspection, TaskAnswer, TaskDevice
 from placement_cli.runtime.cluster_launch import how_it_ended, process_state
+from placement_cli.runtime.gpu_policy import no_gpu
 
 DEFAULT_TIMEOUT = 5.0
 MIN_TIMEOUT = 0.5
@@ -243,7 +244,8 @@ def run(cluster: Cluster | None, address: str | None, timeout: float) -> Inspect
     request = pickle.dumps((cluster, address, timeout, os.getpid()))
     child = subprocess.Popen([sys.executable, "-P", "-c", "from placement_cli.runtime.inspect import _child; _child()"],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                             start_new_session=True)  # a terminal's Ctrl-C reaches placement, which ends the child
+                             start_new_session=True,  # a terminal's Ctrl-C reaches placement, which ends the child
+                             env=no_gpu(os.environ))  # it lists the cluster's devices: none of its own on a GPU
     chunks: list[bytes] = []
     imported = threading.Event()
 

@@ -369,7 +369,7 @@ class _Supervisor:
             elif kind == b"E":
                 self._save(payload)
                 self.splitter.errors(payload)
-            else:
+            elif kind == b"X":  # (J, a Server.join, matters to trace --cluster alone)
                 self.notes.append(NO_CAPTURE)
 
     def _read(self, stream: _Stream, poller: select.poll) -> None:
