@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -12,9 +13,30 @@ from typing import Any
 
 import pytest
 
+from processes import ends_its_processes, patience, sigint_as_a_terminal_gives_it  # noqa: F401 - the fixture is autouse
+
 FIXTURES = Path(__file__).parent / "fixtures"
 LOGS = FIXTURES / "logs"
 EXPECTED = FIXTURES / "expected"
+
+# The suite's processes (pytest's workers and every process a test starts) ------------------------
+
+GROWTH = "TF_FORCE_GPU_ALLOW_GROWTH"
+
+
+def gpu_memory_policy(environ: dict[str, str] | Any, gpus: int) -> dict[str, str]:
+    """What the suite adds to its environment on a GPU machine: each TensorFlow process reserves
+    nearly the whole GPU as it creates its device, so two workers' processes (or a test's and its
+    subprocess's) could not both run. With memory growth each takes what it uses. A value the user
+    set is theirs; without a GPU nothing is added (TensorFlow would ignore it)."""
+    if gpus and GROWTH not in environ:
+        return {GROWTH: "true"}
+    return {}
+
+
+def _set_up_the_suites_processes() -> None:
+    sigint_as_a_terminal_gives_it()
+    os.environ.update(gpu_memory_policy(os.environ, gpu_count()))
 
 
 def run_cli(*args: str, stdin: bytes | None = None, env: dict[str, str] | None = None,
@@ -58,12 +80,34 @@ def run_json(*args: str, expect: int = 0) -> dict[str, Any]:
     return json.loads(proc.stdout)
 
 
-def has_gpu() -> bool:
+@functools.lru_cache(maxsize=None)
+def gpu_count() -> int:
+    """Physical GPUs TensorFlow would see here, asked without starting TensorFlow in the test process:
+    the NVIDIA driver's list (or nvidia-smi), narrowed by CUDA_VISIBLE_DEVICES as CUDA narrows it."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1"):
+        return 0
     try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return out.returncode == 0 and b"GPU" in out.stdout
+        found = len(os.listdir("/proc/driver/nvidia/gpus"))
+    except OSError:
+        found = 0
+    if not found:
+        try:
+            out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=30, text=True)
+        except (OSError, subprocess.TimeoutExpired):
+            return 0
+        found = sum(line.startswith("GPU ") for line in out.stdout.splitlines()) if out.returncode == 0 else 0
+    if visible is not None:
+        found = min(found, len([v for v in visible.split(",") if v.strip()]))
+    return found
+
+
+def has_gpu() -> bool:
+    """Whether TensorFlow here sees a physical GPU (an unpinned op then runs on GPU:0)."""
+    return gpu_count() > 0
+
+
+_set_up_the_suites_processes()  # as conftest is imported: before any test, in every worker
 
 
 def needs_gpu(test: Any) -> Any:
@@ -88,15 +132,6 @@ def is_matmul(op: str | None) -> bool:
 def matmul_count(executed_ops: dict[str, int]) -> int:
     """The matmuls an executed graph holds, whatever oneDNN renamed them to."""
     return sum(n for op, n in executed_ops.items() if op in MATMUL_OPS)
-
-
-def gpu_count() -> int:
-    """Physical GPUs here (tests of missing GPUs skip where the GPUs they pin exist)."""
-    try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=10, text=True)
-    except (OSError, subprocess.TimeoutExpired):
-        return 0
-    return sum(line.startswith("GPU ") for line in out.stdout.splitlines()) if out.returncode == 0 else 0
 
 
 # ------------------------------------------------------------------------------- a tiny DOT reader
