@@ -109,3 +109,47 @@ def test_two_tensorflow_processes_share_the_gpu() -> None:
     finally:
         first.kill()
         first.wait()
+
+
+def test_a_cpu_lessons_module_sees_no_gpu_on_a_gpu_machine(pytester: pytest.Pytester) -> None:
+    """The suite's conftest, on a machine said to have one GPU: a module marked ``cpu_devices``
+    starts its processes with the GPU hidden (its module fixtures too), its ``gpu`` tests and every
+    other module see it."""
+    pytester.makeconftest(f"""
+        import importlib.util, sys
+        sys.path.insert(0, {str(TESTS)!r})
+        spec = importlib.util.spec_from_file_location("suite_conftest", {str(TESTS / "conftest.py")!r})
+        suite = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(suite)
+        suite._machines_gpus = lambda: 1  # a GPU machine
+        _cpu_devices, _gpu_tests_see_the_gpu = suite._cpu_devices, suite._gpu_tests_see_the_gpu
+    """)
+    seen = "import os; print(repr(os.environ.get('CUDA_VISIBLE_DEVICES')))"
+    pytester.makepyfile(test_a_cpu_lesson=f"""
+        import subprocess, sys
+        import pytest
+
+        pytestmark = pytest.mark.cpu_devices("a CPU lesson")
+
+        def _seen():
+            return subprocess.run([sys.executable, "-c", {seen!r}], capture_output=True, text=True).stdout.strip()
+
+        @pytest.fixture(scope="module")
+        def module_run():
+            return _seen()
+
+        def test_hidden(module_run):
+            assert module_run == _seen() == "''"
+
+        @pytest.mark.gpu
+        def test_a_gpu_test_sees_it():
+            assert _seen() == "None"
+    """, test_b_other=f"""
+        import subprocess, sys
+
+        def test_visible():
+            assert subprocess.run([sys.executable, "-c", {seen!r}], capture_output=True, text=True).stdout.strip() == "None"
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly", "-n", "0",
+                                           timeout=patience(120))
+    result.assert_outcomes(passed=3)

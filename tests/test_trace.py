@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import is_matmul, run_cli
+from processes import patience
 
 pytestmark = pytest.mark.tf
 SAMPLES = Path(__file__).parent.parent / "samples"
@@ -97,10 +98,10 @@ def test_interrupt_reports_and_leaves_no_child(tmp_path: Path) -> None:
         if "READY" in line:
             break
     parent.send_signal(signal.SIGINT)
-    out, _ = parent.communicate(timeout=60)
+    out, _ = parent.communicate(timeout=patience(60))
     assert parent.returncode == 128 + signal.SIGINT  # the script's KeyboardInterrupt ends it by SIGINT: 130
     assert "Placements" in out or "Per device" in out
-    deadline = time.monotonic() + 10  # a bounded wait for the script's process to be gone
+    deadline = time.monotonic() + patience(10)  # a bounded wait for the script's process to be gone
     while (leftover := subprocess.run(["pgrep", "-f", script], capture_output=True, text=True)).stdout.strip():
         assert time.monotonic() < deadline, leftover.stdout
         time.sleep(0.05)
