@@ -93,7 +93,7 @@ def _machines_gpus() -> int:
         found = 0
     if not found:
         try:
-            out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=30, text=True)
+            out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=patience(30), text=True)
         except (OSError, subprocess.TimeoutExpired):
             return 0
         found = sum(line.startswith("GPU ") for line in out.stdout.splitlines()) if out.returncode == 0 else 0

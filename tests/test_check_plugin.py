@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES
+from processes import patience
 
 pytest_plugins = ["pytester"]
 
@@ -27,7 +28,7 @@ def test_importing_the_plugin_imports_no_tensorflow() -> None:
     code = ("import sys, placement_cli.pytest_plugin as p; p.PlacementFixture();"
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras', 'rich', 'typer'));"
             "print(bad)")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=patience(120))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
 

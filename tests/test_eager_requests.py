@@ -23,6 +23,7 @@ FLAGS_AT_START = os.environ.get("TF_XLA_FLAGS")
 os.environ["TF_XLA_FLAGS"] = "--tf_xla_enable_xla_devices"  # the script's own switch, before TensorFlow
 import tensorflow as tf
 from tensorflow.python.framework import op_callbacks
+from processes import patience
 
 XLA = any(d.device_type == "XLA_CPU" for d in tf.config.list_logical_devices())
 MISSING = "/device:GPU:%d" % len(tf.config.list_logical_devices("GPU"))  # one past the last GPU
@@ -103,7 +104,7 @@ def captured(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], 
     write(tmp, PROGRAM)
     write(tmp, CAPTURE, "capture.py")
     proc = subprocess.run([sys.executable, "capture.py", "prog.py"], cwd=tmp, env=environment(tmp), capture_output=True,
-                          timeout=300, check=False)
+                          timeout=patience(300), check=False)
     out = proc.stdout.decode()
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "CALLBACKS LEFT 0" in out  # the block took its callback away

@@ -7,6 +7,7 @@ from conftest import LOGS
 
 PROBE = """
 import sys, runpy
+from processes import patience
 sys.argv = ["placement", *{args!r}]
 try:
     runpy.run_module("placement_cli", run_name="__main__")
@@ -18,7 +19,7 @@ sys.stderr.write("\\nTF_LOADED=%s\\n" % ("tensorflow" in sys.modules))
 
 def _tf_loaded(*args: str) -> bool:
     proc = subprocess.run([sys.executable, "-c", PROBE.format(args=list(args))], capture_output=True, text=True,
-                          timeout=60)
+                          timeout=patience(60))
     assert "TF_LOADED=" in proc.stderr, proc.stderr
     return "TF_LOADED=True" in proc.stderr
 

@@ -89,7 +89,7 @@ def test_missing_script_is_usage_error() -> None:
 def test_interrupt_reports_and_leaves_no_child(tmp_path: Path) -> None:
     script = write(tmp_path, (
         "import time\nimport tensorflow as tf\nprint(tf.ones([2]).numpy(), flush=True)\n"
-        "print('READY', flush=True)\ntime.sleep(120)\n"))
+        "print('READY', flush=True)\ntime.sleep(600)\n"))
     env = {**os.environ, "NO_COLOR": "1"}
     parent = subprocess.Popen([sys.executable, "-m", "placement_cli", "trace", script],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)

@@ -134,7 +134,7 @@ def test_sigint_reaches_the_scripts_cleanup_once(tmp_path: Path, by_group: bool)
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
 def test_a_script_that_dies_of_the_signal_still_gets_its_report(tmp_path: Path, sig: int) -> None:
-    write(tmp_path, "import os, time\nprint('READY', flush=True)\nopen('pid', 'w').write(str(os.getpid()))\ntime.sleep(60)\n")
+    write(tmp_path, "import os, time\nprint('READY', flush=True)\nopen('pid', 'w').write(str(os.getpid()))\ntime.sleep(600)\n")
     proc = start(tmp_path, "--json", "prog.py")
     os.kill(proc.pid, sig)
     out, err = proc.communicate(timeout=patience(30))
@@ -226,7 +226,7 @@ def test_ctrl_c_at_a_terminal_reaches_only_the_script(tmp_path: Path) -> None:
 def test_uncaught_ctrl_c_at_a_terminal_exits_130(tmp_path: Path) -> None:
     """Ctrl-C once the script has the terminal (before, it reaches placement, which is not this test);
     the terminal is read all along, so nothing can block on it."""
-    write(tmp_path, FOREGROUND + "print('READY', flush=True)\ntime.sleep(60)\n")
+    write(tmp_path, FOREGROUND + "print('READY', flush=True)\ntime.sleep(600)\n")
     term = Terminal([*TRACE, "prog.py"], tmp_path)
     assert term.read_until(b"READY"), term.output
     term.type(b"\x03")
