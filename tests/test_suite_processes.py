@@ -5,7 +5,6 @@ the tests interrupt), a GPU machine (several TensorFlow processes share one GPU)
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -23,18 +22,16 @@ TESTS = Path(__file__).parent
 ROOT = TESTS.parent
 
 
-def _ignoring_sigint() -> None:  # what a shell without job control does to a background job
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 def test_ctrl_c_reaches_the_tests_processes_when_pytest_runs_in_the_background() -> None:
     """`pytest ... &` in a script: the shell ignores SIGINT in the job, and an ignored signal stays
     ignored in every process started from it, so a test's Ctrl-C (SIGINT) was lost: `placement
     cluster` trained on and exited 0 instead of 130. A test of Ctrl-C, run by such a pytest."""
     test = "tests/test_trace_signals.py::test_ctrl_c_in_any_command_exits_130"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-n", "0", "-p", "no:cacheprovider", "-q", test],
+    # what a shell without job control does to a background job: SIGINT ignored, kept so by exec
+    proc = subprocess.run(["sh", "-c", "trap '' INT; exec \"$@\"", "sh", sys.executable, "-m", "pytest", "-n", "0",
+                           "-p", "no:cacheprovider", "-q", test],
                           cwd=ROOT, capture_output=True, text=True, timeout=patience(120),
-                          preexec_fn=_ignoring_sigint, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "1 passed" in proc.stdout
 
