@@ -14,6 +14,7 @@ import pytest
 
 from conftest import is_matmul
 from trace_helpers import TRACE, assert_clean, environment, run, write
+from processes import patience
 
 pytestmark = pytest.mark.tf
 
@@ -23,7 +24,6 @@ FLAGS_AT_START = os.environ.get("TF_XLA_FLAGS")
 os.environ["TF_XLA_FLAGS"] = "--tf_xla_enable_xla_devices"  # the script's own switch, before TensorFlow
 import tensorflow as tf
 from tensorflow.python.framework import op_callbacks
-from processes import patience
 
 XLA = any(d.device_type == "XLA_CPU" for d in tf.config.list_logical_devices())
 MISSING = "/device:GPU:%d" % len(tf.config.list_logical_devices("GPU"))  # one past the last GPU

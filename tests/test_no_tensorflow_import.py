@@ -4,10 +4,10 @@ import subprocess
 import sys
 
 from conftest import LOGS
+from processes import patience
 
 PROBE = """
 import sys, runpy
-from processes import patience
 sys.argv = ["placement", *{args!r}]
 try:
     runpy.run_module("placement_cli", run_name="__main__")

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from processes import patience
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -18,7 +19,6 @@ SCRIPT = """
 import json
 import tensorflow as tf
 from placement_cli.runtime.stepstats import traced_run
-from processes import patience
 
 tf.compat.v1.disable_eager_execution()
 graph = tf.Graph()
