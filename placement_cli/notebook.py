@@ -34,6 +34,8 @@ _OPEN_BLOCKS: list[_Block] = []
 _OPEN_LOCK = threading.Lock()
 # Set once TensorFlow's context started with placement logging on: it then logs for the whole process.
 _STAYS_ON = False
+# What a block whose eager ops went unlogged tells the user to do (the pytest plugin tells its own).
+FIRST_OP_ADVICE = "Enter capture() before TensorFlow's first op (in a notebook: restart the kernel and run it first)"
 
 
 class CapturedReport:
@@ -157,12 +159,13 @@ class _Capture:
     object is entered again inside its own block (a nested capture) or after it. Never raises at
     the end of a block it entered, so the block's own exception always propagates."""
 
-    def __init__(self, enable_logging: bool) -> None:
+    def __init__(self, enable_logging: bool, advice: str = FIRST_OP_ADVICE) -> None:
         self.enable_logging = enable_logging
+        self.advice = advice
         self._blocks: list[_Block] = []  # entered and not yet exited, innermost last
 
     def __enter__(self) -> CapturedReport:
-        block = _Block(self.enable_logging)
+        block = _Block(self.enable_logging, self.advice)
         block.enter()
         self._blocks.append(block)
         return block.result
@@ -181,8 +184,9 @@ class _Capture:
 class _Block:
     """One ``with`` block of a capture: what it changed, and its report."""
 
-    def __init__(self, enable_logging: bool) -> None:
+    def __init__(self, enable_logging: bool, advice: str = FIRST_OP_ADVICE) -> None:
         self.enable_logging = enable_logging
+        self.advice = advice
         self.result = CapturedReport()
         self.streams = pystreams.Streams()
         self.recorder: Any = None
@@ -334,8 +338,7 @@ class _Block:
         if self.started and not _STAYS_ON:
             return ["Eager ops and tf.functions inside the block were not logged (tf.compat.v1.Sessions were): "
                     "TensorFlow had already run an op before capture() began, and it ignores placement logging "
-                    "switched on after that. Enter capture() before TensorFlow's first op (in a notebook: restart "
-                    "the kernel and run it first)" + (f"; also, {hidden}." if hidden else ".")]
+                    "switched on after that. " + self.advice + (f"; also, {hidden}." if hidden else ".")]
         return [f"Eager ops inside the block were not logged: {hidden or 'TensorFlow hid its INFO lines'}."]
 
     def _note_logging_stays_on(self) -> None:
@@ -360,6 +363,19 @@ class _Block:
                          "placement lines outside capture() too (tf.compat.v1.Sessions do not). Restart Python (the "
                          "notebook's kernel) to stop them.")
         return notes
+
+
+def log_from_the_start(tf: Any) -> bool:
+    """Placement logging on before TensorFlow's context starts, for a process where capture() may
+    run after other code ran TensorFlow ops (the pytest plugin): TensorFlow then logs every op from
+    its first, and capture() sees them whatever ran before. False: too late (the context started)
+    or cannot tell; logging is then left as it was."""
+    from placement_cli.runtime import private  # noqa: PLC0415
+
+    if private.context_initialized() is not False:
+        return False
+    tf.debugging.set_log_device_placement(True)
+    return True
 
 
 def _tensorflow() -> Any:

@@ -1,12 +1,105 @@
 """The pytest plugin (entry point ``pytest11``): a fixture ``placement`` for placement checks in a
 user's own tests. Loaded in every pytest run where placement is installed, so it imports no
-TensorFlow (nor anything of placement's until a test asks)."""
+TensorFlow (nor anything of placement's until a test asks).
+
+TensorFlow logs eager ops and tf.functions only if placement logging was on when its context
+started (its first op), and tests run in any order, several to a process (pytest-xdist): a test
+that captures may come after others that ran TensorFlow. So when any collected test asks for the
+fixture, the plugin switches placement logging on as TensorFlow is imported (or at once, if it
+was imported while the tests were collected and has run no op yet), as `placement trace` does:
+TensorFlow then logs every op of that pytest process, and each ``capture()`` sees its own."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import pytest
+
+FIXTURE = "placement"
+# What a capture() that came too late tells a pytest user (the notebook's advice is a kernel restart).
+ADVICE = ("In pytest, the placement plugin switches logging on before TensorFlow's first op when a collected test "
+          "asks for the `placement` fixture, but here TensorFlow had run an op before the tests started (at import "
+          "or collection: a module-level op, a conftest.py or another plugin). Move that op into a test or a "
+          "fixture, or run the test in a pytest of its own")
+_STATE: dict[str, Any] = {"hook": None, "on": None}  # the import hook while it waits; whether logging went on
+
+
+class _AfterImport:
+    """A meta path finder for the top-level ``tensorflow`` package only: its loader runs as it is,
+    then placement logging goes on, before any code can run an op."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != "tensorflow":
+            return None
+        _unhook()
+        import importlib.util  # noqa: PLC0415
+
+        spec = importlib.util.find_spec(name)
+        loader = getattr(spec, "loader", None)
+        if spec is None or not hasattr(loader, "exec_module"):
+            return spec
+        spec.loader = _Loader(loader)
+        return spec
+
+
+class _Loader:
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def create_module(self, spec: Any) -> Any:
+        return self.inner.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        try:
+            self.inner.exec_module(module)
+        finally:
+            module.__loader__ = self.inner
+            if module.__spec__ is not None:
+                module.__spec__.loader = self.inner
+        _switch_on(module)
+
+
+def _unhook() -> None:
+    hook, _STATE["hook"] = _STATE["hook"], None
+    if hook is not None and hook in sys.meta_path:
+        sys.meta_path.remove(hook)
+
+
+def _switch_on(tf: Any) -> None:
+    try:
+        from placement_cli.notebook import log_from_the_start  # noqa: PLC0415
+
+        _STATE["on"] = log_from_the_start(tf)
+    except Exception:  # noqa: BLE001 - the tests run on; a capture() then says what it could not see
+        _STATE["on"] = False
+
+
+def log_from_the_start() -> None:
+    """Placement logging on from TensorFlow's first op in this process: now, if TensorFlow is
+    imported and has run no op, else as soon as it is imported."""
+    tf = sys.modules.get("tensorflow")
+    if tf is not None:
+        if getattr(tf, "debugging", None) is not None:  # imported (not half-way through its own import)
+            _switch_on(tf)
+        return
+    if _STATE["hook"] is None:
+        _STATE["hook"] = _AfterImport()
+        sys.meta_path.insert(0, _STATE["hook"])
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Before the first test: if any collected test asks for the fixture, logging goes on (each
+    pytest-xdist worker collects every test, so each worker does this for itself)."""
+    if any(FIXTURE in getattr(item, "fixturenames", ()) for item in session.items):
+        log_from_the_start()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    _unhook()
 
 
 class PlacementFixture:
@@ -17,9 +110,11 @@ class PlacementFixture:
 
     def capture(self, enable_logging: bool = True) -> Any:
         """``with placement.capture() as report: ...``, then ``report.check(max_on={"CPU": 0})``."""
-        from placement_cli.notebook import capture  # noqa: PLC0415 - TensorFlow only when a test captures
+        from placement_cli.notebook import _Capture  # noqa: PLC0415 - TensorFlow only when a test captures
 
-        return capture(enable_logging)
+        if enable_logging and _STATE["on"] is None:  # a test run without collection (pytester inline)
+            log_from_the_start()
+        return _Capture(enable_logging, advice=ADVICE)
 
     def check(self, path: str, **rules: Any) -> Any:
         """The rules of ``report.check()`` against a log or a report saved with ``--json`` at ``path``:

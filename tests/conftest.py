@@ -2,19 +2,42 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from processes import ends_its_processes, patience, sigint_as_a_terminal_gives_it  # noqa: F401 - the fixture is autouse
+
 FIXTURES = Path(__file__).parent / "fixtures"
 LOGS = FIXTURES / "logs"
 EXPECTED = FIXTURES / "expected"
+
+# The suite's processes (pytest's workers and every process a test starts) ------------------------
+
+GROWTH = "TF_FORCE_GPU_ALLOW_GROWTH"
+
+
+def gpu_memory_policy(environ: dict[str, str] | Any, gpus: int) -> dict[str, str]:
+    """What the suite adds to its environment on a GPU machine: each TensorFlow process reserves
+    nearly the whole GPU as it creates its device, so two workers' processes (or a test's and its
+    subprocess's) could not both run. With memory growth each takes what it uses. A value the user
+    set is theirs; without a GPU nothing is added (TensorFlow would ignore it)."""
+    if gpus and GROWTH not in environ:
+        return {GROWTH: "true"}
+    return {}
+
+
+def _set_up_the_suites_processes() -> None:
+    sigint_as_a_terminal_gives_it()
+    os.environ.update(gpu_memory_policy(os.environ, gpu_count()))
 
 
 def run_cli(*args: str, stdin: bytes | None = None, env: dict[str, str] | None = None,
@@ -24,7 +47,7 @@ def run_cli(*args: str, stdin: bytes | None = None, env: dict[str, str] | None =
     full_env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "120", **(env or {})}
     proc = subprocess.run(
         [sys.executable, "-m", "placement_cli", *args],
-        input=stdin, capture_output=True, timeout=timeout, env=full_env,
+        input=stdin, capture_output=True, timeout=patience(timeout), env=full_env,
     )
     return subprocess.CompletedProcess(proc.args, proc.returncode,
                                        proc.stdout.decode("utf-8", "replace"),
@@ -46,7 +69,7 @@ def run_batch(*commands: Any, env: dict[str, str] | None = None, timeout: float 
                else {"args": list(c), "env": {}} for c in commands]
     full_env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "120", **(env or {})}
     proc = subprocess.run([sys.executable, str(Path(__file__).parent / "cli_batch.py")], capture_output=True,
-                          input=json.dumps({"commands": request, "xla_flag": xla_flag}).encode(), timeout=timeout, env=full_env)
+                          input=json.dumps({"commands": request, "xla_flag": xla_flag}).encode(), timeout=patience(timeout), env=full_env)
     assert proc.returncode == 0, proc.stderr.decode("utf-8", "replace")[-3000:]
     return [subprocess.CompletedProcess(["placement", *r["args"]], r["exit_code"], r["stdout"], r["stderr"])
             for r in json.loads(proc.stdout)]
@@ -58,12 +81,74 @@ def run_json(*args: str, expect: int = 0) -> dict[str, Any]:
     return json.loads(proc.stdout)
 
 
-def has_gpu() -> bool:
+VISIBLE = "CUDA_VISIBLE_DEVICES"
+
+
+@functools.lru_cache(maxsize=None)
+def _machines_gpus() -> int:
+    """The NVIDIA GPUs of this machine (the driver's list, or nvidia-smi), asked once."""
     try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return out.returncode == 0 and b"GPU" in out.stdout
+        found = len(os.listdir("/proc/driver/nvidia/gpus"))
+    except OSError:
+        found = 0
+    if not found:
+        try:
+            out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=patience(30), text=True)
+        except (OSError, subprocess.TimeoutExpired):
+            return 0
+        found = sum(line.startswith("GPU ") for line in out.stdout.splitlines()) if out.returncode == 0 else 0
+    return found
+
+
+def gpu_count() -> int:
+    """Physical GPUs the TensorFlow processes a test starts now would see, asked without starting
+    TensorFlow in the test process: the machine's, narrowed by CUDA_VISIBLE_DEVICES as CUDA narrows
+    it (a module marked ``cpu_devices`` hides them: 0 while its tests run)."""
+    visible = os.environ.get(VISIBLE)
+    if visible is not None and visible.strip() in ("", "-1"):
+        return 0
+    found = _machines_gpus()
+    if visible is not None:
+        found = min(found, len([v for v in visible.split(",") if v.strip()]))
+    return found
+
+
+def has_gpu() -> bool:
+    """Whether the TensorFlow processes a test starts see a physical GPU (an unpinned op then runs on GPU:0)."""
+    return gpu_count() > 0
+
+
+_VISIBLE_AT_START = os.environ.get(VISIBLE)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _cpu_devices(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A module marked ``cpu_devices(reason)`` asserts the lessons of a machine without a GPU (its
+    logical CPUs, what an unpinned op does there): on a GPU machine its TensorFlow processes are
+    started with the GPUs hidden (CUDA_VISIBLE_DEVICES=""), so what it asserts is pinned, not
+    skipped. Its tests marked ``gpu`` see the GPUs again."""
+    if request.node.get_closest_marker("cpu_devices") is None or not has_gpu():
+        yield
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(VISIBLE, "")
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _gpu_tests_see_the_gpu(request: pytest.FixtureRequest) -> Iterator[None]:
+    if request.node.get_closest_marker("gpu") is None or os.environ.get(VISIBLE) == _VISIBLE_AT_START:
+        yield
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        if _VISIBLE_AT_START is None:
+            patch.delenv(VISIBLE, raising=False)
+        else:
+            patch.setenv(VISIBLE, _VISIBLE_AT_START)
+        yield
+
+
+_set_up_the_suites_processes()  # as conftest is imported: before any test, in every worker
 
 
 def needs_gpu(test: Any) -> Any:
@@ -88,15 +173,6 @@ def is_matmul(op: str | None) -> bool:
 def matmul_count(executed_ops: dict[str, int]) -> int:
     """The matmuls an executed graph holds, whatever oneDNN renamed them to."""
     return sum(n for op, n in executed_ops.items() if op in MATMUL_OPS)
-
-
-def gpu_count() -> int:
-    """Physical GPUs here (tests of missing GPUs skip where the GPUs they pin exist)."""
-    try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=10, text=True)
-    except (OSError, subprocess.TimeoutExpired):
-        return 0
-    return sum(line.startswith("GPU ") for line in out.stdout.splitlines()) if out.returncode == 0 else 0
 
 
 # ------------------------------------------------------------------------------- a tiny DOT reader

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from placement_cli.runtime.fdcapture import capture_fds
+from processes import patience
 
 
 def test_captures_raw_fd_writes_and_restores() -> None:
@@ -27,7 +28,7 @@ def test_libc_buffered_printf_is_flushed_into_the_capture() -> None:
         "    libc.printf(b'from-printf\\n')\n"
         "print('CAPTURED=' + repr(cap.text))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=patience(60)).stdout
     assert out.strip() == "CAPTURED='from-printf\\n'"
 
 
@@ -134,7 +135,7 @@ def test_split_capture_keeps_each_fd_apart_in_order_and_restores_them() -> None:
         "os.write(1, b'after\\n')\n"
         "print(repr(received))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=patience(60))
     assert proc.stdout == "after\n{1: b'out\\n', 2: b'err 1\\nadded\\nerr 2\\n'}\n"
     assert proc.stderr == ""
 
@@ -180,7 +181,7 @@ print("HANDLED", repr(handled.getvalue()))
 
 
 def test_streams_keep_tensorflow_s_python_level_lines_and_pass_the_rest_on() -> None:
-    proc = subprocess.run([sys.executable, "-c", STREAMS], capture_output=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-c", STREAMS], capture_output=True, timeout=patience(60))
     out = proc.stdout.decode("utf-8", "replace")
     assert proc.returncode == 0, proc.stderr.decode()
     lines = out.splitlines()
@@ -305,7 +306,7 @@ print(repr(got_a), repr(got_b), before == where(), fdcapture._ORIGINALS, reached
 
 
 def test_split_captures_stopped_out_of_order_put_every_fd_back_and_ctrl_c_waits_for_it() -> None:
-    proc = subprocess.run([sys.executable, "-c", OUT_OF_ORDER], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-c", OUT_OF_ORDER], capture_output=True, text=True, timeout=patience(60))
     assert proc.stdout == ("{1: b'a1\\n', 2: b''} {1: b'b1\\nb2\\n', 2: b''} True {} True after the block\n"), proc.stderr
 
 
@@ -325,7 +326,7 @@ os._exit(1)  # as LOG(QFATAL) ends a process: no Python code runs after
 def test_tensorflow_s_last_words_are_told_when_it_ends_the_process_inside_a_capture(how: str, start: str) -> None:
     """TensorFlow ends a process from C++ (an unknown flag in TF_XLA_FLAGS): its FATAL line, written
     into the capture, reaches the user's stderr (control bytes made harmless); the rest stays unshown."""
-    done = subprocess.run([sys.executable, "-c", _DIES.format(how=how, start=start)], capture_output=True, timeout=60)
+    done = subprocess.run([sys.executable, "-c", _DIES.format(how=how, start=start)], capture_output=True, timeout=patience(60))
     assert done.returncode == 1
     assert done.stdout == b""
     assert done.stderr.decode() == ("placement: TensorFlow ended the process: F0000 00:00:1795557014.587480    4303 "
@@ -337,7 +338,7 @@ def test_a_capture_that_ends_leaves_no_watcher_and_says_nothing() -> None:
               "with capture_fds():\n    os.write(2, b'F0000 00:00:1.5    1 x.cc:1] not the end\\n')\n"
               "print(os.listdir('/proc/self/task') and len([p for p in os.listdir('/proc') if p.isdigit() and "
               "open(f'/proc/{p}/stat').read().split()[3] == str(os.getpid())]))\n")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=patience(60))
     assert (done.returncode, done.stdout, done.stderr) == (0, "0\n", "")
 
 
@@ -348,5 +349,5 @@ def test_a_capture_ends_at_once_while_a_process_forked_inside_it_still_runs() ->
               "with capture_fds():\n    pid = os.fork()\n    if pid == 0:\n        time.sleep(60)\n        os._exit(0)\n"
               "    start = time.monotonic()\n"
               "took = time.monotonic() - start\nos.kill(pid, signal.SIGKILL)\nos.waitpid(pid, 0)\nprint(took < 8)\n")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=50)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=patience(50))
     assert (done.returncode, done.stdout, done.stderr) == (0, "True\n", "")

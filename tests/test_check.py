@@ -19,6 +19,7 @@ from placement_cli.exceptions import RuleError
 from placement_cli.logparse import parse_paths
 from placement_cli.model import AS_REQUESTED, Copy, Placement, Report
 from placement_cli.rules import Rules, judge, rules_from
+from processes import patience
 
 runner = CliRunner()
 CHECK = FIXTURES / "check"
@@ -529,7 +530,7 @@ def test_the_ci_step_on_a_real_trace(tmp_path: Path) -> None:
     sample = Path(__file__).parent.parent / "samples" / "moved_ops.py"
     with open(tmp_path / "placement.json", "wb") as out:
         traced = subprocess.run([sys.executable, "-m", "placement_cli", "trace", "--json", str(sample)],
-                                stdout=out, stderr=subprocess.PIPE, timeout=300)
+                                stdout=out, stderr=subprocess.PIPE, timeout=patience(300))
     assert traced.returncode == 0, traced.stderr[-2000:]
     code, out, err = check(tmp_path / "placement.json", "--max-on", "CPU:1=3", "--expect", "^v/=CPU:0")
     assert code == 0, (out, err)

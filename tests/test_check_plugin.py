@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES
+from processes import patience
 
 pytest_plugins = ["pytester"]
 
@@ -27,7 +28,7 @@ def test_importing_the_plugin_imports_no_tensorflow() -> None:
     code = ("import sys, placement_cli.pytest_plugin as p; p.PlacementFixture();"
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras', 'rich', 'typer'));"
             "print(bad)")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=patience(120))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
 
@@ -109,3 +110,63 @@ def test_capture_and_check_in_a_users_test(pytester: pytest.Pytester) -> None:
 def test_the_fixture_is_documented_where_capture_is() -> None:
     text = (Path(__file__).parent.parent / "docs" / "check.md").read_text()
     assert "def test_" in text and "placement.capture()" in text and "report.check(" in text
+
+
+_EARLIER = """
+    import tensorflow as tf
+
+
+    def test_earlier_tensorflow():  # the process's first op: TensorFlow's context starts here
+        assert float(tf.reduce_sum(tf.ones([3]))) == 3.0
+"""
+
+
+@pytest.mark.tf
+def test_the_fixture_sees_every_op_after_other_tensorflow_tests(pytester: pytest.Pytester) -> None:
+    """Tests run in any order, several to a process: a gate after a test that already ran TensorFlow
+    ops still sees the eager ops and tf.functions inside its capture (issue 27, item 16)."""
+    pytester.makepyfile(test_a_first=_EARLIER, test_b_gate="""
+        import tensorflow as tf
+
+        MATMULS = {"MatMul", "_MklMatMul", "_MklNativeMatMul"}
+
+
+        def test_gate(placement):
+            with placement.capture() as report:
+                with tf.device("/cpu:0"):
+                    tf.matmul(tf.ones([2, 2]), tf.ones([2, 2]))
+
+                    @tf.function
+                    def f(x):
+                        return tf.add(x, 1.0, name="plus_one")
+
+                    f(tf.ones([2]))
+            assert report.complete, report.problems
+            assert any(p.kind == "eager" and p.op in MATMULS for p in report.placements), report.placements
+            report.check(expect={"^plus_one$": "CPU:0"})
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly", timeout=300)
+    result.assert_outcomes(passed=2)
+
+
+@pytest.mark.tf
+def test_a_capture_after_an_op_at_import_says_what_to_do_in_pytest(pytester: pytest.Pytester) -> None:
+    """An op run while the tests are collected (at a module's import) comes before the plugin can
+    switch logging on: the gate fails, with advice for pytest (not a notebook's kernel restart)."""
+    pytester.makepyfile(test_gate="""
+        import tensorflow as tf
+
+        ONES = tf.ones([2])  # an op at import: TensorFlow's context starts while pytest collects
+
+
+        def test_gate(placement):
+            with placement.capture() as report:
+                with tf.device("/cpu:0"):
+                    tf.add(ONES, 1.0)
+            report.check(max_on={"GPU": 0})
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=300)
+    result.assert_outcomes(failed=1)
+    text = result.stdout.str()
+    assert "the capture is incomplete" in text and "Move that op into a test or a fixture" in text, text
+    assert "restart the kernel" not in text

@@ -17,6 +17,7 @@ from rich.text import Text
 
 from placement_cli.cli.app import Outcome, Pictures, emit
 from placement_cli.exceptions import Terminated
+from processes import patience
 
 STOPS = [(KeyboardInterrupt, 130), (lambda: Terminated(signal.SIGTERM), 143)]
 
@@ -64,5 +65,5 @@ main()
 
 
 def test_a_ctrl_c_while_the_command_line_loads_is_exit_130_without_a_traceback() -> None:
-    done = subprocess.run([sys.executable, "-c", _EARLY], capture_output=True, text=True, timeout=60, input="")
+    done = subprocess.run([sys.executable, "-c", _EARLY], capture_output=True, text=True, timeout=patience(60), input="")
     assert (done.returncode, done.stdout, done.stderr) == (130, "", "placement: interrupted\n")

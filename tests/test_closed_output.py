@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from conftest import LOGS
+from processes import patience
 
 LOG = sorted(LOGS.rglob("*.log"))[0]
 
@@ -25,7 +26,7 @@ def test_a_reader_that_closed_the_pipe_leaves_the_exit_code_alone(args: tuple[st
     os.close(read)  # the reader is gone before the first line: every write meets EPIPE
     try:
         done = subprocess.run([sys.executable, "-m", "placement_cli", *args], stdout=write,
-                              stderr=subprocess.PIPE, text=True, timeout=300)
+                              stderr=subprocess.PIPE, text=True, timeout=patience(300))
     finally:
         os.close(write)
     assert done.returncode == 0, done.stderr[-2000:]

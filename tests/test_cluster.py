@@ -17,6 +17,7 @@ import pytest
 
 from conftest import is_matmul, read_dot
 from placement_cli.devices import short_name
+from processes import patience
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,12 +34,12 @@ def _cmd(*args: str) -> list[str]:
 
 
 def _placement(*args: str, timeout: float = 240, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(_cmd(*args), capture_output=True, text=True, timeout=timeout, env=_env(**env))
+    return subprocess.run(_cmd(*args), capture_output=True, text=True, timeout=patience(timeout), env=_env(**env))
 
 
 def _gone(pids: list[int], wait: float = 10.0) -> list[int]:
-    """The pids still alive (not zombies) after waiting up to ``wait`` seconds."""
-    end = time.monotonic() + wait
+    """The pids still alive (not zombies) after waiting up to ``wait`` seconds (scaled: patience)."""
+    end = time.monotonic() + patience(wait)
     while True:
         alive = []
         for pid in pids:
@@ -248,7 +249,7 @@ def test_sync_ends_without_a_worker_left_waiting_when_the_chief_is_starved() -> 
             assert chief, lines
             os.setpriority(os.PRIO_PROCESS, chief, 19)  # on Linux: that thread (tid = pid) only
             break
-    out, err = child.communicate(timeout=240)
+    out, err = child.communicate(timeout=patience(240))
     err = "".join(lines) + err
     assert child.returncode == 0, err
     data = json.loads(out)
@@ -309,7 +310,7 @@ def test_a_ps_killed_while_training_is_named() -> None:
             if len(pids) == 4:
                 os.kill(pids["ps/1"], signal.SIGKILL)
                 break
-    out, err = child.communicate(timeout=120)
+    out, err = child.communicate(timeout=patience(120))
     err = "".join(lines) + err
     assert child.returncode == 1, err
     assert f"ps/1 (pid {pids['ps/1']}) was killed by SIGKILL" in err
@@ -332,7 +333,7 @@ def test_a_worker_killed_while_training_is_named() -> None:
         if "worker/1: session up" in line:
             os.kill(pids["worker/1"], signal.SIGKILL)
             break
-    out, err = child.communicate(timeout=120)
+    out, err = child.communicate(timeout=patience(120))
     err = "".join(lines) + err
     assert child.returncode == 1, err
     assert f"worker/1 (pid {pids['worker/1']}) was killed by SIGKILL while the workers trained" in err
@@ -372,7 +373,7 @@ def test_a_stopped_task_is_named_at_once(api: str, released: str) -> None:
     lines, pids = _read_until(child, lambda line, pids: released in line and len(pids) == every)
     os.kill(pids["worker/0"], signal.SIGSTOP)
     stopped = time.monotonic()
-    out, err = child.communicate(timeout=240)
+    out, err = child.communicate(timeout=patience(240))
     took = time.monotonic() - stopped
     err = "".join(lines) + err
     assert child.returncode == 1, err
@@ -395,7 +396,7 @@ def test_the_report_keeps_the_tasks_when_the_supervisor_is_killed(signum: int, s
     supervisor = [pid for pid, fields in _processes() if int(fields[1]) == child.pid]
     assert len(supervisor) == 1
     os.kill(supervisor[0], signum)
-    out, err = child.communicate(timeout=60)
+    out, err = child.communicate(timeout=patience(60))
     err = "".join(lines) + err
     assert child.returncode == 3, err  # placement's own process failed, not the cluster
     assert f"the cluster's supervisor (pid {supervisor[0]}) {said}" in err
@@ -425,9 +426,9 @@ def test_the_cluster_ends_when_placement_itself_is_killed() -> None:
     supervisor = [pid for pid, fields in _processes() if int(fields[1]) == child.pid]
     assert len(pids) == 2 and supervisor
     child.kill()
-    child.wait(timeout=30)
+    child.wait(timeout=patience(30))
     assert _gone(pids + supervisor) == []
-    end = time.monotonic() + 10
+    end = time.monotonic() + patience(10)
     while list(tmp_path.glob("placement-cluster-*")) and time.monotonic() < end:
         time.sleep(0.2)
     assert list(tmp_path.glob("placement-cluster-*")) == []
@@ -462,7 +463,7 @@ def test_a_signal_during_start_up_ends_everything(signum: int, code: int) -> Non
     child = subprocess.Popen(_cmd("--ps", "1", "--workers", "1"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, env=_env())
     supervisor = None
-    end = time.monotonic() + 30
+    end = time.monotonic() + patience(30)
     while supervisor is None and time.monotonic() < end:  # the supervisor: the child's child, in its own session
         for pid, fields in _processes():
             if int(fields[1]) == child.pid:
@@ -473,10 +474,10 @@ def test_a_signal_during_start_up_ends_everything(signum: int, code: int) -> Non
         time.sleep(0.05)
     assert len(_session_members(supervisor)) >= 2
     child.send_signal(signum)
-    _, err = child.communicate(timeout=30)
+    _, err = child.communicate(timeout=patience(30))
     assert child.returncode == code, err
     assert "Traceback" not in err
-    end = time.monotonic() + 10
+    end = time.monotonic() + patience(10)
     while _session_members(supervisor) and time.monotonic() < end:
         time.sleep(0.2)
     assert _session_members(supervisor) == []
@@ -538,7 +539,7 @@ def test_the_watch_names_a_stopped_task_and_a_silent_one(tmp_path: Path) -> None
         assert said.startswith(f"ps/0 (pid {os.getpid()}) has not answered placement for ")
         assert said.endswith("while the workers trained")
         os.kill(sleeper.pid, signal.SIGSTOP)
-        end = time.monotonic() + 30
+        end = time.monotonic() + patience(30)
         while cluster_supervisor.process_state(sleeper.pid) != "T":  # the kernel stops it: wait for that state, bounded
             assert time.monotonic() < end
             time.sleep(0.05)

@@ -27,6 +27,7 @@ from placement_cli.lessons import demo
 from placement_cli.i18n import Message
 from placement_cli.lessons.demo import STEPS, Machine, Step, run_step, select
 from placement_cli.model import DemoOutcome, Inventory, PhysicalDevice
+from processes import patience
 
 KEYS = ["devices", "logging", "manual", "missing", "soft", "kernel", "towers", "copies", "train", "mirrored", "cluster"]
 IN_PROCESS = len(KEYS) - 1  # the steps that run in the demo's own TensorFlow (the cluster runs in processes of its own)
@@ -295,7 +296,7 @@ def test_on_a_terminal_it_pauses_and_ctrl_c_exits_130(tmp_path) -> None:
                             stdin=slave, stdout=slave, stderr=subprocess.PIPE, env=env)
     os.close(slave)
     seen = b""
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + patience(120)
     while b"Press Enter for step 2" not in seen and time.monotonic() < deadline:
         ready, _, _ = selecting.select([master], [], [], 1)
         if ready:
@@ -305,7 +306,7 @@ def test_on_a_terminal_it_pauses_and_ctrl_c_exits_130(tmp_path) -> None:
                 break
     assert b"Press Enter for step 2" in seen, seen[-2000:]
     proc.send_signal(signal.SIGINT)
-    end = time.monotonic() + 60
+    end = time.monotonic() + patience(60)
     while proc.poll() is None and time.monotonic() < end:  # keep the terminal read: a full one blocks a writer
         if selecting.select([master], [], [], 0.2)[0]:
             try:
@@ -319,11 +320,11 @@ def test_on_a_terminal_it_pauses_and_ctrl_c_exits_130(tmp_path) -> None:
 
         where = _where(proc.pid)
         proc.send_signal(signal.SIGABRT)
-        _, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=patience(60))
         os.close(master)
         raise AssertionError(f"demo did not end 60 s after Ctrl-C\n{where}\n{err.decode(errors='replace')[-6000:]}")
     try:
-        _, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=patience(60))
     except subprocess.TimeoutExpired:  # gone, but its stderr still held open: by whom
         every = subprocess.run(["ps", "-eo", "pid,ppid,sid,stat,wchan:20,args"], capture_output=True, text=True)
         raise AssertionError(f"demo exited ({proc.returncode}) but its stderr stayed open:\n{every.stdout}") from None

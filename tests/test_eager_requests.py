@@ -14,6 +14,7 @@ import pytest
 
 from conftest import is_matmul
 from trace_helpers import TRACE, assert_clean, environment, run, write
+from processes import patience
 
 pytestmark = pytest.mark.tf
 
@@ -103,7 +104,7 @@ def captured(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], 
     write(tmp, PROGRAM)
     write(tmp, CAPTURE, "capture.py")
     proc = subprocess.run([sys.executable, "capture.py", "prog.py"], cwd=tmp, env=environment(tmp), capture_output=True,
-                          timeout=300, check=False)
+                          timeout=patience(300), check=False)
     out = proc.stdout.decode()
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "CALLBACKS LEFT 0" in out  # the block took its callback away

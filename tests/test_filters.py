@@ -16,6 +16,7 @@ from placement_cli.cli import app
 from placement_cli.filters import FilterError, Filters, apply, compile_node, filtered, is_plumbing
 from placement_cli.model import Report
 from reports import CPU0, GPU, placed, trace_report
+from processes import patience
 
 runner = CliRunner()
 PS = "/job:ps/replica:0/task:0/device:CPU:0"
@@ -239,5 +240,5 @@ sys.stderr.write("\\nEXIT=%s LOADED=%s\\n" % (code, sorted(m for m in ("re2", "t
 ])
 def test_re2_is_imported_only_for_node(tmp_path: Path, args: list[str], loaded: list[str]) -> None:
     proc = subprocess.run([sys.executable, "-c", PROBE, "parse", *args, write(tmp_path)], capture_output=True,
-                          text=True, timeout=60)
+                          text=True, timeout=patience(60))
     assert f"EXIT=0 LOADED={loaded}" in proc.stderr, proc.stderr

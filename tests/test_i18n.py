@@ -25,6 +25,7 @@ from placement_cli.render.table import View
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import catalogue  # noqa: E402
+from processes import patience
 
 FIELD = re.compile(r"\{[^}]*\}")
 
@@ -101,7 +102,7 @@ def test_a_digest_in_chinese(zh) -> None:
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     environ = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "80", **(env or {})}
     return subprocess.run([sys.executable, "-m", "placement_cli", *args], capture_output=True, text=True,
-                          env=environ, check=False, timeout=60)
+                          env=environ, check=False, timeout=patience(60))
 
 
 def test_json_is_the_same_bytes_in_every_language() -> None:
@@ -125,7 +126,7 @@ def _output_in(encoding: str, terminal: bool, *args: str) -> tuple[int, str, str
     environ = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "100", "PYTHONIOENCODING": encoding}
     command = [sys.executable, "-m", "placement_cli", *args]
     if not terminal:
-        done = subprocess.run(command, capture_output=True, env=environ, check=False, timeout=60)
+        done = subprocess.run(command, capture_output=True, env=environ, check=False, timeout=patience(60))
         return done.returncode, done.stdout.decode(encoding), done.stderr.decode(encoding)
     main, other = pty.openpty()
     tty.setraw(other)  # no newline translation: a UTF-16 stream stays whole
@@ -142,7 +143,7 @@ def _output_in(encoding: str, terminal: bool, *args: str) -> tuple[int, str, str
             chunks.append(chunk)
         os.close(main)
         err = proc.stderr.read()
-        code = proc.wait(timeout=60)
+        code = proc.wait(timeout=patience(60))
     return code, b"".join(chunks).decode(encoding), err.decode(encoding)
 
 

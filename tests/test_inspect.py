@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from conftest import run_cli
 from placement_cli.cli import app
+from processes import patience
 
 SERVER = """
 import json, sys, time
@@ -48,7 +49,7 @@ def cluster() -> Iterator[dict[str, list[str]]]:
         yield spec
     finally:
         proc.kill()
-        proc.wait(timeout=30)
+        proc.wait(timeout=patience(30))
         assert proc.poll() is not None
         with pytest.raises(ProcessLookupError):  # no pid of the cluster is left
             os.kill(proc.pid, 0)
@@ -170,12 +171,12 @@ def test_bad_cluster_spec_file(tmp_path, spec, says) -> None:
 def test_ctrl_c_or_kill_ends_inspect_and_its_tensorflow_child(silent_port, signum, code, said) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "placement_cli", "inspect", f"127.0.0.1:{silent_port}",
                              "--timeout", "60"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60  # until inspect has started the child that asks TensorFlow
+    deadline = time.monotonic() + patience(60)  # until inspect has started the child that asks TensorFlow
     while not (children := subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()):
         assert time.monotonic() < deadline and proc.poll() is None
         time.sleep(0.05)
     proc.send_signal(signum)
-    assert proc.wait(timeout=30) == code
+    assert proc.wait(timeout=patience(30)) == code
     assert said in proc.stderr.read()
     for pid in children:  # the child asking TensorFlow was killed with it
         with pytest.raises(ProcessLookupError):
@@ -250,7 +251,7 @@ def test_inspect_killed_leaves_no_tensorflow_child(silent_server) -> None:
     """SIGKILL gives placement no cleanup: its TensorFlow child once lived on for a minute, asking."""
     proc, child = _asking(silent_server)
     proc.kill()
-    proc.wait(timeout=30)
+    proc.wait(timeout=patience(30))
     _until(lambda: not _alive(child), limit=10)
 
 
@@ -258,7 +259,7 @@ def test_its_own_tensorflow_child_killed_is_placements_failure(silent_server) ->
     """The tasks did not fail to answer: placement's own process did. Exit 3, said as such."""
     proc, child = _asking(silent_server)
     os.kill(child, signal.SIGKILL)
-    assert proc.wait(timeout=60) == 3
+    assert proc.wait(timeout=patience(60)) == 3
     err = proc.stderr.read()
     assert f"the process asking TensorFlow (pid {child}) was killed by SIGKILL" in err
     assert "did not answer" not in err
@@ -269,7 +270,7 @@ def test_its_own_tensorflow_child_stopped_is_named_at_once(silent_server) -> Non
     out its limits, and ends it."""
     proc, child = _asking(silent_server)
     os.kill(child, signal.SIGSTOP)
-    assert proc.wait(timeout=60) == 3  # the --timeout is 60 s: well before it would pass
+    assert proc.wait(timeout=patience(60)) == 3  # the --timeout is 60 s: well before it would pass
     assert f"the process asking TensorFlow (pid {child}) was found stopped" in proc.stderr.read()
     _until(lambda: not _alive(child), limit=10)
 

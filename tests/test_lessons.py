@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from conftest import gpu_count, has_gpu, is_matmul, matmul_count, needs_gpu, run_batch, run_cli, run_json
+from processes import patience
 
 pytestmark = pytest.mark.tf
 
@@ -94,7 +95,7 @@ print(tf.matmul(tf.ones([2, 3]), tf.ones([3, 2])).shape)
 
 def test_tf_gotcha_logging_enabled_after_init_logs_nothing() -> None:
     """Why placement enables logging before anything else: this is what happens otherwise."""
-    proc = subprocess.run([sys.executable, "-c", GOTCHA], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-c", GOTCHA], capture_output=True, text=True, timeout=patience(120))
     assert proc.returncode == 0
     assert "Executing op" not in proc.stderr and "placer.cc" not in proc.stderr
 

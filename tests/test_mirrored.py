@@ -19,6 +19,11 @@ from placement_cli.lessons.mirrored import (MirroredSpec, expected_bytes, parame
                                             step_placements, strip_calls, _role)
 from placement_cli.model import Placement, Report, Training
 
+# MirroredStrategy over logical CPUs (--devices /cpu:0,/cpu:1): where its inputs, labels and sums are
+# made is the CPU machine's answer (a GPU machine makes unpinned ones on GPU:0, and its lesson is
+# tools/gpu_check.sh's). On a GPU machine its TensorFlow processes see no GPU (conftest: cpu_devices).
+pytestmark = pytest.mark.cpu_devices("MirroredStrategy over logical CPUs")
+
 CPU = "/job:localhost/replica:0/task:0/device:CPU:{}"
 GRADIENT_BYTES = 101_770 * 4  # 784*128 + 128 + 128*10 + 10 parameters, float32
 runner = CliRunner()

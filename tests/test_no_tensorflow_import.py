@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 from conftest import LOGS
+from processes import patience
 
 PROBE = """
 import sys, runpy
@@ -18,7 +19,7 @@ sys.stderr.write("\\nTF_LOADED=%s\\n" % ("tensorflow" in sys.modules))
 
 def _tf_loaded(*args: str) -> bool:
     proc = subprocess.run([sys.executable, "-c", PROBE.format(args=list(args))], capture_output=True, text=True,
-                          timeout=60)
+                          timeout=patience(60))
     assert "TF_LOADED=" in proc.stderr, proc.stderr
     return "TF_LOADED=True" in proc.stderr
 

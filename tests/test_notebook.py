@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 import placement_cli
+from processes import patience
 
 pytestmark = pytest.mark.tf
 
@@ -188,7 +189,7 @@ print("SWITCHED", json.dumps({"read_back": read_back, "after": tf.debugging.get_
 # capture() in three threads at once: the log is the process's, so no report may say it is complete.
 import threading
 before_threads = settings()
-barrier = threading.Barrier(3, timeout=60)
+barrier = threading.Barrier(3, timeout=300)  # ends a hang only (a loaded machine)
 threaded = {}
 
 def in_thread(i):
@@ -481,7 +482,7 @@ from nbclient import NotebookClient
 
 cells, extra, target = json.load(open(sys.argv[1])), json.loads(sys.argv[2]), sys.argv[3]
 nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-NotebookClient(nb, timeout=300, kernel_name="python3", extra_arguments=extra).execute()
+NotebookClient(nb, timeout=600, kernel_name="python3", extra_arguments=extra).execute()
 with open(target, "w") as out:
     json.dump([cell.outputs for cell in nb.cells], out)
 """
@@ -500,7 +501,7 @@ class Run:
         self.stdout = self.stderr = b""
 
     def finish(self) -> Run:
-        self.stdout, self.stderr = self.proc.communicate(timeout=600)
+        self.stdout, self.stderr = self.proc.communicate(timeout=patience(600))
         return self
 
     @property

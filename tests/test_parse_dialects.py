@@ -14,6 +14,7 @@ from conftest import LOGS
 from placement_cli.cli import app
 from placement_cli.logparse import parse_paths, parse_text
 from placement_cli.logparse.reader import clean
+from processes import patience
 
 runner = CliRunner()
 PLAIN = LOGS / "tf2.21" / "eager_lambda_function.log"  # a real TF 2.21 run: eager ops, two tf.functions
@@ -113,7 +114,7 @@ def test_an_endless_nul_stream_is_refused_promptly(via_pipe: bool) -> None:
     command = [sys.executable, "-m", "placement_cli", "parse", "-" if via_pipe else "/dev/zero"]
     with open("/dev/zero", "rb") as zero:
         done = subprocess.run(command, stdin=zero if via_pipe else subprocess.DEVNULL, capture_output=True,
-                              text=True, timeout=60, check=False)
+                              text=True, timeout=patience(60), check=False)
     assert done.returncode == 2
     assert done.stderr.strip().endswith("not a text log (only NUL bytes)")
     assert len(done.stderr.strip().splitlines()) == 1

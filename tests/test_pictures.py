@@ -28,6 +28,7 @@ from placement_cli.model import Copy, Edge, Placement, Report
 from placement_cli.outputs import check_file, write_file
 from placement_cli.render.graph import depths, dot_string, render_dot, render_graph_svg
 from placement_cli.render.svg import FONT_STACK, fit_cells, offline
+from processes import patience
 
 SVG = "{http://www.w3.org/2000/svg}"
 TOWER = ["tower", "--devices", "/cpu:1,/cpu:2", "--cpus", "3", "--copies"]
@@ -192,7 +193,7 @@ def test_dot_colours_and_groups_every_node_by_its_assigned_device(train_run: dic
 @pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed here (placement does not need it)")
 def test_graphviz_renders_the_dot(train_run: dict[str, Any], tmp_path: Path) -> None:
     out = tmp_path / "g.svg"
-    subprocess.run(["dot", "-Tsvg", str(train_run["files"]["dot"]), "-o", str(out)], check=True, timeout=120)
+    subprocess.run(["dot", "-Tsvg", str(train_run["files"]["dot"]), "-o", str(out)], check=True, timeout=patience(120))
     assert ET.parse(out).getroot().tag == f"{SVG}svg"
 
 
@@ -220,7 +221,7 @@ def test_dot_shows_hostile_names_literally() -> None:
 @pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed here")
 def test_graphviz_reads_hostile_names() -> None:
     done = subprocess.run(["dot", "-Tsvg"], input=render_dot(_hostile_report()).encode(), check=True,
-                          capture_output=True, timeout=60)
+                          capture_output=True, timeout=patience(60))
     assert not done.stderr.strip(), done.stderr  # no syntax warning
     drawn = [t.text or "" for t in ET.fromstring(done.stdout).iter(f"{SVG}text")]
     for name in ('say "hi"', "<b>bold</b>", "[red]x", "张量😀", "n\N{REPLACEMENT CHARACTER}ul\N{REPLACEMENT CHARACTER}[31m"):
@@ -308,7 +309,7 @@ def events(tower_run: dict[str, Any], train_run: dict[str, Any]) -> dict[str, An
         files = list(folder.iterdir())
         assert len(files) == 1 and files[0].name.startswith("events.out.tfevents")
         paths.append(str(files[0]))
-    proc = subprocess.run([sys.executable, "-c", code, *paths], capture_output=True, text=True, timeout=120,
+    proc = subprocess.run([sys.executable, "-c", code, *paths], capture_output=True, text=True, timeout=patience(120),
                           env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     tower, train, unfolded = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -609,20 +610,20 @@ def test_the_commands_own_input_and_output_files_are_never_replaced(tmp_path: Pa
     log.write_bytes(Path(LOG).read_bytes())
     with log.open("rb") as stdin:
         proc = subprocess.run([sys.executable, "-m", "placement_cli", "parse", "-", "--svg", "/dev/stdin", "--force"],
-                              stdin=stdin, capture_output=True, text=True, timeout=60)
+                              stdin=stdin, capture_output=True, text=True, timeout=patience(60))
     assert proc.returncode == 2 and "standard input or output" in proc.stderr
     assert log.read_bytes() == Path(LOG).read_bytes()
     out = tmp_path / "out.txt"
     for target in ("/dev/stdout", str(out)):  # stdout redirected to a file: that file
         with out.open("w") as stdout:
             proc = subprocess.run([sys.executable, "-m", "placement_cli", "parse", LOG, "--svg", target, "--force"],
-                                  stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=60)
+                                  stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=patience(60))
         assert proc.returncode == 2 and "standard input or output" in proc.stderr
 
 
 def test_a_picture_into_a_closed_pipe_is_no_error_and_a_replaced_file_keeps_its_mode(tmp_path: Path) -> None:
     proc = subprocess.run(f"{sys.executable} -m placement_cli parse {LOG} --svg /dev/stdout | head -c 10; "
-                          "exit ${PIPESTATUS[0]}", shell=True, capture_output=True, text=True, timeout=60,
+                          "exit ${PIPESTATUS[0]}", shell=True, capture_output=True, text=True, timeout=patience(60),
                           executable="/bin/bash")
     assert proc.returncode == 0, proc.stderr  # the reader had all it wanted: no error
     assert "Traceback" not in proc.stderr and "Broken pipe" not in proc.stderr

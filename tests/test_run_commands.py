@@ -17,6 +17,7 @@ import pytest
 
 from conftest import gpu_count, is_matmul
 from placement_cli.runtime.private import APIS
+from processes import patience
 
 pytestmark = pytest.mark.tf
 
@@ -31,7 +32,7 @@ gpu2_missing = pytest.mark.skipif(GPUS > 2, reason="asserts what happens when /g
 
 @pytest.fixture(scope="module")
 def driven() -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, str(DRIVER)], capture_output=True, timeout=900,
+    proc = subprocess.run([sys.executable, str(DRIVER)], capture_output=True, timeout=patience(900),
                           env={**os.environ, "NO_COLOR": "1"})
     assert proc.returncode == 0, proc.stderr.decode("utf-8", "replace")[-3000:]
     return json.loads(proc.stdout)

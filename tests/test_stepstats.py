@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from processes import patience
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,7 +42,7 @@ print(json.dumps([c.to_dict() for c in traced.copies]))
 @pytest.mark.tf
 def test_control_edges_are_no_copies_and_an_untaken_branch_has_its_shape() -> None:
     env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="3")
-    done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=240, env=env)
+    done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=patience(240), env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     copies = {c["tensor"]: c for c in json.loads(done.stdout.strip().splitlines()[-1])}
     assert not [t for t in copies if "/ctrl" in t]  # once listed as copies of "0 B"

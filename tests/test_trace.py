@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import is_matmul, run_cli
+from processes import patience
 
 pytestmark = pytest.mark.tf
 SAMPLES = Path(__file__).parent.parent / "samples"
@@ -88,7 +89,7 @@ def test_missing_script_is_usage_error() -> None:
 def test_interrupt_reports_and_leaves_no_child(tmp_path: Path) -> None:
     script = write(tmp_path, (
         "import time\nimport tensorflow as tf\nprint(tf.ones([2]).numpy(), flush=True)\n"
-        "print('READY', flush=True)\ntime.sleep(120)\n"))
+        "print('READY', flush=True)\ntime.sleep(600)\n"))
     env = {**os.environ, "NO_COLOR": "1"}
     parent = subprocess.Popen([sys.executable, "-m", "placement_cli", "trace", script],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
@@ -97,10 +98,10 @@ def test_interrupt_reports_and_leaves_no_child(tmp_path: Path) -> None:
         if "READY" in line:
             break
     parent.send_signal(signal.SIGINT)
-    out, _ = parent.communicate(timeout=60)
+    out, _ = parent.communicate(timeout=patience(60))
     assert parent.returncode == 128 + signal.SIGINT  # the script's KeyboardInterrupt ends it by SIGINT: 130
     assert "Placements" in out or "Per device" in out
-    deadline = time.monotonic() + 10  # a bounded wait for the script's process to be gone
+    deadline = time.monotonic() + patience(10)  # a bounded wait for the script's process to be gone
     while (leftover := subprocess.run(["pgrep", "-f", script], capture_output=True, text=True)).stdout.strip():
         assert time.monotonic() < deadline, leftover.stdout
         time.sleep(0.05)

@@ -18,6 +18,12 @@ from typing import Any
 import pytest
 
 from trace_helpers import TRACE, environment, gone
+from processes import patience
+
+# The lessons of trace --cluster on a machine without a GPU: MultiWorkerMirroredStrategy's collectives
+# on each worker's CPU, ParameterServerStrategy's variables on ps/0 CPU:0 (tasks on a GPU machine would
+# all share its GPU:0, and reduce there). On a GPU machine the tasks see no GPU (conftest: cpu_devices).
+pytestmark = pytest.mark.cpu_devices("CPU lessons of trace --cluster")
 
 SCRIPTS = Path(__file__).parent / "fixtures" / "distributed"
 MWMS = str(SCRIPTS / "mwms.py")
@@ -64,7 +70,7 @@ def _run(tmp: Path, *args: str) -> tuple[subprocess.CompletedProcess[bytes], Pat
     work = tmp / "work"
     work.mkdir()
     env = environment(tmp)
-    done = subprocess.run([*TRACE, *args], cwd=work, env=env, capture_output=True, timeout=240, check=False)
+    done = subprocess.run([*TRACE, *args], cwd=work, env=env, capture_output=True, timeout=patience(240), check=False)
     return done, Path(env["TMPDIR"])
 
 
@@ -193,7 +199,7 @@ def test_a_signal_to_placement_ends_every_task_and_leaves_nothing(tmp_path: Path
     assert proc.stdout is not None
     ports: set[int] = set()
     seen = b""
-    deadline = time.monotonic() + 180
+    deadline = time.monotonic() + patience(180)
     try:
         while len(ports) < 2 and time.monotonic() < deadline:
             ready, _, _ = select.select([proc.stdout], [], [], 1.0)
@@ -210,13 +216,13 @@ def test_a_signal_to_placement_ends_every_task_and_leaves_nothing(tmp_path: Path
         if shared_network:
             assert _listening(ports) == ports
         proc.send_signal(sig)
-        proc.communicate(timeout=60)
+        proc.communicate(timeout=patience(60))
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
     assert proc.returncode == (-sig if sig == signal.SIGKILL else 128 + sig)
-    end = time.monotonic() + 20  # SIGKILL: the launcher sees placement's pipe close, then ends every task
+    end = time.monotonic() + patience(20)  # SIGKILL: the launcher sees placement's pipe close, then ends every task
     while _leftovers(str(script)) and time.monotonic() < end:
         time.sleep(0.05)
     assert _leftovers(str(script)) == []
@@ -249,7 +255,7 @@ def test_lines_are_prefixed_whole_and_saved_byte_exact(tmp_path: Path) -> None:
     script = tmp_path / "chatty.py"
     script.write_text(CHATTY)
     done = subprocess.run([*TRACE, "--cluster", "worker=2", "--save-log", str(tmp_path / "logs"), str(script)],
-                          cwd=tmp_path, env=environment(tmp_path), capture_output=True, timeout=120, check=False)
+                          cwd=tmp_path, env=environment(tmp_path), capture_output=True, timeout=patience(120), check=False)
     assert done.returncode == 0, done.stderr.decode()
     for i in (0, 1):
         assert f"worker/{i} | partial worker{i} done\n".encode() in done.stdout  # a line waits for its end
@@ -259,7 +265,7 @@ def test_lines_are_prefixed_whole_and_saved_byte_exact(tmp_path: Path) -> None:
         assert (tmp_path / "logs" / f"worker-{i}.out").read_bytes() == b"partial worker%d done\n\xff\xfe raw\n" % i
         assert (tmp_path / "logs" / f"worker-{i}.err").read_bytes() == b"worker%d to stderr\nno newline at the end" % i
     again = subprocess.run([*TRACE, "--cluster", "worker=2", "--save-log", str(tmp_path / "logs"), str(script)],
-                           cwd=tmp_path, env=environment(tmp_path), capture_output=True, timeout=60, check=False)
+                           cwd=tmp_path, env=environment(tmp_path), capture_output=True, timeout=patience(60), check=False)
     assert again.returncode == 2 and b"the file exists" in again.stderr and b"partial" not in again.stdout
 
 
@@ -267,7 +273,7 @@ def test_the_chiefs_exit_code_is_placements_and_serving_tasks_are_ended(tmp_path
     script = tmp_path / "chatty.py"
     script.write_text(CHATTY)
     done = subprocess.run([*TRACE, "--json", "--cluster", "chief=1,worker=1,ps=1", str(script)], cwd=tmp_path,
-                          env=environment(tmp_path, CHIEF_CODE="3"), capture_output=True, timeout=120, check=False)
+                          env=environment(tmp_path, CHIEF_CODE="3"), capture_output=True, timeout=patience(120), check=False)
     assert done.returncode == 3, done.stderr.decode()
     doc = json.loads(done.stdout)
     tasks = {f"{t['job']}/{t['task']}": t for t in doc["tasks"]}
@@ -303,7 +309,7 @@ def test_bad_cluster_options_are_usage_errors_and_run_nothing(tmp_path: Path, ar
     (tmp_path / "nowork.json").write_text('{"ps": ["localhost:2222"]}')
     (tmp_path / "afile").write_text("")
     done = subprocess.run([*TRACE, *args, str(script)], cwd=tmp_path, env=environment(tmp_path),
-                          capture_output=True, timeout=60, check=False)
+                          capture_output=True, timeout=patience(60), check=False)
     assert done.returncode == 2, done.stderr.decode()
     assert says in done.stderr.decode()
     if args[0] == "--cluster-spec":
@@ -326,7 +332,7 @@ def _cheap(tmp: Path, name: str, body: str, *args: str) -> tuple[subprocess.Comp
     script = tmp / name
     script.write_text(body)
     done = subprocess.run([*TRACE, *args, str(script)], cwd=tmp, env=environment(tmp), capture_output=True,
-                          timeout=120, check=False)
+                          timeout=patience(120), check=False)
     return done, script
 
 
@@ -398,7 +404,7 @@ def test_a_reader_that_stops_early_ends_the_tasks_as_their_own_closed_stdout_wou
         try:
             first = proc.stdout.readline()
             proc.stdout.close()  # | head -1
-            code = proc.wait(timeout=60)
+            code = proc.wait(timeout=patience(60))
         finally:
             if proc.poll() is None:
                 proc.kill()
@@ -508,7 +514,7 @@ def test_a_daemon_a_task_started_is_killed_at_the_end(tmp_path: Path, end: str, 
             assert _listening({port}) == {port}
         if end == "SIGINT":
             proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=60)
+        proc.communicate(timeout=patience(60))
         assert proc.returncode == (130 if end == "SIGINT" else 0)
         assert gone(daemon)
         if shared_network:
@@ -527,7 +533,7 @@ def test_save_log_files_that_cannot_be_written_are_usage_errors_and_nothing_runs
     (tmp_path / "logs" / "worker-0.out").mkdir(parents=True)
     (tmp_path / "logs" / "worker-0.log").write_text("kept")
     done = subprocess.run([*TRACE, "--cluster", "worker=1", "--force", "--save-log", str(tmp_path / "logs"),
-                           str(script)], cwd=tmp_path, env=environment(tmp_path), capture_output=True, timeout=60,
+                           str(script)], cwd=tmp_path, env=environment(tmp_path), capture_output=True, timeout=patience(60),
                           check=False)
     assert done.returncode == 2, done.stderr.decode()
     assert f"--save-log {tmp_path / 'logs' / 'worker-0.out'}: is a directory" in done.stderr.decode()
@@ -545,7 +551,7 @@ def test_a_cluster_spec_port_another_program_listens_on_is_refused(tmp_path: Pat
         (tmp_path / "spec.json").write_text(json.dumps({"worker": [f"localhost:{port}"]}))
         done = subprocess.run([*TRACE, "--cluster-spec", "spec.json", "--save-log", "logs", str(script)], cwd=tmp_path,
                               env=environment(tmp_path, PLACEMENT_CLUSTER_NO_NAMESPACE="1"), capture_output=True,
-                              timeout=60, check=False)
+                              timeout=patience(60), check=False)
     assert done.returncode == 2, done.stderr.decode()
     assert f"spec.json: port {port} is in use" in done.stderr.decode()
     assert not (tmp_path / "ran").exists()

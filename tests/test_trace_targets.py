@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
+from processes import patience
 
 SHOW = ("import json, sys\n"
         "print('SEEN ' + json.dumps({'argv': sys.argv, 'path0': sys.path[0]}), flush=True)\n")
@@ -45,9 +46,9 @@ def test_a_folder_or_zip_runs_as_python_runs_it(tmp_path: Path, make: object) ->
     for cwd_relative in (False, True):
         name = target.name if cwd_relative else str(target)
         plain = subprocess.run([sys.executable, name, "a b", "-x"], capture_output=True, text=True, cwd=tmp_path,
-                               timeout=60)
+                               timeout=patience(60))
         traced = subprocess.run([sys.executable, "-m", "placement_cli", "trace", name, "a b", "-x"],
-                                capture_output=True, text=True, cwd=tmp_path, timeout=120)
+                                capture_output=True, text=True, cwd=tmp_path, timeout=patience(120))
         assert plain.returncode == 0 and traced.returncode == 0, traced.stderr
         assert _seen(traced.stdout) == _seen(plain.stdout)
         assert _seen(traced.stdout)["argv"] == [name, "a b", "-x"]

@@ -21,6 +21,7 @@ import pytest
 from conftest import is_matmul
 from trace_helpers import (ROOT, TRACE, Terminal, assert_clean, environment, plain_and_traced, program_stdout, run,
                            write)
+from processes import patience
 
 IDENTITY = r'''
 import json, os, signal, sys
@@ -198,7 +199,7 @@ def test_save_log_writes_into_a_special_file_without_force(tmp_path: Path) -> No
     reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
     reader.start()
     proc = run([*TRACE, "--save-log", str(fifo), "c.py"], tmp_path)
-    reader.join(timeout=60)
+    reader.join(timeout=patience(60))
     assert proc.returncode == 0, proc.stderr
     assert got == [b"C says hi\n"] and stat.S_ISFIFO(fifo.lstat().st_mode)
 

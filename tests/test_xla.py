@@ -68,9 +68,12 @@ def test_errors_catalogue_runs_every_case_for_real(catalogue: dict[str, Any]) ->
     assert malformed["error_class"] == "ValueError" and malformed["error"]["node"] is None  # no op was made
     available = catalogue["cpu-out-of-range"]["error"]["available_devices"]
     assert f"{CPU}0" in available and f"{CPU}1" in available and f"{CPU}7" not in available
-    # the XLA devices on for the no-kernel case move none of the other cases' ops (a GPU takes /gpu:2's)
-    for name in ("cpu-out-of-range", "colocation-conflict", *(() if has_gpu() else ("missing-gpu",))):
-        assert {p["canonical"] for p in catalogue[name]["soft"]["placements"]} == {f"{CPU}0"}, name
+    # the XLA devices on for the no-kernel case move none of the other cases' ops: a pin to a device
+    # that does not exist falls back to TensorFlow's first choice, GPU:0 where there is one (measured on
+    # an H200: /gpu:2's and /cpu:7's ops), else CPU:0; the colocated group stays with its variable on CPU:0
+    fallback = "/job:localhost/replica:0/task:0/device:GPU:0" if has_gpu() else f"{CPU}0"
+    for name, where in (("cpu-out-of-range", fallback), ("missing-gpu", fallback), ("colocation-conflict", f"{CPU}0")):
+        assert {p["canonical"] for p in catalogue[name]["soft"]["placements"]} == {where}, name
 
 
 def test_errors_no_kernel_case_runs_on_a_gpu_or_on_xla_cpu(catalogue: dict[str, Any]) -> None:

@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from processes import patience
+
 ROOT = Path(__file__).parent.parent
 TRACE = [sys.executable, "-m", "placement_cli", "trace"]
 
@@ -37,7 +39,7 @@ def run(args: list[str], tmp: Path, *, timeout: float = 60, **kwargs: Any) -> su
     kwargs.setdefault("env", environment(tmp))
     if "stdout" not in kwargs and "stderr" not in kwargs:
         kwargs["capture_output"] = True
-    return subprocess.run(args, cwd=tmp, timeout=timeout, check=False, **kwargs)
+    return subprocess.run(args, cwd=tmp, timeout=patience(timeout), check=False, **kwargs)
 
 
 def plain_and_traced(tmp: Path, script: str, *args: str, **kwargs: Any) -> tuple[subprocess.CompletedProcess[bytes], subprocess.CompletedProcess[bytes]]:
@@ -61,7 +63,7 @@ def gone(pid: int) -> bool:
 
 
 def wait_gone(pid: int, timeout: float = 10) -> bool:
-    end = time.monotonic() + timeout
+    end = time.monotonic() + patience(timeout)
     while time.monotonic() < end:
         if gone(pid):
             return True
@@ -108,7 +110,7 @@ class Terminal:
                 return
 
     def read_until(self, needle: bytes, timeout: float = 60) -> bool:
-        end = time.monotonic() + timeout
+        end = time.monotonic() + patience(timeout)
         with self._changed:
             while needle not in self.output and not self._closed and time.monotonic() < end:
                 self._changed.wait(end - time.monotonic())
@@ -119,7 +121,7 @@ class Terminal:
 
     def wait(self, timeout: float = 60) -> int:
         """placement's exit status, once it and everything on its terminal is done (its output read)."""
-        end = time.monotonic() + timeout
+        end = time.monotonic() + patience(timeout)
         while time.monotonic() < end:
             pid, status = os.waitpid(self.pid, os.WNOHANG)
             if pid:
