@@ -193,8 +193,11 @@ def test_every_rule_at_once_in_text() -> None:
         "--expect ^x$=CPU:0 failed: nodes matching ^x$ not on CPU:0: 1 of 1 (for example x)",
         "--no-fallback failed: soft fallbacks (ops placed elsewhere than they asked): 3 (for example pinned, "
         "AssignAddVariableOp, ReadVariableOp)",
-        "19 placements: 16 on CPU:0, 3 on CPU:1 (not judged: 10 of TensorFlow's plumbing); 3 soft fallbacks "
-        "(7 whose request is unknown, such as another thread's eager ops); 5 rules, 3 failed",
+        "17 distinct placements (19 logged: an eager op each time it runs): 14 on CPU:0, 3 on CPU:1 (not judged: 10 "
+        "of TensorFlow's plumbing); 3 soft fallbacks (7 whose request is unknown: 4 _EagerConst (constants "
+        "TensorFlow makes from Python values, which no op callback sees), 2 eager ops no record was joined to "
+        "(another thread's, or after the program removed the op callback), 1 in the single-op functions TensorFlow "
+        "wraps eager ops in); 5 rules, 3 failed",
     ]
 
 
@@ -460,8 +463,10 @@ def test_chinese(monkeypatch: pytest.MonkeyPatch) -> None:
     lines = out.splitlines()
     assert lines[0] == "--max-on CPU:1=2 未通过：CPU:1 上的放置：3 个，最多允许 2 个 (例如 x, ones_1, ones_2)"
     assert lines[1].startswith("--no-fallback 未通过：软放置回退")
-    assert lines[2] == ("19 个放置: CPU:0 上 16 个, CPU:1 上 3 个 (未检查：TensorFlow 内部管道 10 个); 3 个软放置回退 "
-                        "（7 个的请求未知，例如其他线程的 eager 操作）; 2 条规则, 2 条未通过")
+    assert lines[2] == ("17 个不同放置 (日志中 19 个：eager 操作每运行一次记一次): CPU:0 上 14 个, CPU:1 上 3 个 (未检查："
+                        "TensorFlow 内部管道 10 个); 3 个软放置回退 （7 个的请求未知：4 个 _EagerConst（TensorFlow 由 "
+                        "Python 值生成的常量，操作回调看不到）, 2 个没有对上记录的 eager 操作（其他线程的，或程序移除操作"
+                        "回调之后的）, 1 个在 TensorFlow 包装 eager 操作的单操作函数中）; 2 条规则, 2 条未通过")
     code, _out, err = check(TRACE, "--max-on", "CPU=-1", "--lang", "zh")  # usage errors too
     assert code == 2 and "上限必须是 0 或更大的整数" in err
     data = check_json(TRACE, "--max-on", "CPU:1=2", "--lang", "zh", expect=1)  # JSON stays English
