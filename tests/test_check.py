@@ -603,3 +603,50 @@ def test_placements_whose_request_is_unknown_are_counted_and_said(tmp_path: Path
     assert code == 1 and f"({summary['unknown_requests']} whose request is unknown" in out + err
     assert "whose request is unknown" not in "".join(check(saved, "--max-on", "CPU=1000")[1:])
 
+
+
+# --- devices and tasks however spelled (issue 27, item 14) -----------------------------------------
+
+def test_a_local_task_as_tables_name_it_is_judged_like_its_full_name() -> None:
+    """localhost/0 is every device of the local task: the tables leave it out of the short names, so
+    the rules must not compare short names."""
+    every = check_json(TF2, "--max-on", "CPU=0", expect=1)["failures"][0]["message"].split(":")[1]
+    for device in ("localhost/0", "/job:localhost", "/job:localhost/replica:0/task:0"):
+        data = check_json(TF2, "--max-on", f"{device}=0", expect=1)
+        assert data["failures"][0]["message"] == f"placements on {device}:{every}"
+    assert check_json(TF2, "--expect", "^MatMul$=localhost/0", expect=0)["passed"]
+    assert check_json(TF2, "--expect", "^MatMul$=/job:localhost", expect=0)["passed"]
+    assert check_json(TF2, "--max-on", "localhost/1=0", expect=0)["passed"]  # another task: nothing there
+    assert check_json(TF1, "--max-on", "ps/0 CPU:0=0", expect=1)["failures"][0]["examples"] == ["ps_var"]
+
+
+def test_a_full_device_name_on_the_command_line_replaces_the_files_rule_for_it(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('[tool.placement.check]\nmax-on = {"CPU:1" = 3}\n')
+    data = check_json(TRACE, "--max-on", "/job:localhost/replica:0/task:0/device:CPU:1=1", expect=1)
+    assert data["summary"]["rules"] == ["--max-on /job:localhost/replica:0/task:0/device:CPU:1=1"]
+    code, _out, err = check(TRACE, "--no-config", "--max-on", "CPU:1=1", "--max-on",
+                            "/job:localhost/replica:0/task:0/device:CPU:1=2")
+    assert code == 2 and "judge the same thing" in err
+    # a task's full name is its short one; another job's CPU:1 is another device
+    code, _out, err = check(TRACE, "--no-config", "--max-on", "ps/0=1", "--max-on", "/job:ps/replica:0/task:0=2")
+    assert code == 2 and "judge the same thing" in err
+    assert check(TRACE, "--no-config", "--max-on", "CPU:1=3", "--max-on", "/job:ps/task:0/device:CPU:1=0")[0] == 0
+
+
+def test_xla_compiled_bodies_of_a_saved_report_are_judged_by_no_fallback(tmp_path: Path) -> None:
+    """A saved trace report's xla_compiled ops that asked for a device their cluster did not run on fail
+    --no-fallback (TensorFlow logged no line for them), named, and --ignore leaves them out."""
+    data = json.loads(TRACE.read_text())
+    data["xla_compiled"] = [{"function": "__inference_f_10", "device": "/job:localhost/replica:0/task:0/device:CPU:0",
+                             "line": 3, "calls": 2, "ops": [
+                                 {"node": "xla_mm", "op": "MatMul", "requested": "/device:GPU:3", "moved": True},
+                                 {"node": "Identity", "op": "Identity", "requested": None, "moved": False}]}]
+    saved = tmp_path / "xla.json"
+    saved.write_text(json.dumps(data))
+    out = check_json(saved, "--no-fallback", "--ignore", "^pinned$", "--ignore-op", "AssignAddVariableOp",
+                     "--ignore-op", "ReadVariableOp", expect=1)
+    assert out["failures"][0]["examples"] == ["xla_mm"] and out["summary"]["xla_compiled_moved"] == 1
+    assert "ops of XLA-compiled functions run in a cluster on another device than they asked: 1" in \
+        out["failures"][0]["message"]
+    assert check_json(saved, "--no-fallback", "--ignore", "^pinned$|^xla_mm$", "--ignore-op", "AssignAddVariableOp",
+                      "--ignore-op", "ReadVariableOp", expect=0)["passed"]

@@ -109,3 +109,20 @@ def test_capture_and_check_in_a_users_test(pytester: pytest.Pytester) -> None:
 def test_the_fixture_is_documented_where_capture_is() -> None:
     text = (Path(__file__).parent.parent / "docs" / "check.md").read_text()
     assert "def test_" in text and "placement.capture()" in text and "report.check(" in text
+
+
+def test_a_path_that_is_no_report_raises_a_standard_exception(tmp_path: Path) -> None:
+    """placement.check(PATH): a missing file is FileNotFoundError, a folder IsADirectoryError, a file
+    that is no log or report ValueError (never placement's private InputError)."""
+    from placement_cli.pytest_plugin import PlacementFixture
+
+    fixture = PlacementFixture()
+    with pytest.raises(FileNotFoundError) as missing:
+        fixture.check(tmp_path / "missing.json", max_on={"CPU": 3})
+    assert missing.value.filename == str(tmp_path / "missing.json")
+    with pytest.raises(IsADirectoryError):
+        fixture.check(tmp_path, max_on={"CPU": 3})
+    (tmp_path / "empty.json").write_text("")
+    with pytest.raises(ValueError, match="empty input") as empty:
+        fixture.check(str(tmp_path / "empty.json"), max_on={"CPU": 3})
+    assert type(empty.value) is ValueError
