@@ -295,13 +295,14 @@ class _Explainer:
 
     def one(self, p: Placement, node: NodeFacts | None, specs: tuple[DeviceSpec, ...] | None = None) -> Placement:
         """``specs``: the devices of the Session that placed it, where known (else the process's)."""
+        gpu = None if specs is None else any(s.device_type == "GPU" for s in specs)  # the Session's own GPUs
         if node is None and not self.facts.complete:
-            return replace(p, requested=None, status=LOGGED, reason=self.on_cpu_reason(p, None))
+            return replace(p, requested=None, status=LOGGED, reason=self.on_cpu_reason(p, None, gpu))
         node = node or NodeFacts(name=p.node or "")
         if not node.request_known:
-            return replace(p, requested=None, status=LOGGED, group=node.group, reason=self.on_cpu_reason(p, node))
+            return replace(p, requested=None, status=LOGGED, group=node.group, reason=self.on_cpu_reason(p, node, gpu))
         if not node.requested:
-            return replace(p, requested=None, status=FREE, group=node.group, reason=self.on_cpu_reason(p, node))
+            return replace(p, requested=None, status=FREE, group=node.group, reason=self.on_cpu_reason(p, node, gpu))
         want = try_parse(node.requested)
         if want is None or want.satisfied_by(p.spec):
             return replace(p, requested=node.requested, status=AS_REQUESTED, group=node.group)
@@ -320,9 +321,10 @@ class _Explainer:
             return Message(messages.UNCHECKED, device=want.short)
         return Message(messages.HAS_KERNEL, device=want.short)
 
-    def on_cpu_reason(self, p: Placement, node: NodeFacts | None) -> Message | None:
-        """Why an op that asked for no device sits on a CPU while a GPU exists."""
-        if not self.gpu_exists or p.spec.device_type != "CPU":
+    def on_cpu_reason(self, p: Placement, node: NodeFacts | None, gpu: bool | None = None) -> Message | None:
+        """Why an op that asked for no device sits on a CPU while a GPU exists (``gpu``: whether its
+        Session had one, where known; else whether the process has one)."""
+        if not (self.gpu_exists if gpu is None else gpu) or p.spec.device_type != "CPU":
             return None
         return self.kernel_reason(p, node, "GPU") or self.colocation_reason(p, node) or UNKNOWN
 
