@@ -97,7 +97,7 @@ def test_capture_and_check_in_a_users_test(pytester: pytest.Pytester) -> None:
                 report.check(no_fallback=True)
             text = str(failed.value)
             assert "--no-fallback" in text and "far_away" in text and "on_cpu" not in text, text
-            with pytest.raises(AssertionError, match=r"--max-on CPU=0: placements on CPU"):
+            with pytest.raises(AssertionError, match=r"--max-on CPU=0: (distinct )?placements on CPU"):
                 report.check(max_on={"CPU": 0}, include_plumbing=True)
             with pytest.raises(ValueError, match="--max-copy-bytes needs a report with the copies"):
                 report.check(max_copy_bytes=10)
