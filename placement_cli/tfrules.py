@@ -49,16 +49,17 @@ def compiled_bodies(data: Any) -> dict[str, tuple[tuple[str, str, str], ...]] | 
 Bodies = Mapping[str, tuple[tuple[str, str, str], ...]]  # function -> its body's (node, op type, device field)
 
 
-def compiled_calls(placements: Iterable[Placement], compiled: Bodies | None) -> tuple[Compiled, ...] | None:
-    """The calls of XLA-compiled functions among the eager lines, one entry per function and device,
-    with the body's nodes and which of them asked for a device the cluster did not run on (None: the
-    run did not record which functions XLA compiled)."""
+def compiled_calls(placements: Iterable[Placement], compiled: Bodies | None,
+                   lines: Mapping[int, str]) -> tuple[Compiled, ...] | None:
+    """The calls of XLA-compiled functions (``lines``: line -> the function it calls, why.xla_lines),
+    one entry per function and device, with the body's nodes and which of them asked for a device the
+    cluster did not run on (None: the run did not record which functions XLA compiled)."""
     if compiled is None:
         return None
     found: dict[tuple[str, str], list[Placement]] = {}
     for p in placements:
-        if p.kind == "eager" and p.op in compiled:
-            found.setdefault((p.op, p.canonical), []).append(p)
+        if p.line in lines and lines[p.line] in compiled:
+            found.setdefault((lines[p.line], p.canonical), []).append(p)
     result = []
     for (function, device), calls in found.items():
         spec = calls[0].spec

@@ -110,6 +110,7 @@ class Facts:
     # the tf.functions XLA compiled (jit_compile), each with its body's (node, op type, device field):
     # TensorFlow logs only their calls (None: not known whether any was)
     compiled: Mapping[str, tuple[tuple[str, str, str], ...]] | None = None
+    graph_calls: tuple[Mapping[str, str], ...] = ()  # each recorded graph's call nodes -> the function they call
 
 
 def facts_from_dict(data: Any) -> Facts:
@@ -131,6 +132,8 @@ def facts_from_dict(data: Any) -> Facts:
             missing=tuple(map(str, data.get("unavailable") or ())),
             graph_devices=_graph_devices(data.get("graph_devices"), len(graphs or ())),
             compiled=compiled_bodies(data.get("xla_compiled")),
+            graph_calls=tuple({str(k): str(v) for k, v in calls.items()} for calls in data.get("graph_calls") or ()
+                              if isinstance(calls, dict)),
         )
     except (KeyError, TypeError, AttributeError):  # the recorder failed (its "error" says why)
         return Facts()
@@ -162,9 +165,32 @@ def explain(placements: Iterable[Placement], facts: Facts, log: str | None = Non
     specs = _specs(facts.available)
     gpu_exists = any(s.device_type == "GPU" for s in specs) or any(p.spec.device_type == "GPU" for p in placements)
     explained = _Explainer(facts, specs, where, gpu_exists, eager, threads).all(placements)
-    compiled = facts.compiled or {}
-    return tuple(replace(p, reason=compiled_reason(p, compiled[p.op])) if p.kind == "eager" and p.op in compiled
-                 and not p.reason else p for p in explained)
+    compiled, lines = facts.compiled or {}, xla_lines(placements, facts)
+    return tuple(replace(p, reason=compiled_reason(p, compiled[lines[p.line]])) if p.line in lines and not p.reason
+                 else p for p in explained)
+
+
+def xla_lines(placements: tuple[Placement, ...], facts: Facts) -> dict[int, str]:
+    """Line -> the XLA-compiled function it calls: an eager call's line (its op type is the function),
+    and a placer line of a call node (PartitionedCall) that the graphs its block can come from all
+    have calling that one function (a jit_compile function called inside another tf.function)."""
+    compiled = facts.compiled
+    if not compiled:
+        return {}
+    found = {p.line: p.op for p in placements if p.kind == "eager" and p.op in compiled}
+    calls = facts.graph_calls
+    named = {name for graph in calls for name, function in graph.items() if function in compiled}
+    if not named or facts.graphs is None or len(calls) != len(facts.graphs):
+        return found
+    blocks, _runs = _graph_blocks(placements, facts.graphs)
+    for p in placements:
+        if p.kind != "placer" or p.node not in named or p.op not in _CALL_OPS:
+            continue
+        graphs = blocks.get(p.line)
+        functions = {calls[i].get(p.node) for i in (range(len(calls)) if graphs is None else graphs)} - {None}
+        if len(functions) == 1 and next(iter(functions)) in compiled:
+            found[p.line] = next(iter(functions))
+    return found
 
 
 @dataclass

@@ -68,12 +68,14 @@ def test_an_xla_compiled_function_s_body_is_reported_and_gated(traced: Any) -> N
     data, saved = traced[3]
     compiled = data["xla_compiled"]
     assert len(compiled) == 1 and compiled[0]["function"].startswith("__inference_compiled_")
-    assert compiled[0]["device"] == CPU + "0" and compiled[0]["calls"] == 1
+    assert compiled[0]["device"] == CPU + "0" and compiled[0]["calls"] == 2  # eagerly, and inside calls_compiled
     ops = {op["node"]: op for op in compiled[0]["ops"]}
     assert ops["xla_mm"]["op"] == "MatMul" and ops["xla_mm"]["requested"].endswith("GPU:3") and ops["xla_mm"]["moved"]
     call = next(p for p in data["placements"] if p["op"] == compiled[0]["function"])
     assert "compiled by XLA" in call["reason"] and "xla_mm (MatMul) GPU:3" in call["reason"]
     assert not any(p["node"] == "xla_mm" for p in data["placements"])  # TensorFlow logged no line of its body
+    nested = [p for p in data["placements"] if p["node"] == "PartitionedCall" and p["kind"] == "placer"]
+    assert len(nested) == 1 and "compiled by XLA" in nested[0]["reason"]  # the call node in calls_compiled
     code, out, _err = check(saved, "--no-fallback", "--ignore", "^cond/|^far$")
     assert code == 1 and "ops of XLA-compiled functions run in a cluster on another device than they asked: 1" in out
     assert "xla_mm" in out

@@ -120,6 +120,20 @@ class GraphRecorder:
         """Each recorded graph's nodes, graph by graph (a node's request belongs to its own graph)."""
         return [graph_nodes(graph.get_operations(), kernels, check, groups) for graph in list(self.graphs.values())]
 
+    def calls(self) -> list[dict[str, str]]:
+        """Each recorded graph's function call nodes -> the function each calls, in per_graph's order."""
+        found: list[dict[str, str]] = []
+        for graph in list(self.graphs.values()):
+            calls = {}
+            for op in graph.get_operations():
+                if op.type in ("PartitionedCall", "StatefulPartitionedCall"):
+                    try:
+                        calls[op.name] = op.get_attr("f").name
+                    except Exception:  # noqa: BLE001 - its function stays unknown: not known to be compiled
+                        continue
+            found.append(calls)
+        return found
+
     def edges(self) -> tuple[Edge, ...]:
         """Every recorded graph's edges, producer -> consumer (control edges marked), each once."""
         found: dict[Edge, None] = {}

@@ -223,6 +223,7 @@ class Recorder:
         available = self.available()
         check = kernel_checks(available)
         graphs = self.graphs.per_graph(kernels, check)
+        graph_calls = self.graphs.calls()
         if not check and kernels is not None:  # the registry of the ops that ran: why one was not where it asked
             ran = {n.op for graph in graphs for n in graph} | self.eager.op_types()
             kernels = {op: kernels[op] for op in ran if op in kernels}
@@ -245,7 +246,9 @@ class Recorder:
             "eager": self.eager.to_dict(),
             # the tf.functions that ran compiled by XLA (jit_compile), with their bodies' nodes: TensorFlow
             # logs only the call (None: the function library could not be read)
-            "xla_compiled": xla_compiled(self.eager.op_types()),
+            "xla_compiled": xla_compiled(self.eager.op_types() | {f for calls in graph_calls for f in calls.values()}),
+            # each recorded graph's function call nodes -> the function each calls (a compiled one's body is not logged)
+            "graph_calls": graph_calls,
             # the private APIs that were missing or failed, with what they would have told and why
             "unavailable": list(private.missing_facts()),
         }
