@@ -38,6 +38,20 @@ def resource_reason(record: EagerRecord, device: str) -> Message:
     return Message(messages.WITH_RESOURCE, device=device)
 
 
+def session_devices(data: Any, count: int) -> tuple[tuple[str, ...] | None, ...]:
+    """``graph_devices`` as written, one per graph; () where it is not there or does not fit the graphs."""
+    if not isinstance(data, list) or len(data) != count:
+        return ()
+    return tuple(tuple(map(str, devices)) if isinstance(devices, list) else None for devices in data)
+
+
+def call_functions(data: Any) -> tuple[dict[str, str], ...]:
+    """``graph_calls`` as written: each recorded graph's call nodes -> the function each calls."""
+    if not isinstance(data, list):
+        return ()
+    return tuple({str(k): str(v) for k, v in calls.items()} if isinstance(calls, dict) else {} for calls in data)
+
+
 def compiled_bodies(data: Any) -> dict[str, tuple[tuple[str, str, str], ...]] | None:
     """``xla_compiled`` as written: function -> its body's [node, op type, device field]s."""
     if not isinstance(data, dict):

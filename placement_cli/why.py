@@ -13,7 +13,8 @@ from placement_cli.devices import DeviceSpec, try_parse
 from placement_cli.filters import onednn_base
 from placement_cli.logparse import glog
 from placement_cli.model import AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH_RESOURCE, Placement
-from placement_cli.tfrules import EagerRecord, compiled_bodies, compiled_reason, resource_reason
+from placement_cli.tfrules import (EagerRecord, call_functions, compiled_bodies, compiled_reason, resource_reason,
+                                   session_devices)
 from placement_cli import messages
 from placement_cli.i18n import Message
 from placement_cli.messages import UNKNOWN
@@ -130,20 +131,12 @@ def facts_from_dict(data: Any) -> Facts:
             graphs=graphs,
             eager=data.get("eager") if isinstance(data.get("eager"), dict) else None,
             missing=tuple(map(str, data.get("unavailable") or ())),
-            graph_devices=_graph_devices(data.get("graph_devices"), len(graphs or ())),
+            graph_devices=session_devices(data.get("graph_devices"), len(graphs or ())),
             compiled=compiled_bodies(data.get("xla_compiled")),
-            graph_calls=tuple({str(k): str(v) for k, v in calls.items()} for calls in data.get("graph_calls") or ()
-                              if isinstance(calls, dict)),
+            graph_calls=call_functions(data.get("graph_calls")),
         )
     except (KeyError, TypeError, AttributeError):  # the recorder failed (its "error" says why)
         return Facts()
-
-
-def _graph_devices(data: Any, count: int) -> tuple[tuple[str, ...] | None, ...]:
-    """``graph_devices`` as written, one per graph; () where it is not there or does not fit the graphs."""
-    if not isinstance(data, list) or len(data) != count:
-        return ()
-    return tuple(tuple(map(str, devices)) if isinstance(devices, list) else None for devices in data)
 
 
 def _specs(names: Iterable[str]) -> tuple[DeviceSpec, ...]:
