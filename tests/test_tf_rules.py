@@ -51,8 +51,8 @@ def node(data: dict[str, Any], name: str) -> dict[str, Any]:
 def test_an_eager_op_that_takes_a_resource_runs_with_it_and_that_is_no_fallback(traced: Any) -> None:
     data, saved = traced[3]
     moved = [p for p in data["placements"] if p["kind"] == "eager"
-             and p["op"] in ("ReadVariableOp", "AssignAddVariableOp")]
-    assert len(moved) == 6  # 3 steps, read and update each
+             and p["op"] in ("ReadVariableOp", "AssignAddVariableOp") and "total" not in (p["reason"] or "")]
+    assert len(moved) == 6  # 3 steps, read and update each (the MirroredStrategy's reads: the next test)
     for p in moved:  # asked for CPU:0, ran on the variable's CPU:1, soft placement off: TensorFlow's rule
         assert p["canonical"] == CPU + "1" and p["requested"].endswith("CPU:0")
         assert p["status"] == "with its resource"
@@ -62,6 +62,15 @@ def test_an_eager_op_that_takes_a_resource_runs_with_it_and_that_is_no_fallback(
     summary = json.loads(out)["summary"]
     assert code == 1 and summary["soft_fallbacks"] == 2  # the cond's MatMul and the Session's far, no more
     assert not {"ReadVariableOp", "AssignAddVariableOp"} & set(json.loads(out)["failures"][0]["examples"])
+
+
+def test_eager_reads_of_mirrored_variables_run_with_each_component(traced: Any) -> None:
+    data, _saved = traced[3]
+    reads = {(p["canonical"], p["reason"].split(":")[0]) for p in data["placements"] if p["kind"] == "eager"
+             and p["op"] == "ReadVariableOp" and p["requested"] and p["requested"].endswith("CPU:0")
+             and p["reason"] and "total" in p["reason"]}
+    assert reads == {(CPU + "1", "with its variable total on CPU"), (CPU + "2", "with its variable total/replica_1 on CPU")}
+    assert not any(p["status"] == "soft fallback" and p["op"] == "ReadVariableOp" for p in data["placements"])
 
 
 def test_an_xla_compiled_function_s_body_is_reported_and_gated(traced: Any) -> None:
