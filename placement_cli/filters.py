@@ -162,15 +162,25 @@ def device_matcher(value: str) -> Callable[[DeviceSpec], bool]:
     upper = want.upper()
     if _BARE_TYPE.fullmatch(want):
         return lambda spec: (spec.device_type or "").upper() == upper
-    short = _SHORT_TASK.fullmatch(want)
-    if short is not None and " " not in want:  # ps/0: every device of that task
-        task = short["task"].upper()
-        return lambda got: got.short.upper().split(" ")[0] == task
+    task = short_task(want)
+    if task is not None:  # ps/0 (every device of that task), ps/0 CPU:0; localhost/0 too, which tables leave out
+        return lambda got: _fold(task).satisfied_by(_fold(got))
     spec = try_parse(want) or _short_device(want)
     if spec is not None:
         folded = _fold(spec)
         return lambda got: folded.satisfied_by(_fold(got)) or got.short.upper() == upper
     return lambda got: got.short.upper() == upper
+
+
+def short_task(value: str) -> DeviceSpec | None:
+    """A task as the tables name it (``ps/0``, ``ps/0 CPU:0``) as a device spec; None for anything else."""
+    found = _SHORT_TASK.fullmatch(" ".join(value.split()))
+    if found is None:
+        return None
+    job, _slash, task = found["task"].partition("/")
+    device = _short_device(found.group(0)[len(found["task"]):].strip())
+    return DeviceSpec(job=job, task=int(task), device_type=device.device_type if device else None,
+                      device_index=device.device_index if device else None)
 
 
 def check_device(value: str) -> None:

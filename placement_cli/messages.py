@@ -22,6 +22,18 @@ READ_SAME = N_("colocated with its variable {partner} (VarHandleOp) on {device},
 READ_COPY = N_("colocated with its variable {partner} (VarHandleOp) on {device}, not on its tower's device: "
                "every step copies the value there")
 READ = N_("colocated with its variable {partner} (VarHandleOp) on {device}")
+# TensorFlow's rule for eager ops (eager/placement_utils.cc): one that takes a resource runs where it lives.
+WITH_VARIABLE = N_("with its variable {name} on {device}: TensorFlow runs an eager op that takes a resource where "
+                   "the resource lives, whatever the scope")
+WITH_RESOURCE_KIND = N_("with its resource ({kind}) on {device}: TensorFlow runs an eager op that takes a resource "
+                        "where the resource lives, whatever the scope")
+WITH_RESOURCE = N_("with its resource on {device}: TensorFlow runs an eager op that takes a resource where the "
+                   "resource lives, whatever the scope")
+# A tf.function compiled by XLA: TensorFlow logs its call, not its body.
+XLA_CLUSTER = N_("compiled by XLA (jit_compile): its {count} ops ran inside one XLA cluster on {device}, which "
+                 "TensorFlow does not log")
+XLA_MOVED = N_("compiled by XLA (jit_compile): its {count} ops ran inside one XLA cluster on {device}, which "
+               "TensorFlow does not log; asked for another device: {moved}")
 COLOCATION = frozenset({COLOCATED, COLOCATED_KIND, READ_SAME, READ_COPY, READ})
 
 
@@ -157,6 +169,10 @@ CHECK_MAX_ON = N_("placements on {device}: {count}, at most {limit} allowed")
 CHECK_EXPECT = N_("nodes matching {regex} not on {device}: {count} of {total}")
 CHECK_EXPECT_NONE = N_("no node matches {regex}")
 CHECK_FALLBACK = N_("soft fallbacks (ops placed elsewhere than they asked): {count}")
+CHECK_FALLBACK_XLA = N_("soft fallbacks (ops placed elsewhere than they asked): {count}; ops of XLA-compiled functions "
+                        "run in a cluster on another device than they asked: {xla}")
+CHECK_MAX_ON_DISTINCT = N_("distinct placements on {device}: {count} ({logged} logged: an eager op each time it runs), "
+                           "at most {limit} allowed")
 CHECK_COPY_BYTES = N_("bytes copied between devices per step: {bytes}, at most {limit} allowed")
 
 

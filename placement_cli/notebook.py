@@ -282,7 +282,8 @@ class _Block:
                 problems.append(f"could not read what was written: {_why(error)}")
 
     def _build(self, taken: fdcapture.Separated, exc: BaseException | None, problems: list[str]) -> None:
-        from placement_cli.why import Facts, explain, facts_from_dict  # noqa: PLC0415
+        from placement_cli.why import Facts, explain, facts_from_dict, xla_lines  # noqa: PLC0415
+        from placement_cli.tfrules import compiled_calls  # noqa: PLC0415
 
         notes: list[str] = []
         report = _parse(taken, exc)
@@ -301,7 +302,9 @@ class _Block:
                 problems.append("The program switched placement logging off inside the block "
                                 "(tf.debugging.set_log_device_placement(False)): what it placed after that may be "
                                 "missing from the report.")
-        report = replace(report, placements=explain(report.placements, facts, report.log))
+        placements = explain(report.placements, facts, report.log)
+        compiled = compiled_calls(placements, facts.compiled, xla_lines(report.placements, facts))
+        report = replace(report, placements=placements, compiled=compiled)
         traced = _traced()
         if traced:
             problems.append("This program runs under `placement trace`, which takes TensorFlow's log itself: "

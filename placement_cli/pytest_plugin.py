@@ -11,6 +11,7 @@ TensorFlow then logs every op of that pytest process, and each ``capture()`` see
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -116,14 +117,28 @@ class PlacementFixture:
             log_from_the_start()
         return _Capture(enable_logging, advice=ADVICE)
 
-    def check(self, path: str, **rules: Any) -> Any:
+    def check(self, path: str | os.PathLike[str], **rules: Any) -> Any:
         """The rules of ``report.check()`` against a log or a report saved with ``--json`` at ``path``:
-        AssertionError naming each rule that failed and its nodes; returns the CheckResult."""
+        AssertionError naming each rule that failed and its nodes; returns the CheckResult. A file that
+        is not there raises FileNotFoundError, a folder IsADirectoryError, and one that is no log or
+        report (or a rule that is malformed or that it cannot judge) ValueError."""
         __tracebackhide__ = True  # pytest shows the test's line, not the plugin's
+        import errno  # noqa: PLC0415
+
+        from placement_cli.exceptions import InputError  # noqa: PLC0415
         from placement_cli.logparse.saved import read_input  # noqa: PLC0415
         from placement_cli.rules import assert_holds  # noqa: PLC0415
 
-        return assert_holds(read_input(str(path)), name=str(path), **rules)
+        name = os.fspath(path)
+        if not os.path.exists(name):
+            raise FileNotFoundError(errno.ENOENT, "no such file", name)
+        if os.path.isdir(name):
+            raise IsADirectoryError(errno.EISDIR, "a directory, not a log or a saved report", name)
+        try:
+            report = read_input(name)
+        except InputError as exc:
+            raise ValueError(str(exc)) from None
+        return assert_holds(report, name=name, **rules)
 
 
 @pytest.fixture

@@ -12,13 +12,34 @@ from typing import Any
 from placement_cli.devices import DeviceSpec, try_parse
 from placement_cli.filters import onednn_base
 from placement_cli.logparse import glog
-from placement_cli.model import AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, Placement
+from placement_cli.model import AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH_RESOURCE, Placement
+from placement_cli.tfrules import (EagerRecord, call_functions, compiled_bodies, compiled_reason, resource_reason,
+                                   session_devices)
 from placement_cli import messages
 from placement_cli.i18n import Message
 from placement_cli.messages import UNKNOWN
 
-_CALL_OPS = ("StatefulPartitionedCall", "PartitionedCall")
+# Nodes that call function graphs: a tf.function call, and tf.cond/tf.while_loop/tf.switch_case (their
+# branches are traced function graphs). TensorFlow inlines the first as ``<call>/<name>`` and lowers the
+# others' branches to ``<node>/then/_N/<name>`` (else, cond, body, branchK): lower_if_op.cc and co.
+_CALL_OPS = ("StatefulPartitionedCall", "PartitionedCall", "If", "StatelessIf", "While", "StatelessWhile", "Case",
+             "StatelessCase")
 _CALL_NODE = re.compile(r"(?:Stateful)?PartitionedCall(?:_\d+)?")  # tf.function call nodes' default names
+_BRANCH = re.compile(r"then|else|cond|body|branch\d+")
+_LOWERED = re.compile(r"_\d+")
+
+
+def calls_in(name: str) -> Iterator[tuple[str, str, str, bool]]:
+    """Each (call prefix, call node, name inside the called graph, lowered) a placer node's name can be
+    read as, outermost first: ``PartitionedCall/x`` -> (PartitionedCall, PartitionedCall, x, False); a
+    lowered branch, ``cond/then/_0/cond/mm`` -> (cond/then/_0, cond, cond/mm, True): only a call node
+    a recorded graph has makes it one."""
+    parts = name.split("/")
+    for i in range(len(parts) - 1):
+        if _CALL_NODE.fullmatch(parts[i]):
+            yield "/".join(parts[: i + 1]), "/".join(parts[: i + 1]), "/".join(parts[i + 1:]), False
+        elif 0 < i < len(parts) - 2 and _BRANCH.fullmatch(parts[i]) and _LOWERED.fullmatch(parts[i + 1]):
+            yield "/".join(parts[: i + 2]), "/".join(parts[:i]), "/".join(parts[i + 2:]), True
 # Kernels registered for DEFAULT serve every device type but the CPU (TF's kernel lookup falls back to them).
 _DEFAULT = "DEFAULT"
 # Arguments and return values of a function: placed where their tensors live, not by a request.
@@ -79,10 +100,18 @@ class Facts:
     # each recorded graph's own nodes (None: not kept): a placer line takes the facts of the graph it was placed
     # in, never those of another graph's node that has its name
     graphs: tuple[Mapping[tuple[str, str | None], NodeFacts], ...] | None = None
-    # the eager ops recorded as they ran ({"pairs": [[op type, request]], "threads": {tid: [pair index]}}):
+    # the eager ops recorded as they ran ({"pairs": [[op type, request, resource device, made by, name]],
+    # "threads": {tid: [pair index]}}):
     # what each eager line of the log asked for (None: not recorded, every eager request unknown)
     eager: Mapping[str, Any] | None = None
     missing: tuple[str, ...] = ()  # the private APIs that could not be read, and why (runtime.private)
+    # each recorded graph's own devices, where a Session ran it (its device_count: fewer than the process
+    # has), else None: a reason for one of its nodes names the devices its Session had
+    graph_devices: tuple[tuple[str, ...] | None, ...] = ()
+    # the tf.functions XLA compiled (jit_compile), each with its body's (node, op type, device field):
+    # TensorFlow logs only their calls (None: not known whether any was)
+    compiled: Mapping[str, tuple[tuple[str, str, str], ...]] | None = None
+    graph_calls: tuple[Mapping[str, str], ...] = ()  # each recorded graph's call nodes -> the function they call
 
 
 def facts_from_dict(data: Any) -> Facts:
@@ -102,25 +131,59 @@ def facts_from_dict(data: Any) -> Facts:
             graphs=graphs,
             eager=data.get("eager") if isinstance(data.get("eager"), dict) else None,
             missing=tuple(map(str, data.get("unavailable") or ())),
+            graph_devices=session_devices(data.get("graph_devices"), len(graphs or ())),
+            compiled=compiled_bodies(data.get("xla_compiled")),
+            graph_calls=call_functions(data.get("graph_calls")),
         )
     except (KeyError, TypeError, AttributeError):  # the recorder failed (its "error" says why)
         return Facts()
+
+
+def _specs(names: Iterable[str]) -> tuple[DeviceSpec, ...]:
+    """One spec per device, however spelt, in name order."""
+    unique = {s.canonical: s for s in map(try_parse, names) if s}
+    return tuple(unique[name] for name in sorted(unique))
 
 
 def explain(placements: Iterable[Placement], facts: Facts, log: str | None = None) -> tuple[Placement, ...]:
     """Each placement with what was requested, its status and, where one is due, the reason. ``log``:
     the text the placements' line numbers count in, where eager ops were recorded (``facts.eager``)."""
     placements = tuple(placements)
-    eager, threads = eager_requests(placements, log, facts.eager) if facts.eager is not None and log is not None \
+    eager, threads = eager_records(placements, log, facts.eager) if facts.eager is not None and log is not None \
         else ({}, {})
     where: dict[str, set[str]] = {}
     for p in placements:
         if p.node:
             where.setdefault(p.node, set()).add(p.canonical)
-    unique = {s.canonical: s for s in map(try_parse, facts.available) if s}  # one name per device, however spelt
-    specs = tuple(unique[name] for name in sorted(unique))
+    specs = _specs(facts.available)
     gpu_exists = any(s.device_type == "GPU" for s in specs) or any(p.spec.device_type == "GPU" for p in placements)
-    return tuple(_Explainer(facts, specs, where, gpu_exists, eager, threads).all(placements))
+    explained = _Explainer(facts, specs, where, gpu_exists, eager, threads).all(placements)
+    compiled, lines = facts.compiled or {}, xla_lines(placements, facts)
+    return tuple(replace(p, reason=compiled_reason(p, compiled[lines[p.line]])) if p.line in lines and not p.reason
+                 else p for p in explained)
+
+
+def xla_lines(placements: tuple[Placement, ...], facts: Facts) -> dict[int, str]:
+    """Line -> the XLA-compiled function it calls: an eager call's line (its op type is the function),
+    and a placer line of a call node (PartitionedCall) that the graphs its block can come from all
+    have calling that one function (a jit_compile function called inside another tf.function)."""
+    compiled = facts.compiled
+    if not compiled:
+        return {}
+    found = {p.line: p.op for p in placements if p.kind == "eager" and p.op in compiled}
+    calls = facts.graph_calls
+    named = {name for graph in calls for name, function in graph.items() if function in compiled}
+    if not named or facts.graphs is None or len(calls) != len(facts.graphs):
+        return found
+    blocks, _runs = _graph_blocks(placements, facts.graphs)
+    for p in placements:
+        if p.kind != "placer" or p.node not in named or p.op not in _CALL_OPS:
+            continue
+        graphs = blocks.get(p.line)
+        functions = {calls[i].get(p.node) for i in (range(len(calls)) if graphs is None else graphs)} - {None}
+        if len(functions) == 1 and next(iter(functions)) in compiled:
+            found[p.line] = next(iter(functions))
+    return found
 
 
 @dataclass
@@ -129,7 +192,7 @@ class _Explainer:
     specs: tuple[DeviceSpec, ...]
     where: dict[str, set[str]]
     gpu_exists: bool
-    eager: Mapping[int, str]  # line -> the request recorded as that eager op ran ('' for none)
+    eager: Mapping[int, EagerRecord]  # line -> what was recorded as that eager op ran
     threads: Mapping[int, int | None]  # line -> the thread that wrote it (where eager ops were recorded)
     _nodes_of: dict[frozenset[int], Mapping[tuple[str, str | None], NodeFacts]] = field(default_factory=dict)
     _runs: dict[int, int] = field(default_factory=dict)  # line -> its run of placer lines
@@ -167,7 +230,8 @@ class _Explainer:
             if op_line in eager and self.threads.get(p.line) == self.threads.get(op_line):  # same thread's op:
                 yield replace(self.eager_op(p, eager[op_line]), wrapper=True)  # the wrapper asked what it asked
                 continue
-            explained = self.one(p, self.lookup(p, blocks.get(p.line)) if p.kind != "eager" else None)
+            explained = self.one(p, self.lookup(p, blocks.get(p.line)) if p.kind != "eager" else None,
+                                 self.specs_of(blocks.get(p.line)) if p.kind != "eager" else None)
             yield replace(explained, wrapper=True) if p.line in wrappers else explained
 
     def nodes_of(self, graphs: frozenset[int] | None) -> Mapping[tuple[str, str | None], NodeFacts]:
@@ -180,6 +244,14 @@ class _Explainer:
             found = merge_nodes(n for i in sorted(graphs) for n in chosen[i].values())
             self._nodes_of[graphs] = found
         return found
+
+    def specs_of(self, graphs: frozenset[int] | None) -> tuple[DeviceSpec, ...] | None:
+        """The devices of the Sessions that ran these graphs, where every one of them is known (None:
+        the process's devices)."""
+        known = self.facts.graph_devices
+        if not graphs or not known or any(i >= len(known) or known[i] is None for i in graphs):
+            return None
+        return _specs(name for i in graphs for name in known[i] or ())
 
     def span_of(self, line: int) -> Span | None:
         i = bisect_right(self.span_starts, line) - 1
@@ -203,9 +275,18 @@ class _Explainer:
                          unchecked=(want.device_type,) if want and want.device_type else ())  # attrs never checked
         return replace(self.one(p, node), wrapper=wrapper)
 
-    def eager_op(self, p: Placement, requested: str) -> Placement:
-        """An eager op whose request was recorded as it ran (its attrs' kernels never checked)."""
+    def eager_op(self, p: Placement, record: EagerRecord) -> Placement:
+        """An eager op whose request was recorded as it ran (its attrs' kernels never checked). One that
+        took a resource and ran on that resource's device, not where it asked, was put there by
+        TensorFlow's rule for eager ops (MaybePinToResourceDevice, eager/placement_utils.cc): an eager
+        op with a resource input runs where the resource lives, whatever the scope, soft placement on
+        or off. That is no fallback."""
+        requested = record.requested
         want = try_parse(requested) if requested else None
+        there = try_parse(record.resource_device) if record.resource_device else None
+        if want is not None and there is not None and not want.satisfied_by(p.spec) \
+                and there.canonical == p.spec.canonical:
+            return replace(p, requested=requested, status=WITH_RESOURCE, reason=resource_reason(record, p.short))
         node = NodeFacts(name=p.node or "", op=p.op, requested=requested or None,
                          unchecked=(want.device_type,) if want and want.device_type else ())
         return self.one(p, node)
@@ -217,42 +298,40 @@ class _Explainer:
         nodes = self.nodes_of(graphs)
         name = p.node or ""
         found = nodes.get((name, p.op))
-        parts = name.split("/")
-        for i in range(len(parts) - 1):
+        for prefix, caller, rest, _lowered in calls_in(name):
             if found is not None:
                 break
-            if not _CALL_NODE.fullmatch(parts[i]):
-                continue
-            callee = self._callees.get((self._runs.get(p.line, -1), "/".join(parts[: i + 1])))
-            inner = self.nodes_of(callee).get(("/".join(parts[i + 1:]), p.op))
+            callee = self._callees.get((self._runs.get(p.line, -1), prefix))
+            inner = self.nodes_of(callee).get((rest, p.op))
             if inner is None or inner.requested:
                 found = inner
                 continue
-            caller = "/".join(parts[: i + 1])
             calls = [nodes.get((caller, op)) for op in _CALL_OPS]
             call = next((c for c in calls if c is not None), None)
             if call is not None:  # a call that asked for no device leaves the body free, as the graph has it
                 found = replace(inner, requested=call.requested)
         return found
 
-    def one(self, p: Placement, node: NodeFacts | None) -> Placement:
+    def one(self, p: Placement, node: NodeFacts | None, specs: tuple[DeviceSpec, ...] | None = None) -> Placement:
+        """``specs``: the devices of the Session that placed it, where known (else the process's)."""
+        gpu = None if specs is None else any(s.device_type == "GPU" for s in specs)  # the Session's own GPUs
         if node is None and not self.facts.complete:
-            return replace(p, requested=None, status=LOGGED, reason=self.on_cpu_reason(p, None))
+            return replace(p, requested=None, status=LOGGED, reason=self.on_cpu_reason(p, None, gpu))
         node = node or NodeFacts(name=p.node or "")
         if not node.request_known:
-            return replace(p, requested=None, status=LOGGED, group=node.group, reason=self.on_cpu_reason(p, node))
+            return replace(p, requested=None, status=LOGGED, group=node.group, reason=self.on_cpu_reason(p, node, gpu))
         if not node.requested:
-            return replace(p, requested=None, status=FREE, group=node.group, reason=self.on_cpu_reason(p, node))
+            return replace(p, requested=None, status=FREE, group=node.group, reason=self.on_cpu_reason(p, node, gpu))
         want = try_parse(node.requested)
         if want is None or want.satisfied_by(p.spec):
             return replace(p, requested=node.requested, status=AS_REQUESTED, group=node.group)
         return replace(p, requested=node.requested, status=SOFT_FALLBACK, group=node.group,
-                       reason=self.fallback_reason(want, p, node))
+                       reason=self.fallback_reason(want, p, node, self.specs if specs is None else specs))
 
-    def fallback_reason(self, want: DeviceSpec, p: Placement, node: NodeFacts) -> Message:
-        """Why the placer did not honour a request."""
-        if not any(want.satisfied_by(s) for s in self.specs):
-            names = ", ".join(s.short for s in self.specs) or messages.NONE_LISTED
+    def fallback_reason(self, want: DeviceSpec, p: Placement, node: NodeFacts, specs: tuple[DeviceSpec, ...]) -> Message:
+        """Why the placer did not honour a request, among the devices it had (``specs``)."""
+        if not any(want.satisfied_by(s) for s in specs):
+            names = ", ".join(s.short for s in specs) or messages.NONE_LISTED
             return Message(messages.MISSING, device=want.short, names=names)
         found = self.kernel_reason(p, node, want.device_type) or self.colocation_reason(p, node)
         if found:
@@ -261,9 +340,10 @@ class _Explainer:
             return Message(messages.UNCHECKED, device=want.short)
         return Message(messages.HAS_KERNEL, device=want.short)
 
-    def on_cpu_reason(self, p: Placement, node: NodeFacts | None) -> Message | None:
-        """Why an op that asked for no device sits on a CPU while a GPU exists."""
-        if not self.gpu_exists or p.spec.device_type != "CPU":
+    def on_cpu_reason(self, p: Placement, node: NodeFacts | None, gpu: bool | None = None) -> Message | None:
+        """Why an op that asked for no device sits on a CPU while a GPU exists (``gpu``: whether its
+        Session had one, where known; else whether the process has one)."""
+        if not (self.gpu_exists if gpu is None else gpu) or p.spec.device_type != "CPU":
             return None
         return self.kernel_reason(p, node, "GPU") or self.colocation_reason(p, node) or UNKNOWN
 
@@ -313,6 +393,7 @@ def _graph_blocks(placements: tuple[Placement, ...], graphs: tuple[Mapping[tuple
     names = [{name for name, _ in graph} for graph in graphs]
     everywhere = set().union(*names) if names else set()
     calls = [{name for name, op in graph if op in _CALL_OPS} for graph in graphs]
+    any_call = set().union(*calls) if calls else set()
 
     def fits(p: Placement) -> frozenset[int] | None:
         name = p.node or ""
@@ -321,8 +402,7 @@ def _graph_blocks(placements: tuple[Placement, ...], graphs: tuple[Mapping[tuple
         if p.op in _ARGS:
             return frozenset(i for i, known in enumerate(names) if name in known)
         found = {i for i, graph in enumerate(graphs) if (name, p.op) in graph}
-        parts = name.split("/")
-        callers = ["/".join(parts[: i + 1]) for i in range(len(parts) - 1) if _CALL_NODE.fullmatch(parts[i])]
+        callers = [caller for _prefix, caller, _rest, lowered in calls_in(name) if not lowered or caller in any_call]
         found.update(i for i, known in enumerate(calls) if any(c in known for c in callers))
         if not found and name not in everywhere and not callers:
             return None  # a node TensorFlow added (no graph has its name): any graph may hold it
@@ -376,16 +456,12 @@ def _callees(placements: tuple[Placement, ...], graphs: tuple[Mapping[tuple[str,
     for p in placements:
         if p.kind != "placer" or not p.node or p.line not in runs:
             continue
-        parts = p.node.split("/")
-        for i in range(len(parts) - 1):
-            if not _CALL_NODE.fullmatch(parts[i]):
-                continue
-            rest = "/".join(parts[i + 1:])
+        for prefix, _caller, rest, _lowered in calls_in(p.node):
             own = blocks.get(p.line) or frozenset()
             holders = frozenset(g for g, graph in enumerate(graphs) if (rest, p.op) in graph and g not in own)
             if not holders:  # a node TF made while inlining, or renamed: it says nothing of the callee
                 continue
-            key = (runs[p.line], "/".join(parts[: i + 1]))
+            key = (runs[p.line], prefix)
             found[key] = found[key] & holders if key in found else holders
     return {key: graphs_ for key, graphs_ in found.items() if graphs_}
 
@@ -432,8 +508,15 @@ def eager_requests(placements: Iterable[Placement], log: str, recorded: Mapping[
     one to one only up to the first pair whose op types differ. Lines without a thread id
     (TensorFlow's listener in a notebook) are joined only where one thread alone recorded ops and
     no line has one."""
+    found, writer = eager_records(placements, log, recorded)
+    return {line: record.requested for line, record in found.items()}, writer
+
+
+def eager_records(placements: Iterable[Placement], log: str, recorded: Mapping[str, Any]
+                  ) -> tuple[dict[int, EagerRecord], dict[int, int | None]]:
+    """eager_requests, with the whole record of each joined line."""
     try:
-        pairs = [(str(op), str(requested)) for op, requested in recorded["pairs"]]
+        pairs = [EagerRecord(*(str(field) for field in pair[:5])) for pair in recorded["pairs"]]
         threads = {int(tid): found for tid, found in recorded["threads"].items()}
     except (KeyError, TypeError, ValueError, AttributeError):
         return {}, {}
@@ -445,7 +528,7 @@ def eager_requests(placements: Iterable[Placement], log: str, recorded: Mapping[
         writer[p.line] = thread = int(match.group(1)) if match else None
         if p.kind == "eager" and p.op and p.op not in _UNRECORDED and p.op not in _NESTING:
             by_thread.setdefault(thread, []).append(p)
-    found: dict[int, str] = {}
+    found: dict[int, EagerRecord] = {}
     for thread, lines in by_thread.items():
         if thread is None:
             indices = next(iter(threads.values())) if len(threads) == 1 and len(by_thread) == 1 else None
@@ -454,9 +537,9 @@ def eager_requests(placements: Iterable[Placement], log: str, recorded: Mapping[
         if not indices or not all(isinstance(i, int) and 0 <= i < len(pairs) for i in indices):
             continue
         logged = [onednn_base(p.op or "") or p.op or "" for p in lines]
-        kept = [i for i in indices if pairs[i][0] not in _NESTING]
-        for at, i in _pairing(logged, [pairs[i][0] for i in kept]).items():
-            found[lines[at].line] = pairs[kept[i]][1]
+        kept = [i for i in indices if pairs[i].op not in _NESTING]
+        for at, i in _pairing(logged, [pairs[i].op for i in kept]).items():
+            found[lines[at].line] = pairs[kept[i]]
     return found, writer
 
 

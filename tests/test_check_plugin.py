@@ -98,7 +98,7 @@ def test_capture_and_check_in_a_users_test(pytester: pytest.Pytester) -> None:
                 report.check(no_fallback=True)
             text = str(failed.value)
             assert "--no-fallback" in text and "far_away" in text and "on_cpu" not in text, text
-            with pytest.raises(AssertionError, match=r"--max-on CPU=0: placements on CPU"):
+            with pytest.raises(AssertionError, match=r"--max-on CPU=0: (distinct )?placements on CPU"):
                 report.check(max_on={"CPU": 0}, include_plumbing=True)
             with pytest.raises(ValueError, match="--max-copy-bytes needs a report with the copies"):
                 report.check(max_copy_bytes=10)
@@ -170,3 +170,20 @@ def test_a_capture_after_an_op_at_import_says_what_to_do_in_pytest(pytester: pyt
     text = result.stdout.str()
     assert "the capture is incomplete" in text and "Move that op into a test or a fixture" in text, text
     assert "restart the kernel" not in text
+
+
+def test_a_path_that_is_no_report_raises_a_standard_exception(tmp_path: Path) -> None:
+    """placement.check(PATH): a missing file is FileNotFoundError, a folder IsADirectoryError, a file
+    that is no log or report ValueError (never placement's private InputError)."""
+    from placement_cli.pytest_plugin import PlacementFixture
+
+    fixture = PlacementFixture()
+    with pytest.raises(FileNotFoundError) as missing:
+        fixture.check(tmp_path / "missing.json", max_on={"CPU": 3})
+    assert missing.value.filename == str(tmp_path / "missing.json")
+    with pytest.raises(IsADirectoryError):
+        fixture.check(tmp_path, max_on={"CPU": 3})
+    (tmp_path / "empty.json").write_text("")
+    with pytest.raises(ValueError, match="empty input") as empty:
+        fixture.check(str(tmp_path / "empty.json"), max_on={"CPU": 3})
+    assert type(empty.value) is ValueError

@@ -355,3 +355,62 @@ def test_a_py_function_is_recorded_after_the_eager_ops_it_ran() -> None:
     found = explain(placements, Facts(available=(CPU0,), graphs_known=True, eager=recorded), log)
     # the py_function's own request is left unknown; the failed IteratorGetNext has no record
     assert [p.status for p in found] == [LOGGED, FREE, LOGGED, SOFT_FALLBACK]
+
+
+def test_lowered_cond_and_while_branches_take_their_branch_graph_s_requests() -> None:
+    """tf.cond's then-branch (a MatMul pinned to a missing GPU) and else-branch both hold cond/Identity;
+    lowered, their nodes are cond/then/_0/..., cond/else/_1/..., while/body/_3/...: each branch is found
+    by all its nodes; the switches TensorFlow adds (cond/pivot_t/_4) stay unknown."""
+    then = nodes(NodeFacts("cond/mm", "MatMul", "/device:GPU:5"), NodeFacts("cond/Identity", "Identity"))
+    other = nodes(NodeFacts("cond/id", "Identity"), NodeFacts("cond/Identity", "Identity"))
+    body = nodes(NodeFacts("while/mul", "Mul"), NodeFacts("while/Identity", "Identity"))
+    outer = nodes(NodeFacts("a", "Placeholder"), NodeFacts("cond", "StatelessIf"),
+                  NodeFacts("cond/Identity", "Identity"), NodeFacts("while", "While", "/device:CPU:0"))
+    graphs = (then, other, body, outer)
+    facts = Facts(nodes=merge_nodes(n for g in graphs for n in g.values()), available=(CPU0,), kernels=KERNELS,
+                  graphs_known=True, graphs=graphs)
+    log = (placed("a", "_Arg", CPU0, 1), placed("cond/pivot_t/_4", "Identity", CPU0, 2),
+           placed("Func/cond/then/_0/input/_5", "Identity", CPU0, 3), placed("cond/then/_0/cond/mm", "MatMul", CPU0, 4),
+           placed("cond/then/_0/cond/Identity", "Identity", CPU0, 5), placed("cond/else/_1/cond/id", "Identity", CPU0, 6),
+           placed("cond/else/_1/cond/Identity", "Identity", CPU0, 7), placed("while/body/_3/while/mul", "Mul", CPU0, 8),
+           placed("while/body/_3/while/Identity", "Identity", CPU0, 9), placed("cond/Identity", "Identity", CPU0, 10))
+    rows = {p.line: p for p in explain(log, facts)}
+    assert (rows[4].status, rows[4].requested) == (SOFT_FALLBACK, "/device:GPU:5")
+    assert str(rows[4].reason).startswith("GPU:5 does not exist")
+    assert (rows[5].status, rows[6].status, rows[7].status, rows[10].status) == (FREE, FREE, FREE, FREE)
+    assert (rows[8].status, rows[8].requested) == (AS_REQUESTED, "/device:CPU:0")  # the while node's request
+    assert (rows[2].status, rows[3].status) == (LOGGED, LOGGED)  # TensorFlow's own nodes: unknown
+
+
+def test_a_session_s_graph_is_explained_with_the_session_s_devices() -> None:
+    """Three CPUs in the process, one in the Session (device_count): /cpu:2 does not exist for it."""
+    graph = nodes(NodeFacts("far", "Const", "/device:CPU:2"))
+    cpus = tuple(f"/job:localhost/replica:0/task:0/device:CPU:{i}" for i in range(3))
+    facts = Facts(nodes=graph, available=(*cpus, GPU0), kernels=KERNELS, graphs_known=True, graphs=(graph,),
+                  graph_devices=((CPU0,),))
+    (row,) = explain((placed("far", "Const", CPU0, 1),), facts)
+    assert (row.status, str(row.reason)) == (SOFT_FALLBACK, "CPU:2 does not exist (have: CPU:0)")
+    free = nodes(NodeFacts("c", "Const"))  # a GPU in the process, none in the Session: no "on a CPU" reason
+    (row,) = explain((placed("c", "Const", CPU0, 1),), replace(facts, nodes=free, graphs=(free,)))
+    assert (row.status, row.reason) == (FREE, None)
+    (row,) = explain((placed("c", "Const", CPU0, 1),), replace(facts, nodes=free, graphs=(free,), graph_devices=()))
+    assert row.reason is not None  # the process's devices, where the Session's are not known
+
+
+def test_an_eager_op_with_a_resource_input_runs_with_its_resource() -> None:
+    """Recorded: ReadVariableOp under /CPU:0 whose variable lives on CPU:1; it ran on CPU:1. An
+    AssignAddVariableOp that ran elsewhere than both is a fallback as before."""
+    cpu1 = "/job:localhost/replica:0/task:0/device:CPU:1"
+    prefix = "I0000 00:00:1795232759.847888     7 execute.cc:1775] "
+    log = (f"{prefix}Executing op ReadVariableOp in device {cpu1}\n{prefix}Executing op ReadVariableOp in device "
+           f"{cpu1}\n{prefix}Executing op AssignAddVariableOp in device {CPU0}\n")
+    placements = (placed(None, "ReadVariableOp", cpu1, 1, kind="eager"), placed(None, "ReadVariableOp", cpu1, 2, kind="eager"),
+                  placed(None, "AssignAddVariableOp", CPU0, 3, kind="eager"))
+    recorded = {"pairs": [["ReadVariableOp", CPU0, cpu1, "VarHandleOp", "weights"],
+                          ["ReadVariableOp", CPU0, cpu1, "AnonymousIteratorV3", ""],
+                          ["AssignAddVariableOp", "/device:GPU:1", cpu1, "VarHandleOp", "weights"]],
+                "threads": {"7": [0, 1, 2]}}
+    rows = explain(placements, Facts(available=(CPU0, cpu1), graphs_known=True, eager=recorded), log)
+    assert [str(p.status) for p in rows] == ["with its resource", "with its resource", "soft fallback"]
+    assert str(rows[0].reason).startswith("with its variable weights on CPU:1: TensorFlow runs an eager op")
+    assert str(rows[1].reason).startswith("with its resource (AnonymousIteratorV3) on CPU:1")

@@ -15,7 +15,7 @@ from placement_cli.i18n import _
 @command()
 def check(
     source: Annotated[str, typer.Argument(metavar="INPUT", callback=named, help="A placement log (any TensorFlow version), a report saved with --json (placement trace --json), or - for standard input.", show_default=False)],
-    max_on: Annotated[list[str] | None, typer.Option("--max-on", metavar="DEV=N", help="At most N placements on DEV: a device type, a device or a task (CPU=0, GPU:1=100, ps/0=20). Repeatable.", show_default=False)] = None,
+    max_on: Annotated[list[str] | None, typer.Option("--max-on", metavar="DEV=N", help="At most N distinct placements on DEV: a device type, a device or a task (CPU=0, GPU:1=100, ps/0=20); each node, or eager op type, once per device, so the same at any step count. Repeatable.", show_default=False)] = None,
     expect: Annotated[list[str] | None, typer.Option("--expect", metavar="REGEX=DEV", help="Every node whose name matches REGEX is on DEV (^tower_0/=GPU:0; matched in linear time, ignoring case; split at the last =). Repeatable.", show_default=False)] = None,
     no_fallback: Annotated[bool | None, typer.Option("--no-fallback/--allow-fallback", help="No soft fallback: every op where it asked to be (needs a report that knows requests, such as trace --json). --allow-fallback turns off the config file's.", show_default=False)] = None,
     max_copy_bytes: Annotated[int | None, typer.Option("--max-copy-bytes", min=0, metavar="N", help="At most N bytes copied between devices per step (needs a report with copies and their sizes, such as train --copies --json).", show_default=False)] = None,

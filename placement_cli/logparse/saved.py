@@ -20,12 +20,12 @@ from placement_cli.exceptions import InputError
 from placement_cli.i18n import N_, _, translated
 from placement_cli.logparse import reader
 from placement_cli.logparse.engine import tally_streams
-from placement_cli.model import (AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, Copy, DeviceMapping, Placement,
-                                 PlacementFailure, Report)
+from placement_cli.model import (AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH_RESOURCE, Compiled, CompiledOp, Copy,
+                                 DeviceMapping, Placement, PlacementFailure, Report)
 
 _JSON_ARRAY = re.compile(r'\[\s*(\]|\{\s*")')
 SNIFF = 64 << 10  # the bytes looked at to tell a saved report from a log
-_STATUSES = {str(s): s for s in (AS_REQUESTED, FREE, SOFT_FALLBACK, LOGGED)}
+_STATUSES = {str(s): s for s in (AS_REQUESTED, FREE, SOFT_FALLBACK, LOGGED, WITH_RESOURCE)}
 _KINDS = frozenset({"placer", "eager", "legacy"})
 # What other commands save: a document of theirs holds no one run's placements.
 _NOT_PLACEMENTS = (
@@ -203,6 +203,7 @@ def report_from_dict(data: Any, name: str = "<report>") -> Report:
             run_error=_optional_text(data.get("run_error")) or _exited(data.get("exit_code")),
             executed=None if not isinstance(data.get("executed_ops"), dict) else
             tuple((str(k), _count(v)) for k, v in data["executed_ops"].items()),
+            compiled=None if data.get("xla_compiled") is None else tuple(map(_compiled, data["xla_compiled"])),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InputError(_("{name}: a saved report with a field that is not as placement writes it ({why})").format(
@@ -285,6 +286,14 @@ def _copy(c: Any) -> Copy:
                 bytes=_optional_int(c.get("bytes")), producer=_optional_text(c.get("producer")),
                 consumer=_optional_text(c.get("consumer")), physical=c.get("physical"),
                 computed=bool(c.get("computed", False)))
+
+
+def _compiled(c: Any) -> Compiled:
+    return Compiled(function=_text(c["function"]), device=_text(c["device"]), line=_count(c.get("line", 0)),
+                    calls=_count(c.get("calls", 1)),
+                    ops=tuple(CompiledOp(node=_text(o["node"]), op=_optional_text(o.get("op")),
+                                         requested=_optional_text(o.get("requested")), moved=o.get("moved") is True)
+                              for o in c.get("ops") or ()))
 
 
 def _exited(code: Any) -> str | None:

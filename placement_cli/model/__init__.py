@@ -7,9 +7,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from placement_cli.model.report import (AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, Cause, Copy, DeviceMapping, Edge,
-                                        IgnoredRequest, LinkTotal, Placement, PlacementFailure, Report, link_totals,
-                                        reason_counts)
+from placement_cli.model.report import (AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH_RESOURCE, Cause, Compiled,
+                                        CompiledOp, Copy, DeviceMapping, Edge, IgnoredRequest, LinkTotal, Placement,
+                                        PlacementFailure, Report, link_totals, reason_counts)
 
 if TYPE_CHECKING:
     from placement_cli.model.check import CheckResult, RuleFailure
@@ -34,8 +34,8 @@ _LAZY = {
     **dict.fromkeys(("ExpectedBytes", "GradientCheck", "Training", "VariableCopies"), "training"),
 }
 
-__all__ = ["AS_REQUESTED", "FREE", "LOGGED", "SOFT_FALLBACK", "Cause", "Copy", "DeviceMapping", "Edge",
-           "IgnoredRequest", "LinkTotal",
+__all__ = ["AS_REQUESTED", "FREE", "LOGGED", "SOFT_FALLBACK", "WITH_RESOURCE", "Cause", "Compiled", "CompiledOp",
+           "Copy", "DeviceMapping", "Edge", "IgnoredRequest", "LinkTotal",
            "Placement", "PlacementFailure", "Report", "link_totals", "reason_counts", *_LAZY]
 
 

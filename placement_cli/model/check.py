@@ -32,6 +32,15 @@ class CheckResult:
     errors: int  # placement errors the input reports
     config: str | None = None  # the file rules were read from
     unknown_requests: int = 0  # judged placements whose request no record says (eager ops of other threads)
+    # what those are, by kind: "eager_const" (TensorFlow's own constants), "wrapper" (nodes of the
+    # single-op functions TF wraps eager ops in), "eager" (eager ops no record joined), "graph" (nodes of
+    # no recorded graph: TensorFlow's own, such as lowered control flow)
+    unknown_kinds: tuple[tuple[str, int], ...] = ()
+    # the distinct placements judged, each (node, op type, device) once: an eager op is logged every time
+    # it runs, so ``placements`` grows with the steps; this does not (what --max-on counts)
+    distinct: int | None = None
+    distinct_by_device: tuple[tuple[str, int], ...] = ()
+    xla_moved: int = 0  # ops of XLA-compiled functions that asked for a device their cluster did not run on
 
     @property
     def passed(self) -> bool:
@@ -44,8 +53,12 @@ class CheckResult:
             "summary": {
                 "placements": self.placements,
                 "by_device": dict(self.by_device),
+                "distinct": self.placements if self.distinct is None else self.distinct,
+                "distinct_by_device": dict(self.distinct_by_device or self.by_device),
+                "xla_compiled_moved": self.xla_moved,
                 "soft_fallbacks": self.soft_fallbacks,
                 "unknown_requests": self.unknown_requests,
+                "unknown_request_kinds": dict(self.unknown_kinds),
                 "left_out": {"plumbing": self.plumbing, "ignored": self.ignored},
                 "errors": self.errors,
                 "rules": list(self.rules),

@@ -21,6 +21,8 @@ AS_REQUESTED = Message(N_("as requested"))
 FREE = Message(N_("free"))
 SOFT_FALLBACK = Message(N_("soft fallback"))
 LOGGED = Message(N_("logged"))  # parsed from a log: what was requested is unknown
+# an eager op that takes a resource, run on the resource's device whatever it asked (TensorFlow's rule, no fallback)
+WITH_RESOURCE = Message(N_("with its resource"))
 
 
 @dataclass(frozen=True)
@@ -213,6 +215,39 @@ def reason_counts(placements: Iterable[Placement]) -> list[tuple[str, int, list[
 
 
 @dataclass(frozen=True)
+class CompiledOp:
+    """One node of an XLA-compiled function's body, as its graph asked."""
+
+    node: str
+    op: str | None
+    requested: str | None  # its device field (None: it asked for nothing)
+    moved: bool  # it asked for a device the cluster did not run on
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"node": self.node, "op": self.op, "requested": self.requested, "moved": self.moved}
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """A tf.function compiled by XLA (jit_compile=True) that ran: TensorFlow logs only its call (an eager
+    line); its body ran inside one XLA cluster on the call's device, and no placement of it is logged."""
+
+    function: str  # the function's name, as the call's line has it (__inference_f_10)
+    device: str  # the canonical device its calls ran on
+    line: int  # its first call's line
+    calls: int  # the calls logged on that device
+    ops: tuple[CompiledOp, ...]
+
+    @property
+    def moved(self) -> tuple[CompiledOp, ...]:
+        return tuple(op for op in self.ops if op.moved)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"function": self.function, "device": self.device, "line": self.line, "calls": self.calls,
+                "ops": [op.to_dict() for op in self.ops]}
+
+
+@dataclass(frozen=True)
 class Report:
     """Everything known about one log or one run."""
 
@@ -236,6 +271,8 @@ class Report:
     executed: tuple[tuple[str, int], ...] | None = None  # a traced step's executed op types and node counts
     # runs: the edges of the graphs that ran (Session graph, tf.function graphs), for the pictures; not in the JSON
     edges: tuple[Edge, ...] | None = None
+    # runs that recorded it (trace, capture()): the tf.functions XLA compiled, whose bodies TensorFlow does not log
+    compiled: tuple[Compiled, ...] | None = None
 
     @property
     def by_device(self) -> dict[str, int]:
@@ -276,6 +313,8 @@ class Report:
                                        "per_step_bytes": None if None in sizes else sum(b or 0 for b in sizes)}
             if self.executed is not None:
                 data["executed_ops"] = dict(self.executed)
+            if self.compiled is not None:
+                data["xla_compiled"] = [c.to_dict() for c in self.compiled]
             if self.training is not None:
                 data["steps"] = len(self.training.losses)
                 data["losses"] = list(self.training.losses)

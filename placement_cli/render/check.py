@@ -6,11 +6,20 @@ from rich.console import Group
 from rich.text import Text
 
 from placement_cli.devices import short_name
-from placement_cli.i18n import _, shown
+from placement_cli.i18n import N_, _, shown, translated
 from placement_cli.model import CheckResult, RuleFailure
 from placement_cli.render.text import clean
 
 DEVICES_SHOWN = 6  # devices the summary names; the rest are counted together
+
+# What the placements whose request is unknown are (rules._unknown_kind), in words.
+_UNKNOWN_KINDS = {
+    "eager_const": N_("{count} _EagerConst (constants TensorFlow makes from Python values, which no op callback sees)"),
+    "wrapper": N_("{count} in the single-op functions TensorFlow wraps eager ops in"),
+    "eager": N_("{count} eager ops no record was joined to (another thread's, or after the program removed the op "
+               "callback)"),
+    "graph": N_("{count} nodes of no recorded graph (TensorFlow's own, such as lowered control flow)"),
+}
 
 
 def render_check(result: CheckResult) -> Group:
@@ -41,10 +50,16 @@ def failure_line(failure: RuleFailure) -> Text:
 def summary_line(result: CheckResult) -> str:
     """``412 placements: 409 on GPU:0, 3 on CPU:0; 2 soft fallbacks; 3 rules, 1 failed``."""
     count = result.placements
-    text = (_("{count} placement") if count == 1 else _("{count} placements")).format(count=count)
+    per_device = result.by_device
+    if result.distinct is not None and result.distinct != count:  # the rules count these: they lead
+        text = (_("{count} distinct placement") if result.distinct == 1 else _("{count} distinct placements")).format(
+            count=result.distinct) + " (" + _("{count} logged: an eager op each time it runs").format(count=count) + ")"
+        per_device = result.distinct_by_device
+    else:
+        text = (_("{count} placement") if count == 1 else _("{count} placements")).format(count=count)
     devices = [_("{count} on {device}").format(count=n, device=short_name(d))
-               for d, n in result.by_device[:DEVICES_SHOWN]]
-    rest = result.by_device[DEVICES_SHOWN:]
+               for d, n in per_device[:DEVICES_SHOWN]]
+    rest = per_device[DEVICES_SHOWN:]
     if rest:
         devices.append(_("{count} on {devices} more devices").format(count=sum(n for _d, n in rest),
                                                                      devices=len(rest)))
@@ -59,9 +74,11 @@ def summary_line(result: CheckResult) -> str:
     if result.soft_fallbacks is not None:
         parts.append((_("{count} soft fallback") if result.soft_fallbacks == 1
                       else _("{count} soft fallbacks")).format(count=result.soft_fallbacks))
-        if result.unknown_requests and "--no-fallback" in result.rules:  # it cannot see these: said
-            parts[-1] += " " + _("({count} whose request is unknown, such as another thread's eager ops)").format(
-                count=result.unknown_requests)
+        if result.unknown_requests and "--no-fallback" in result.rules:  # it cannot see these: said, and what they are
+            kinds = ", ".join(translated(_UNKNOWN_KINDS.get(kind, "{count} " + kind)).format(count=n)
+                              for kind, n in result.unknown_kinds)
+            parts[-1] += " " + _("({count} whose request is unknown: {kinds})").format(
+                count=result.unknown_requests, kinds=kinds or result.unknown_requests)
     if result.errors:
         parts.append((_("{count} placement error") if result.errors == 1
                       else _("{count} placement errors")).format(count=result.errors))

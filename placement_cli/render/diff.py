@@ -12,13 +12,13 @@ from rich.text import Text
 from placement_cli import messages
 from placement_cli.devices import short_name
 from placement_cli.i18n import _, shown
-from placement_cli.model import AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, Change, LinkTotal, PlacementDiff
+from placement_cli.model import AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH_RESOURCE, Change, LinkTotal, PlacementDiff
 from placement_cli.render.digest import MAX_KEYS, CrossTab, scope_depth, scope_of
 from placement_cli.render.rows import MIDDLE, Column, RowTable
 from placement_cli.render.text import clean
 from placement_cli.render.view import View
 
-_STATUSES = {str(s): s for s in (AS_REQUESTED, FREE, SOFT_FALLBACK, LOGGED)}
+_STATUSES = {str(s): s for s in (AS_REQUESTED, FREE, SOFT_FALLBACK, LOGGED, WITH_RESOURCE)}
 _EXAMPLES = 3  # names a digest row gives as examples
 
 

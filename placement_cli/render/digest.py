@@ -13,7 +13,7 @@ from rich.text import Text
 from placement_cli import messages
 from placement_cli.devices import short_name
 from placement_cli.i18n import _, shown
-from placement_cli.model import SOFT_FALLBACK, Placement, Report
+from placement_cli.model import SOFT_FALLBACK, WITH_RESOURCE, Placement, Report
 from placement_cli.render.parts import counts_table, rows_table, table_rows
 from placement_cli.render.rows import MIDDLE, Column, RowTable
 from placement_cli.render.text import clean
@@ -48,8 +48,9 @@ def scope_depth(nodes: Iterable[str | None]) -> int:
 
 
 def worth_a_look(p: Placement) -> bool:
-    """Not where it asked (a soft fallback), or a reason is due (e.g. on a CPU while a GPU exists)."""
-    return p.status == SOFT_FALLBACK or bool(p.reason)
+    """Not where it asked (a soft fallback), or a reason is due (e.g. on a CPU while a GPU exists); an
+    eager op that runs with its resource, as TensorFlow always runs it, is not one."""
+    return p.status == SOFT_FALLBACK or (bool(p.reason) and p.status != WITH_RESOURCE)
 
 
 @dataclass

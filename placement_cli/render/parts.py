@@ -16,8 +16,8 @@ from placement_cli.devices import DeviceSpec, DeviceSpecError, parse_device, sho
 from placement_cli.filters import Filtered, is_plumbing, onednn_base
 from placement_cli import messages
 from placement_cli.i18n import _, shown
-from placement_cli.model import (AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, Cause, Placement, PlacementFailure,
-                                 Report, reason_counts)
+from placement_cli.model import (AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH_RESOURCE, Cause, Placement,
+                                 PlacementFailure, Report, reason_counts)
 from placement_cli.render.rows import MIDDLE, WRAP, Column, RowTable
 from placement_cli.render.text import clean, format_result, literal, pad_left
 from placement_cli.render.view import Hints, View
@@ -25,7 +25,7 @@ from placement_cli.render.wrap import wrapped
 from placement_cli.logparse.error_messages import headline
 
 _PALETTE = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_cyan", "bright_magenta")
-_STATUS_STYLE = {AS_REQUESTED: "green", FREE: "dim", SOFT_FALLBACK: "bold yellow"}
+_STATUS_STYLE = {AS_REQUESTED: "green", FREE: "dim", SOFT_FALLBACK: "bold yellow", WITH_RESOURCE: "cyan"}
 
 
 def _device_styles(devices: Iterable[str]) -> dict[str, str]:

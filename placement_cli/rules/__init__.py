@@ -5,14 +5,14 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from placement_cli import messages
 from placement_cli.devices import DeviceSpec, try_parse
 from placement_cli.exceptions import FilterError, RuleError
 from placement_cli.filters import (INTERNAL_OPS, check_device, check_op, compile_node, device_matcher, is_plumbing,
-                                   op_matcher, quoted)
+                                   op_matcher, quoted, short_task)
 from placement_cli.i18n import Message, _
 from placement_cli.logparse.saved import knows_requests
 from placement_cli.model import LOGGED, SOFT_FALLBACK, CheckResult, Placement, Report, RuleFailure
@@ -88,9 +88,17 @@ class Rules:
 
 
 def _device_key(device: str) -> str:
-    """One key for one device however spelled (CPU:1, cpu:1, /cpu:1, /device:CPU:1)."""
-    spec = try_parse(device)
-    return spec.spec.upper() if spec is not None else " ".join(device.split()).upper()
+    """One key for one device however spelled (CPU:1, cpu:1, /cpu:1, /device:CPU:1, and its full name
+    /job:localhost/replica:0/task:0/device:CPU:1: the local task's job, replica and task are the
+    defaults every shorter spelling means; a task as tables name it, ps/0)."""
+    spec = try_parse(device) or short_task(device)
+    if spec is None:
+        return " ".join(device.split()).upper()
+    local = (spec.job or "").lower() in ("", "localhost")
+    spec = replace(spec, job=None if local else (spec.job or "").lower(),
+                   replica=None if spec.replica in (None, 0) else spec.replica,
+                   task=None if local and spec.task in (None, 0) else spec.task)
+    return spec.spec.upper()
 
 
 def _check_device(option: str, device: object) -> None:
@@ -245,12 +253,14 @@ def judge(report: Report, rules: Rules, *, name: str = "the input") -> CheckResu
     kept = [p for p in report.placements if not plumbing(p)]
     judged = [p for p in kept if not ignored(p)]
     failures: list[RuleFailure] = []
-    for device, limit in rules.max_on:
+    for device, limit in rules.max_on:  # distinct placements: the verdict holds at any step count
         on = _on(device)
         there = [p for p in judged if on(p.spec)]
-        if len(there) > limit:
-            failures.append(RuleFailure(f"--max-on {device}={limit}", Message(
-                messages.CHECK_MAX_ON, count=len(there), device=device, limit=limit), _examples(there)))
+        count = len(distinct(there))
+        if count > limit:
+            message = Message(messages.CHECK_MAX_ON, count=count, device=device, limit=limit) if count == len(there) \
+                else Message(messages.CHECK_MAX_ON_DISTINCT, count=count, logged=len(there), device=device, limit=limit)
+            failures.append(RuleFailure(f"--max-on {device}={limit}", message, _examples(there)))
     for regex, device in rules.expect:
         pattern, on = regex_of("--expect", regex), _on(device)
         named = [p for p in judged if p.node and pattern.search(p.node)]
@@ -262,7 +272,12 @@ def judge(report: Report, rules: Rules, *, name: str = "the input") -> CheckResu
             failures.append(RuleFailure(rule, Message(messages.CHECK_EXPECT, count=len(elsewhere), total=len(named),
                                                       regex=regex, device=device), _examples(elsewhere)))
     fallbacks = [p for p in judged if p.status == SOFT_FALLBACK]
-    if rules.no_fallback and fallbacks:
+    moved = _xla_moved(report, rules)
+    if rules.no_fallback and moved:  # XLA ran them in its cluster, away from their requests: never passed unseen
+        failures.append(RuleFailure("--no-fallback", Message(
+            messages.CHECK_FALLBACK_XLA, count=len(fallbacks), xla=len(moved)),
+            (*_examples(fallbacks), *dict.fromkeys(moved))[:EXAMPLES]))
+    elif rules.no_fallback and fallbacks:
         failures.append(RuleFailure("--no-fallback", Message(messages.CHECK_FALLBACK, count=len(fallbacks)),
                                     _examples(fallbacks)))
     if copied is not None and rules.max_copy_bytes is not None and copied > rules.max_copy_bytes:
@@ -271,12 +286,43 @@ def judge(report: Report, rules: Rules, *, name: str = "the input") -> CheckResu
             messages.CHECK_COPY_BYTES, bytes=copied, limit=rules.max_copy_bytes),
             tuple(dict.fromkeys(c.tensor for c in biggest))[:EXAMPLES]))
     by_device = Counter(p.canonical for p in judged)
+    unique = distinct(judged)
+    unknown = Counter(_unknown_kind(p) for p in judged if p.status == LOGGED) if requests else Counter()
     return CheckResult(rules=rules.described(), failures=tuple(failures), placements=len(judged),
                        by_device=tuple(by_device.most_common()),
                        soft_fallbacks=len(fallbacks) if requests else None,
                        plumbing=len(report.placements) - len(kept), ignored=len(kept) - len(judged),
                        errors=len(report.errors), config=rules.source,
-                       unknown_requests=sum(p.status == LOGGED for p in judged) if requests else 0)
+                       unknown_requests=sum(unknown.values()), unknown_kinds=tuple(unknown.most_common()),
+                       distinct=len(unique), distinct_by_device=tuple(Counter(k[-1] for k in unique).most_common()),
+                       xla_moved=len(moved))
+
+
+def distinct(placements: Iterable[Placement]) -> set[tuple[bool, str | None, str | None, str]]:
+    """Each placement once: (eager, node, op type, device). An eager op has no name and is logged each
+    time it runs; a function's or a Session's node is logged when its graph is placed: a step count
+    changes how many lines there are, never how many of these."""
+    return {(p.kind == "eager", p.node, p.op, p.canonical) for p in placements}
+
+
+def _unknown_kind(p: Placement) -> str:
+    """What a placement whose request no record says is (check's summary says it in words)."""
+    if p.op == "_EagerConst":
+        return "eager_const"  # made by TensorFlow's C++ from a Python value: no op callback sees it
+    if p.kind == "eager":
+        return "eager"  # an eager op no record was joined to (another thread's, say)
+    if p.node and p.node == p.op and "/" not in p.node:
+        return "wrapper"  # a node of the single-op function TF wraps an eager op in
+    return "graph"  # a node no recorded graph has: TensorFlow's own (lowered control flow, inlining)
+
+
+def _xla_moved(report: Report, rules: Rules) -> list[str]:
+    """The nodes of XLA-compiled functions that asked for a device their cluster did not run on, less
+    what --ignore and --ignore-op leave out."""
+    ignores = [regex_of("--ignore", regex) for regex in rules.ignore]
+    ops = [op_matcher(op) for op in rules.ignore_op]
+    return [op.node for c in report.compiled or () for op in c.moved
+            if not any(regex.search(op.node) for regex in ignores) and not any(match(op.op) for match in ops)]
 
 
 def devices_on_nothing(report: Report, rules: Rules) -> tuple[str, ...]:

@@ -10,7 +10,12 @@ TensorFlow's op callbacks are per thread: the ops of a thread are recorded when 
 added in that thread (the one that imported TensorFlow under `placement trace`, the one that
 entered capture()), or TensorFlow copied it there (MirroredStrategy's replica threads); the
 eager ops of other threads keep no request (unknown, never guessed). Each record is four bytes:
-an index into the (op type, request) pairs seen.
+an index into the (op type, request, resource) records seen.
+
+An eager op that takes a resource (a variable's handle, an iterator's) runs on the resource's device,
+whatever the scope (TensorFlow's MaybePinToResourceDevice, eager/placement_utils.cc): each record
+also keeps the device of the op's first resource input and what made that resource (the variable's
+name, or the op type that made it), so the report can say why it ran there.
 """
 
 from __future__ import annotations
@@ -27,7 +32,10 @@ class EagerOps:
     """The op callback's records for one install."""
 
     def __init__(self) -> None:
-        self.pairs: dict[tuple[Any, str], int] = {}  # (op type as TF gave it, request) -> index
+        # (op type as TF gave it, request, its first resource input's device, the op type that made that
+        # resource, the resource's name) -> index
+        self.pairs: dict[tuple[Any, str, str, str, str], int] = {}
+        self.resources: dict[int, tuple[str, str]] = {}  # a resource handle's tensor id -> (made by, name)
         self.threads: dict[int, array[int]] = {}  # native thread id -> indices, in the order its ops ran
         self.installed = False
         self.removed_early = False  # the program took our callback away (op_callbacks.clear_op_callbacks)
@@ -39,7 +47,7 @@ class EagerOps:
         if api is None:
             return lambda: None
         add, remove, requested, callbacks_of = api
-        pairs, threads = self.pairs, self.threads
+        pairs, threads, resources = self.pairs, self.threads, self.resources
         lock = threading.Lock()
         native_id = threading.get_native_id
         mine = native_id()
@@ -50,7 +58,9 @@ class EagerOps:
             if graph is not None:  # a graph op being made (a tf.function traced): the placer logs its request
                 return None
             try:
-                key = (op_type, requested())
+                device, made_by, name = _resource_input(inputs, resources)
+                _note_resources(op_type, op_name, outputs, resources)
+                key = (op_type, requested(), device, made_by, name)
                 index = pairs.get(key)
                 if index is None:
                     with lock:
@@ -85,7 +95,9 @@ class EagerOps:
         return undo
 
     def to_dict(self) -> dict[str, Any] | None:
-        """``{"pairs": [[op type, request], ...], "threads": {tid: [index, ...]}}``; None: not recorded."""
+        """``{"pairs": [[op type, request, resource device, made by, name], ...], "threads": {tid: [index,
+        ...]}}``: the last three are the device of its first resource input, the op type that made that
+        resource (VarHandleOp) and its name ('' each where not known or no resource); None: not recorded."""
         if not self.installed:
             return None
         try:
@@ -95,10 +107,35 @@ class EagerOps:
         if gone:
             private.note("op_callbacks", "the program removed placement's op callback (clear_op_callbacks): "
                                          "its eager ops after that have no request")
-        pairs = [["", ""]] * len(self.pairs)
-        for (op, requested), index in list(self.pairs.items()):
-            pairs[index] = [op.decode("utf-8", "replace") if isinstance(op, bytes) else str(op), str(requested or "")]
+        pairs = [["", "", "", "", ""]] * len(self.pairs)
+        for (op, requested, device, made_by, name), index in list(self.pairs.items()):
+            pairs[index] = [_text(op), str(requested or ""), device, made_by, name]
         return {"pairs": pairs, "threads": {str(tid): list(found) for tid, found in list(self.threads.items())}}
 
     def op_types(self) -> set[str]:
-        return {op.decode("utf-8", "replace") if isinstance(op, bytes) else str(op) for op, _ in list(self.pairs)}
+        return {_text(key[0]) for key in list(self.pairs)}
+
+
+def _text(op: Any) -> str:
+    return op.decode("utf-8", "replace") if isinstance(op, bytes) else str(op)
+
+
+def _is_resource(tensor: Any) -> bool:
+    return getattr(getattr(tensor, "dtype", None), "name", None) == "resource"
+
+
+def _resource_input(inputs: Any, resources: dict[int, tuple[str, str]]) -> tuple[str, str, str]:
+    """The device of the op's first resource input, the op type that made that resource and its name
+    ('' each where not known or none)."""
+    for tensor in inputs or ():
+        if _is_resource(tensor):
+            return (str(tensor.device or ""), *resources.get(getattr(tensor, "_id", -1), ("", "")))
+    return "", "", ""
+
+
+def _note_resources(op_type: Any, op_name: Any, outputs: Any, resources: dict[int, tuple[str, str]]) -> None:
+    """What made each resource handle an op returns: its op type (VarHandleOp, AnonymousIteratorV3) and
+    the name the program gave it (a variable's name scope, as TensorFlow passes it to the op)."""
+    for tensor in outputs or ():
+        if _is_resource(tensor) and getattr(tensor, "_id", None) is not None:
+            resources[tensor._id] = (_text(op_type), str(op_name or "").rstrip("/"))

@@ -77,10 +77,19 @@ class GraphRecorder:
 
     def __init__(self) -> None:
         self.graphs: dict[int, Any] = {}  # id -> graph, kept alive until read
+        self.devices: dict[int, list[str]] = {}  # id -> the devices of the Session that runs it
         self.functions_recorded = True
 
     def add(self, graph: Any) -> None:
         self.graphs[id(graph)] = graph
+
+    def devices_of(self, graph: Any, devices: list[str]) -> None:
+        """The devices a Session that runs ``graph`` has (two Sessions of one graph: the devices of both)."""
+        self.devices[id(graph)] = sorted({*self.devices.get(id(graph), ()), *devices})
+
+    def device_lists(self) -> list[list[str] | None]:
+        """Each recorded graph's Session devices, in per_graph's order (None: no Session ran it)."""
+        return [self.devices.get(key) for key in list(self.graphs)]
 
     def install(self) -> Callable[[], None]:
         """Record each tf.function graph as it is traced; returns the undo."""
@@ -111,6 +120,20 @@ class GraphRecorder:
         """Each recorded graph's nodes, graph by graph (a node's request belongs to its own graph)."""
         return [graph_nodes(graph.get_operations(), kernels, check, groups) for graph in list(self.graphs.values())]
 
+    def calls(self) -> list[dict[str, str]]:
+        """Each recorded graph's function call nodes -> the function each calls, in per_graph's order."""
+        found: list[dict[str, str]] = []
+        for graph in list(self.graphs.values()):
+            calls = {}
+            for op in graph.get_operations():
+                if op.type in ("PartitionedCall", "StatefulPartitionedCall"):
+                    try:
+                        calls[op.name] = op.get_attr("f").name
+                    except Exception:  # noqa: BLE001 - its function stays unknown: not known to be compiled
+                        continue
+            found.append(calls)
+        return found
+
     def edges(self) -> tuple[Edge, ...]:
         """Every recorded graph's edges, producer -> consumer (control edges marked), each once."""
         found: dict[Edge, None] = {}
@@ -121,3 +144,42 @@ class GraphRecorder:
                 for control in op.control_inputs:
                     found.setdefault(Edge(control.name, op.name, control=True), None)
         return tuple(found)
+
+
+_MUST_COMPILE = "_XlaMustCompile"  # the attr tf.function(jit_compile=True) sets on its function
+_CALL_ATTRS = ("f",)  # a function call node's function (PartitionedCall, StatefulPartitionedCall)
+
+
+def xla_compiled(functions: Iterable[str]) -> dict[str, list[list[str]]] | None:
+    """Of the functions that ran (their eager op types), those compiled by XLA, each with its body's
+    nodes ``[name, op type, device field]``, the bodies of the functions it calls inside it as
+    ``<call node>/<name>`` (they run in the same cluster). None: the function library could not be read."""
+    get = private.function_def()
+    if get is None:
+        return None
+    found: dict[str, list[list[str]]] = {}
+    for name in sorted(set(functions)):
+        if not name.startswith("__inference_"):
+            continue
+        try:
+            fdef = get(name)
+        except Exception:  # noqa: BLE001 - not a function, or one TensorFlow forgot: not compiled as far as known
+            continue
+        if _MUST_COMPILE in fdef.attr and fdef.attr[_MUST_COMPILE].b:
+            found[name] = _body(get, fdef, "", set())
+    return found
+
+
+def _body(get: Callable[[str], Any], fdef: Any, prefix: str, seen: set[str]) -> list[list[str]]:
+    nodes: list[list[str]] = []
+    for node in fdef.node_def:
+        nodes.append([prefix + node.name, node.op, node.device])
+        for key in _CALL_ATTRS:
+            callee = node.attr[key].func.name if key in node.attr else ""
+            if callee and callee not in seen:
+                try:
+                    inner = get(callee)
+                except Exception:  # noqa: BLE001 - its body stays out: the call node itself is listed
+                    continue
+                nodes.extend(_body(get, inner, f"{prefix}{node.name}/", seen | {callee}))
+    return nodes

@@ -26,6 +26,7 @@ APIS = {
     "context_class": "tensorflow.python.eager.context.Context.log_device_placement: keeping placement logging on when the traced program switches it off",
     "eager_run_metadata": "tensorflow.python.eager.context.enable_run_metadata/export_run_metadata: the partition graphs of a tf.function's runs (mirrored --copies)",
     "op_callbacks": "tensorflow.python.framework.op_callbacks.add_op_callback and context().device_name: the device each eager op asked for (trace, capture())",
+    "function_defs": "tensorflow.python.eager.context.context().get_function_def: which tf.functions that ran were compiled by XLA (jit_compile), and their bodies, which TensorFlow does not log",
 }
 
 _disabled: set[str] = set()
@@ -244,3 +245,15 @@ def op_callbacks() -> tuple[Callable[[Any], None], Callable[[Any], None], Callab
                 lambda: ctx.op_callbacks)
 
     return _get("op_callbacks", load)
+
+
+def function_def() -> Callable[[str], Any] | None:
+    """``get(name)``: the FunctionDef of a function TensorFlow's eager context knows (raises where it
+    knows none by that name)."""
+
+    def load() -> Callable[[str], Any]:
+        from tensorflow.python.eager import context  # noqa: PLC0415
+
+        return context.context().get_function_def
+
+    return _get("function_defs", load)

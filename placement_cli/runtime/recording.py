@@ -8,7 +8,7 @@ from typing import Any
 
 from placement_cli.runtime import private
 from placement_cli.runtime.eagerops import EagerOps
-from placement_cli.runtime.facts import GraphRecorder, kernel_checks, kernel_map
+from placement_cli.runtime.facts import GraphRecorder, kernel_checks, kernel_map, xla_compiled
 
 
 def set_logging(tf: Any, enabled: bool) -> None:
@@ -168,9 +168,11 @@ class Recorder:
             init(self, target, graph, logged)
             recorder.graphs.add(self.graph)
             try:
-                recorder.session_devices.update(d.name for d in self.list_devices())
+                devices = [d.name for d in self.list_devices()]
             except Exception:  # noqa: BLE001 - the devices are a nicety; the program's session is not ours to break
-                pass
+                return
+            recorder.session_devices.update(devices)
+            recorder.graphs.devices_of(self.graph, devices)
 
         return logged_init
 
@@ -221,12 +223,16 @@ class Recorder:
         available = self.available()
         check = kernel_checks(available)
         graphs = self.graphs.per_graph(kernels, check)
+        graph_calls = self.graphs.calls()
         if not check and kernels is not None:  # the registry of the ops that ran: why one was not where it asked
             ran = {n.op for graph in graphs for n in graph} | self.eager.op_types()
             kernels = {op: kernels[op] for op in ran if op in kernels}
         return {
             # graph by graph: a placer line takes the request of a node of its own graph, never another's
             "graphs": [[node.to_dict() for node in graph] for graph in graphs],
+            # each graph's own devices, where a Session ran it (its device_count, its cluster), else null:
+            # the reasons of its nodes name those, not the process's
+            "graph_devices": self.graphs.device_lists(),
             "available": available,
             "kernels": None if kernels is None else {op: sorted(types) for op, types in kernels.items()},
             # None: not asked for, or no Session ran (the copies of tf.functions are not recorded)
@@ -238,6 +244,11 @@ class Recorder:
             "logging_switched_off": ("kept" if self.kept_on else "off") if self.logging_switched_off() else None,
             # each eager op's type and the device scope it ran in, by thread (None: not recorded)
             "eager": self.eager.to_dict(),
+            # the tf.functions that ran compiled by XLA (jit_compile), with their bodies' nodes: TensorFlow
+            # logs only the call (None: the function library could not be read)
+            "xla_compiled": xla_compiled(self.eager.op_types() | {f for calls in graph_calls for f in calls.values()}),
+            # each recorded graph's function call nodes -> the function each calls (a compiled one's body is not logged)
+            "graph_calls": graph_calls,
             # the private APIs that were missing or failed, with what they would have told and why
             "unavailable": list(private.missing_facts()),
         }

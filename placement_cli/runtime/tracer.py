@@ -442,7 +442,8 @@ class _Supervisor:
 
     def result(self) -> TraceResult:
         from placement_cli.logparse.engine import parse_streams  # noqa: PLC0415
-        from placement_cli.why import explain  # noqa: PLC0415
+        from placement_cli.why import explain, xla_lines  # noqa: PLC0415
+        from placement_cli.tfrules import compiled_calls  # noqa: PLC0415
 
         size = self.parsed.seek(0, 2)
         self.parsed.seek(0)
@@ -463,7 +464,9 @@ class _Supervisor:
         elif switched:
             self.notes.append(_("{script} switched placement logging off (tf.debugging.set_log_device_placement(False)): "
                                 "what it placed after that may be missing from the report").format(script=one_line(self.script)))
-        report = replace(parsed, placements=explain(parsed.placements, facts, text), log=text,
+        placements = explain(parsed.placements, facts, text)
+        compiled = compiled_calls(placements, facts.compiled, xla_lines(parsed.placements, facts))
+        report = replace(parsed, placements=placements, log=text, compiled=compiled,
                          title=Message(TRACE, script=one_line(self.script), code=code), copies=copied, edges=edges)
         return TraceResult(report=report, exit_code=code, output_closed=self.output_closed, notes=tuple(self.notes))
 
