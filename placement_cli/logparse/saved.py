@@ -267,6 +267,7 @@ def _placement(p: Any) -> Placement:
         status=_STATUSES.get(status, status if isinstance(status, str) else LOGGED),
         reason=_optional_text(p.get("reason")),
         group=_optional_text(p.get("group")),
+        graph=_optional_text(p.get("graph")),
     )
 
 

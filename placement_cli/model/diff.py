@@ -21,6 +21,9 @@ class Change(NamedTuple):
     new_status: str | None = None
     count: int = 1
     eager: bool = False
+    # the tf.function whose graph holds the node, without TensorFlow's trace counter ("step"; the second
+    # trace of one function "step#2"); for an eager op, None. None: a Session's graph, or not known
+    graph: str | None = None
 
     @property
     def device(self) -> str:
@@ -32,11 +35,12 @@ class Change(NamedTuple):
         return self.new_status if self.source is None else self.old_status
 
     def moved_dict(self) -> dict[str, Any]:
-        return {"node": self.node, "op": self.op, "from": self.source, "to": self.target,
+        return {"node": self.node, "op": self.op, "graph": self.graph, "from": self.source, "to": self.target,
                 "old_status": self.old_status, "new_status": self.new_status, "count": self.count}
 
     def side_dict(self) -> dict[str, Any]:
-        return {"node": self.node, "op": self.op, "device": self.device, "status": self.status, "count": self.count}
+        return {"node": self.node, "op": self.op, "graph": self.graph, "device": self.device, "status": self.status,
+                "count": self.count}
 
 
 @dataclass(frozen=True)
@@ -57,8 +61,9 @@ class DiffSide:
 @dataclass(frozen=True)
 class PlacementDiff:
     """Two inputs compared after normalising device names and pairing TensorFlow's copies: graph
-    nodes by task and name (a name placed several times as the multiset of its devices), eager ops
-    as counts per op and device."""
+    nodes by their graph (a tf.function, its trace counter dropped) and name, a node placed several
+    times as the multiset of its devices, whatever task they belong to; eager ops as counts per op and
+    device."""
 
     old: DiffSide
     new: DiffSide
