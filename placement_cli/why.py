@@ -83,6 +83,9 @@ class Facts:
     # what each eager line of the log asked for (None: not recorded, every eager request unknown)
     eager: Mapping[str, Any] | None = None
     missing: tuple[str, ...] = ()  # the private APIs that could not be read, and why (runtime.private)
+    # the graph (index in ``graphs``) of each Session at its first run, in order: TensorFlow places a Session's
+    # graph then, so Session graphs with the same node names take their placer blocks in this order
+    session_runs: tuple[int, ...] = ()
 
 
 def facts_from_dict(data: Any) -> Facts:
@@ -102,6 +105,7 @@ def facts_from_dict(data: Any) -> Facts:
             graphs=graphs,
             eager=data.get("eager") if isinstance(data.get("eager"), dict) else None,
             missing=tuple(map(str, data.get("unavailable") or ())),
+            session_runs=tuple(i for i in data.get("session_runs") or () if isinstance(i, int)),
         )
     except (KeyError, TypeError, AttributeError):  # the recorder failed (its "error" says why)
         return Facts()
@@ -150,7 +154,7 @@ class _Explainer:
         blocks: dict[int, frozenset[int] | None] = {}
         runs: dict[int, int] = {}
         if self.facts.graphs is not None:
-            blocks, runs = _graph_blocks(placements, self.facts.graphs)
+            blocks, runs = _graph_blocks(placements, self.facts.graphs, self.facts.session_runs)
             self._callees = _callees(placements, self.facts.graphs, blocks, runs)
         self._runs = runs
         wrappers = _wrapper_lines(placements, self.facts, blocks) if self.facts.graphs_known else {}
@@ -299,8 +303,8 @@ _ARGS = frozenset({"_Arg", "_DeviceArg"})
 _RETVALS = frozenset({"_Retval", "_DeviceRetval"})
 
 
-def _graph_blocks(placements: tuple[Placement, ...], graphs: tuple[Mapping[tuple[str, str | None], NodeFacts], ...]
-                  ) -> tuple[dict[int, frozenset[int] | None], dict[int, int]]:
+def _graph_blocks(placements: tuple[Placement, ...], graphs: tuple[Mapping[tuple[str, str | None], NodeFacts], ...],
+                  session_runs: tuple[int, ...] = ()) -> tuple[dict[int, frozenset[int] | None], dict[int, int]]:
     """Which recorded graphs each placer line can come from, by line. The placer logs one graph's
     nodes together: a run of placer lines, ended by an eager line, by a name the run already had,
     by a node that none of the graphs the run could be so far has, or where a wrapper function's
@@ -309,8 +313,12 @@ def _graph_blocks(placements: tuple[Placement, ...], graphs: tuple[Mapping[tuple
     them). A run holds only the nodes
     of the graphs it is given (an argument, ``_Arg``, is one of the graph's placeholders; TF's own
     nodes no graph has, and return values, fit any); an empty set: a graph placement did not
-    record (an eager op's wrapper function), whose nodes take no recorded graph's facts."""
+    record (an eager op's wrapper function), whose nodes take no recorded graph's facts. A run that only
+    Session graphs fit takes the graph of the next Session run among them (``session_runs``: TensorFlow
+    places a Session's graph at its first run), so two Sessions' graphs with the same names keep apart."""
     names = [{name for name, _ in graph} for graph in graphs]
+    sessions = set(session_runs)
+    queue = list(session_runs)
     everywhere = set().union(*names) if names else set()
     calls = [{name for name, op in graph if op in _CALL_OPS} for graph in graphs]
 
@@ -336,8 +344,13 @@ def _graph_blocks(placements: tuple[Placement, ...], graphs: tuple[Mapping[tuple
     count = [0]
 
     def close() -> None:
+        mine = fit
+        if block and mine and mine <= sessions:  # a Session's graph: the next Session run among them
+            first = next((i for i, g in enumerate(queue) if g in mine), None)
+            if first is not None:
+                mine = frozenset((queue.pop(first),))
         for line in block:
-            found[line] = fit
+            found[line] = mine
             runs[line] = count[0]
         count[0] += 1
         block.clear()
