@@ -9,6 +9,7 @@ passed on, and the next chunk leaves those lines alone.
 from __future__ import annotations
 
 import io
+import os
 import re
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
@@ -147,8 +148,10 @@ class _Parser:
     or one next to it; its block's bare copies are settled when the next block ends.
     """
 
-    def __init__(self, keep: bool, tally: bool = False) -> None:
+    def __init__(self, keep: bool, tally: bool = False, functions_known: bool = True) -> None:
         self.keep = keep
+        # tally: read where each placer line is, to know its tf.function (False: the text runs none)
+        self.attribute = keep or (tally and functions_known)
         # tally (with keep False): also count each placement's whole record ("node: (Op): device",
         # eager ones as (op, device)), which is all a comparison needs, at a count's speed
         self.tally: Counter[bytes] | None = Counter() if tally and not keep else None
@@ -243,7 +246,7 @@ class _Parser:
             text = b"\n" + piece.replace(*placer.NORMALISE)
             if self.keep:
                 glog, eagers, bare = list(_GLOG.finditer(text)), list(_EAGER.finditer(text)), list(_BARE.finditer(text))
-            elif self.tally is not None:  # where each line is says which function it belongs to
+            elif self.attribute:  # where each line is says which function it belongs to
                 glog, eagers = list(_GLOG_COUNT.finditer(text)), list(_EAGER.finditer(text))
                 bare = _BARE_COUNT.findall(text)
             else:
@@ -272,7 +275,7 @@ class _Parser:
         mapping line goes on there)."""
         if self.keep:
             self._feed_full(text, glog, eagers, bare, ahead)
-        elif self.tally is not None:
+        elif self.attribute:
             records = [m.group(1, 2) for m in glog]
             self.counts.update(map(itemgetter(1), records))
             executed = [m.group(1, 2) for m in eagers]
@@ -286,6 +289,9 @@ class _Parser:
             self.counts.update(map(itemgetter(1), eagers))
             self.block_keys.update(map(itemgetter(0), glog))
             self.block_bare += bare
+            if self.tally is not None:  # a text that runs no tf.function: no line belongs to one
+                self.tally.update(map(itemgetter(0), glog))
+                self.eager_tally.update(eagers)
 
     def _attribute(self, text: bytes, placed: list[tuple[int, Any]], eagers: list[re.Match[bytes]]) -> None:
         """Placer lines (their offsets in ``text`` and what stands for them) and executed ops, in the
@@ -433,12 +439,31 @@ def parse_streams(sources: Iterable[tuple[str, BinaryIO]], *, keep: bool = True,
     return tally_streams(sources, keep=keep, note=note, known_text=known_text)[0]
 
 
+def holds_functions(path: str) -> bool:
+    """Whether a file may run a tf.function (its placer lines then need their place read, to know
+    whose they are); any compressed or re-encoded file may."""
+    import mmap  # noqa: PLC0415
+
+    try:
+        if not os.path.isfile(path):
+            return True
+        layout = layout_of(path)
+    except Exception:  # noqa: BLE001 - the reader says what is wrong with it, in its words, as it reads it
+        return True
+    if layout.compression is not None or "16" in layout.encoding or "32" in layout.encoding \
+            or os.path.getsize(path) == 0:
+        return True
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        return data.find(b"inference") >= 0  # also escaped, as a log pasted into Markdown has it: \_\_inference\_
+
+
 def tally_streams(sources: Iterable[tuple[str, BinaryIO]], *, keep: bool = True, note: Note | None = None,
-                  known_text: bool = False, tally: bool = False) -> tuple[Report, _Parser]:
+                  known_text: bool = False, tally: bool = False, functions_known: bool = True
+                  ) -> tuple[Report, _Parser]:
     """Parse one or more logs as one stream (line numbers run on across them). A source
     named ``<stdin>`` that was already read to its end (``parse - -``) adds nothing;
     ``known_text``: never refuse the input as binary (a log placement captured itself)."""
-    parser = _Parser(keep, tally)
+    parser = _Parser(keep, tally, functions_known)
     stdin_read = False
     for name, stream in sources:
         _feed_source(parser, stream, name, note, empty_ok=name == "<stdin>" and stdin_read, known_text=known_text)
@@ -455,12 +480,12 @@ def layout_of(path: str) -> reader.Layout:
 
 
 def count_range(path: str, start: int, end: int, layout: reader.Layout, *, start_line: int = 0,
-                tally: bool = False) -> _Parser:
+                tally: bool = False, functions_known: bool = True) -> _Parser:
     """Per-device counts of the lines in [start, end) of a file, which begin after
     ``start_line`` lines, with the state ``merge_ranges`` needs to pair copies across the
     boundary. ``start`` begins a line that stands on its own (see ``parallel``), so
     nothing before it is needed; the range at the file's start is left open for the next."""
-    parser = _Parser(keep=False, tally=tally)
+    parser = _Parser(keep=False, tally=tally, functions_known=functions_known)
     start = max(start, layout.bom)
     with open(path, "rb") as f:
         f.seek(start)
