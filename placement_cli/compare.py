@@ -57,10 +57,20 @@ class _Records:
 
 
 def _log_records(side: Tallied) -> _Records:
+    tails: dict[bytes, tuple[str | None, str]] = {}  # "(Op): device" read once each (a few per log)
+    graphs: dict[bytes, str | None] = {b"": None}
+
     def graph(record: Any) -> Fields:
-        function, sep, rest = record.rpartition(SEPARATOR)
-        node, op, device = record_fields(rest)
-        return node, op, device, None, function.decode("utf-8", "replace") if sep else None
+        function, _sep, rest = record.rpartition(SEPARATOR)
+        node, _sep, tail = rest.partition(b": ")  # a node name holds no ": "
+        found = tails.get(tail)
+        if found is None:
+            _node, op, device = record_fields(b"n: " + tail)
+            found = tails[tail] = (op, device)
+        name = graphs.get(function)
+        if name is None and function:
+            name = graphs[function] = function.decode("utf-8", "replace")
+        return node.decode("utf-8", "replace"), found[0], found[1], None, name
 
     def eager(record: Any) -> Fields:
         op, device = record
@@ -125,11 +135,11 @@ Place = tuple[tuple[str, int, int], str]
 
 def _decoded(records: dict[Hashable, int], fields: Callable[[Hashable], Fields], devices: _Devices,
              places: dict[str, Place], eager: bool, traces: dict[str, list[int]]
-             ) -> dict[tuple[Any, ...], list[Entry]]:
+             ) -> dict[str, list[Entry]]:
     """The records by group: a graph node by graph and name; an eager op by op, oneDNN's renaming undone
     (``_MklMatMul`` is MatMul) and a function's trace counter dropped."""
-    found: dict[tuple[Any, ...], list[Entry]] = {}
-    keys: dict[str | None, str | None] = {}
+    found: dict[str, list[Entry]] = {}
+    keys: dict[str | None, Any] = {}  # a graph's identity ("": a Session's graph, or none known)
     for record, n in records.items():
         node, op, device, status, graph = fields(record)
         place = places.get(device)
@@ -137,11 +147,12 @@ def _decoded(records: dict[Hashable, int], fields: Callable[[Hashable], Fields],
             spec = devices.spec(device)
             place = places[device] = (spec.job or "localhost", spec.replica or 0, spec.task or 0), spec.canonical
         if eager:
-            key: tuple[Any, ...] = (None, function_key(onednn_base(op or "") or op, traces))
-        else:
-            if graph not in keys:
-                keys[graph] = function_key(graph, traces)
-            key = (keys[graph], node)
+            key = "\0" + (function_key(onednn_base(op or "") or op, traces) or "")
+        else:  # "graph\0name": one string, which sorts fast (a million of them)
+            graph_key = keys.get(graph)
+            if graph_key is None:
+                graph_key = keys[graph] = (function_key(graph, traces) or "") + "\0"
+            key = graph_key + (node or "")
         entry = (place[1], op, status, n)
         entries = found.get(key)
         if entries is None:
@@ -164,10 +175,16 @@ def _merged(entries: list[Entry]) -> tuple[dict[str, int], str | None, dict[str,
     return counts, op, statuses
 
 
-def _one_side(key: tuple[Any, ...], entries: list[Entry], eager: bool, old: bool, into: list[Change],
+def _names(key: str, eager: bool) -> tuple[str | None, str | None]:
+    """A group's graph and node as rows name them (None for a Session's graph, and for eager ops)."""
+    graph, _sep, node = key.partition("\0")
+    return (None, None) if eager else (graph or None, node or None)
+
+
+def _one_side(key: str, entries: list[Entry], eager: bool, old: bool, into: list[Change],
               on: Callable[[str], bool]) -> None:
     """A group only one side has: every placement of it is only there."""
-    graph, node = (None, None) if eager else key
+    graph, node = _names(key, eager)
     if len(entries) == 1:
         canonical, op, status, n = entries[0]
         if on(canonical):
@@ -198,12 +215,12 @@ def _pairs(olds: list[list[Any]], news: list[list[Any]], task_of: Callable[[str]
     return found
 
 
-def _paired(key: tuple[Any, ...], old_entries: list[Entry], new_entries: list[Entry], eager: bool,
+def _paired(key: str, old_entries: list[Entry], new_entries: list[Entry], eager: bool,
             moved: list[Change], removed: list[Change], added: list[Change], on: Callable[[str], bool],
             task_of: Callable[[str], Any]) -> int:
     """A group both sides have: what stays, what moved (devices paired within a task first, then in
     order), what is only on one side (appended); how many placements stayed (on the device filtered for)."""
-    graph, node = (None, None) if eager else key
+    graph, node = _names(key, eager)
     old, old_op, old_statuses = _merged(old_entries)
     new, new_op, new_statuses = _merged(new_entries)
     op = new_op or old_op
@@ -287,7 +304,16 @@ def compare(old: Tallied, new: Tallied, filters: Filters = Filters()) -> Placeme
             for found, old_side, into, first in ((olds, True, removed, start[0]), (news, False, added, start[1])):
                 paired = len(into) > first  # rows of groups both sides have, before the others: order them all
                 for key in _sorted(found.keys() - both):
-                    _one_side(key, found[key], eager, old_side, into, on)
+                    entries = found[key]
+                    if len(entries) == 1 and not eager:  # the usual row, made here (a million of them)
+                        canonical, op, status, n = entries[0]
+                        if on(canonical):
+                            graph, _sep, node = key.partition("\0")
+                            graph, node = graph or None, node or None
+                            into.append(Change(node, op, canonical, None, status, None, n, False, graph) if old_side
+                                        else Change(node, op, None, canonical, None, status, n, False, graph))
+                    else:
+                        _one_side(key, entries, eager, old_side, into, on)
                 if paired:
                     into[first:] = sorted(into[first:], key=_row_order)
     names = sorted(set(by_device[0]) | set(by_device[1]), key=_device_order(devices))
@@ -309,19 +335,9 @@ def _task_of(devices: _Devices) -> Callable[[str], tuple[Any, ...]]:
     return task
 
 
-def _order(key: tuple[Any, ...]) -> tuple[Any, ...]:
-    graph, name = key
-    return graph or "", name or ""
-
-
-def _sorted(keys: Iterable[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """Groups by graph and name (a Session's graph, None, and an op of a saved report's eager placement
-    may be None)."""
-    keys = list(keys)
-    try:
-        return sorted(keys)
-    except TypeError:
-        return sorted(keys, key=_order)
+def _sorted(keys: Iterable[str]) -> list[str]:
+    """Groups by graph and name."""
+    return sorted(keys)
 
 
 def _row_order(change: Change) -> tuple[Any, ...]:
