@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import re
@@ -9,6 +10,7 @@ from typing import Any
 
 from placement_cli.filters import Filtered
 from placement_cli.model import Report
+from placement_cli.model.diff import Rows
 
 
 def report_dict(report: Report, *, run: bool = False, filtered: Filtered | None = None) -> dict[str, Any]:
@@ -32,9 +34,14 @@ def dumps(data: Any, *, ascii_only: bool = False) -> str:
     JavaScript, strict libraries). A number that is not finite (a diverged loss, an infinite
     ratio) has no JSON spelling: it is written as null, and the document's ``non_finite`` lists
     each one, its place (a jq path) and what it was (``NaN``, ``Infinity``, ``-Infinity``).
-    ``ascii_only``: \\u escapes for a stream that cannot encode every character (still lossless)."""
+    ``ascii_only``: \\u escapes for a stream that cannot encode every character (still lossless).
+    A list of ROWS objects or more in the top-level object is written one object a line."""
+    if _long(data):
+        buffer = io.StringIO()
+        write(data, buffer, ascii_only=ascii_only)
+        return buffer.getvalue()
     try:  # the usual case, at full speed: every number is finite
-        return _indented(data, ascii_only)
+        return json.dumps(data, indent=2, ensure_ascii=ascii_only, allow_nan=False)
     except ValueError:
         pass
     found: list[dict[str, str]] = []
@@ -45,26 +52,52 @@ def dumps(data: Any, *, ascii_only: bool = False) -> str:
 
 
 # A list of at least this many objects (a report's placements, a diff's rows) is written one object a
-# line, by the C encoder: json's indenting encoder is pure Python, 20 s for a million rows.
+# line, by json's C encoder (its indenting encoder is pure Python: 20 s for a million rows), and written
+# as it is encoded, BATCH objects at a time (a million rows are never one string).
 ROWS = 64
+BATCH = 4096
 
 
-def _indented(data: Any, ascii_only: bool) -> str:
-    """``json.dumps(data, indent=2)``, but each long list of objects in the top-level object one
-    object a line."""
-    long = {k for k, v in data.items() if _rows(v)} if isinstance(data, dict) else set()
-    if not long or not all(isinstance(k, str) for k in data):
-        return json.dumps(data, indent=2, ensure_ascii=ascii_only, allow_nan=False)
+def _long(data: Any) -> set[str]:
+    """The keys of the top-level object whose values are long lists of objects (or Rows, any length)."""
+    if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
+        return set()
+    return {k for k, v in data.items() if isinstance(v, Rows) or _rows(v)}
+
+
+def write(data: Any, out: Any, *, ascii_only: bool = False) -> None:
+    """``dumps(data)`` written to ``out`` piece by piece."""
+    long = _long(data)
+    if not long:
+        out.write(dumps(data, ascii_only=ascii_only))
+        return
     quote = json.encoder.encode_basestring_ascii if ascii_only else json.encoder.encode_basestring  # type: ignore[attr-defined]
-    parts = []
-    for key, value in data.items():
-        if key in long:
-            row = _row_encoder(ascii_only)
-            text = "[\n    " + ",\n    ".join(["".join(row(item, 0)) for item in value]) + "\n  ]"
-        else:
-            text = json.dumps(value, indent=2, ensure_ascii=ascii_only, allow_nan=False).replace("\n", "\n  ")
-        parts.append(f"  {quote(key)}: {text}")
-    return "{\n" + ",\n".join(parts) + "\n}" if parts else "{}"
+    found: list[dict[str, str]] = []
+    out.write("{")
+    for n, (key, value) in enumerate(data.items()):
+        path = f".{key}" if _IDENTIFIER.fullmatch(key) else f".[{json.dumps(key)}]"
+        out.write(f"{',' if n else ''}\n  {quote(key)}: ")
+        if key not in long:
+            try:
+                text = json.dumps(value, indent=2, ensure_ascii=ascii_only, allow_nan=False)
+            except ValueError:
+                text = json.dumps(finite(value, path, found), indent=2, ensure_ascii=ascii_only, allow_nan=False)
+            out.write(text.replace("\n", "\n  "))
+            continue
+        row = _row_encoder(ascii_only)
+        out.write("[\n    " if len(value) else "[")
+        for start in range(0, len(value), BATCH):
+            batch = value[start : start + BATCH]
+            try:
+                text = ",\n    ".join(["".join(row(item, 0)) for item in batch])
+            except ValueError:
+                text = ",\n    ".join(["".join(row(finite(item, f"{path}[{start + i}]", found), 0))
+                                       for i, item in enumerate(batch)])
+            out.write((",\n    " if start else "") + text)
+        out.write("\n  ]" if len(value) else "]")
+    if found:
+        out.write(',\n  "non_finite": ' + json.dumps(found, indent=2, ensure_ascii=ascii_only).replace("\n", "\n  "))
+    out.write("\n}")
 
 
 def _rows(value: Any) -> bool:
