@@ -86,6 +86,8 @@ class Facts:
     # the graph (index in ``graphs``) of each Session at its first run, in order: TensorFlow places a Session's
     # graph then, so Session graphs with the same node names take their placer blocks in this order
     session_runs: tuple[int, ...] = ()
+    # each recorded graph's name, where it has one (a tf.function's: its placer lines name it __inference_NAME_N)
+    graph_names: tuple[str | None, ...] = ()
 
 
 def facts_from_dict(data: Any) -> Facts:
@@ -106,6 +108,7 @@ def facts_from_dict(data: Any) -> Facts:
             eager=data.get("eager") if isinstance(data.get("eager"), dict) else None,
             missing=tuple(map(str, data.get("unavailable") or ())),
             session_runs=tuple(i for i in data.get("session_runs") or () if isinstance(i, int)),
+            graph_names=tuple(n if isinstance(n, str) else None for n in data.get("graph_names") or ()),
         )
     except (KeyError, TypeError, AttributeError):  # the recorder failed (its "error" says why)
         return Facts()
@@ -154,7 +157,8 @@ class _Explainer:
         blocks: dict[int, frozenset[int] | None] = {}
         runs: dict[int, int] = {}
         if self.facts.graphs is not None:
-            blocks, runs = _graph_blocks(placements, self.facts.graphs, self.facts.session_runs)
+            blocks, runs = _graph_blocks(placements, self.facts.graphs, self.facts.session_runs,
+                                         self.facts.graph_names)
             self._callees = _callees(placements, self.facts.graphs, blocks, runs)
         self._runs = runs
         wrappers = _wrapper_lines(placements, self.facts, blocks) if self.facts.graphs_known else {}
@@ -304,7 +308,8 @@ _RETVALS = frozenset({"_Retval", "_DeviceRetval"})
 
 
 def _graph_blocks(placements: tuple[Placement, ...], graphs: tuple[Mapping[tuple[str, str | None], NodeFacts], ...],
-                  session_runs: tuple[int, ...] = ()) -> tuple[dict[int, frozenset[int] | None], dict[int, int]]:
+                  session_runs: tuple[int, ...] = (), graph_names: tuple[str | None, ...] = ()
+                  ) -> tuple[dict[int, frozenset[int] | None], dict[int, int]]:
     """Which recorded graphs each placer line can come from, by line. The placer logs one graph's
     nodes together: a run of placer lines, ended by an eager line, by a name the run already had,
     by a node that none of the graphs the run could be so far has, or where a wrapper function's
@@ -315,10 +320,14 @@ def _graph_blocks(placements: tuple[Placement, ...], graphs: tuple[Mapping[tuple
     nodes no graph has, and return values, fit any); an empty set: a graph placement did not
     record (an eager op's wrapper function), whose nodes take no recorded graph's facts. A run that only
     Session graphs fit takes the graph of the next Session run among them (``session_runs``: TensorFlow
-    places a Session's graph at its first run), so two Sessions' graphs with the same names keep apart."""
+    places a Session's graph at its first run), so two Sessions' graphs with the same names keep apart;
+    a run of a tf.function's lines (``Placement.graph``, ``__inference_NAME_N``) takes, among the graphs it
+    fits, the recorded graphs named NAME: the k-th trace of NAME in the log, the k-th recorded, where
+    both count the same."""
     names = [{name for name, _ in graph} for graph in graphs]
     sessions = set(session_runs)
     queue = list(session_runs)
+    traced = _traces(placements, graph_names)
     everywhere = set().union(*names) if names else set()
     calls = [{name for name, op in graph if op in _CALL_OPS} for graph in graphs]
 
@@ -338,6 +347,7 @@ def _graph_blocks(placements: tuple[Placement, ...], graphs: tuple[Mapping[tuple
 
     found: dict[int, frozenset[int] | None] = {}
     runs: dict[int, int] = {}
+    function: list[str | None] = [None]  # the tf.function of the run's lines, where the log says
     block: list[int] = []
     seen: set[str] = set()
     fit: frozenset[int] | None = None
@@ -345,6 +355,9 @@ def _graph_blocks(placements: tuple[Placement, ...], graphs: tuple[Mapping[tuple
 
     def close() -> None:
         mine = fit
+        named = traced.get(function[0]) if block and mine and len(mine) > 1 else None
+        if named and mine & named:
+            mine = mine & named
         if block and mine and mine <= sessions:  # a Session's graph: the next Session run among them
             first = next((i for i, g in enumerate(queue) if g in mine), None)
             if first is not None:
@@ -374,10 +387,34 @@ def _graph_blocks(placements: tuple[Placement, ...], graphs: tuple[Mapping[tuple
             close()
             fit = None
         fit = mine if fit is None else fit if mine is None else fit & mine
+        function[0] = p.graph
         block.append(p.line)
         seen.add(p.node or "")
     close()
     return found, runs
+
+
+_TRACE = re.compile(r"__inference_(.+)_(\d+)")
+
+
+def _traces(placements: tuple[Placement, ...], graph_names: tuple[str | None, ...]) -> dict[str | None, frozenset[int]]:
+    """For each tf.function the placer lines name (``__inference_NAME_N``), the recorded graphs it can be:
+    those named NAME; the one of its trace where the log's traces of NAME and the recorded graphs named
+    NAME are as many (both in trace order: N is TensorFlow's trace counter)."""
+    counters: dict[str, set[int]] = {}
+    for function in {p.graph for p in placements if p.graph}:
+        m = _TRACE.fullmatch(function or "")
+        if m:
+            counters.setdefault(m.group(1), set()).add(int(m.group(2)))
+    found: dict[str | None, frozenset[int]] = {}
+    for name, numbers in counters.items():
+        candidates = [i for i, n in enumerate(graph_names) if n == name]
+        ordered = sorted(numbers)
+        for number in ordered:
+            one = len(candidates) == len(ordered)
+            found[f"__inference_{name}_{number}"] = frozenset(
+                (candidates[ordered.index(number)],) if one else candidates)
+    return found
 
 
 def _callees(placements: tuple[Placement, ...], graphs: tuple[Mapping[tuple[str, str | None], NodeFacts], ...],

@@ -36,6 +36,16 @@ for dev in ("/cpu:0", "/cpu:5"):  # a sweep: the same model, x pinned to each de
 s1, s2 = tf.compat.v1.Session(graph=g1, config=soft), tf.compat.v1.Session(graph=g2, config=soft)
 print("second", s2.run(y2), flush=True)
 print("first", s1.run(y1), flush=True)
+
+def make(dev):  # one tf.function per device: each graph is named "step", its MatMul "mm"
+    @tf.function
+    def step(v):
+        with tf.device(dev):
+            return tf.matmul(v, v, name="mm")
+    return step
+
+for dev in ("/cpu:0", "/cpu:6"):
+    print(dev, make(dev)(tf.ones([2, 2])).numpy().sum(), flush=True)
 '''
 
 
@@ -50,6 +60,11 @@ def test_two_graphs_with_the_same_names_keep_their_own_requests(tmp_path: Path) 
     assert rows == [("x", "/device:CPU:0", "as requested"), ("x", "/device:CPU:5", "soft fallback"),
                     ("y", "/device:CPU:7", "soft fallback"), ("y", "/device:CPU:0", "as requested")], rows
     assert all(p["canonical"] == CPU for p in data["placements"] if p["node"] in ("x", "y"))
+    # two tf.functions' graphs with the same names: each placer line names its function (its trace)
+    steps = [(p["requested"], p["status"]) for p in data["placements"] if p["node"] == "mm"]
+    assert steps == [("/device:CPU:0", "as requested"), ("/device:CPU:6", "soft fallback")], steps
+    graphs = [p["graph"] for p in data["placements"] if p["node"] == "mm"]
+    assert all(g.startswith("__inference_step_") for g in graphs) and len(set(graphs)) == 2
     saved = tmp_path / "sweep.json"
     saved.write_bytes(proc.stdout)
     gate = run([sys.executable, "-m", "placement_cli", "check", "--no-fallback", str(saved)], tmp_path, timeout=120)

@@ -256,6 +256,9 @@ class Recorder:
             # the graph (its index in "graphs") of each Session at its first run, in order: whose placer block
             # comes next among graphs with the same node names
             "session_runs": [order.index(g) for g in self.session_runs if g in order],
+            # each graph's name where it has one (a tf.function's graph: "step", run as __inference_step_N)
+            "graph_names": [name if isinstance(name := getattr(g, "name", None), str) else None
+                            for g in self.graphs.graphs.values()],
             "available": available,
             "kernels": None if kernels is None else {op: sorted(types) for op, types in kernels.items()},
             # None: not asked for, or no Session ran (the copies of tf.functions are not recorded)
