@@ -10,6 +10,7 @@ of its devices, paired device for device, then within a task, then in order."""
 
 from __future__ import annotations
 
+import gc
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
@@ -252,6 +253,16 @@ def _by_device(records: _Records, devices: _Devices) -> Counter[str]:
 def compare(old: Tallied, new: Tallied, filters: Filters = Filters()) -> PlacementDiff:
     """What moved from ``old`` to ``new``; placements only one of them has. ``--device`` narrows the
     answer, not the inputs: what left the device or entered it is a move, never "only on one side"."""
+    collecting = gc.isenabled()
+    gc.disable()  # a million rows hold no cycles: the collector would walk them again and again
+    try:
+        return _compare(old, new, filters)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _compare(old: Tallied, new: Tallied, filters: Filters) -> PlacementDiff:
     devices = _Devices()
     sides = []
     for tallied in (old, new):
@@ -304,7 +315,7 @@ def compare(old: Tallied, new: Tallied, filters: Filters = Filters()) -> Placeme
             for found, old_side, into, first in ((olds, True, removed, start[0]), (news, False, added, start[1])):
                 paired = len(into) > first  # rows of groups both sides have, before the others: order them all
                 for key in _sorted(found.keys() - both):
-                    entries = found[key]
+                    entries = found.pop(key)  # (its entries are not needed again)
                     if len(entries) == 1 and not eager:  # the usual row, made here (a million of them)
                         canonical, op, status, n = entries[0]
                         if on(canonical):
