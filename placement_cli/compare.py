@@ -315,7 +315,7 @@ def _compare(old: Tallied, new: Tallied, filters: Filters) -> PlacementDiff:
             for found, old_side, into, first in ((olds, True, removed, start[0]), (news, False, added, start[1])):
                 paired = len(into) > first  # rows of groups both sides have, before the others: order them all
                 for key in _sorted(found.keys() - both):
-                    entries = found.pop(key)  # (its entries are not needed again)
+                    entries = found[key]
                     if len(entries) == 1 and not eager:  # the usual row, made here (a million of them)
                         canonical, op, status, n = entries[0]
                         if on(canonical):
