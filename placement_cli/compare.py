@@ -55,6 +55,7 @@ class _Records:
     fields: Callable[[Hashable], Fields]
     eager_fields: Callable[[Hashable], Fields]
     traces: dict[str, list[int]]  # each function's trace counters on this side (see functions.function_key)
+    named: bool = False  # some node's graph is known (a report saved before graphs were recorded names none)
 
 
 def _log_records(side: Tallied) -> _Records:
@@ -80,7 +81,8 @@ def _log_records(side: Tallied) -> _Records:
     eagers = side.eager or Counter()
     # every function a placer line was settled to was executed: its eager lines name each trace
     traces = trace_counters(op.decode("utf-8", "replace") for op, _device in eagers)
-    return _Records(side.records or Counter(), eagers, graph, eager, traces)
+    records = side.records or Counter()
+    return _Records(records, eagers, graph, eager, traces, any(SEPARATOR in r for r in records))
 
 
 def _report_records(side: Tallied) -> _Records:
@@ -94,7 +96,8 @@ def _report_records(side: Tallied) -> _Records:
             graph[(p.node, p.op, p.canonical, status, p.graph)] += 1
     traces = trace_counters([p.graph for p in side.report.placements] +
                             [p.op for p in side.report.placements if p.kind == "eager"])
-    return _Records(graph, eager, lambda r: r, lambda r: r, traces)  # type: ignore[arg-type,return-value]
+    return _Records(graph, eager, lambda r: r, lambda r: r, traces,  # type: ignore[arg-type,return-value]
+                    any(p.graph for p in side.report.placements))
 
 
 def _filtered(records: _Records, filters: Filters) -> _Records:
@@ -114,7 +117,7 @@ def _filtered(records: _Records, filters: Filters) -> _Records:
         return Counter({r: n for r, n in counter.items() if all(test(fields(r)) for test in tests)})
 
     return _Records(keep(records.graph, records.fields), keep(records.eager, records.eager_fields),
-                    records.fields, records.eager_fields, records.traces)
+                    records.fields, records.eager_fields, records.traces, records.named)
 
 
 def _surplus(mine: Counter[Hashable], theirs: Counter[Hashable]) -> dict[Hashable, int]:
@@ -135,7 +138,7 @@ Place = tuple[tuple[str, int, int], str]
 
 
 def _decoded(records: dict[Hashable, int], fields: Callable[[Hashable], Fields], devices: _Devices,
-             places: dict[str, Place], eager: bool, traces: dict[str, list[int]]
+             places: dict[str, Place], eager: bool, traces: dict[str, list[int]] | None
              ) -> dict[str, list[Entry]]:
     """The records by group: a graph node by graph and name; an eager op by op, oneDNN's renaming undone
     (``_MklMatMul`` is MatMul) and a function's trace counter dropped."""
@@ -151,8 +154,8 @@ def _decoded(records: dict[Hashable, int], fields: Callable[[Hashable], Fields],
             key = "\0" + (function_key(onednn_base(op or "") or op, traces) or "")
         else:  # "graph\0name": one string, which sorts fast (a million of them)
             graph_key = keys.get(graph)
-            if graph_key is None:
-                graph_key = keys[graph] = (function_key(graph, traces) or "") + "\0"
+            if graph_key is None:  # traces None: graphs are not compared
+                graph_key = keys[graph] = ("" if traces is None else function_key(graph, traces) or "") + "\0"
             key = graph_key + (node or "")
         entry = (place[1], op, status, n)
         entries = found.get(key)
@@ -306,8 +309,12 @@ def _compare(old: Tallied, new: Tallied, filters: Filters) -> PlacementDiff:
             else:
                 unchanged += sum(mine.values()) - sum(old_extra.values())
             places: dict[str, Place] = {}
-            olds = _decoded(old_extra, fields, devices, places, eager, a.traces)
-            news = _decoded(new_extra, b.eager_fields if eager else b.fields, devices, places, eager, b.traces)
+            # a side that names no node's graph (a report saved before placement recorded graphs) is
+            # matched with the other by names alone
+            graphs = eager or a.named == b.named
+            olds = _decoded(old_extra, fields, devices, places, eager, a.traces if graphs else None)
+            news = _decoded(new_extra, b.eager_fields if eager else b.fields, devices, places, eager,
+                            b.traces if graphs else None)
             both = olds.keys() & news.keys()
             start = len(removed), len(added)
             for key in _sorted(both):

@@ -160,3 +160,15 @@ def test_a_split_log_knows_each_function_as_one_pass_does(tmp_path: Path, monkey
     assert one_pass == split
     assert split[0].same and split[0].unchanged == 802
     assert sum(c.count for c in split[1].moved) == 400 and split[1].unchanged == 2  # the two calls
+
+
+def test_a_report_saved_before_graphs_were_recorded_is_matched_by_name(tmp_path: Path) -> None:
+    """A report saved by an earlier placement names no graph: against a log that does, nodes are matched
+    by name alone (as that report was made), never all "only in OLD" and "only in NEW"."""
+    log = write(tmp_path, "today.log", function("__inference_f_9", CPU) + function("__inference_g_14", GPU0))
+    old = json.loads(Path(saved(tmp_path, log)).read_text())
+    for p in old["placements"]:
+        p.pop("graph", None)
+    before = write(tmp_path, "before.json", json.dumps(old))
+    data = diff_json(before, log, expect=0)
+    assert data["summary"]["unchanged"] == 10 and data["added"] == data["removed"] == []
