@@ -1,13 +1,18 @@
 """`placement diff` of two 1,000,000-line logs vs two `placement parse --summary` runs of them.
 
-The second log is the first with one placement in fifty moved (both of its copies), so the diff
-has real work (about 1,300 moved ops). Prints the ratio (target: diff <= 1.5x the two parse runs);
-every side runs as fresh processes, in the same run, best of 3.
-Usage: python benchmarks/diff_bench.py [LINES]
+Two cases, each against the two parse runs of its own logs:
+- "moved": the second log is the first with one placement in fifty moved (both of its copies), so the
+  diff has real work (about 1,300 moved ops);
+- "renamed": every node of the second log renamed (``block_`` -> ``blk_``), so no name is on both sides:
+  every placement is only in OLD or only in NEW, and every one is a row of the JSON.
+Prints each ratio (target: diff <= 1.5x the two parse runs) and the diff's peak memory (target: under
+200 MB). Every side runs as fresh processes, in the same run, best of 3 (``--runs N``).
+Usage: python benchmarks/diff_bench.py [LINES] [--runs N]
 """
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -19,6 +24,21 @@ sys.path.insert(0, str(Path(__file__).parent))
 from parse_bench import generate  # noqa: E402 - the same mixed log parse's benchmark reads
 
 _BLOCK = re.compile(rb"block_(\d+)/")
+# the command as a child of this one, its peak memory (its own and its forked half's) on stderr's last line
+MEASURED = r"""
+import resource, runpy, sys
+sys.argv = ["placement", *sys.argv[1:]]
+try:
+    runpy.run_module("placement_cli", run_name="__main__")
+except SystemExit as exc:
+    code = exc.code
+else:
+    code = 0
+sys.stdout.flush()
+sys.stderr.write("\nPEAK_KIB=%d CHILD_KIB=%d\n" % (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                                                  resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))
+sys.exit(code)
+"""
 
 
 def moved_copy(source: Path, target: Path) -> None:
@@ -32,41 +52,57 @@ def moved_copy(source: Path, target: Path) -> None:
             out.write(line)
 
 
-def timed(args: list[str], ok: tuple[int, ...] = (0,)) -> tuple[float, str]:
+def renamed_copy(source: Path, target: Path) -> None:
+    """``source`` with every node renamed: no name is on both sides."""
+    target.write_bytes(source.read_bytes().replace(b"block_", b"blk_"))
+
+
+def timed(args: list[str], ok: tuple[int, ...] = (0,)) -> tuple[float, str, int]:
     start = time.perf_counter()
-    proc = subprocess.run(args, capture_output=True, text=True, check=False)
+    proc = subprocess.run([sys.executable, "-c", MEASURED, *args], capture_output=True, text=True, check=False)
     elapsed = time.perf_counter() - start
     if proc.returncode not in ok:
         raise SystemExit(f"{' '.join(args)} exited {proc.returncode}: {proc.stderr[-2000:]}")
-    return elapsed, proc.stdout
+    peak = re.search(r"PEAK_KIB=(\d+) CHILD_KIB=(\d+)", proc.stderr)
+    return elapsed, proc.stdout, max(int(peak.group(1)), int(peak.group(2))) if peak else 0
+
+
+def case(old: Path, new: Path, runs: int) -> tuple[float, float, int, dict]:
+    best_parse = best_diff = float("inf")
+    peak, summary = 0, ""
+    for _ in range(runs):
+        t1, _out, _peak = timed(["parse", "--summary", str(old)])
+        t2, _out, _peak = timed(["parse", "--summary", str(new)])
+        best_parse = min(best_parse, t1 + t2)
+        t, summary, used = timed(["diff", "--json", str(old), str(new)], ok=(1,))
+        best_diff = min(best_diff, t)
+        peak = max(peak, used)
+    return best_parse, best_diff, peak, json.loads(summary)["summary"]
 
 
 def main() -> None:
-    lines = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
-    placement = [sys.executable, "-m", "placement_cli"]
+    args = sys.argv[1:]
+    runs = 3
+    if "--runs" in args:
+        at = args.index("--runs")
+        runs = int(args[at + 1])
+        del args[at : at + 2]
+    lines = int(args[0]) if args else 1_000_000
     with tempfile.TemporaryDirectory() as tmp:
-        old, new = Path(tmp) / "old.log", Path(tmp) / "new.log"
+        old, moved, renamed = Path(tmp) / "old.log", Path(tmp) / "moved.log", Path(tmp) / "renamed.log"
         generate(old, lines)
-        moved_copy(old, new)
+        moved_copy(old, moved)
+        renamed_copy(old, renamed)
         size = old.stat().st_size / 2**20
-        best_parse = best_diff = float("inf")
-        summary = ""
-        for _ in range(3):
-            t1, _out = timed([*placement, "parse", "--summary", str(old)])
-            t2, _out = timed([*placement, "parse", "--summary", str(new)])
-            best_parse = min(best_parse, t1 + t2)
-            t, out = timed([*placement, "diff", "--json", str(old), str(new)], ok=(1,))
-            best_diff = min(best_diff, t)
-            summary = out
-    import json  # noqa: PLC0415
-
-    found = json.loads(summary)["summary"]
-    print(f"logs: {lines:,} lines each, {size:.0f} MiB")
-    print(f"diff found: {found['moved']} moved, {found['removed']} only in OLD, {found['added']} only in NEW, "
-          f"{found['unchanged']} unchanged")
-    print(f"two parse --summary runs: {best_parse:.3f} s (best of 3, process starts included)")
-    print(f"placement diff: {best_diff:.3f} s (best of 3, process start included)")
-    print(f"ratio: {best_diff / best_parse:.2f}x the two parse runs (target <= 1.5x)")
+        print(f"logs: {lines:,} lines each, {size:.0f} MiB")
+        for name, new in (("moved", moved), ("renamed", renamed)):
+            best_parse, best_diff, peak, found = case(old, new, runs)
+            print(f"[{name}] diff found: {found['moved']} moved, {found['removed']} only in OLD, "
+                  f"{found['added']} only in NEW, {found['unchanged']} unchanged")
+            print(f"[{name}] two parse --summary runs: {best_parse:.3f} s; placement diff --json: {best_diff:.3f} s "
+                  f"(best of {runs}, process starts included)")
+            print(f"[{name}] ratio: {best_diff / best_parse:.2f}x the two parse runs (target <= 1.5x); "
+                  f"diff's peak memory {peak / 1024:.0f} MiB (target < 200 MB)")
 
 
 if __name__ == "__main__":

@@ -11,8 +11,8 @@ from typing import Any
 
 from placement_cli.devices import DeviceSpec, try_parse
 from placement_cli.filters import onednn_base
-from placement_cli.logparse import glog
 from placement_cli.model import AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH_RESOURCE, Placement
+from placement_cli.eagerjoin import eager_records
 from placement_cli.tfrules import (EagerRecord, call_functions, compiled_bodies, compiled_reason, resource_reason,
                                    session_devices)
 from placement_cli import messages
@@ -112,6 +112,11 @@ class Facts:
     # TensorFlow logs only their calls (None: not known whether any was)
     compiled: Mapping[str, tuple[tuple[str, str, str], ...]] | None = None
     graph_calls: tuple[Mapping[str, str], ...] = ()  # each recorded graph's call nodes -> the function they call
+    # the graph (index in ``graphs``) of each Session at its first run, in order: TensorFlow places a Session's
+    # graph then, so Session graphs with the same node names take their placer blocks in this order
+    session_runs: tuple[int, ...] = ()
+    # each recorded graph's name, where it has one (a tf.function's: its placer lines name it __inference_NAME_N)
+    graph_names: tuple[str | None, ...] = ()
 
 
 def facts_from_dict(data: Any) -> Facts:
@@ -134,6 +139,8 @@ def facts_from_dict(data: Any) -> Facts:
             graph_devices=session_devices(data.get("graph_devices"), len(graphs or ())),
             compiled=compiled_bodies(data.get("xla_compiled")),
             graph_calls=call_functions(data.get("graph_calls")),
+            session_runs=tuple(i for i in data.get("session_runs") or () if isinstance(i, int)),
+            graph_names=tuple(n if isinstance(n, str) else None for n in data.get("graph_names") or ()),
         )
     except (KeyError, TypeError, AttributeError):  # the recorder failed (its "error" says why)
         return Facts()
@@ -213,7 +220,8 @@ class _Explainer:
         blocks: dict[int, frozenset[int] | None] = {}
         runs: dict[int, int] = {}
         if self.facts.graphs is not None:
-            blocks, runs = _graph_blocks(placements, self.facts.graphs)
+            blocks, runs = _graph_blocks(placements, self.facts.graphs, self.facts.session_runs,
+                                         self.facts.graph_names)
             self._callees = _callees(placements, self.facts.graphs, blocks, runs)
         self._runs = runs
         wrappers = _wrapper_lines(placements, self.facts, blocks) if self.facts.graphs_known else {}
@@ -379,7 +387,8 @@ _ARGS = frozenset({"_Arg", "_DeviceArg"})
 _RETVALS = frozenset({"_Retval", "_DeviceRetval"})
 
 
-def _graph_blocks(placements: tuple[Placement, ...], graphs: tuple[Mapping[tuple[str, str | None], NodeFacts], ...]
+def _graph_blocks(placements: tuple[Placement, ...], graphs: tuple[Mapping[tuple[str, str | None], NodeFacts], ...],
+                  session_runs: tuple[int, ...] = (), graph_names: tuple[str | None, ...] = ()
                   ) -> tuple[dict[int, frozenset[int] | None], dict[int, int]]:
     """Which recorded graphs each placer line can come from, by line. The placer logs one graph's
     nodes together: a run of placer lines, ended by an eager line, by a name the run already had,
@@ -389,8 +398,16 @@ def _graph_blocks(placements: tuple[Placement, ...], graphs: tuple[Mapping[tuple
     them). A run holds only the nodes
     of the graphs it is given (an argument, ``_Arg``, is one of the graph's placeholders; TF's own
     nodes no graph has, and return values, fit any); an empty set: a graph placement did not
-    record (an eager op's wrapper function), whose nodes take no recorded graph's facts."""
+    record (an eager op's wrapper function), whose nodes take no recorded graph's facts. A run that only
+    Session graphs fit takes the graph of the next Session run among them (``session_runs``: TensorFlow
+    places a Session's graph at its first run), so two Sessions' graphs with the same names keep apart;
+    a run of a tf.function's lines (``Placement.graph``, ``__inference_NAME_N``) takes, among the graphs it
+    fits, the recorded graphs named NAME: the k-th trace of NAME in the log, the k-th recorded, where
+    both count the same."""
     names = [{name for name, _ in graph} for graph in graphs]
+    sessions = set(session_runs)
+    queue = list(session_runs)
+    traced = _traces(placements, graph_names)
     everywhere = set().union(*names) if names else set()
     calls = [{name for name, op in graph if op in _CALL_OPS} for graph in graphs]
     any_call = set().union(*calls) if calls else set()
@@ -410,14 +427,23 @@ def _graph_blocks(placements: tuple[Placement, ...], graphs: tuple[Mapping[tuple
 
     found: dict[int, frozenset[int] | None] = {}
     runs: dict[int, int] = {}
+    function: list[str | None] = [None]  # the tf.function of the run's lines, where the log says
     block: list[int] = []
     seen: set[str] = set()
     fit: frozenset[int] | None = None
     count = [0]
 
     def close() -> None:
+        mine = fit
+        named = traced.get(function[0]) if block and mine and len(mine) > 1 else None
+        if named and mine & named:
+            mine = mine & named
+        if block and mine and mine <= sessions:  # a Session's graph: the next Session run among them
+            first = next((i for i, g in enumerate(queue) if g in mine), None)
+            if first is not None:
+                mine = frozenset((queue.pop(first),))
         for line in block:
-            found[line] = fit
+            found[line] = mine
             runs[line] = count[0]
         count[0] += 1
         block.clear()
@@ -441,10 +467,34 @@ def _graph_blocks(placements: tuple[Placement, ...], graphs: tuple[Mapping[tuple
             close()
             fit = None
         fit = mine if fit is None else fit if mine is None else fit & mine
+        function[0] = p.graph
         block.append(p.line)
         seen.add(p.node or "")
     close()
     return found, runs
+
+
+_TRACE = re.compile(r"__inference_(.+)_(\d+)")
+
+
+def _traces(placements: tuple[Placement, ...], graph_names: tuple[str | None, ...]) -> dict[str | None, frozenset[int]]:
+    """For each tf.function the placer lines name (``__inference_NAME_N``), the recorded graphs it can be:
+    those named NAME; the one of its trace where the log's traces of NAME and the recorded graphs named
+    NAME are as many (both in trace order: N is TensorFlow's trace counter)."""
+    counters: dict[str, set[int]] = {}
+    for function in {p.graph for p in placements if p.graph}:
+        m = _TRACE.fullmatch(function or "")
+        if m:
+            counters.setdefault(m.group(1), set()).add(int(m.group(2)))
+    found: dict[str | None, frozenset[int]] = {}
+    for name, numbers in counters.items():
+        candidates = [i for i, n in enumerate(graph_names) if n == name]
+        ordered = sorted(numbers)
+        for number in ordered:
+            one = len(candidates) == len(ordered)
+            found[f"__inference_{name}_{number}"] = frozenset(
+                (candidates[ordered.index(number)],) if one else candidates)
+    return found
 
 
 def _callees(placements: tuple[Placement, ...], graphs: tuple[Mapping[tuple[str, str | None], NodeFacts], ...],
@@ -482,91 +532,6 @@ def _wrapper_lines(placements: tuple[Placement, ...], facts: Facts,
             for name in (p.op, onednn_base(p.op)):
                 wrappers.update(dict.fromkeys(waiting.pop(name, ()), p.line))
     return wrappers
-
-
-_THREAD = re.compile(glog.THREAD.decode("ascii"))  # the id of the thread that wrote a line
-# Made by TensorFlow's C++ as a Python value becomes a tensor: logged, never seen by an op callback.
-_UNRECORDED = frozenset({"_EagerConst"})
-# Ops that run the program's Python, whose eager ops are recorded before the op that ran them (its
-# record comes when it ends): left out of the pairing, their own requests unknown.
-_NESTING = frozenset({"EagerPyFunc", "PyFunc", "PyFuncStateless"})
-
-
-def eager_requests(placements: Iterable[Placement], log: str, recorded: Mapping[str, Any]
-                   ) -> tuple[dict[int, str], dict[int, int | None]]:
-    """Line -> the request ('' for none) of each eager line joined to an op recorded as it ran; and
-    line -> the thread that wrote it, of every line (None: no thread id in it).
-
-    A thread's eager lines (absl's prefix names the thread) and its records are in the same order:
-    the record is made right after the op's line is written, in the same thread. A line may have no
-    record (an op that failed after it was logged, such as the IteratorGetNext that ends a dataset
-    loop; the program's removing the callback), so a thread's records are paired with a subsequence
-    of its lines, oneDNN's renames (``_MklMatMul``) standing for the op the program ran. A record
-    takes a line only where every such pairing gives it that line (its earliest and its latest
-    possible line agree); a line it could share with another of its op type stays unknown. Where
-    the records are no subsequence of the lines (an op recorded without a line), they are paired
-    one to one only up to the first pair whose op types differ. Lines without a thread id
-    (TensorFlow's listener in a notebook) are joined only where one thread alone recorded ops and
-    no line has one."""
-    found, writer = eager_records(placements, log, recorded)
-    return {line: record.requested for line, record in found.items()}, writer
-
-
-def eager_records(placements: Iterable[Placement], log: str, recorded: Mapping[str, Any]
-                  ) -> tuple[dict[int, EagerRecord], dict[int, int | None]]:
-    """eager_requests, with the whole record of each joined line."""
-    try:
-        pairs = [EagerRecord(*(str(field) for field in pair[:5])) for pair in recorded["pairs"]]
-        threads = {int(tid): found for tid, found in recorded["threads"].items()}
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return {}, {}
-    texts = log.split("\n")
-    writer: dict[int, int | None] = {}
-    by_thread: dict[int | None, list[Placement]] = {}
-    for p in sorted(placements, key=lambda p: p.line):
-        match = _THREAD.match(texts[p.line - 1]) if 0 < p.line <= len(texts) else None
-        writer[p.line] = thread = int(match.group(1)) if match else None
-        if p.kind == "eager" and p.op and p.op not in _UNRECORDED and p.op not in _NESTING:
-            by_thread.setdefault(thread, []).append(p)
-    found: dict[int, EagerRecord] = {}
-    for thread, lines in by_thread.items():
-        if thread is None:
-            indices = next(iter(threads.values())) if len(threads) == 1 and len(by_thread) == 1 else None
-        else:
-            indices = threads.get(thread)
-        if not indices or not all(isinstance(i, int) and 0 <= i < len(pairs) for i in indices):
-            continue
-        logged = [onednn_base(p.op or "") or p.op or "" for p in lines]
-        kept = [i for i in indices if pairs[i].op not in _NESTING]
-        for at, i in _pairing(logged, [pairs[i].op for i in kept]).items():
-            found[lines[at].line] = pairs[kept[i]]
-    return found, writer
-
-
-def _pairing(logged: list[str], ran: list[str]) -> dict[int, int]:
-    """Line position -> record position, for each record whose line is certain (see eager_requests)."""
-    earliest: list[int] = []
-    at = 0
-    for op in ran:
-        while at < len(logged) and logged[at] != op:
-            at += 1
-        if at == len(logged):  # not a subsequence: one to one, up to the first disagreement
-            pairs = {}
-            for i, (line_op, op_ran) in enumerate(zip(logged, ran)):
-                if line_op != op_ran:
-                    break
-                pairs[i] = i
-            return pairs
-        earliest.append(at)
-        at += 1
-    latest = [0] * len(ran)
-    at = len(logged) - 1
-    for i in range(len(ran) - 1, -1, -1):
-        while logged[at] != ran[i]:  # found: the earliest pairing exists, so a latest one does
-            at -= 1
-        latest[i] = at
-        at -= 1
-    return {first: i for i, (first, last) in enumerate(zip(earliest, latest)) if first == last}
 
 
 def has_kernel(kernels: Mapping[str, frozenset[str]] | None, op: str, device_type: str) -> bool:

@@ -83,7 +83,7 @@ def test_a_tf1_log_and_the_same_placements_in_tf2_and_guide_dialects(tmp_path: P
 
 def test_moved_placements_exit_1_with_each_move() -> None:
     data = diff_json(str(GUIDE_TF0), str(PLAIN_TF2), expect=1)
-    assert data["moved"] == [{"node": n, "op": op, "from": GPU0, "to": CPU, "old_status": None, "new_status": None,
+    assert data["moved"] == [{"node": n, "op": op, "graph": None, "from": GPU0, "to": CPU, "old_status": None, "new_status": None,
                               "count": 1} for n, op in (("MatMul", "MatMul"), ("a", "Const"), ("b", "Const"))]
     assert data["by_device"] == {CPU: {"old": 0, "new": 3}, GPU0: {"old": 3, "new": 0}}
     text = diff(str(GUIDE_TF0), str(PLAIN_TF2), expect=1).stdout
@@ -94,8 +94,8 @@ def test_added_and_removed(tmp_path: Path) -> None:
     old = write(tmp_path, "old.log", glog("a", "Const", CPU) + glog("gone", "Identity", CPU))
     new = write(tmp_path, "new.log", glog("a", "Const", CPU) + glog("came", "AddN", GPU0))
     data = diff_json(old, new, expect=1)
-    assert data["removed"] == [{"node": "gone", "op": "Identity", "device": CPU, "status": None, "count": 1}]
-    assert data["added"] == [{"node": "came", "op": "AddN", "device": GPU0, "status": None, "count": 1}]
+    assert data["removed"] == [{"node": "gone", "op": "Identity", "graph": None, "device": CPU, "status": None, "count": 1}]
+    assert data["added"] == [{"node": "came", "op": "AddN", "graph": None, "device": GPU0, "status": None, "count": 1}]
     assert data["moved"] == [] and data["summary"]["unchanged"] == 1
     text = diff(old, new, expect=1).stdout
     assert "Only in OLD (1)" in text and "Only in NEW (1)" in text
@@ -135,9 +135,9 @@ def test_eager_ops_are_counts_per_op_and_device(tmp_path: Path) -> None:
     old = write(tmp_path, "old.log", eager("MatMul", CPU) * 5 + eager("AddV2", CPU) * 2)
     new = write(tmp_path, "new.log", eager("MatMul", CPU) * 3 + eager("MatMul", GPU0) * 2 + eager("AddV2", CPU) * 3)
     data = diff_json(old, new, expect=1)
-    assert data["moved"] == [{"node": None, "op": "MatMul", "from": CPU, "to": GPU0, "old_status": None,
+    assert data["moved"] == [{"node": None, "op": "MatMul", "graph": None, "from": CPU, "to": GPU0, "old_status": None,
                               "new_status": None, "count": 2}]
-    assert data["added"] == [{"node": None, "op": "AddV2", "device": CPU, "status": None, "count": 1}]
+    assert data["added"] == [{"node": None, "op": "AddV2", "graph": None, "device": CPU, "status": None, "count": 1}]
     assert data["removed"] == [] and data["summary"]["unchanged"] == 5
     assert "(eager ops)" in diff(old, new, expect=1).stdout
 
@@ -173,7 +173,7 @@ def test_a_saved_trace_report_against_itself_and_a_changed_copy(tmp_path: Path) 
         if p["node"] == "MatMul":
             p.update(device=GPU0, canonical=GPU0, device_type="GPU", device_index=0, status="soft fallback")
     data = diff_json(str(SAVED / "trace.json"), write(tmp_path, "changed.json", json.dumps(saved)), expect=1)
-    assert data["moved"] == [{"node": "MatMul", "op": "MatMul", "from": CPU, "to": GPU0, "old_status": "free",
+    assert data["moved"] == [{"node": "MatMul", "op": "MatMul", "graph": None, "from": CPU, "to": GPU0, "old_status": "free",
                               "new_status": "soft fallback", "count": 1}]
 
 
@@ -260,20 +260,24 @@ def test_copies_and_bytes_when_both_reports_carry_them(tmp_path: Path) -> None:
 def test_json_schema() -> None:
     data = diff_json(str(GUIDE_TF0), str(PLAIN_TF2), expect=1)
     assert set(data) == {"moved", "added", "removed", "by_device", "summary"}
-    assert set(data["moved"][0]) == {"node", "op", "from", "to", "old_status", "new_status", "count"}
+    assert set(data["moved"][0]) == {"node", "op", "graph", "from", "to", "old_status", "new_status", "count"}
     assert set(data["summary"]) >= {"same", "old", "new", "unchanged", "moved", "added", "removed"}
     assert set(data["summary"]["old"]) == {"source", "kind", "placements", "counts_only"}
     for counts in data["by_device"].values():
         assert set(counts) == {"old", "new"}
 
 
-def test_filters_narrow_both_sides(tmp_path: Path) -> None:
+def test_filters_narrow_both_sides_and_device_narrows_the_answer(tmp_path: Path) -> None:
     old = write(tmp_path, "old.log", glog("t0/a", "Const", CPU) + glog("t1/mm", "MatMul", GPU0))
     new = write(tmp_path, "new.log", glog("t0/a", "Const", GPU0) + glog("t1/mm", "MatMul", GPU0))
     assert diff_json("--op", "MatMul", old, new, expect=0)["filters"]["op"] == "MatMul"
     assert diff_json("--node", "^t1/", old, new, expect=0)["by_device"] == {GPU0: {"old": 1, "new": 1}}
-    data = diff_json("--device", "CPU", old, new, expect=1)
-    assert [r["node"] for r in data["removed"]] == ["t0/a"] and data["moved"] == []
+    data = diff_json("--device", "CPU", old, new, expect=1)  # what left the CPU moved: it is not gone
+    assert data["removed"] == [] and [(r["node"], r["from"], r["to"]) for r in data["moved"]] == [("t0/a", CPU, GPU0)]
+    assert data["by_device"] == {CPU: {"old": 1, "new": 0}} and data["summary"]["unchanged"] == 0
+    data = diff_json("--device", "GPU", old, new, expect=1)  # ... and entered the GPU; t1/mm stayed there
+    assert data["added"] == [] and [r["node"] for r in data["moved"]] == ["t0/a"]
+    assert data["summary"]["unchanged"] == 1
     assert "is not a regex" in diff("--node", "(", old, new, expect=2).stderr
 
 

@@ -334,9 +334,10 @@ class _Printer:
             say(item.text)
         elif isinstance(item, Json):
             from placement_cli.render.console import unicode_stream  # noqa: PLC0415
-            from placement_cli.render.json import dumps  # noqa: PLC0415
+            from placement_cli.render.json import write  # noqa: PLC0415
 
-            sys.stdout.write(dumps(item.value, ascii_only=not unicode_stream(sys.stdout)) + "\n")
+            write(item.value, sys.stdout, ascii_only=not unicode_stream(sys.stdout))  # long lists as encoded
+            sys.stdout.write("\n")
             sys.stdout.flush()  # a closed or full output fails here, inside the command, with its exit code
         elif isinstance(item, Verbatim):
             self.console.print(item.renderable, soft_wrap=item.soft_wrap)

@@ -55,7 +55,7 @@ def diff(
     notices += tuple(_("{name} records a run that did not finish ({why}): its placements may be partial").format(
         name=read.name, why=read.report.run_error) for read in sides if read.report.run_error is not None)
     if as_json:
-        return Outcome(code=code, output=[Json(result.to_dict())], pictures=drawn, notices=notices)
+        return Outcome(code=code, output=[Json(result.to_dict(lazy=True))], pictures=drawn, notices=notices)
     from placement_cli.cli.shown import view  # noqa: PLC0415
     from placement_cli.render.diff import diff_group  # noqa: PLC0415
 

@@ -9,6 +9,7 @@ passed on, and the next chunk leaves those lines alone.
 from __future__ import annotations
 
 import io
+import os
 import re
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
@@ -17,7 +18,7 @@ from operator import attrgetter, itemgetter
 from typing import Any, BinaryIO
 
 from placement_cli.devices import DeviceSpec, DeviceSpecError, parse_device
-from placement_cli.logparse import eager, ignored, lazy, mapping, placer, reader, rejoin
+from placement_cli.logparse import eager, functions, ignored, lazy, mapping, placer, reader, rejoin
 from placement_cli.logparse.error_messages import MAX_CHARS, MAX_LINES, TRIGGER, may_hold_failure, read_failure
 from placement_cli.model import DeviceMapping, IgnoredRequest, Placement, PlacementFailure, Report
 
@@ -147,8 +148,10 @@ class _Parser:
     or one next to it; its block's bare copies are settled when the next block ends.
     """
 
-    def __init__(self, keep: bool, tally: bool = False) -> None:
+    def __init__(self, keep: bool, tally: bool = False, functions_known: bool = True) -> None:
         self.keep = keep
+        # tally: read where each placer line is, to know its tf.function (False: the text runs none)
+        self.attribute = keep or (tally and functions_known)
         # tally (with keep False): also count each placement's whole record ("node: (Op): device",
         # eager ones as (op, device)), which is all a comparison needs, at a count's speed
         self.tally: Counter[bytes] | None = Counter() if tally and not keep else None
@@ -174,9 +177,13 @@ class _Parser:
         # blocks to merge_ranges, which knows the glog lines before them: at each of its
         # first three block ends, the bare copies it would have settled and the block's keys.
         self.held: list[tuple[list, Any]] | None = None
+        # placer lines waiting for their thread's next executed op, which says which tf.function they
+        # belong to (kept placements by index, tallied records as their keys)
+        self.functions = functions.Functions()
 
     def start_source(self, wrap: int | None) -> None:
         """A new file: nothing carries over from the last one's lines."""
+        self._settle_functions()
         self.wrap, self.lookback, self.taken, self.read_to = wrap, [], 0, 0
 
     def spec_of(self, device: bytes) -> DeviceSpec:
@@ -240,6 +247,9 @@ class _Parser:
             text = b"\n" + piece.replace(*placer.NORMALISE)
             if self.keep:
                 glog, eagers, bare = list(_GLOG.finditer(text)), list(_EAGER.finditer(text)), list(_BARE.finditer(text))
+            elif self.attribute:  # where each line is says which function it belongs to
+                glog, eagers = list(_GLOG_COUNT.finditer(text)), list(_EAGER.finditer(text))
+                bare = _BARE_COUNT.findall(text)
             else:
                 glog, eagers, bare = _GLOG_COUNT.findall(text), _EAGER.findall(text), _BARE_COUNT.findall(text)
             found.append((piece_end, text, glog, eagers, bare, lines, block_ends))
@@ -266,20 +276,64 @@ class _Parser:
         mapping line goes on there)."""
         if self.keep:
             self._feed_full(text, glog, eagers, bare, ahead)
+        elif self.attribute:
+            records = [m.group(1, 2) for m in glog]
+            self.counts.update(map(itemgetter(1), records))
+            executed = [m.group(1, 2) for m in eagers]
+            self.counts.update(map(itemgetter(1), executed))
+            self.block_keys.update(map(itemgetter(0), records))
+            self.block_bare += bare
+            self.eager_tally.update(executed)
+            self._attribute(text, [(m.start(), r[0]) for m, r in zip(glog, records)], eagers)
         else:
             self.counts.update(map(itemgetter(1), glog))
             self.counts.update(map(itemgetter(1), eagers))
             self.block_keys.update(map(itemgetter(0), glog))
             self.block_bare += bare
-            if self.tally is not None:
+            if self.tally is not None:  # a text that runs no tf.function: no line belongs to one
                 self.tally.update(map(itemgetter(0), glog))
                 self.eager_tally.update(eagers)
 
+    def _attribute(self, text: bytes, placed: list[tuple[int, Any]], eagers: list[re.Match[bytes]]) -> None:
+        """Placer lines (their offsets in ``text`` and what stands for them) and executed ops, in the
+        order the log has them: each line waits for its thread's next executed op."""
+        found, thread_of = self.functions, functions.thread_of
+        j, n = 0, len(eagers)
+        for pos, item in placed:
+            while j < n and eagers[j].start() < pos:
+                self._executed(text, eagers[j])
+                j += 1
+            found.placed(thread_of(text, pos), item)
+        for m in eagers[j:]:
+            self._executed(text, m)
+
+    def _executed(self, text: bytes, m: re.Match[bytes]) -> None:
+        settled = self.functions.executed(functions.thread_of(text, m.start()), m.group(1))
+        if settled is not None:
+            self._settle(*settled)
+
+    def _settle(self, items: list, function: bytes | None) -> None:
+        """Placer lines whose function is known (None: no tf.function's)."""
+        if self.keep:
+            if function is not None:
+                graph = _decode(function)
+                for i in items:
+                    self.placements[i] = replace(self.placements[i], graph=graph)
+        elif self.tally is not None:
+            self.tally.update(items if function is None else [function + functions.SEPARATOR + r for r in items])
+
+    def _settle_functions(self) -> None:
+        for items, function in self.functions.close():
+            self._settle(items, function)
+
     def _feed_full(self, data: bytes, glog: list, eagers: list, bare: list, ahead: bytes) -> None:
         base = self.newlines
+        placed = []
         for line, m in _numbered(data, base, glog):
             self.block_keys.setdefault(m.group(1), deque()).append(len(self.placements))
+            placed.append((m.start(), len(self.placements)))
             self.placements.append(self._placement(m, line))
+        self._attribute(data, placed, eagers)
         for line, m in _numbered(data, base, eagers):
             op, dev = m.group(1, 2)
             self.placements.append(Placement(None, _decode(op), _decode(dev), self.spec_of(dev), "eager", line))
@@ -344,6 +398,7 @@ class _Parser:
 
     def close(self) -> None:
         """The end of the text: the last block ends, and nothing follows it."""
+        self._settle_functions()
         self._end_block()
         if self.held is not None and len(self.held) < 3:
             self.held.append((self.pending, self.block_keys))
@@ -389,12 +444,31 @@ def parse_streams(sources: Iterable[tuple[str, BinaryIO]], *, keep: bool = True,
     return tally_streams(sources, keep=keep, note=note, known_text=known_text)[0]
 
 
+def holds_functions(path: str) -> bool:
+    """Whether a file may run a tf.function (its placer lines then need their place read, to know
+    whose they are); any compressed or re-encoded file may."""
+    import mmap  # noqa: PLC0415
+
+    try:
+        if not os.path.isfile(path):
+            return True
+        layout = layout_of(path)
+    except Exception:  # noqa: BLE001 - the reader says what is wrong with it, in its words, as it reads it
+        return True
+    if layout.compression is not None or "16" in layout.encoding or "32" in layout.encoding \
+            or os.path.getsize(path) == 0:
+        return True
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        return data.find(b"inference") >= 0  # also escaped, as a log pasted into Markdown has it: \_\_inference\_
+
+
 def tally_streams(sources: Iterable[tuple[str, BinaryIO]], *, keep: bool = True, note: Note | None = None,
-                  known_text: bool = False, tally: bool = False) -> tuple[Report, _Parser]:
+                  known_text: bool = False, tally: bool = False, functions_known: bool = True
+                  ) -> tuple[Report, _Parser]:
     """Parse one or more logs as one stream (line numbers run on across them). A source
     named ``<stdin>`` that was already read to its end (``parse - -``) adds nothing;
     ``known_text``: never refuse the input as binary (a log placement captured itself)."""
-    parser = _Parser(keep, tally)
+    parser = _Parser(keep, tally, functions_known)
     stdin_read = False
     for name, stream in sources:
         _feed_source(parser, stream, name, note, empty_ok=name == "<stdin>" and stdin_read, known_text=known_text)
@@ -411,18 +485,19 @@ def layout_of(path: str) -> reader.Layout:
 
 
 def count_range(path: str, start: int, end: int, layout: reader.Layout, *, start_line: int = 0,
-                tally: bool = False) -> _Parser:
+                tally: bool = False, functions_known: bool = True) -> _Parser:
     """Per-device counts of the lines in [start, end) of a file, which begin after
     ``start_line`` lines, with the state ``merge_ranges`` needs to pair copies across the
     boundary. ``start`` begins a line that stands on its own (see ``parallel``), so
     nothing before it is needed; the range at the file's start is left open for the next."""
-    parser = _Parser(keep=False, tally=tally)
+    parser = _Parser(keep=False, tally=tally, functions_known=functions_known)
     start = max(start, layout.bom)
     with open(path, "rb") as f:
         f.seek(start)
         stream = io.BufferedReader(_Slice(f, end - start), CHUNK)  # type: ignore[arg-type]
         if start > layout.bom:
             parser.held, parser.newlines = [], start_line
+            parser.functions = functions.Functions(mid_file=True)
         parser.start_source(layout.wrap)  # the whole file's layout, not one found in this range
         for data, body_end in reader.Lines(CHUNK).chunks(reader.decoded(stream, layout.encoding, CHUNK)):
             parser.feed(data, body_end)
@@ -461,6 +536,8 @@ def merge_ranges(head: _Parser, tail: _Parser) -> Report:
     ]
     for bare, blocks in settle:
         head.count_bare(bare, set().union(*blocks))
+    for items, function in head.functions.merge(tail.functions):
+        head._settle(items, function)  # noqa: SLF001 - the two ranges' parsers are one parse's halves
     head.counts.update(tail.counts)
     if head.tally is not None and tail.tally is not None:
         head.tally.update(tail.tally)

@@ -16,7 +16,7 @@ import pickle
 from typing import Any
 
 from placement_cli.logparse import rejoin
-from placement_cli.logparse.engine import count_range, layout_of, merge_ranges
+from placement_cli.logparse.engine import count_range, holds_functions, layout_of, merge_ranges
 from placement_cli.logparse.reader import Layout, newline
 from placement_cli.model import Report
 
@@ -102,13 +102,15 @@ def split_tally(path: str, tally: bool = True) -> tuple[Report, Any] | None:
     if middle is None:
         return None
     lines = lines_before(path, middle, layout)
+    known = tally and holds_functions(path)  # a log that runs no tf.function is tallied at a count's speed
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: count the tail, send its state, leave without cleanup handlers
         status = 0
         try:
             os.close(read_end)
-            tail: Any = count_range(path, middle, size, layout, start_line=lines, tally=tally)
+            tail: Any = count_range(path, middle, size, layout, start_line=lines, tally=tally,
+                                    functions_known=known)
             tail.window.clear()
             tail.lookback = []
             with os.fdopen(write_end, "wb") as out:
@@ -119,7 +121,7 @@ def split_tally(path: str, tally: bool = True) -> tuple[Report, Any] | None:
             os._exit(status)
     os.close(write_end)
     try:
-        head = count_range(path, 0, middle, layout, tally=tally)
+        head = count_range(path, 0, middle, layout, tally=tally, functions_known=known)
         payload = _read_all(read_end)
     finally:
         os.close(read_end)

@@ -19,7 +19,7 @@ from placement_cli.devices import DeviceSpec, try_parse
 from placement_cli.exceptions import InputError
 from placement_cli.i18n import N_, _, translated
 from placement_cli.logparse import reader
-from placement_cli.logparse.engine import tally_streams
+from placement_cli.logparse.engine import holds_functions, tally_streams
 from placement_cli.model import (AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH_RESOURCE, Compiled, CompiledOp, Copy,
                                  DeviceMapping, Placement, PlacementFailure, Report)
 
@@ -156,7 +156,8 @@ def _read(path: str, note: Callable[[str], None] | None, tally: bool) -> Tallied
                 split = parallel.split_tally(path)
                 if split is not None:
                     return Tallied(shown, split[0], split[1].tally, split[1].eager_tally)
-        report, parser = tally_streams([(name, raw)], note=note, keep=not tally, tally=tally)
+        known = path == "-" or not tally or holds_functions(path)
+        report, parser = tally_streams([(name, raw)], note=note, keep=not tally, tally=tally, functions_known=known)
         return Tallied(shown, report, parser.tally, parser.eager_tally) if tally else Tallied(shown, report)
 
 
@@ -268,6 +269,7 @@ def _placement(p: Any) -> Placement:
         status=_STATUSES.get(status, status if isinstance(status, str) else LOGGED),
         reason=_optional_text(p.get("reason")),
         group=_optional_text(p.get("group")),
+        graph=_optional_text(p.get("graph")),
     )
 
 

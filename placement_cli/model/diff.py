@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
 from placement_cli.model.report import LinkTotal
 
@@ -21,6 +22,9 @@ class Change(NamedTuple):
     new_status: str | None = None
     count: int = 1
     eager: bool = False
+    # the tf.function whose graph holds the node, without TensorFlow's trace counter ("step"; the second
+    # trace of one function "step#2"); for an eager op, None. None: a Session's graph, or not known
+    graph: str | None = None
 
     @property
     def device(self) -> str:
@@ -32,11 +36,37 @@ class Change(NamedTuple):
         return self.new_status if self.source is None else self.old_status
 
     def moved_dict(self) -> dict[str, Any]:
-        return {"node": self.node, "op": self.op, "from": self.source, "to": self.target,
+        return {"node": self.node, "op": self.op, "graph": self.graph, "from": self.source, "to": self.target,
                 "old_status": self.old_status, "new_status": self.new_status, "count": self.count}
 
     def side_dict(self) -> dict[str, Any]:
-        return {"node": self.node, "op": self.op, "device": self.device, "status": self.status, "count": self.count}
+        return {"node": self.node, "op": self.op, "graph": self.graph, "device": self.device, "status": self.status,
+                "count": self.count}
+
+
+class Rows(Sequence[dict[str, Any]]):
+    """A diff's rows as JSON objects, each made as it is read (the JSON writer writes them a batch at a
+    time: a million rows are never a million dicts at once)."""
+
+    def __init__(self, changes: tuple[Change, ...], row: Callable[[Change], dict[str, Any]]) -> None:
+        self.changes, self.row = changes, row
+
+    def __len__(self) -> int:
+        return len(self.changes)
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, Any]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return [self.row(c) for c in self.changes[index]]
+        return self.row(self.changes[index])
+
+    def __eq__(self, other: object) -> bool:
+        return list(self) == other if isinstance(other, list) else NotImplemented
 
 
 @dataclass(frozen=True)
@@ -57,8 +87,9 @@ class DiffSide:
 @dataclass(frozen=True)
 class PlacementDiff:
     """Two inputs compared after normalising device names and pairing TensorFlow's copies: graph
-    nodes by task and name (a name placed several times as the multiset of its devices), eager ops
-    as counts per op and device."""
+    nodes by their graph (a tf.function, its trace counter dropped) and name, a node placed several
+    times as the multiset of its devices, whatever task they belong to; eager ops as counts per op and
+    device."""
 
     old: DiffSide
     new: DiffSide
@@ -84,7 +115,8 @@ class PlacementDiff:
         """Both sides carry their copies between devices."""
         return self.old.copies is not None and self.new.copies is not None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, lazy: bool = False) -> dict[str, Any]:
+        """The comparison as JSON data; ``lazy``: its rows as Rows, made as the JSON writer reads them."""
         summary: dict[str, Any] = {
             "same": self.same,
             "old": self.old.to_dict(),
@@ -100,9 +132,9 @@ class PlacementDiff:
                                         "per_step_bytes": _bytes(totals)}
                                  for side, totals in (("old", self.old.copies), ("new", self.new.copies))}
         data: dict[str, Any] = {
-            "moved": [c.moved_dict() for c in self.moved],
-            "added": [c.side_dict() for c in self.added],
-            "removed": [c.side_dict() for c in self.removed],
+            "moved": Rows(self.moved, Change.moved_dict) if lazy else [c.moved_dict() for c in self.moved],
+            "added": Rows(self.added, Change.side_dict) if lazy else [c.side_dict() for c in self.added],
+            "removed": Rows(self.removed, Change.side_dict) if lazy else [c.side_dict() for c in self.removed],
             "by_device": {device: {"old": old, "new": new} for device, old, new in self.by_device},
             "summary": summary,
         }

@@ -40,6 +40,9 @@ class Placement:
     reason: str | None = None  # a Message (messages.py), English as a string
     group: str | None = None  # the tower a node belongs to, a lesson's role (a Message), a name scope
     wrapper: bool = False  # a node of the single-op function TF 2.x wraps an eager op in (tables hide it)
+    # the tf.function whose graph holds the node, as TensorFlow named it (``__inference_step_17``); None: a
+    # Session's graph, an eager op's wrapper, or a log that does not say
+    graph: str | None = None
 
     @property
     def canonical(self) -> str:
@@ -63,6 +66,8 @@ class Placement:
             "kind": self.kind,
             "line": self.line,
         }
+        if self.graph is not None:  # only where the log says (a tf.function's placer lines)
+            data["graph"] = self.graph
         if run:
             data.update(requested=self.requested, status=self.status, reason=self.reason, group=self.group)
         return data

@@ -31,7 +31,10 @@ def _device(canonical: str | None) -> str:
 
 
 def _name(change: Change) -> str:
-    return clean(change.node) if change.node is not None else shown(messages.EAGER_SCOPE)
+    """The node, and the tf.function whose graph holds it (two functions' MatMuls are two nodes)."""
+    if change.node is None:
+        return shown(messages.EAGER_SCOPE)
+    return clean(change.node if change.graph is None else f"{change.graph}: {change.node}")
 
 
 def _counted(changes: tuple[Change, ...]) -> bool:

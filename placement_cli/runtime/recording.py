@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -46,6 +47,11 @@ class Recorder:
         self.graphs = GraphRecorder()
         self.eager = EagerOps()
         self.session_devices: set[str] = set()
+        # the graph of each Session at its first run, in order: TensorFlow places a Session's graph then,
+        # so the log's placer blocks of Session graphs come in this order (two graphs with the same
+        # node names are told apart by it)
+        self.session_runs: list[int] = []
+        self._sessions_ran: weakref.WeakSet[Any] = weakref.WeakSet()  # (an id is reused once a Session is freed)
         self.copies: dict[tuple[str, str, str], None] | None = {} if copies else None
         self._partitioned: set[tuple[int, str]] = set()
         # each copy's [dtype, shape, bytes, physical] by "tensor|from|to", where the graph tells them
@@ -92,6 +98,10 @@ class Recorder:
             base.run = self._partitioned_run(base.run)
         elif self.copies is not None:
             self.copies = None  # cannot ask Session runs for their partition graphs: copies unknown
+        ordered = private.base_session(tf)
+        if ordered is not None:
+            saved.append((ordered, "run", ordered.__dict__["run"]))
+            ordered.run = self._ordered_run(ordered.run)
         undo_graphs = self.graphs.install()
         undo_eager = self.eager.install()
         self.installed = True
@@ -128,7 +138,7 @@ class Recorder:
             _note_first(context, "log_device_placement")
         for cls in (tf.compat.v1.Session, tf.compat.v1.InteractiveSession):
             _note_first(cls, "__init__")
-        base = private.base_session(tf) if self.copies is not None else None
+        base = private.base_session(tf)
         if base is not None:
             _note_first(base, "run")
         func_graph = private.func_graph_module()
@@ -175,6 +185,21 @@ class Recorder:
             recorder.graphs.devices_of(self.graph, devices)
 
         return logged_init
+
+    def _ordered_run(self, run: Any) -> Any:
+        """Note each Session's graph at its first run (when TensorFlow places it)."""
+        recorder = self
+
+        def ordered_run(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if self not in recorder._sessions_ran:
+                recorder._sessions_ran.add(self)
+                graph = getattr(self, "graph", None)
+                if graph is not None:
+                    recorder.graphs.add(graph)
+                    recorder.session_runs.append(id(graph))
+            return run(self, *args, **kwargs)
+
+        return ordered_run
 
     def _partitioned_run(self, run: Any) -> Any:
         """Ask once per session and fetch signature for the partition graphs, to list their _Send copies."""
@@ -224,6 +249,7 @@ class Recorder:
         check = kernel_checks(available)
         graphs = self.graphs.per_graph(kernels, check)
         graph_calls = self.graphs.calls()
+        order = list(self.graphs.graphs)  # the graphs' ids, in per_graph's order
         if not check and kernels is not None:  # the registry of the ops that ran: why one was not where it asked
             ran = {n.op for graph in graphs for n in graph} | self.eager.op_types()
             kernels = {op: kernels[op] for op in ran if op in kernels}
@@ -233,6 +259,12 @@ class Recorder:
             # each graph's own devices, where a Session ran it (its device_count, its cluster), else null:
             # the reasons of its nodes name those, not the process's
             "graph_devices": self.graphs.device_lists(),
+            # the graph (its index in "graphs") of each Session at its first run, in order: whose placer block
+            # comes next among graphs with the same node names
+            "session_runs": [order.index(g) for g in self.session_runs if g in order],
+            # each graph's name where it has one (a tf.function's graph: "step", run as __inference_step_N)
+            "graph_names": [name if isinstance(name := getattr(g, "name", None), str) else None
+                            for g in self.graphs.graphs.values()],
             "available": available,
             "kernels": None if kernels is None else {op: sorted(types) for op, types in kernels.items()},
             # None: not asked for, or no Session ran (the copies of tf.functions are not recorded)

@@ -1,0 +1,174 @@
+"""`placement diff`: a node is its graph (the tf.function that holds it, TensorFlow's trace counter
+dropped) and its name, not a bare name; the task is where it went, not who it is (hand-made logs in
+TF 2.21's wording, as test_diff's: no TensorFlow)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from placement_cli.cli import app
+from placement_cli.compare import compare
+from placement_cli.logparse import engine, parallel, parse_paths
+from placement_cli.logparse.saved import read_tallied
+
+runner = CliRunner()
+CPU, GPU0 = (f"/job:localhost/replica:0/task:0/device:{d}" for d in ("CPU:0", "GPU:0"))
+W0, W1, PS0 = ("/job:worker/replica:0/task:0/device:CPU:0", "/job:worker/replica:0/task:1/device:CPU:0",
+               "/job:ps/replica:0/task:0/device:CPU:0")
+
+
+def placed(node: str, op: str, device: str, thread: int = 2368) -> str:
+    """TF 2.21's two copies of one placement (the stdout copy, then the glog copy of ``thread``)."""
+    return f"{node}: ({op}): {device}\nI0000 00:00:1795233561.662419 {thread:>8} placer.cc:162] {node}: ({op}): {device}\n"
+
+
+def executed(op: str, device: str = CPU, thread: int = 2368) -> str:
+    return f"I0000 00:00:1795233568.753412 {thread:>8} execute.cc:1775] Executing op {op} in device {device}\n"
+
+
+def function(name: str, mm: str, add: str = CPU) -> str:
+    """A tf.function's body placed as it is first called, then the call (TF 2.21's order)."""
+    return (placed("x", "_Arg", CPU) + placed("MatMul", "MatMul", mm) + placed("add", "AddV2", add)
+            + placed("identity_RetVal", "_Retval", CPU) + executed(name))
+
+
+def write(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def diff_json(*args: str, expect: int) -> dict[str, Any]:
+    result = runner.invoke(app, ["diff", "--json", *args])
+    assert result.exit_code == expect, (result.stdout, result.stderr)
+    return json.loads(result.stdout)
+
+
+def saved(tmp_path: Path, log: str) -> str:
+    """``parse --json`` of a log, saved as a user saves it."""
+    result = runner.invoke(app, ["parse", "--json", log])
+    assert result.exit_code == 0, result.stderr
+    return write(tmp_path, Path(log).stem + ".json", result.stdout)
+
+
+def moves(data: dict[str, Any]) -> list[tuple[Any, ...]]:
+    return sorted((r["graph"], r["node"], r["from"], r["to"]) for r in data["moved"])
+
+
+def test_two_functions_matmuls_that_swap_devices_are_two_moves(tmp_path: Path) -> None:
+    """Issue 27.1: each tf.function has its own MatMul; pooled by bare name the swap was "Same
+    placements", exit 0. Logs and the reports saved from them alike."""
+    old = write(tmp_path, "old.log", function("__inference_f_9", CPU) + function("__inference_g_14", GPU0))
+    new = write(tmp_path, "new.log", function("__inference_f_9", GPU0) + function("__inference_g_14", CPU))
+    for a, b in ((old, new), (saved(tmp_path, old), saved(tmp_path, new))):
+        data = diff_json(a, b, expect=1)
+        assert moves(data) == [("f", "MatMul", CPU, GPU0), ("g", "MatMul", GPU0, CPU)]
+        assert data["summary"]["moved"] == 2 and data["added"] == data["removed"] == []
+    table = runner.invoke(app, ["diff", old, new], env={"COLUMNS": "160"})
+    assert table.exit_code == 1 and "f: MatMul" in table.stdout and "g: MatMul" in table.stdout, table.stdout
+    report = parse_paths([old])
+    assert {p.node: p.graph for p in report.placements if p.graph == "__inference_g_14"} == {
+        "x": "__inference_g_14", "MatMul": "__inference_g_14", "add": "__inference_g_14",
+        "identity_RetVal": "__inference_g_14"}
+    saved_report = json.loads(Path(saved(tmp_path, old)).read_text())
+    assert {p["graph"] for p in saved_report["placements"] if p["kind"] == "placer"} == {
+        "__inference_f_9", "__inference_g_14"}
+
+
+def test_a_function_is_known_by_its_own_threads_next_call(tmp_path: Path) -> None:
+    """Lines of another thread (here an eager op's wrapper, placed while f's body was being placed)
+    belong to what their own thread runs next, not to f."""
+    text = (placed("x", "_Arg", CPU) + placed("MatMul", "MatMul", CPU)
+            + placed("MatMul", "MatMul", GPU0, thread=77) + executed("MatMul", GPU0, thread=77)
+            + executed("__inference_f_9"))
+    report = parse_paths([write(tmp_path, "threads.log", text)])
+    assert sorted((p.node, p.canonical, p.graph) for p in report.placements if p.kind == "placer") == [
+        ("MatMul", CPU, "__inference_f_9"), ("MatMul", GPU0, None), ("x", CPU, "__inference_f_9")]
+
+
+def test_the_trace_counter_is_not_identity(tmp_path: Path) -> None:
+    """Issue 27.2: one more function traced anywhere renumbers every later one: the same placements
+    with other counters are the same; two traces of one function (a retrace for a new signature) are
+    matched in trace order."""
+    old = write(tmp_path, "old.log", function("__inference_f_9", CPU) + function("__inference_step_17", GPU0)
+                + function("__inference_step_23", CPU) + executed("__inference_step_17"))
+    new = write(tmp_path, "new.log", function("__inference_warmup_4", CPU) + function("__inference_f_12", CPU)
+                + function("__inference_step_20", GPU0) + function("__inference_step_31", CPU)
+                + executed("__inference_step_20"))
+    data = diff_json(old, new, expect=1)  # warmup is new: only that
+    assert data["moved"] == data["removed"] == []
+    assert {(r["graph"], r["node"]) for r in data["added"]} == {("warmup", n) for n in ("x", "MatMul", "add",
+                                                                                       "identity_RetVal")} | {
+        (None, None)}  # and its one call
+    renumbered = write(tmp_path, "renumbered.log", function("__inference_f_40", CPU)
+                       + function("__inference_step_41", GPU0) + function("__inference_step_52", CPU)
+                       + executed("__inference_step_41"))
+    assert diff_json(old, renumbered, expect=0)["summary"]["unchanged"] == 16
+    for a, b in ((old, renumbered), (saved(tmp_path, old), saved(tmp_path, renumbered))):
+        assert diff_json(a, b, expect=0)["summary"]["same"] is True
+    swapped = write(tmp_path, "swapped.log", function("__inference_f_40", CPU)
+                    + function("__inference_step_41", CPU) + function("__inference_step_52", GPU0)
+                    + executed("__inference_step_41"))
+    assert moves(diff_json(old, swapped, expect=1)) == [("step", "MatMul", GPU0, CPU),
+                                                        ("step#2", "MatMul", CPU, GPU0)]
+
+
+def test_a_move_between_tasks_is_a_move(tmp_path: Path) -> None:
+    """Issue 27.3: one between-graph session's log, a node moved worker/0 -> ps/0."""
+    old = write(tmp_path, "old.log", placed("w", "VarHandleOp", PS0) + placed("mm", "MatMul", W0))
+    new = write(tmp_path, "new.log", placed("w", "VarHandleOp", PS0) + placed("mm", "MatMul", PS0))
+    data = diff_json(old, new, expect=1)
+    assert moves(data) == [(None, "mm", W0, PS0)] and data["added"] == data["removed"] == []
+
+
+def test_two_workers_copies_of_one_graph_stay_apart(tmp_path: Path) -> None:
+    """Every worker of a between-graph cluster places its own copy of one graph (same names): a move
+    of one worker's node is paired with that worker's, the other copy stays."""
+    old = write(tmp_path, "old.log", placed("mm", "MatMul", W0) + placed("mm", "MatMul", W1))
+    new = write(tmp_path, "new.log", placed("mm", "MatMul", W1) + placed("mm", "MatMul", PS0))
+    data = diff_json(old, new, expect=1)
+    assert moves(data) == [(None, "mm", W0, PS0)] and data["summary"]["unchanged"] == 1
+    wider = write(tmp_path, "wider.log", placed("mm", "MatMul", "/job:worker/replica:0/task:1/device:GPU:0")
+                  + placed("mm", "MatMul", "/job:worker/replica:0/task:0/device:GPU:0"))
+    # both workers moved to their own GPU: each within its task, never worker/0's CPU to worker/1's GPU
+    assert moves(diff_json(old, wider, expect=1)) == [
+        (None, "mm", W0, "/job:worker/replica:0/task:0/device:GPU:0"),
+        (None, "mm", W1, "/job:worker/replica:0/task:1/device:GPU:0")]
+
+
+@pytest.mark.parametrize("chunk", [4096, 1 << 20])
+def test_a_split_log_knows_each_function_as_one_pass_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           chunk: int) -> None:
+    """A big log counted in two halves (``diff``'s speed) settles a function whose body the boundary
+    cuts with its call in the other half, as reading it in one pass does."""
+    monkeypatch.setattr(parallel.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(engine, "CHUNK", chunk)
+    on_cpu, on_gpu = ("".join(placed(f"layer_{i}/MatMul", "MatMul", d) for i in range(n)) for d, n in ((CPU, 600),
+                                                                                                     (GPU0, 200)))
+    old = write(tmp_path, "old.log", on_cpu + executed("__inference_f_3") + on_gpu + executed("__inference_g_4"))
+    new = write(tmp_path, "new.log", on_gpu + executed("__inference_g_7") + on_cpu + executed("__inference_f_8"))
+    swapped = write(tmp_path, "swapped.log", on_cpu + executed("__inference_g_3") + on_gpu + executed("__inference_f_4"))
+    one_pass = compare(read_tallied(old), read_tallied(new)), compare(read_tallied(old), read_tallied(swapped))
+    monkeypatch.setattr(parallel, "SPLIT_MIN", 1)
+    assert parallel.split_tally(old) is not None
+    split = compare(read_tallied(old), read_tallied(new)), compare(read_tallied(old), read_tallied(swapped))
+    assert one_pass == split
+    assert split[0].same and split[0].unchanged == 802
+    assert sum(c.count for c in split[1].moved) == 400 and split[1].unchanged == 2  # the two calls
+
+
+def test_a_report_saved_before_graphs_were_recorded_is_matched_by_name(tmp_path: Path) -> None:
+    """A report saved by an earlier placement names no graph: against a log that does, nodes are matched
+    by name alone (as that report was made), never all "only in OLD" and "only in NEW"."""
+    log = write(tmp_path, "today.log", function("__inference_f_9", CPU) + function("__inference_g_14", GPU0))
+    old = json.loads(Path(saved(tmp_path, log)).read_text())
+    for p in old["placements"]:
+        p.pop("graph", None)
+    before = write(tmp_path, "before.json", json.dumps(old))
+    data = diff_json(before, log, expect=0)
+    assert data["summary"]["unchanged"] == 10 and data["added"] == data["removed"] == []
