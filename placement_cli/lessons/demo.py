@@ -405,7 +405,8 @@ def start(chosen: list[int]) -> Machine:
         keys = {STEPS[k - 1].key for k in chosen}
         machine = choose(startup.physical_devices(), keys)
         tf = startup.tensorflow(machine.options(xla=machine.xla))
-        if "cluster" in keys:  # its tasks are more processes on this GPU
+        if "cluster" in keys and machine.gpus and machine.virtual_gpus is None:
+            # its tasks are more processes on these GPUs (one GPU is split into logical GPUs of bounded size)
             from placement_cli.runtime.gpu_policy import grow_here  # noqa: PLC0415
 
             grow_here(tf)
