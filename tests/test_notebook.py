@@ -653,7 +653,7 @@ def test_report_mimebundle_and_json_in_a_script(script: dict[str, list[Any]]) ->
     assert shown["keys"] == ["text/html", "text/plain"]
     check_bundle({"text/html": shown["html"], "text/plain": shown["text"]})
     assert shown["json"] == ["capture", "copies", "device_mapping", "errors", "log", "placements", "result",
-                             "summary"]
+                             "summary", "xla_compiled"]
 
 
 def check_bundle(data: dict[str, str]) -> None:

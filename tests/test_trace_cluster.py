@@ -657,11 +657,19 @@ def test_a_worker_still_at_work_when_the_chief_exits_is_never_cut_off(tmp_path: 
 
 
 SEES = """
-import json, os, time
-task = json.loads(os.environ["TF_CONFIG"])["task"]
+import json, os, pathlib, time
+config = json.loads(os.environ["TF_CONFIG"])
+task = config["task"]
 print("sees", repr(os.environ.get("CUDA_VISIBLE_DEVICES")), flush=True)
+said = pathlib.Path("said")
+said.mkdir(exist_ok=True)
+(said / f"{task['type']}-{task['index']}").touch()
 if task["type"] == "ps":
     time.sleep(600)
+elif task["type"] == "chief":  # the chief ends last of those that print: placement then ends the ps
+    everyone = sum(len(addresses) for addresses in config["cluster"].values())
+    while len(list(said.iterdir())) < everyone:
+        time.sleep(0.05)
 """
 
 
@@ -671,7 +679,7 @@ def test_split_gpus_gives_each_task_its_own_and_otherwise_tasks_see_yours(tmp_pa
     script.write_text(SEES)
     args = ["--split-gpus"] if split else []
     done = subprocess.run([*TRACE, "--json", "--cluster", "chief=1,worker=2,ps=1", *args, str(script)], cwd=tmp_path,
-                          env=environment(tmp_path, CUDA_VISIBLE_DEVICES="2,3"), capture_output=True, timeout=120,
+                          env=environment(tmp_path, CUDA_VISIBLE_DEVICES="2,3"), capture_output=True, timeout=patience(120),
                           check=False)
     err = done.stderr.decode()
     assert done.returncode == 0, err
@@ -689,7 +697,7 @@ def test_gpu_list_is_the_list_given_and_split_gpus_needs_a_cluster(tmp_path: Pat
     script = tmp_path / "sees.py"
     script.write_text(SEES)
     done = subprocess.run([*TRACE, "--cluster", "worker=2", "--gpu-list", "5,6", str(script)], cwd=tmp_path,
-                          env=environment(tmp_path), capture_output=True, timeout=120, check=False)
+                          env=environment(tmp_path), capture_output=True, timeout=patience(120), check=False)
     out = done.stdout.decode()
     assert done.returncode == 0, done.stderr.decode()
     assert "worker/0 | sees '5'" in out and "worker/1 | sees '6'" in out
