@@ -318,8 +318,9 @@ def _exited(code: Any) -> str | None:
 
 def knows_requests(report: Report) -> bool:
     """Whether the report says what each placement asked for (a run's, or a saved run report), which
-    a bare log never does."""
-    return any(p.status != LOGGED for p in report.placements)
+    a bare log never does: the few requests a log's ignored-request lines give do not make it one."""
+    told = {r.node for r in report.ignored if r.cause == "reference_input"}
+    return any(p.status != LOGGED and p.node not in told for p in report.placements)
 
 
 def record_fields(record: bytes) -> tuple[str, str | None, str]:
