@@ -29,6 +29,10 @@ WITH_RESOURCE_KIND = N_("with its resource ({kind}) on {device}: TensorFlow runs
                         "where the resource lives, whatever the scope")
 WITH_RESOURCE = N_("with its resource on {device}: TensorFlow runs an eager op that takes a resource where the "
                    "resource lives, whatever the scope")
+# TensorFlow's placer (ColocateResourceOrRefEdge, TF 0.x-2.x): a node with a reference or resource input is
+# put where that input already is, whatever it asked; the log says so ("Ignoring device specification ...").
+WITH_REFERENCE_INPUT = N_("with its reference input {source} on {device}: TensorFlow's placer puts a node where its "
+                          "reference or resource input is, whatever it asked")
 # A tf.function compiled by XLA: TensorFlow logs its call, not its body.
 XLA_CLUSTER = N_("compiled by XLA (jit_compile): its {count} ops ran inside one XLA cluster on {device}, which "
                  "TensorFlow does not log")
@@ -188,3 +192,17 @@ GPU_TAKEN = Message(N_("TensorFlow could not get GPU memory or a GPU library han
                        "memory growth (TF_FORCE_GPU_ALLOW_GROWTH=true, tf.config.experimental.set_memory_growth or "
                        "gpu_options.allow_growth) or a memory fraction (gpu_options.per_process_gpu_memory_fraction, "
                        "or a logical device's memory_limit), or give each task its own GPU (CUDA_VISIBLE_DEVICES)"))
+# ... where `placement cluster` ran the tasks: its own options set their memory policy
+GPU_TAKEN_CLUSTER = Message(N_("TensorFlow could not get GPU memory or a GPU library handle, as happens when other "
+                               "processes hold the GPU (each TensorFlow process reserves nearly all its memory): let "
+                               "the tasks share it with placement cluster --gpu-memory growth (each takes memory as it "
+                               "needs it) or --gpu-memory share (each a fixed fraction), keep the ps tasks off it "
+                               "(--ps-on-cpu), and do not set TF_FORCE_GPU_ALLOW_GROWTH=false (yours wins over both)"))
+# ... where `placement trace --cluster` ran your tasks: its own option gives each its GPU(s)
+GPU_TAKEN_TRACE_CLUSTER = Message(N_("TensorFlow could not get GPU memory or a GPU library handle, as happens when "
+                                     "other processes hold the GPU (each TensorFlow process reserves nearly all its "
+                                     "memory): give each task its own GPU with placement trace --cluster --split-gpus "
+                                     "(or --gpu-list IDS), or let the tasks share it with memory growth "
+                                     "(TF_FORCE_GPU_ALLOW_GROWTH=true, which every task inherits, or "
+                                     "tf.config.experimental.set_memory_growth) or a memory fraction "
+                                     "(gpu_options.per_process_gpu_memory_fraction)"))

@@ -333,6 +333,8 @@ class _Explainer:
         want = try_parse(node.requested)
         if want is None or want.satisfied_by(p.spec):
             return replace(p, requested=node.requested, status=AS_REQUESTED, group=node.group)
+        if p.status == WITH_RESOURCE and p.kind != "eager":  # the log said so: it follows its reference input
+            return replace(p, requested=node.requested, group=node.group)  # (logparse.ignored.settle): no fallback
         return replace(p, requested=node.requested, status=SOFT_FALLBACK, group=node.group,
                        reason=self.fallback_reason(want, p, node, self.specs if specs is None else specs))
 

@@ -190,6 +190,7 @@ def test_trace_cluster_says_a_tasks_cause_and_the_remedy(tmp_path: Path) -> None
     named = [line for line in err.splitlines() if line.startswith("placement: worker/0 (pid ")]
     assert named and "without BLAS support" in named[0] and "CUBLAS_STATUS_NOT_INITIALIZED" in named[0], err[-3000:]
     assert "placement: TensorFlow could not get GPU memory or a GPU library handle" in err
+    assert "placement trace --cluster --split-gpus" in " ".join(err.split())  # its own option, where it ran the tasks
     done = subprocess.run([*TRACE, "--cluster", "worker=1", "--json", str(script)], cwd=tmp_path,
                           env=environment(tmp_path), capture_output=True, timeout=300, check=False)
     doc = json.loads(done.stdout)
@@ -233,3 +234,23 @@ def test_a_task_tensorflow_aborted_is_named_with_the_gpu_line_of_its_log(tmp_pat
     said = str(message(named))
     assert "CUDA_ERROR_OUT_OF_MEMORY" in said and "failed to allocate 137.53G" in said
     assert watch.cause is not None and watch.cause["kind"] == "gpu_memory"
+
+
+def test_cluster_names_its_own_gpu_memory_options_where_a_task_found_the_gpu_taken(monkeypatch) -> None:
+    """`placement cluster` sets the tasks' memory policy itself: its remedy is its own --gpu-memory, not a
+    ConfigProto field the user never writes there (trace --cluster's is --split-gpus)."""
+    from typer.testing import CliRunner
+
+    from placement_cli.cli import app
+    from placement_cli.lessons import cluster
+
+    stopped = ClusterRun(problem="worker/0 stopped training: OOM when allocating tensor",
+                         cause=Cause("OOM when allocating tensor with shape[4096,4096]", "gpu_memory"))
+    monkeypatch.setattr(cluster, "run", lambda request, progress: stopped)
+    result = CliRunner().invoke(app, ["cluster", "--ps", "1", "--workers", "1", "--lang", "en"])
+    said = " ".join(result.stderr.split())
+    assert result.exit_code == 1, said
+    assert "TensorFlow could not get GPU memory" in said and "placement cluster --gpu-memory growth" in said
+    assert "--gpu-memory share" in said and "per_process_gpu_memory_fraction" not in said
+    assert "--split-gpus" in " ".join(shown(messages.GPU_TAKEN_TRACE_CLUSTER).split())
+    assert "--gpu-memory" not in shown(messages.GPU_TAKEN)  # show, tower, train, mirrored: TensorFlow's own remedies

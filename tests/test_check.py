@@ -540,7 +540,8 @@ def test_the_ci_step_on_a_real_trace(tmp_path: Path) -> None:
     code, out, err = check(tmp_path / "placement.json", "--max-on", "CPU:1=3", "--expect", "^v/=CPU:0")
     assert code == 0, (out, err)
     code, out, _err = check(tmp_path / "placement.json", "--no-fallback")
-    assert code == 1 and "(for example pinned, AssignAddVariableOp, ReadVariableOp)" in out
+    # the update and read pinned away from their variable sit with it by TensorFlow's rule: no fallback
+    assert code == 1 and "soft fallbacks (ops placed elsewhere than they asked): 1 (for example pinned)" in out
 
 
 def test_check_does_not_import_tensorflow() -> None:

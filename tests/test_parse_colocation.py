@@ -15,6 +15,7 @@ import pytest
 from conftest import LOGS, run_cli
 from placement_cli.logparse import parse_paths, parse_text
 from placement_cli.logparse.error_messages import failure_from_text
+from placement_cli.logparse.saved import knows_requests
 from placement_cli.render.table import Hints, View
 from test_golden import render_report
 
@@ -137,3 +138,38 @@ def test_parse_of_a_log_of_only_ignored_requests(tmp_path) -> None:
     assert "tower_0/gradients/AddN_1" in proc.stdout and "tower_0/emb" in proc.stdout
     data = json.loads(run_cli("parse", str(log), "--json").stdout)
     assert data["ignored_requests"][0]["node"] == "tower_0/gradients/AddN_1" and data["placements"] == []
+
+
+def test_the_placement_of_an_ignored_request_shows_the_request_and_its_reference_input() -> None:
+    """Before: tower_0/gradients/AddN_1's row said request `?`, status `logged`, though the log says it
+    asked for GPU:0 and follows its reference input tower_0/emb to GPU:2 (TensorFlow's rule, no fallback)."""
+    report = parse_paths([str(LOGS / "tf1.x/ignored_requests.log")])
+    emb, add = report.placements
+    assert (emb.requested, str(emb.status), emb.reason) == (None, "logged", None)  # the log says nothing of it
+    assert (add.requested, str(add.status)) == ("/job:worker/replica:0/task:0/device:GPU:0", "with its resource")
+    assert add.reason.startswith("with its reference input tower_0/emb on worker/0 GPU:2: TensorFlow's placer")
+    row = report.to_dict()["placements"][1]
+    assert (row["requested"], row["status"], row["reason"]) == (add.requested, "with its resource", add.reason)
+    assert "requested" not in report.to_dict()["placements"][0]
+    text = " ".join(render_report(report, run=False, width=200).split())
+    assert "AddN │ worker/0 GPU:0 │ worker/0 GPU:2 │ with its resource │" in text
+    assert "why: with its reference input tower_0/emb on worker/0 GPU:2" in text
+    assert "VariableV2 │ ? │ worker/0 GPU:2 │ logged" in text
+    assert not knows_requests(report)  # a few requests from the log do not make it a run's report
+
+
+@pytest.mark.parametrize("order", ["line first", "placement first"])
+def test_an_ignored_request_goes_to_its_own_placement(order: str) -> None:
+    """A line goes to the first placement of its node after it (each graph of a Session its own); a
+    stdout copy read before the stderr log (the only placement of its node) gets it too; a node that
+    sits on neither device keeps its request, and no reason is made up."""
+    ignored = ("I placer.cc:874] Ignoring device specification /device:GPU:1 for node 'q' because the input edge "
+               "from 'v' is a reference connection and already has a device field set to /device:CPU:0\n")
+    placed = "q: (QueueDequeueV2): /job:localhost/replica:0/task:0/device:CPU:0\n"
+    (q,) = parse_text(ignored + placed if order == "line first" else placed + ignored).placements
+    assert (q.requested, str(q.status)) == ("/device:GPU:1", "with its resource")
+    assert "reference input v on CPU:0" in q.reason
+    twice = parse_text(placed + ignored + placed).placements
+    assert [str(p.status) for p in twice] == ["logged", "with its resource"]
+    elsewhere = parse_text(ignored + placed.replace("CPU:0", "CPU:1")).placements[0]
+    assert (elsewhere.requested, str(elsewhere.status), elsewhere.reason) == ("/device:GPU:1", "logged", None)

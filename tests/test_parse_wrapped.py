@@ -32,6 +32,7 @@ def essence(text: str) -> tuple:
         sorted(repr((p.node, p.op, p.device, p.kind)) for p in report.placements),
         sorted(repr(e.to_dict()) for e in report.errors),
         sorted(repr(m.to_dict()) for m in report.device_mapping),
+        sorted(repr({**i.to_dict(), "line": None}) for i in report.ignored),
     )
 
 

@@ -18,7 +18,8 @@ from placement_cli.devices import parse_device
 from placement_cli.exceptions import InputError
 from placement_cli.logparse import parse_paths
 from placement_cli.logparse.saved import knows_requests, read_input, report_from_dict
-from placement_cli.model import AS_REQUESTED, FREE, SOFT_FALLBACK, Copy, Placement, Report
+from placement_cli.model import (AS_REQUESTED, FREE, SOFT_FALLBACK, Cause, Copy, IgnoredRequest, Placement,
+                                 PlacementFailure, Report)
 
 SAVED = FIXTURES / "saved"
 ALL_LOGS = sorted(p for p in LOGS.rglob("*.log"))
@@ -75,6 +76,23 @@ def test_a_run_report_round_trips_requests_statuses_and_copies(tmp_path: Path) -
     assert [p.status for p in again.placements] == [AS_REQUESTED, FREE, SOFT_FALLBACK]
     assert knows_requests(again)
     assert not knows_requests(parse_paths([str(LOGS / "tf2.21" / "guide_matmul_plain.log")]))
+
+
+def test_a_failed_run_keeps_its_cause_group_device_and_ignored_requests(tmp_path: Path) -> None:
+    """A run that stopped: its errors' cause and colocation group device, and the requests the placer
+    ignored, read back as they were saved."""
+    report = Report(
+        errors=(PlacementFailure("run_failed", None, None, "ResourceExhaustedError: OOM",
+                                 cause=Cause("OOM when allocating tensor", "gpu_memory", "CUDA_ERROR_OUT_OF_MEMORY")),
+                PlacementFailure("colocation", "v/Assign", "/job:worker/task:0", "Cannot assign a device ...",
+                                 group_device="/job:ps/task:0")),
+        ignored=(IgnoredRequest("q", "/device:GPU:0", "reference_input", "queue", "/device:CPU:0", 1, "Ignoring ..."),
+                 IgnoredRequest("c", None, "colocation", "a", None, 2, "Ignoring request to colocate ...")),
+        log="", result=None, run_error="ResourceExhaustedError: OOM")
+    again = read_input(str(save(tmp_path, report, run=True)))
+    assert again.errors == report.errors
+    assert again.ignored == report.ignored
+    assert again.to_dict(run=True) == report.to_dict(run=True)
 
 
 @pytest.mark.parametrize("saved", sorted(SAVED.glob("*.json")), ids=lambda p: p.name)

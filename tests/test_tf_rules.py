@@ -102,6 +102,20 @@ def test_lowered_cond_and_while_branches_keep_their_requests(traced: Any) -> Non
     assert code == 1 and "mm_true" in out
 
 
+def test_a_graph_node_with_a_resource_input_runs_with_it_and_that_is_no_fallback(traced: Any) -> None:
+    """Before: `soft fallback`, reason "CPU:0 does not exist"; the placer's own line (Ignoring device
+    specification ... reference connection ...) was shown to the user, never read."""
+    data, saved = traced[3]
+    read = node(data, "kept_read")
+    assert read["requested"].endswith("CPU:0") and read["canonical"] == CPU + "1"
+    assert read["status"] == "with its resource"
+    assert read["reason"].startswith("with its reference input kept on CPU:1: TensorFlow's placer puts a node")
+    (ignored,) = [r for r in data["ignored_requests"] if r["node"] == "kept_read"]
+    assert (ignored["cause"], ignored["source"]) == ("reference_input", "kept")
+    code, out, _err = check(saved, "--no-fallback", "--ignore", "mm_true|^far$|^xla_mm$")
+    assert "kept_read" not in out
+
+
 def test_a_session_s_reasons_name_its_own_devices(traced: Any) -> None:
     data, _saved = traced[3]
     far = node(data, "far")

@@ -58,6 +58,20 @@ def test_placement_lines_are_kept_for_the_parser_and_off_the_terminal() -> None:
     assert report.device_mapping[0].device == GPU.decode()
 
 
+def test_a_request_the_placer_ignored_is_kept_for_the_parser_with_the_placements() -> None:
+    """Before: shown as any INFO line and never parsed, so trace called the node a soft fallback."""
+    ignored = glog(b"Ignoring device specification /device:CPU:0 for node 'read' because the input edge from 'v' "
+                   b"is a reference connection and already has a device field set to /device:CPU:1",
+                   source=b"colocation_graph.cc:308")
+    placed = glog(b"read: (ReadVariableOp): " + CPU.replace(b"CPU:0", b"CPU:1"))
+    shown, parsed = split([b"before\n" + ignored + placed + b"after\n"])
+    assert shown == b"before\nafter\n" and parsed == ignored + placed
+    report = parse_text(parsed.decode())
+    assert [(r.node, r.source) for r in report.ignored] == [("read", "v")]
+    assert str(report.placements[0].status) == "with its resource"
+    assert split([ignored], echo=True) == (ignored, ignored)  # --log shows it, as it shows the placements
+
+
 def test_with_log_placement_lines_are_shown_too() -> None:
     data = PLACED + MAPPING + b"x\n"
     assert split([data], echo=True) == (data, PLACED + MAPPING)

@@ -166,6 +166,6 @@ def cluster(
         from placement_cli import messages  # noqa: PLC0415
 
         notices = (shown_message(found_run.problem),
-                   *((shown_message(messages.GPU_TAKEN),) if found_run.cause and found_run.cause.gpu_taken else ()))
+                   *((shown_message(messages.GPU_TAKEN_CLUSTER),) if found_run.cause and found_run.cause.gpu_taken else ()))
     # the graph: each worker's nodes on its task, the ps nodes drawn once
     return Outcome(code=code, output=output, pictures=drawn, graph=found.graph, notices=notices)

@@ -107,7 +107,7 @@ def trace_cluster(script: str, args: list[str], *, cluster: str | None, cluster_
         if traced.cause is not None and traced.cause.gpu_taken:
             from placement_cli import messages  # noqa: PLC0415
 
-            say(shown_message(messages.GPU_TAKEN))
+            say(shown_message(messages.GPU_TAKEN_TRACE_CLUSTER))
     if traced.output_closed:
         return Outcome(code=traced.exit_code, output_closed=True)
     name = one_line(script)

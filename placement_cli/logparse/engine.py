@@ -418,7 +418,7 @@ class _Parser:
                 merged[self.spec_of(dev).canonical] += n
             counted = tuple(merged.items())
         return Report(
-            placements=tuple(sorted(self.placements, key=attrgetter("line"))),
+            placements=ignored.settle(tuple(sorted(self.placements, key=attrgetter("line"))), self.ignored),
             device_mapping=tuple(DeviceMapping(d, desc) for d, desc in self.mappings.items()),
             errors=self.failures.result(),
             lines=_line_count(self.newlines, self.last),

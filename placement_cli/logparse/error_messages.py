@@ -127,7 +127,8 @@ def _bracket_list(text: str, after: str) -> tuple[str, ...] | None:
 
 
 def _unclosed(text: str) -> bool:
-    for after in ("available devices are", "All available devices", "Supported device types", "Registered devices:"):
+    for after in ("available devices are", "All available devices", "Supported device types", "Registered devices:",
+                  "Current candidate devices are"):
         at = text.find(after)
         if at >= 0 and text.find("[", at) >= 0 and text.find("]", text.find("[", at)) < 0:
             return True

@@ -14,11 +14,18 @@ Every version from 0.x (``simple_placer.cc``) through 1.x (``placer.cc``) to 1.1
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+from dataclasses import replace
 
+from placement_cli import messages
+from placement_cli.devices import try_parse
+from placement_cli.i18n import Message
 from placement_cli.logparse import lazy
-from placement_cli.model import IgnoredRequest
+from placement_cli.model import AS_REQUESTED, WITH_RESOURCE, IgnoredRequest, Placement
 
 LITERAL = b"Ignoring "  # every line read here holds it: a cheap test before the regex
+# the start of the reference-input wording (the colocation one quotes an error, which error readers keep)
+SPEC_LITERAL = b"Ignoring device specification "
 PATTERN = lazy.Pattern(
     rb"Ignoring device specification (?P<requested>\S*+) for node '(?P<node>[^'\n]++)' because the input edge from "
     rb"'(?P<source>[^'\n]++)' is a reference connection and already has a device field set to (?P<device>\S*+)"
@@ -41,3 +48,50 @@ def request(m: re.Match[bytes], line: int) -> IgnoredRequest:
                               source=text("source"), device=text("device") or None, line=line, message=message)
     return IgnoredRequest(node=text("cnode") or "", requested=None, cause="colocation", source=text("group"),
                           device=None, line=line, message=message)
+
+
+def settle(placements: tuple[Placement, ...], requests: Iterable[IgnoredRequest]) -> tuple[Placement, ...]:
+    """The placements (in line order) with what the placer's ignored-request lines say of them: a
+    node that asked for D and follows its reference (or resource) input M to E was put there by
+    TensorFlow's rule (ColocateResourceOrRefEdge), soft placement on or off: no fallback. Each line
+    goes to the first placement of its node after it (the placer logs it while it places that
+    graph), else to its node's only placement (a stdout copy read before the stderr log)."""
+    wanted = [r for r in requests if r.cause == "reference_input" and r.requested]
+    if not wanted:
+        return placements
+    by_node: dict[str, list[IgnoredRequest]] = {}
+    for r in sorted(wanted, key=lambda r: r.line):
+        by_node.setdefault(r.node, []).append(r)
+    places: dict[str, list[int]] = {}
+    for i, p in enumerate(placements):
+        if p.node in by_node and p.kind != "eager":
+            places.setdefault(p.node, []).append(i)
+    found: dict[int, IgnoredRequest] = {}
+    for node, indices in places.items():
+        events = sorted([(r.line, 0, r) for r in by_node[node]] + [(placements[i].line, 1, i) for i in indices],
+                        key=lambda e: (e[0], e[1]))
+        open_request: IgnoredRequest | None = None
+        left: list[IgnoredRequest] = []
+        for _line, is_placement, item in events:
+            if not is_placement:
+                if open_request is not None:
+                    left.append(open_request)
+                open_request = item  # type: ignore[assignment]
+            elif open_request is not None:
+                found[item], open_request = open_request, None  # type: ignore[index]
+        left += [open_request] if open_request is not None else []
+        if left and len(indices) == 1 and indices[0] not in found:
+            found[indices[0]] = left[-1]
+    if not found:
+        return placements
+    return tuple(_settled(p, found[i]) if i in found else p for i, p in enumerate(placements))
+
+
+def _settled(p: Placement, request: IgnoredRequest) -> Placement:
+    want, there = try_parse(request.requested), try_parse(request.device)
+    if want is not None and want.satisfied_by(p.spec):
+        return replace(p, requested=request.requested, status=AS_REQUESTED)
+    if there is None or there.satisfied_by(p.spec):
+        return replace(p, requested=request.requested, status=WITH_RESOURCE,
+                       reason=Message(messages.WITH_REFERENCE_INPUT, source=request.source or "?", device=p.short))
+    return replace(p, requested=request.requested)  # elsewhere still: the log does not say why

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import re
 
-from placement_cli.logparse import eager, error_messages, lazy, placer
+from placement_cli.logparse import eager, error_messages, ignored, lazy, placer
 
 MAX_JOIN = 16  # rows one record may span
 CONSUMED = b"\0"  # what is left of a row that a join took
@@ -44,8 +44,12 @@ _GLOG_HEAD = lazy.Pattern(rb"placer\.cc:\d++\] ")
 # lines of a Python traceback and of TensorFlow's node trace that follow an error.
 _STARTS_RECORD = lazy.Pattern(
     rb"(?:[IWEF]\d{4} \d\d:\d\d:\d\d|\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d|Device mapping:|/(?:job|device):\S++ -> "
-    rb"|[ \t]*+\[\[|[ \t]*+File \"|Traceback \(most recent call last\)|During handling of the above exception)"
+    rb"|[ \t]*+\[\[|[ \t]*+File \"|Traceback \(most recent call last\)|During handling of the above exception"
+    # a Python exception's line: "ValueError: ...", "tensorflow.python.framework.errors_impl.InternalError: ..."
+    rb"|(?:[a-z_]\w*+\.)*+[A-Z]\w*+(?:(?<=Error)|(?<=Exception))(?: \(see above for traceback\))?: )"
 )
+# The placer's lines that say it ignored a request (logparse.ignored): a row cut in one goes on
+_IGNORED_HEAD = lazy.Pattern(rb"Ignoring (?:device specification|request to colocate node)")
 _MAPPING_LINE = lazy.Pattern(rb"(?:[^\n]*?\] )?/(?:job|device):\S++ -> ")
 _DEVICE_AT_END = lazy.Pattern(rb"[\s\S]*" + placer.DEVICE + rb"[ \t\r]*+")
 _DEVICE_END = lazy.Pattern(placer.DEVICE + rb"[ \t\r]*+")
@@ -189,7 +193,7 @@ def wrapped(rows: _Rows, first: int, width: int) -> None:
                 if (rows.record(end + 1) or is_record(text)) and not is_record(both):
                     break
             elif width - _TRIM <= size < width and not row.endswith((b" ", b"\t")):
-                both = text + b" " + nxt  # the copy dropped the blank the row was cut at
+                both = text + b" " + nxt.lstrip(b" \t")  # the copy dropped the blanks the row was cut at
                 if rows.record(end + 1) or not _trimmed_join(text, nxt, both):
                     break
             else:
@@ -213,7 +217,23 @@ def _trimmed_join(text: bytes, nxt: bytes, both: bytes) -> bool:
         return True
     if error_messages.TRIGGER.search(text) and not text.rstrip().endswith(b"."):
         return True
-    return _MAPPING_LINE.match(text) is not None
+    return _MAPPING_LINE.match(text) is not None or _ignored_open(text, nxt)
+
+
+def _ignored_open(text: bytes, nxt: bytes) -> bool:
+    """Whether a line in which the placer says it ignored a request stops before its end: its key
+    words cut, a reference input's line before the device it names, a dropped colocation's quoted
+    error mid-sentence."""
+    spans = _IGNORED_HEAD.search(text[-64:] + b" " + nxt[:64])
+    if spans and spans.start() < len(text[-64:]) < spans.end():
+        return True
+    head = _IGNORED_HEAD.search(text)
+    if head is None:
+        return False
+    said = ignored.PATTERN.match(text, head.start())
+    if head.group().endswith(b"specification"):
+        return said is None or not said.group("device")
+    return not text.rstrip().endswith(b".")
 
 
 def _chars(line: bytes) -> int:

@@ -20,8 +20,8 @@ from placement_cli.exceptions import InputError
 from placement_cli.i18n import N_, _, translated
 from placement_cli.logparse import reader
 from placement_cli.logparse.engine import holds_functions, tally_streams
-from placement_cli.model import (AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH_RESOURCE, Compiled, CompiledOp, Copy,
-                                 DeviceMapping, Placement, PlacementFailure, Report)
+from placement_cli.model import (AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH_RESOURCE, Cause, Compiled, CompiledOp,
+                                 Copy, DeviceMapping, IgnoredRequest, Placement, PlacementFailure, Report)
 
 _JSON_ARRAY = re.compile(r'\[\s*(\]|\{\s*")')
 SNIFF = 64 << 10  # the bytes looked at to tell a saved report from a log
@@ -195,6 +195,7 @@ def report_from_dict(data: Any, name: str = "<report>") -> Report:
             device_mapping=tuple(DeviceMapping(_text(m["device"]), _text(m["description"]))
                                  for m in data.get("device_mapping") or ()),
             errors=tuple(_failure(e) for e in data.get("errors") or ()),
+            ignored=tuple(_ignored(i) for i in data.get("ignored_requests") or ()),
             lines=_count(summary.get("lines", 0)),
             counted=counted,
             title=_optional_text(data.get("title")),
@@ -277,7 +278,19 @@ def _failure(e: Any) -> PlacementFailure:
     return PlacementFailure(kind=_text(e["kind"]), node=_optional_text(e.get("node")),
                             requested_device=_optional_text(e.get("requested_device")),
                             message=_text(e.get("message", "")),
-                            available_devices=tuple(_text(d) for d in e.get("available_devices") or ()))
+                            available_devices=tuple(_text(d) for d in e.get("available_devices") or ()),
+                            group_device=_optional_text(e.get("group_device")),
+                            cause=None if e.get("cause") is None else _cause(e["cause"]))
+
+
+def _cause(c: Any) -> Cause:
+    return Cause(line=_text(c["line"]), kind=_text(c.get("kind", "other")), log_line=_optional_text(c.get("log_line")))
+
+
+def _ignored(i: Any) -> IgnoredRequest:
+    return IgnoredRequest(node=_text(i["node"]), requested=_optional_text(i.get("requested")), cause=_text(i["cause"]),
+                          source=_optional_text(i.get("source")), device=_optional_text(i.get("device")),
+                          line=_count(i.get("line", 0)), message=_text(i.get("message", "")))
 
 
 def _copy(c: Any) -> Copy:
@@ -305,8 +318,9 @@ def _exited(code: Any) -> str | None:
 
 def knows_requests(report: Report) -> bool:
     """Whether the report says what each placement asked for (a run's, or a saved run report), which
-    a bare log never does."""
-    return any(p.status != LOGGED for p in report.placements)
+    a bare log never does: the few requests a log's ignored-request lines give do not make it one."""
+    told = {r.node for r in report.ignored if r.cause == "reference_input"}
+    return any(p.status != LOGGED and p.node not in told for p in report.placements)
 
 
 def record_fields(record: bytes) -> tuple[str, str | None, str]:

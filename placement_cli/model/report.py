@@ -70,6 +70,8 @@ class Placement:
             data["graph"] = self.graph
         if run:
             data.update(requested=self.requested, status=self.status, reason=self.reason, group=self.group)
+        elif self.requested is not None or self.status != LOGGED:  # a log that says it (an ignored request's line)
+            data.update(requested=self.requested, status=self.status, reason=self.reason)
         return data
 
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from placement_cli.logparse import glog, mapping, placer, written
+from placement_cli.logparse import glog, ignored, mapping, placer, written
 from placement_cli.logparse.error_messages import MAX_LINES, TRIGGER, may_hold_failure
 
 HOLD = 0.03  # an incomplete last line that may be the start of a TF line waits at most this long
@@ -208,7 +208,8 @@ class Splitter:
             return shown
         msg = m.group("msg")
         placed = placer.placer_file(m.group("file")) and written.PLACER_LINE.fullmatch(msg)
-        if placed or written.EAGER_LINE.fullmatch(msg) or msg.startswith(mapping.HEADER):
+        if placed or written.EAGER_LINE.fullmatch(msg) or msg.startswith(mapping.HEADER) \
+                or (msg.startswith(ignored.SPEC_LITERAL) and ignored.PATTERN.match(msg)):  # a request it ignored
             self._parse(line, at)
             ch.in_mapping = msg.startswith(mapping.HEADER)
             return self.echo_placement
