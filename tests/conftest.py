@@ -200,3 +200,15 @@ def read_dot(text: str) -> dict[str, Any]:
         clusters[label] = {"colour": colour, "nodes": members}
     edges = [(a, b, attrs or "") for a, b, attrs in _EDGE.findall(text)]
     return {"clusters": clusters, "nodes": nodes, "edges": edges}
+
+
+_FAILURES = os.environ.get("PLACEMENT_TEST_FAILURES")  # tools/gpu_check.sh --suite: each failure as it happens
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Where PLACEMENT_TEST_FAILURES names a file, each failed test's report is appended to it at once (in
+    the worker that ran it): a suite cut off by its time limit still says why its tests failed."""
+    if not _FAILURES or not report.failed:
+        return
+    with open(_FAILURES, "a", encoding="utf-8", errors="replace") as out:
+        out.write(f"=== {report.nodeid} ({report.when})\n{report.longreprtext}\n")

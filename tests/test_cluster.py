@@ -17,13 +17,13 @@ import pytest
 
 from conftest import is_matmul, read_dot
 from placement_cli.devices import short_name
-from processes import patience
+from processes import checkout_first, patience
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _env(**extra: str) -> dict[str, str]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), LANG="C.UTF-8", LC_ALL="C.UTF-8", COLUMNS="200")
+    env = dict(os.environ, PYTHONPATH=checkout_first(), LANG="C.UTF-8", LC_ALL="C.UTF-8", COLUMNS="200")
     env.pop("TF_CONFIG", None)
     env.update(extra)
     return env

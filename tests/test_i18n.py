@@ -25,7 +25,7 @@ from placement_cli.render.table import View
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import catalogue  # noqa: E402
-from processes import patience
+from processes import checkout_first, patience
 
 FIELD = re.compile(r"\{[^}]*\}")
 
@@ -100,7 +100,7 @@ def test_a_digest_in_chinese(zh) -> None:
 
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    environ = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "80", **(env or {})}
+    environ = {**os.environ, "PYTHONPATH": checkout_first(), "COLUMNS": "80", **(env or {})}
     return subprocess.run([sys.executable, "-m", "placement_cli", *args], capture_output=True, text=True,
                           env=environ, check=False, timeout=patience(60))
 
@@ -123,7 +123,7 @@ def test_the_locale_chooses_chinese_and_an_ascii_output_falls_back_to_english() 
 def _output_in(encoding: str, terminal: bool, *args: str) -> tuple[int, str, str]:
     """``placement *args`` with PYTHONIOENCODING=encoding, its stdout a file or a terminal (a pty):
     its exit code, stdout and stderr decoded."""
-    environ = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "100", "PYTHONIOENCODING": encoding}
+    environ = {**os.environ, "PYTHONPATH": checkout_first(), "COLUMNS": "100", "PYTHONIOENCODING": encoding}
     command = [sys.executable, "-m", "placement_cli", *args]
     if not terminal:
         done = subprocess.run(command, capture_output=True, env=environ, check=False, timeout=patience(60))

@@ -6,12 +6,10 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from processes import patience
+from processes import checkout_first, patience
 
-ROOT = Path(__file__).resolve().parents[1]
 
 # data on /cpu:0, a tf.cond and a control dependency on /cpu:1: TensorFlow's partitioner sends an
 # empty float for the control edge, and both outputs of the cond's Switch (one dead every step)
@@ -38,10 +36,14 @@ with tf.compat.v1.Session(graph=graph, config=config) as sess:
 print(json.dumps([c.to_dict() for c in traced.copies]))
 """
 
+# Copies between logical CPUs: on a GPU machine the TensorFlow process sees no GPU (conftest: cpu_devices),
+# where unpinned nodes would run on GPU:0 and add copies of their own.
+pytestmark = pytest.mark.cpu_devices("copies between logical CPUs")
+
 
 @pytest.mark.tf
 def test_control_edges_are_no_copies_and_an_untaken_branch_has_its_shape() -> None:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="3")
+    env = dict(os.environ, PYTHONPATH=checkout_first(), TF_CPP_MIN_LOG_LEVEL="3")
     done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=patience(240), env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     copies = {c["tensor"]: c for c in json.loads(done.stdout.strip().splitlines()[-1])}

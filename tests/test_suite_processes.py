@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import GROWTH, gpu_memory_policy, needs_gpu
-from processes import PATIENCE_ENV, patience
+from processes import PATIENCE_ENV, checkout_first, patience
 from trace_helpers import wait_gone
 
 pytest_plugins = ["pytester"]
@@ -31,7 +31,7 @@ def test_ctrl_c_reaches_the_tests_processes_when_pytest_runs_in_the_background()
     proc = subprocess.run(["sh", "-c", "trap '' INT; exec \"$@\"", "sh", sys.executable, "-m", "pytest", "-n", "0",
                            "-p", "no:cacheprovider", "-q", test],
                           cwd=ROOT, capture_output=True, text=True, timeout=patience(120),
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          env={**os.environ, "PYTHONPATH": checkout_first()})
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "1 passed" in proc.stdout
 

@@ -19,7 +19,9 @@ from trace_helpers import TRACE, environment, run
 SCRIPT = FIXTURES / "tf_rules.py"
 CPU = "/job:localhost/replica:0/task:0/device:CPU:"
 runner = CliRunner()
-pytestmark = pytest.mark.tf
+# Lessons of logical CPUs (a Session's device_count, absent /cpu:N, XLA on the CPU): on a GPU machine their
+# TensorFlow processes see no GPU (conftest: cpu_devices), as an unpinned op would go to GPU:0 there.
+pytestmark = [pytest.mark.tf, pytest.mark.cpu_devices("logical CPUs stand for the devices")]
 
 
 @pytest.fixture(scope="module")

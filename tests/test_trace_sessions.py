@@ -12,7 +12,8 @@ import pytest
 
 from trace_helpers import TRACE, assert_clean, run, write
 
-pytestmark = pytest.mark.tf
+# Lessons of logical CPUs: on a GPU machine their TensorFlow processes see no GPU (conftest: cpu_devices).
+pytestmark = [pytest.mark.tf, pytest.mark.cpu_devices("logical CPUs stand for the devices")]
 CPU = "/job:localhost/replica:0/task:0/device:CPU:0"
 
 SWEEP = '''

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from conftest import is_matmul
-from trace_helpers import (ROOT, TRACE, Terminal, assert_clean, environment, plain_and_traced, program_stdout, run,
+from trace_helpers import (TRACE, Terminal, assert_clean, environment, plain_and_traced, program_stdout, run,
                            write)
-from processes import patience
+from processes import checkout_first, patience
 
 IDENTITY = r'''
 import json, os, signal, sys
@@ -88,7 +88,8 @@ def test_pythonpath_sys_path_and_the_users_own_sitecustomize(tmp_path: Path) -> 
         "import json, os, sys\n"
         "print(json.dumps([os.environ.get('PYTHONPATH'), sys.path, getattr(sys, 'user_site_ran', False),\n"
         "                  getattr(sys.modules.get('sitecustomize'), '__file__', None)]))\n"), "paths.py")
-    for pythonpath in (f"{ROOT}{os.pathsep}site", str(ROOT)):  # placement must be importable itself
+    # placement must be importable itself; the suite's own PYTHONPATH stays (where it is how TensorFlow is found)
+    for pythonpath in (checkout_first("site"), checkout_first()):
         env = {**environment(tmp_path), "PYTHONPATH": pythonpath}
         plain, traced = plain_and_traced(tmp_path, "paths.py", env=env)
         assert json.loads(program_stdout(traced.stdout)) == json.loads(plain.stdout), pythonpath

@@ -26,7 +26,8 @@
 #   --suite         also run the whole test suite, beside the commands: pytest -v -rA (every test's
 #                   name and outcome, kept in tests-suite.txt as it runs, so a time-out still says which
 #                   failed), GPU_CHECK_WORKERS workers (default: half the cores, 2 to 8), --dist loadfile,
-#                   at most GPU_CHECK_SUITE_LIMIT seconds (default 400)
+#                   at most GPU_CHECK_SUITE_LIMIT seconds (default 400); each failure's traceback goes
+#                   to tests-failures.txt as it happens; this checkout comes first on PYTHONPATH
 #   --only WHAT     only the commands (commands: the default) or only the suite (suite)
 #
 # Exit status: 0 when every command exited as expected, 1 when one did not, 2 for bad usage, an
@@ -214,7 +215,12 @@ if ((suite)); then
     # time-out leaves), -rA every outcome again at the end.
     names+=(tests-suite.txt)
     echo "== tests-suite.txt: pytest -n $workers --dist loadfile -v -rA (at most $suite_limit s)"
-    job tests-suite.txt 0 "$suite_limit" python3 -m pytest -n "$workers" --dist loadfile -v -rA &
+    # This checkout first on PYTHONPATH (the rest kept): the suite's processes and notebook kernels then
+    # import the placement under test, also where it was installed as a copy. Each failure's traceback is
+    # written to tests-failures.txt as it happens (conftest), so a time-out keeps the reasons too.
+    job tests-suite.txt 0 "$suite_limit" env PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" \
+        PLACEMENT_TEST_FAILURES="$folder/tests-failures.txt" \
+        python3 -m pytest -n "$workers" --dist loadfile -v -rA &
 fi
 
 if ((commands)); then
