@@ -459,7 +459,7 @@ def holds_functions(path: str) -> bool:
             or os.path.getsize(path) == 0:
         return True
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-        return data.find(b"inference") >= 0  # also escaped, as a log pasted into Markdown has it: \_\_inference\_
+        return data.find(b"inference") >= 0 or data.find(b"forward") >= 0  # also escaped, as a log pasted into Markdown has it: \_\_inference\_
 
 
 def tally_streams(sources: Iterable[tuple[str, BinaryIO]], *, keep: bool = True, note: Note | None = None,
