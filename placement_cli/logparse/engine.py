@@ -338,7 +338,7 @@ class _Parser:
             op, dev = m.group(1, 2)
             self.placements.append(Placement(None, _decode(op), _decode(dev), self.spec_of(dev), "eager", line))
         self.block_bare += [(m, line) for line, m in _numbered(data, base, bare)]
-        if ignored.LITERAL in data:
+        if ignored.LITERAL in data or ignored.RESOURCES_LITERAL in data:
             found = _numbered(data, base, ignored.PATTERN.finditer(data))
             self.ignored += [ignored.request(m, line) for line, m in found]
         full = data + ahead.replace(*placer.NORMALISE) if ahead else data
