@@ -47,6 +47,11 @@ def diff(
         raise InputError(_("no placements found in {old} or in {new}: nothing to compare").format(
             old=sides[0].name, new=sides[1].name))
     result = compare(*sides, filters)
+    if filters.active and not result.old.placements and not result.new.placements:  # a typo must not pass a gate
+        raise InputError(_("no placements match {filters} in {old} (of {old_total}) or in {new} (of {new_total}): "
+                           "nothing to compare").format(filters=filters.describe(), old=sides[0].name,
+                                                        old_total=sides[0].report.placement_count,
+                                                        new=sides[1].name, new_total=sides[1].report.placement_count))
     code = ExitCode.OK if result.same else DIFFERENT
     notices = tuple(_("no placements found in {names}").format(names=side.name) if not read.report.placement_count
                     else _("{name}: no placements match {filters} (of {total})").format(
