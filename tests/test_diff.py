@@ -366,6 +366,18 @@ def test_a_json_lines_log_is_named_as_such(tmp_path: Path) -> None:
     assert "not valid JSON" in diff(report, str(GUIDE_TF0), expect=2).stderr
 
 
+@pytest.mark.parametrize("width", range(40, 90))
+def test_the_header_keeps_the_count_with_its_words(tmp_path: Path, width: int) -> None:
+    """In a pipe (80 columns) or a narrow screen, "OLD: NAME (33 placements)" wrapped mid-phrase ("(33" /
+    "placements)"): the count and its words stay on one line, whatever the width."""
+    old = tmp_path / "ps_worker_cluster_recorded_on_a_machine.log"
+    old.write_text(GUIDE_TF1.read_text())
+    result = runner.invoke(app, ["diff", str(old), str(GUIDE_TF1)], env={"COLUMNS": str(width)})
+    lines = result.stdout.splitlines()
+    assert any(line.rstrip().endswith("(3 placements)") for line in lines[:8]), result.stdout
+    assert not any(line.rstrip().endswith("(3") for line in lines[:8]), result.stdout
+
+
 @pytest.mark.parametrize("narrow", [("--device", "CPU"), ("--device", "GUP"), ("--op", "NoSuchOp"),
                                     ("--node", "^zzz"), ("--json", "--node", "^zzz")])
 def test_filters_that_match_nothing_on_either_side_are_nothing_to_compare(narrow: tuple[str, ...]) -> None:

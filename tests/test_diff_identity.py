@@ -206,3 +206,21 @@ def test_a_report_saved_before_graphs_were_recorded_is_matched_by_name(tmp_path:
     before = write(tmp_path, "before.json", json.dumps(old))
     data = diff_json(before, log, expect=0)
     assert data["summary"]["unchanged"] == 10 and data["added"] == data["removed"] == []
+    assert data["summary"]["matched_by_name_only"] is True
+
+
+def test_matching_by_name_alone_is_said(tmp_path: Path) -> None:
+    """Matched by name alone, "Same placements" is weaker than by graph and name: a note says so (and JSON's
+    summary), naming the side without graphs; by graph and name, no note and no key."""
+    log = write(tmp_path, "today.log", function("__inference_f_9", CPU) + function("__inference_g_14", GPU0))
+    old = json.loads(Path(saved(tmp_path, log)).read_text())
+    for p in old["placements"]:
+        p.pop("graph", None)
+    before = write(tmp_path, "before.json", json.dumps(old))
+    result = runner.invoke(app, ["diff", before, log])
+    assert result.exit_code == 0
+    said = " ".join(result.stderr.split())
+    assert f"{before} names no node's graph" in said and "matched by name alone" in said
+    plain = runner.invoke(app, ["diff", "--json", saved(tmp_path, log), log])
+    assert "matched by name alone" not in plain.stderr
+    assert "matched_by_name_only" not in json.loads(plain.stdout)["summary"]

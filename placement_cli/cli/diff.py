@@ -57,6 +57,10 @@ def diff(
                     else _("{name}: no placements match {filters} (of {total})").format(
                         name=side.name, filters=filters.describe(), total=read.report.placement_count)
                     for side, read in zip((result.old, result.new), sides) if not side.placements)
+    if result.unnamed is not None:
+        notices += (_("{name} names no node's graph (a report saved before placement recorded graphs): nodes were "
+                      "matched by name alone, so same-named nodes of different tf.functions count as one").format(
+                          name=result.unnamed),)
     notices += tuple(_("{name} records a run that did not finish ({why}): its placements may be partial").format(
         name=read.name, why=read.report.run_error) for read in sides if read.report.run_error is not None)
     if as_json:
