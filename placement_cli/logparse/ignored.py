@@ -36,7 +36,8 @@ PATTERN = lazy.Pattern(
     rb"'(?P<source>[^'\n]++)' is a reference connection and already has a device field set to (?P<device>\S*+)"
     rb"|Ignoring request to colocate node '(?P<cnode>[^'\n]++)' with nodes in colocation group '(?P<group>[^'\n]++)'"
     rb" because soft placement is on[^\n]*+"
-    rb"|(?P<resources>" + RESOURCES_LITERAL + rb"\.[^\n]*+(?:\n[ \t]++[^\n]*+)*+)",
+    # (its candidates on the indented lines after it; ``\n\0``: a row a wrapped line's join took, logparse.rejoin)
+    rb"|(?P<resources>" + RESOURCES_LITERAL + rb"\.[^\n]*+(?:(?:\n\x00)*+\n[ \t]++[^\n]*+)*+)",
     re.M,
 )
 _DETAILS = b"\nSee below for details of this colocation group:"
@@ -48,15 +49,17 @@ def _resources(m: re.Match[bytes], line: int) -> IgnoredRequest:
     """The warning that soft placement put a resource's colocation group off the resource's device:
     the candidate devices from its lines; the group's device and first member with a device request
     from the debug info after it, where the text holds it."""
-    message = m.group("resources").decode("utf-8", "replace").rstrip()
+    message = m.group("resources").replace(b"\n\x00", b"").decode("utf-8", "replace").rstrip()
     opening = message.find("[")
     closing = message.find("]", opening)
     candidates = [d.strip() for d in message[opening + 1 : closing].split(",") if d.strip()] \
         if 0 <= opening < closing else []
     node = requested = None
-    text = m.string
-    if text.startswith(_DETAILS, m.end()):
-        window = text[m.end() : m.end() + 8192]
+    text, end = m.string, m.end()
+    while text.startswith(b"\n\x00", end):
+        end += 2
+    if text.startswith(_DETAILS, end):
+        window = text[end : end + 8192].replace(b"\n\x00", b"")
         members = window.find(b"Colocation members")
         end = window.find(b"\n\n", members) if members >= 0 else -1
         window = window[: end if end >= 0 else len(window)]
