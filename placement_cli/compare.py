@@ -298,6 +298,7 @@ def _compare(old: Tallied, new: Tallied, filters: Filters) -> PlacementDiff:
     added: list[Change] = []
     unchanged = 0
     task_of = _task_of(devices)
+    by_name = False  # one side names graphs, the other none: nodes matched by name alone
     if not any(counts_only):
         a, b = sides
         for eager, mine, theirs in ((False, a.graph, b.graph), (True, a.eager, b.eager)):
@@ -312,6 +313,7 @@ def _compare(old: Tallied, new: Tallied, filters: Filters) -> PlacementDiff:
             # a side that names no node's graph (a report saved before placement recorded graphs) is
             # matched with the other by names alone
             graphs = eager or a.named == b.named
+            by_name = by_name or (not graphs and bool(mine) and bool(theirs))
             olds = _decoded(old_extra, fields, devices, places, eager, a.traces if graphs else None)
             news = _decoded(new_extra, b.eager_fields if eager else b.fields, devices, places, eager,
                             b.traces if graphs else None)
@@ -342,6 +344,7 @@ def _compare(old: Tallied, new: Tallied, filters: Filters) -> PlacementDiff:
         by_device=tuple((d, by_device[0][d], by_device[1][d]) for d in names),
         unchanged=unchanged,
         filters=filters.to_dict() if filters.active else None,
+        unnamed=(old.name if not sides[0].named else new.name) if by_name else None,
     )
 
 

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 
 from placement_cli.devices import DeviceSpec, try_parse
 from placement_cli.exceptions import FilterError
+from placement_cli.i18n import _
 from placement_cli.logparse import placer
 from placement_cli.messages import cut
 from placement_cli.model import Placement, Report
@@ -77,6 +78,9 @@ class Filtered:
         return self.filters.active and self.total > 0 and not self.report.placements
 
 
+OPTION_LIKE = re.compile(r"--?[A-Za-z]")  # a value that is an option the user meant as one
+
+
 class NodePattern(Protocol):
     def search(self, text: str) -> object: ...
 
@@ -95,6 +99,9 @@ def compile_node(pattern: str, option: str = "--node") -> NodePattern:
     shown = quoted(pattern)
     if not pattern.strip():
         raise FilterError(f"{option}: give a regex that node names are searched for, e.g. ^tower_0/ or MatMul")
+    if OPTION_LIKE.match(pattern):  # ``--node --all``: the regex was left out (check's --ignore refuses it alike)
+        raise FilterError(_("{option} {value}: looks like an option, not a regex (was the regex left out? "
+                            "write a regex that starts with - as [-]...)").format(option=option, value=shown))
     try:
         pattern.encode("utf-8")
     except UnicodeEncodeError:  # bytes that are not UTF-8 in argv come as lone surrogates

@@ -366,9 +366,41 @@ def test_a_json_lines_log_is_named_as_such(tmp_path: Path) -> None:
     assert "not valid JSON" in diff(report, str(GUIDE_TF0), expect=2).stderr
 
 
-def test_filters_that_match_nothing_say_so_not_that_the_log_is_empty() -> None:
-    result = diff(str(GUIDE_TF0), str(GUIDE_TF1), "--device", "CPU", expect=0)  # nothing on a CPU, either side
-    assert "no placements match --device CPU (of 3)" in result.stderr and "no placements found" not in result.stderr
+@pytest.mark.parametrize("width", range(40, 90))
+def test_the_header_keeps_the_count_with_its_words(tmp_path: Path, width: int) -> None:
+    """In a pipe (80 columns) or a narrow screen, "OLD: NAME (33 placements)" wrapped mid-phrase ("(33" /
+    "placements)"): the count and its words stay on one line, whatever the width."""
+    old = tmp_path / "ps_worker_cluster_recorded_on_a_machine.log"
+    old.write_text(GUIDE_TF1.read_text())
+    result = runner.invoke(app, ["diff", str(old), str(GUIDE_TF1)], env={"COLUMNS": str(width)})
+    lines = result.stdout.splitlines()
+    assert any(line.rstrip().endswith("(3 placements)") for line in lines[:8]), result.stdout
+    assert not any(line.rstrip().endswith("(3") for line in lines[:8]), result.stdout
+
+
+@pytest.mark.parametrize("narrow", [("--device", "CPU"), ("--device", "GUP"), ("--op", "NoSuchOp"),
+                                    ("--node", "^zzz"), ("--json", "--node", "^zzz")])
+def test_filters_that_match_nothing_on_either_side_are_nothing_to_compare(narrow: tuple[str, ...]) -> None:
+    """A filter that matches nothing on both sides (a typo in a CI gate) is no "same placements": exit 2, as
+    nothing to compare without a filter is; it says so, not that the log is empty."""
+    result = diff(str(GUIDE_TF0), str(GUIDE_TF1), *narrow, expect=2)
+    assert f"no placements match {' '.join(narrow[-2:])} in" in result.stderr and "(of 3)" in result.stderr
+    assert "nothing to compare" in result.stderr and "no placements found" not in result.stderr
+    assert "Same placements" not in result.stdout
+
+
+def test_a_filter_that_matches_one_side_only_is_a_difference(tmp_path: Path) -> None:
+    result = diff(str(GUIDE_TF0), str(PLAIN_TF2), "--device", "CPU", expect=1)  # all moved onto the CPU
+    assert "nothing to compare" not in result.stderr
+
+
+@pytest.mark.parametrize("command", ["diff", "parse"])
+def test_a_node_filter_that_looks_like_an_option_is_refused(command: str) -> None:
+    """``--node --all``: the regex was left out; check's --ignore refuses that alike."""
+    files = [str(GUIDE_TF0), str(GUIDE_TF1)] if command == "diff" else [str(GUIDE_TF0)]
+    result = runner.invoke(app, [command, "--node", "--all", *files])
+    assert result.exit_code == 2 and "looks like an option, not a regex" in result.stderr
+    assert "looks like an option" not in runner.invoke(app, [command, "--node", "[-]x", *files]).stderr
 
 
 @pytest.mark.parametrize("data", ["[]", ' [\n {"placements": []}]'])

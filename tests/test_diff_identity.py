@@ -162,6 +162,40 @@ def test_a_split_log_knows_each_function_as_one_pass_does(tmp_path: Path, monkey
     assert sum(c.count for c in split[1].moved) == 400 and split[1].unchanged == 2  # the two calls
 
 
+def test_gradient_functions_are_known_without_their_counters(tmp_path: Path) -> None:
+    """A tf.function recorded for a gradient runs as ``__forward_f_N``, its gradient as
+    ``__inference___backward_f_A_B`` (the forward's counter inside): both are functions, and every
+    counter is dropped, in graphs and in eager calls alike, in logs and saved reports."""
+    def run(fwd: str, bwd: str) -> str:
+        return (placed("MatMul", "MatMul", CPU) + executed(fwd)
+                + placed("gradients/MatMul_grad/MatMul", "MatMul", CPU) + executed(bwd))
+
+    old = write(tmp_path, "old.log", run("__forward_f_30", "__inference___backward_f_18_31"))
+    new = write(tmp_path, "new.log", run("__forward_f_50", "__inference___backward_f_38_51"))
+    parsed = json.loads(runner.invoke(app, ["parse", "--json", old]).stdout)
+    assert {p["graph"] for p in parsed["placements"] if p["node"]} == {"__forward_f_30",
+                                                                         "__inference___backward_f_18_31"}
+    for a, b in ((old, new), (saved(tmp_path, old), saved(tmp_path, new))):
+        data = diff_json(a, b, expect=0)
+        assert data["summary"]["same"] is True and data["summary"]["unchanged"] == 4
+    moved = write(tmp_path, "moved.log", run("__forward_f_7", "__inference___backward_f_3_8").replace(
+        "gradients/MatMul_grad/MatMul: (MatMul): " + CPU, "gradients/MatMul_grad/MatMul: (MatMul): " + GPU0))
+    assert moves(diff_json(old, moved, expect=1)) == [("__backward_f", "gradients/MatMul_grad/MatMul", CPU, GPU0)]
+
+
+def test_function_identity_drops_every_counter() -> None:
+    from placement_cli.logparse.functions import function_identity
+
+    assert function_identity("__inference_step_17") == "step"
+    assert function_identity("__inference_f_2_10") == "f_2"  # a user's name keeps its digits
+    assert function_identity("__forward_f_30") == "__forward_f"
+    assert function_identity("__inference___backward_f_18_31") == "__backward_f"
+    assert function_identity("__backward_f_18") == "__backward_f"
+    assert function_identity("__inference___forward___backward_f_18_40_44") == "__forward___backward_f"
+    assert function_identity("__inference_<lambda>_9") == "<lambda>"
+    assert function_identity("MatMul") == "MatMul" and function_identity("__inference_") == "__inference_"
+
+
 def test_a_report_saved_before_graphs_were_recorded_is_matched_by_name(tmp_path: Path) -> None:
     """A report saved by an earlier placement names no graph: against a log that does, nodes are matched
     by name alone (as that report was made), never all "only in OLD" and "only in NEW"."""
@@ -172,3 +206,21 @@ def test_a_report_saved_before_graphs_were_recorded_is_matched_by_name(tmp_path:
     before = write(tmp_path, "before.json", json.dumps(old))
     data = diff_json(before, log, expect=0)
     assert data["summary"]["unchanged"] == 10 and data["added"] == data["removed"] == []
+    assert data["summary"]["matched_by_name_only"] is True
+
+
+def test_matching_by_name_alone_is_said(tmp_path: Path) -> None:
+    """Matched by name alone, "Same placements" is weaker than by graph and name: a note says so (and JSON's
+    summary), naming the side without graphs; by graph and name, no note and no key."""
+    log = write(tmp_path, "today.log", function("__inference_f_9", CPU) + function("__inference_g_14", GPU0))
+    old = json.loads(Path(saved(tmp_path, log)).read_text())
+    for p in old["placements"]:
+        p.pop("graph", None)
+    before = write(tmp_path, "before.json", json.dumps(old))
+    result = runner.invoke(app, ["diff", before, log])
+    assert result.exit_code == 0
+    said = " ".join(result.stderr.split())
+    assert f"{before} names no node's graph" in said and "matched by name alone" in said
+    plain = runner.invoke(app, ["diff", "--json", saved(tmp_path, log), log])
+    assert "matched by name alone" not in plain.stderr
+    assert "matched_by_name_only" not in json.loads(plain.stdout)["summary"]

@@ -56,9 +56,6 @@ WORDINGS = [
     ("Cannot colocate nodes {{colocation_node Variable/read}} and {{colocation_node Variable}}: Cannot merge devices "
      "with incompatible types: '/device:CPU:0' and '/device:GPU:0'", "Variable/read", None, None),
     ("Node 'save/SaveV2' expects to be colocated with unknown node 'v'", "save/SaveV2", None, None),
-    ("Failed to place the graph without changing the devices of some resources. Some of the operations (that had to "
-     "be colocated with resource generating operations) are not supported on the resources' devices. Current "
-     "candidate devices are [\n  /job:localhost/replica:0/task:0/device:CPU:0].", None, None, None),
 ]
 
 
@@ -127,6 +124,48 @@ def test_ignored_requests_are_requests_with_their_cause_not_placements() -> None
     text = " ".join(render_report(report, run=False, width=160).split())
     assert "Requests TensorFlow ignored (4, not placements)" in text
     assert "follows its reference input tower_0/emb to worker/0 GPU:2" in text
+
+
+# TF 2.21, a TF1 graph whose variable asks for an absent /cpu:7, allow_soft_placement=True: colocation_graph.cc
+# logs this at WARNING (always: it is no error), places the group on a candidate and the run goes on.
+RESOURCES_WARNING = """\
+W0000 00:00:1795669894.774675    6011 colocation_graph.cc:1216] Failed to place the graph without changing the \
+devices of some resources. Some of the operations (that had to be colocated with resource generating operations) \
+are not supported on the resources' devices. Current candidate devices are [
+  /job:localhost/replica:0/task:0/device:CPU:0].
+See below for details of this colocation group:
+Colocation Debug Info:
+Colocation group had the following types and supported devices: \nRoot Member(assigned_device_name_index_=-1 \
+requested_device_name_='/device:CPU:7' assigned_device_name_='' resource_device_name_='/device:CPU:7' \
+supported_device_types_=[CPU] possible_devices_=[]
+AssignVariableOp: CPU \nVarHandleOp: CPU \nConst: CPU \n
+Colocation members, user-requested devices, and framework assigned devices, if any:
+  v/Initializer/zeros (Const) \n  v (VarHandleOp) /device:CPU:7
+  v/Assign (AssignVariableOp) /device:CPU:7
+
+v: (VarHandleOp): /job:localhost/replica:0/task:0/device:CPU:0
+I0000 00:00:1795669894.775012    6011 placer.cc:162] v: (VarHandleOp): /job:localhost/replica:0/task:0/device:CPU:0
+"""
+
+
+def test_the_resource_devices_warning_is_a_warning_not_a_failure(tmp_path) -> None:
+    """TensorFlow's W-level "Failed to place the graph without changing the devices of some resources" (soft
+    placement moved a resource's group) was read as a colocation failure, cut at "candidates are [": it is an
+    ignored request with its candidates, the group's device and first pinned member, the whole message."""
+    log = tmp_path / "mini_b.log"
+    log.write_text(RESOURCES_WARNING)
+    report = parse_paths([str(log)])
+    assert report.errors == ()
+    (warning,) = report.ignored
+    assert (warning.node, warning.requested, warning.cause, warning.device) == (
+        "v", "/device:CPU:7", "resource_device", "/job:localhost/replica:0/task:0/device:CPU:0")
+    assert warning.message.endswith("candidate devices are [\n  /job:localhost/replica:0/task:0/device:CPU:0].")
+    proc = run_cli("parse", str(log))
+    assert proc.returncode == 0 and "Placement failed" not in proc.stdout + proc.stderr
+    assert "a warning, no failure" in proc.stdout
+    data = json.loads(run_cli("parse", str(log), "--json").stdout)
+    assert "errors" not in data or data["errors"] == []
+    assert data["ignored_requests"][0]["cause"] == "resource_device"
 
 
 def test_parse_of_a_log_of_only_ignored_requests(tmp_path) -> None:

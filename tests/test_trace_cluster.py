@@ -707,6 +707,34 @@ def test_gpu_list_is_the_list_given_and_split_gpus_needs_a_cluster(tmp_path: Pat
     assert alone.returncode == 2 and "--split-gpus gives each task of a cluster its GPUs" in alone.stderr.decode()
 
 
+@pytest.mark.parametrize(("args", "said"), [
+    (["--chief-grace", "5"], "--chief-grace is how long the tasks of a cluster may run on after the chief"),
+    (["--cluster", "worker=2", "--gpu-list", "0,0"], "GPU 0 given twice"),
+    (["--cluster", "worker=2", "--gpu-list", "0,,1"], "an empty item in the list"),
+    (["--cluster", "worker=2", "--gpu-list", "0,1,"], "an empty item in the list"),
+])
+def test_cluster_options_are_refused_where_they_would_do_nothing_or_wrong(tmp_path: Path, args: list[str],
+                                                                          said: str) -> None:
+    """--chief-grace without --cluster was ignored unseen (as --split-gpus is refused); a --gpu-list with a GPU
+    twice gave two tasks one GPU unsaid, one with an empty item dropped the GPUs after it: exit 2, before any run."""
+    from typer.testing import CliRunner
+
+    from placement_cli.cli import app
+
+    script = tmp_path / "never.py"
+    script.write_text("raise SystemExit('ran')\n")
+    result = CliRunner().invoke(app, ["trace", *args, str(script)])
+    assert result.exit_code == 2 and said in " ".join(result.stderr.split()), result.stderr
+
+
+def test_split_gpus_says_one_gpu_in_the_singular() -> None:
+    from placement_cli.cli.trace_cluster import _split
+
+    visible, notes = _split([("worker", 2)], "0")
+    assert visible == {"worker/0": "0", "worker/1": "0"}
+    assert notes == ["--split-gpus: 2 tasks and 1 GPU: they all share it (worker/0=0, worker/1=0)"]
+
+
 def test_the_control_pipe_says_when_a_task_serves() -> None:
     """``J`` (the script called Server.join) is a frame of its own: the frames after it are read too."""
     from placement_cli.runtime.child import frames

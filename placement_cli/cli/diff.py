@@ -47,11 +47,20 @@ def diff(
         raise InputError(_("no placements found in {old} or in {new}: nothing to compare").format(
             old=sides[0].name, new=sides[1].name))
     result = compare(*sides, filters)
+    if filters.active and not result.old.placements and not result.new.placements:  # a typo must not pass a gate
+        raise InputError(_("no placements match {filters} in {old} (of {old_total}) or in {new} (of {new_total}): "
+                           "nothing to compare").format(filters=filters.describe(), old=sides[0].name,
+                                                        old_total=sides[0].report.placement_count,
+                                                        new=sides[1].name, new_total=sides[1].report.placement_count))
     code = ExitCode.OK if result.same else DIFFERENT
     notices = tuple(_("no placements found in {names}").format(names=side.name) if not read.report.placement_count
                     else _("{name}: no placements match {filters} (of {total})").format(
                         name=side.name, filters=filters.describe(), total=read.report.placement_count)
                     for side, read in zip((result.old, result.new), sides) if not side.placements)
+    if result.unnamed is not None:
+        notices += (_("{name} names no node's graph (a report saved before placement recorded graphs): nodes were "
+                      "matched by name alone, so same-named nodes of different tf.functions count as one").format(
+                          name=result.unnamed),)
     notices += tuple(_("{name} records a run that did not finish ({why}): its placements may be partial").format(
         name=read.name, why=read.report.run_error) for read in sides if read.report.run_error is not None)
     if as_json:

@@ -23,11 +23,30 @@ def _load_renderers() -> None:
 
 
 @option_callback
-def _grace_option(value: float) -> float:
+def _grace_option(value: float | None) -> float | None:
     import math  # noqa: PLC0415
 
+    if value is None:
+        return None
     if not math.isfinite(value) or not 0 <= value <= 86400:  # nan passes a range check: it compares false
         raise typer.BadParameter(f"{value} is not a grace: give seconds from 0 to 86400")
+    return value
+
+
+@option_callback
+def _gpu_list_option(value: str | None) -> str | None:
+    """--gpu-list: each GPU once, no empty item (CUDA stops at one, dropping the GPUs after it unseen);
+    an empty list as a whole gives no task a GPU."""
+    if value is None or not value.strip():
+        return value
+    items = [item.strip() for item in value.split(",")]
+    if not all(items):
+        raise typer.BadParameter(_("{value}: an empty item in the list (CUDA_VISIBLE_DEVICES stops at it, so the GPUs "
+                                   "after it would be dropped): give the GPUs as 0,1,2").format(value=repr(value)))
+    twice = sorted({item for item in items if items.count(item) > 1})
+    if twice:
+        raise typer.BadParameter(_("{value}: GPU {gpus} given twice: give each GPU once (tasks that share a GPU: "
+                                   "list fewer GPUs than tasks)").format(value=repr(value), gpus=", ".join(twice)))
     return value
 
 
@@ -51,9 +70,9 @@ def trace(
     graph_svg: GraphSvgOpt = None,
     cluster: Annotated[str | None, typer.Option("--cluster", metavar="JOB=N,...", help="Run SCRIPT once per task of a cluster on this machine (worker=N[,ps=M][,chief=1]), each with its TF_CONFIG, and report the placements per task.")] = None,
     cluster_spec: Annotated[str | None, typer.Option("--cluster-spec", metavar="FILE", help="As --cluster, with the tasks and loopback ports of a ClusterSpec JSON or TF_CONFIG file.")] = None,
-    chief_grace: Annotated[float, typer.Option("--chief-grace", metavar="SECONDS", callback=_grace_option, help="With --cluster: how long a task that neither serves (Server.join) nor has ended may run on after the chief finished; then placement ends it and the run fails (exit 1).")] = 60.0,
+    chief_grace: Annotated[float | None, typer.Option("--chief-grace", metavar="SECONDS", callback=_grace_option, show_default=False, help="With --cluster: how long a task that neither serves (Server.join) nor has ended may run on after the chief finished; then placement ends it and the run fails (exit 1). Default: 60.")] = None,
     split_gpus: Annotated[bool, typer.Option("--split-gpus", help="With --cluster: give each task its own GPU(s) through CUDA_VISIBLE_DEVICES, as multi-worker launchers do: ps tasks none, the others equal blocks of the GPUs (round-robin when there are fewer GPUs than tasks). The GPUs: your CUDA_VISIBLE_DEVICES, else those the NVIDIA driver lists.")] = False,
-    gpu_list: Annotated[str | None, typer.Option("--gpu-list", metavar="IDS", help="With --cluster: the GPUs --split-gpus shares out, as CUDA_VISIBLE_DEVICES lists them (0,1,2 or GPU-UUIDs); implies --split-gpus.")] = None,
+    gpu_list: Annotated[str | None, typer.Option("--gpu-list", metavar="IDS", callback=_gpu_list_option, help="With --cluster: the GPUs --split-gpus shares out, as CUDA_VISIBLE_DEVICES lists them (0,1,2 or GPU-UUIDs); implies --split-gpus.")] = None,
 ) -> Outcome:
     """Run your TensorFlow script with placement logging on from its first op, then show its placements.
 
@@ -81,12 +100,17 @@ def trace(
                              filters=Filters(device, op, node, top), save_log=save_log, force=force, log=log,
                              copies=copies, all_rows=all_rows, as_json=as_json, drawn=drawn,
                              split_gpus=split_gpus or gpu_list is not None, gpu_list=gpu_list,
-                             chief_grace=chief_grace)
+                             chief_grace=60.0 if chief_grace is None else chief_grace)
     if split_gpus or gpu_list is not None:
         from placement_cli.exceptions import UsageProblem  # noqa: PLC0415
 
         raise UsageProblem(_("{option} gives each task of a cluster its GPUs: use it with --cluster or "
                              "--cluster-spec").format(option="--gpu-list" if gpu_list is not None else "--split-gpus"))
+    if chief_grace is not None:
+        from placement_cli.exceptions import UsageProblem  # noqa: PLC0415
+
+        raise UsageProblem(_("--chief-grace is how long the tasks of a cluster may run on after the chief: use it "
+                             "with --cluster or --cluster-spec"))
     saved = open_save_log(save_log, script, force) if save_log else None
     traced = run_traced(script, args or [], stdout_fd=2 if as_json else 1, echo_log=log, save_log=saved,
                         copies=copies, closed=closed, meanwhile=_load_renderers)

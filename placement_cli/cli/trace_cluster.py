@@ -137,6 +137,9 @@ def _split(jobs: list[tuple[str, int]], gpu_list: str | None) -> tuple[dict[str,
             _("CUDA_VISIBLE_DEVICES is empty") if VISIBLE in os.environ else _("the NVIDIA driver lists none"))
         notes.append(_("--split-gpus: no GPU to share out ({where}): every task gets CUDA_VISIBLE_DEVICES=\"\" "
                        "and runs on its CPU").format(where=where))
+    elif len(gpus) == 1 and len(computing) > 1:
+        notes.append(_("--split-gpus: {tasks} tasks and 1 GPU: they all share it ({each})").format(
+            tasks=len(computing), each=", ".join(f"{name}={visible[name]}" for name in computing)))
     elif len(gpus) < len(computing):
         notes.append(_("--split-gpus: {tasks} tasks and {gpus} GPUs: one GPU each, round-robin, so some tasks share "
                        "one ({each})").format(tasks=len(computing), gpus=len(gpus),

@@ -338,7 +338,7 @@ class _Parser:
             op, dev = m.group(1, 2)
             self.placements.append(Placement(None, _decode(op), _decode(dev), self.spec_of(dev), "eager", line))
         self.block_bare += [(m, line) for line, m in _numbered(data, base, bare)]
-        if ignored.LITERAL in data:
+        if ignored.LITERAL in data or ignored.RESOURCES_LITERAL in data:
             found = _numbered(data, base, ignored.PATTERN.finditer(data))
             self.ignored += [ignored.request(m, line) for line, m in found]
         full = data + ahead.replace(*placer.NORMALISE) if ahead else data
@@ -459,7 +459,7 @@ def holds_functions(path: str) -> bool:
             or os.path.getsize(path) == 0:
         return True
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-        return data.find(b"inference") >= 0  # also escaped, as a log pasted into Markdown has it: \_\_inference\_
+        return data.find(b"inference") >= 0 or data.find(b"forward") >= 0  # also escaped, as a log pasted into Markdown has it: \_\_inference\_
 
 
 def tally_streams(sources: Iterable[tuple[str, BinaryIO]], *, keep: bool = True, note: Note | None = None,

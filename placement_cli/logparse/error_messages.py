@@ -24,22 +24,21 @@ MAX_CHARS = 16384  # characters of one message that are read
 # substring test runs at memchr speed; one regex of many branches does not): each of
 # TRIGGER's wordings holds one of these.
 _LIKELY = (b"Cannot ", b"device spec", b"unknown device.", b"find device for node", b"No OpKernel", b"No registered '",
-           b"find any devices", b"colocate", b"Failed to place the graph", b"Assigned device '")
+           b"find any devices", b"colocate", b"Assigned device '")
 # Finds the candidate lines themselves.
 TRIGGER = re.compile(
     rb"Cannot assign a device|Could not satisfy (?:explicit )?device specification|Cannot colocate"
     rb"|Malformed device specification|unknown device\.|No OpKernel was registered"
     rb"|Could not find device for node|No registered '|while parsing the device spec"
     rb"|Unable to find any devices for spec|Cannot place the graph because|Could not colocate node"
-    rb"|expects to be colocated with unknown node|Failed to place the graph without changing|Assigned device '"
+    rb"|expects to be colocated with unknown node|Assigned device '"
 )
 _START = lazy.Pattern(
     r"Cannot assign a device|Could not satisfy (?:explicit )?device specification|Cannot colocate"
     r"|Malformed device specification|No OpKernel was registered|Could not find device for node"
     r"|No registered '|Multiple device types are not allowed|Unknown attribute '"
     r"|Unable to find any devices for spec|Cannot place the graph because|Could not colocate node"
-    r"|Node '[^'\n]*+' expects to be colocated with unknown node|Failed to place the graph without changing"
-    r"|Assigned device '"
+    r"|Node '[^'\n]*+' expects to be colocated with unknown node|Assigned device '"
 )
 # "/job:ps/replica:0/task:3/device:CPU:0 unknown device." (eager); the name may hold a space.
 _UNKNOWN = " unknown device."
@@ -76,15 +75,15 @@ _WRAPPED_TAIL = lazy.Pattern(
     r"\s*+(?:but available devices|available devices|was explicitly assigned|because no supported kernel"
     r"|Make sure the device specification|Supported device types|All available devices|enable_soft_placement)"
 )
-_PLACEMENT_WORDINGS = ("Cannot assign", "Could not satisfy", "Cannot colocate", "Cannot place", "Could not colocate",
-                       "Failed to place")
+_PLACEMENT_WORDINGS = ("Cannot assign", "Could not satisfy", "Cannot colocate", "Cannot place", "Could not colocate")
 # Colocation: a node that follows its group, not its own request. "... because the node [{{colocation_node X}}
 # placed on device ...] was colocated with a group of nodes that required incompatible device 'D'" (TF 0.x-2.x);
 # a reference or resource edge between groups (TF 1.x-2.x); a colocation with a node that is not there.
 _COLOCATED = " because the node "
 _GROUP_DEVICE = lazy.Pattern(r"required incompatible device '([^'\n]*+)'")
+# (TensorFlow's "Failed to place the graph without changing the devices of some resources" is a WARNING it
+# logs as soft placement moves a resource's group, never an error: logparse.ignored reads it.)
 _COLOCATION = ("Cannot place the graph because", "Could not colocate node",
-               "Failed to place the graph without changing",
                "Nodes were connected by a reference connection")
 _UNKNOWN_COLOCATION = lazy.Pattern(r"Node '([^'\n]++)' expects to be colocated with unknown node")
 # TF 1.x's "Cannot assign a device for operation X: Node had no OpKernel registered to support this operation"
@@ -127,8 +126,7 @@ def _bracket_list(text: str, after: str) -> tuple[str, ...] | None:
 
 
 def _unclosed(text: str) -> bool:
-    for after in ("available devices are", "All available devices", "Supported device types", "Registered devices:",
-                  "Current candidate devices are"):
+    for after in ("available devices are", "All available devices", "Supported device types", "Registered devices:"):
         at = text.find(after)
         if at >= 0 and text.find("[", at) >= 0 and text.find("]", text.find("[", at)) < 0:
             return True

@@ -6,8 +6,13 @@ come just before the ``Executing op __inference_NAME_N`` line of that call, writ
 lines whose thread next executes a plain op belong to the single-op function an eager op is wrapped in;
 lines whose thread executes nothing after them belong to a Session's graph: neither is a tf.function.
 
-``N`` is TensorFlow's global trace counter, not the function's identity: ``function_key`` drops it, and
-the traces of one function (a retrace for a new input signature) are told apart by their order.
+``N`` is TensorFlow's global trace counter, not the function's identity: ``function_identity`` drops it,
+and ``function_key`` tells the traces of one function (a retrace for a new input signature) apart by their
+order. TensorFlow names a function graph ``PREFIX + NAME + "_" + counter`` (python/eager/
+polymorphic_function/concrete_function.py): ``__inference_`` for a call without gradient, ``__forward_`` and
+``__backward_`` for the pair it builds to record a gradient; each graph it runs is wrapped again as
+``__inference_`` + its name + a counter, so a backward function runs as ``__inference___backward_f_18_31``
+(``f``'s gradient, whatever the counters) and names nest.
 """
 
 from __future__ import annotations
@@ -17,10 +22,11 @@ from collections.abc import Iterable
 
 from placement_cli.logparse import glog
 
-PREFIX = b"__inference_"  # the name TensorFlow gives the function graph of a tf.function it runs
+PREFIXES = (b"__inference_", b"__forward_", b"__backward_")  # how TensorFlow names a tf.function's graphs
 SEPARATOR = b"\x00"  # between a function's name and a placer record in a comparison's tally
 _THREAD = re.compile(glog.THREAD)
-_COUNTER = re.compile(r"^__inference_(.*)_(\d+)$")
+# one layer of TensorFlow's naming: a prefix, the name it wraps, the trace counter
+_COUNTER = re.compile(r"^__(inference|forward|backward)_(.+)_(\d+)$", re.DOTALL)
 
 
 def thread_of(text: bytes, pos: int) -> bytes | None:
@@ -31,7 +37,24 @@ def thread_of(text: bytes, pos: int) -> bytes | None:
 
 def function_of(op: bytes) -> bytes | None:
     """The function an executed op runs, where it is a tf.function."""
-    return op if op.startswith(PREFIX) else None
+    return op if op.startswith(PREFIXES) and _COUNTER.match(op.decode("utf-8", "replace")) else None
+
+
+def _identity(name: str) -> tuple[str, int] | None:
+    m = _COUNTER.match(name)
+    if m is None:
+        return None
+    kind, inner, counter = m.groups()
+    inner = function_identity(inner)
+    return (inner if kind == "inference" else f"__{kind}_{inner}"), int(counter)
+
+
+def function_identity(name: str) -> str:
+    """A function's identity across runs: its name as TensorFlow gave it, every trace counter dropped
+    (``__inference_step_17`` is ``step``; ``__forward_f_30`` is ``__forward_f``; ``__inference___backward_f_18_31``
+    is ``__backward_f``); a name TensorFlow did not make is itself."""
+    found = _identity(name)
+    return name if found is None else found[0]
 
 
 class Functions:
@@ -82,13 +105,12 @@ def function_key(function: str | None, traces: dict[str, list[int]] | None = Non
     log holds several traces of it (``traces``: each name's counters), ``#2``, ``#3`` ... in trace order."""
     if function is None:
         return None
-    m = _COUNTER.match(function)
-    if m is None:
+    found = _identity(function)
+    if found is None:
         return function
-    name = m.group(1)
+    name, number = found
     if traces:
         counters = traces.get(name) or []
-        number = int(m.group(2))
         if len(counters) > 1 and number in counters:
             index = counters.index(number)
             if index:
@@ -100,7 +122,7 @@ def trace_counters(functions: Iterable[str | None]) -> dict[str, list[int]]:
     """Each function name's trace counters, in order (what ``function_key`` numbers its traces by)."""
     found: dict[str, set[int]] = {}
     for function in functions:
-        m = _COUNTER.match(function or "")
-        if m is not None:
-            found.setdefault(m.group(1), set()).add(int(m.group(2)))
+        identity = _identity(function or "")
+        if identity is not None:
+            found.setdefault(identity[0], set()).add(identity[1])
     return {name: sorted(numbers) for name, numbers in found.items()}

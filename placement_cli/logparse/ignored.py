@@ -8,7 +8,11 @@ Every version from 0.x (``simple_placer.cc``) through 1.x (``placer.cc``) to 1.1
   where its reference (or resource) input M is, on E;
 - ``Ignoring request to colocate node 'N' with nodes in colocation group 'G' because soft
   placement is on and an attempt at doing so resulted in the following error: ...``
-  (TF 1.13+): N's colocation with G was dropped; the error it quotes is no failure.
+  (TF 1.13+): N's colocation with G was dropped; the error it quotes is no failure;
+- ``Failed to place the graph without changing the devices of some resources. ... Current candidate
+  devices are [`` and the candidates on the lines after it, then ``See below for details of this
+  colocation group:`` and the group's debug info (TF 1.13+, ``colocation_graph.cc``, always at
+  WARNING, soft placement on): the group of a resource was placed off the resource's device. No failure.
 """
 
 from __future__ import annotations
@@ -23,16 +27,49 @@ from placement_cli.i18n import Message
 from placement_cli.logparse import lazy
 from placement_cli.model import AS_REQUESTED, WITH_RESOURCE, IgnoredRequest, Placement
 
-LITERAL = b"Ignoring "  # every line read here holds it: a cheap test before the regex
+LITERAL = b"Ignoring "  # every Ignoring line holds it: a cheap test before the regex
+RESOURCES_LITERAL = b"Failed to place the graph without changing the devices of some resources"
 # the start of the reference-input wording (the colocation one quotes an error, which error readers keep)
 SPEC_LITERAL = b"Ignoring device specification "
 PATTERN = lazy.Pattern(
     rb"Ignoring device specification (?P<requested>\S*+) for node '(?P<node>[^'\n]++)' because the input edge from "
     rb"'(?P<source>[^'\n]++)' is a reference connection and already has a device field set to (?P<device>\S*+)"
     rb"|Ignoring request to colocate node '(?P<cnode>[^'\n]++)' with nodes in colocation group '(?P<group>[^'\n]++)'"
-    rb" because soft placement is on[^\n]*+",
+    rb" because soft placement is on[^\n]*+"
+    # (its candidates on the indented lines after it; ``\n\0``: a row a wrapped line's join took, logparse.rejoin)
+    rb"|(?P<resources>" + RESOURCES_LITERAL + rb"\.[^\n]*+(?:(?:\n\x00)*+\n[ \t]++[^\n]*+)*+)",
     re.M,
 )
+_DETAILS = b"\nSee below for details of this colocation group:"
+_RESOURCE_DEVICE = lazy.Pattern(rb"resource_device_name_='([^'\n]++)'")
+_MEMBER = lazy.Pattern(rb"^[ \t]++(\S++) \([\w.]++\) (/\S++)", re.M)  # "  v (VarHandleOp) /device:CPU:7"
+
+
+def _resources(m: re.Match[bytes], line: int) -> IgnoredRequest:
+    """The warning that soft placement put a resource's colocation group off the resource's device:
+    the candidate devices from its lines; the group's device and first member with a device request
+    from the debug info after it, where the text holds it."""
+    message = m.group("resources").replace(b"\n\x00", b"").decode("utf-8", "replace").rstrip()
+    opening = message.find("[")
+    closing = message.find("]", opening)
+    candidates = [d.strip() for d in message[opening + 1 : closing].split(",") if d.strip()] \
+        if 0 <= opening < closing else []
+    node = requested = None
+    text, end = m.string, m.end()
+    while text.startswith(b"\n\x00", end):
+        end += 2
+    if text.startswith(_DETAILS, end):
+        window = text[end : end + 8192].replace(b"\n\x00", b"")
+        members = window.find(b"Colocation members")
+        end = window.find(b"\n\n", members) if members >= 0 else -1
+        window = window[: end if end >= 0 else len(window)]
+        if found := _RESOURCE_DEVICE.search(window):
+            requested = found.group(1).decode("utf-8", "replace")
+        if members >= 0 and (found := _MEMBER.search(window, members)):
+            node = found.group(1).decode("utf-8", "replace")
+            requested = requested or found.group(2).decode("utf-8", "replace")
+    return IgnoredRequest(node=node or "", requested=requested, cause="resource_device", source=None,
+                          device=", ".join(candidates) or None, line=line, message=message)
 
 
 def request(m: re.Match[bytes], line: int) -> IgnoredRequest:
@@ -42,6 +79,8 @@ def request(m: re.Match[bytes], line: int) -> IgnoredRequest:
         raw = m.group(name)
         return None if raw is None else raw.decode("utf-8", "replace")
 
+    if m.group("resources") is not None:
+        return _resources(m, line)
     message = m.group().decode("utf-8", "replace").rstrip()
     if m.group("node") is not None:
         return IgnoredRequest(node=text("node") or "", requested=text("requested") or None, cause="reference_input",

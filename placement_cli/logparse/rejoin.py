@@ -49,7 +49,8 @@ _STARTS_RECORD = lazy.Pattern(
     rb"|(?:[a-z_]\w*+\.)*+[A-Z]\w*+(?:(?<=Error)|(?<=Exception))(?: \(see above for traceback\))?: )"
 )
 # The placer's lines that say it ignored a request (logparse.ignored): a row cut in one goes on
-_IGNORED_HEAD = lazy.Pattern(rb"Ignoring (?:device specification|request to colocate node)")
+_IGNORED_HEAD = lazy.Pattern(rb"Ignoring (?:device specification|request to colocate node)"
+                             rb"|Failed to place the graph without changing")
 _MAPPING_LINE = lazy.Pattern(rb"(?:[^\n]*?\] )?/(?:job|device):\S++ -> ")
 _DEVICE_AT_END = lazy.Pattern(rb"[\s\S]*" + placer.DEVICE + rb"[ \t\r]*+")
 _DEVICE_END = lazy.Pattern(placer.DEVICE + rb"[ \t\r]*+")
@@ -233,6 +234,8 @@ def _ignored_open(text: bytes, nxt: bytes) -> bool:
     said = ignored.PATTERN.match(text, head.start())
     if head.group().endswith(b"specification"):
         return said is None or not said.group("device")
+    if head.group().endswith(b"changing"):  # the resources warning: its candidates follow on lines of their own
+        return not text.rstrip().endswith((b".", b"["))
     return not text.rstrip().endswith(b".")
 
 

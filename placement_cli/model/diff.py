@@ -99,6 +99,9 @@ class PlacementDiff:
     by_device: tuple[tuple[str, int, int], ...] = ()  # (canonical device, old count, new count)
     unchanged: int = 0  # placements on the same device on both sides
     filters: dict[str, Any] | None = None  # the filters that narrowed both sides, where any did
+    # the side that names no node's graph (a report saved before graphs were recorded) where the other
+    # does: nodes were matched by name alone; None: by graph and name
+    unnamed: str | None = None
 
     @property
     def counts_only(self) -> bool:
@@ -126,6 +129,8 @@ class PlacementDiff:
             "added": sum(c.count for c in self.added),
             "removed": sum(c.count for c in self.removed),
         }
+        if self.unnamed is not None:
+            summary["matched_by_name_only"] = True
         if self.copies:
             summary["copies"] = {side: {"links": [t.to_dict() for t in totals],
                                         "copies": sum(t.copies for t in totals),

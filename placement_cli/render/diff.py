@@ -15,7 +15,7 @@ from placement_cli.i18n import _, shown
 from placement_cli.model import AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH_RESOURCE, Change, LinkTotal, PlacementDiff
 from placement_cli.render.digest import MAX_KEYS, CrossTab, scope_depth, scope_of
 from placement_cli.render.rows import MIDDLE, Column, RowTable
-from placement_cli.render.text import clean
+from placement_cli.render.text import KeptTail, clean
 from placement_cli.render.view import View
 
 _STATUSES = {str(s): s for s in (AS_REQUESTED, FREE, SOFT_FALLBACK, LOGGED, WITH_RESOURCE)}
@@ -147,13 +147,21 @@ def copies_table(old: tuple[LinkTotal, ...], new: tuple[LinkTotal, ...], fit: bo
     return table
 
 
+def _header(templates: tuple[str, str], count: int, name: str) -> KeptTail:
+    """"OLD: NAME (N placements)": the count stays with its words when the line wraps."""
+    text = shown(messages.counted(templates, count, name=name))
+    at = text.rfind(name)
+    start = at + len(name) if at >= 0 else 0
+    return KeptTail(text, len(text) - len(text[start:].lstrip()))
+
+
 def diff_renderables(diff: PlacementDiff, view: View | None = None) -> list[RenderableType]:
     """Everything `placement diff` shows, in reading order."""
     view = view or View()
     old, new = diff.old, diff.new
     parts: list[RenderableType] = [
-        Text(shown(messages.counted(messages.DIFF_OLD, old.placements, name=clean(old.name)))),
-        Text(shown(messages.counted(messages.DIFF_NEW, new.placements, name=clean(new.name))))]
+        _header(messages.DIFF_OLD, old.placements, clean(old.name)),
+        _header(messages.DIFF_NEW, new.placements, clean(new.name))]
     if diff.counts_only:
         parts.append(Text(_("One side holds only counts per device (a report saved with --summary): only the "
                             "counts are compared."), style="italic"))

@@ -16,6 +16,10 @@ def why_ignored(request: IgnoredRequest) -> str:
     if request.cause == "reference_input":
         return _("follows its reference input {source} to {device}").format(
             source=request.source or "?", device=short_name(request.device) if request.device else "?")
+    if request.cause == "resource_device":
+        return _("a warning, no failure: soft placement put the resource's colocation group on {devices}, not on "
+                 "the resource's device (TensorFlow's warning says why)").format(
+            devices=", ".join(short_name(d) for d in (request.device or "?").split(", ")))
     return _("its colocation with group {group} was dropped (soft placement is on; TensorFlow's line says "
              "why)").format(group=request.source or "?")
 

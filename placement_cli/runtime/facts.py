@@ -159,7 +159,7 @@ def xla_compiled(functions: Iterable[str]) -> dict[str, list[list[str]]] | None:
         return None
     found: dict[str, list[list[str]]] = {}
     for name in sorted(set(functions)):
-        if not name.startswith("__inference_"):
+        if not name.startswith(("__inference_", "__forward_")):  # a gradient-recording call runs __forward_f_N
             continue
         try:
             fdef = get(name)
