@@ -175,8 +175,9 @@ CHECK_EXPECT_NONE = N_("no node matches {regex}")
 CHECK_FALLBACK = N_("soft fallbacks (ops placed elsewhere than they asked): {count}")
 CHECK_FALLBACK_XLA = N_("soft fallbacks (ops placed elsewhere than they asked): {count}; ops of XLA-compiled functions "
                         "run in a cluster on another device than they asked: {xla}")
-CHECK_MAX_ON_DISTINCT = N_("distinct placements on {device}: {count} ({logged} logged: an eager op each time it runs), "
-                           "at most {limit} allowed")
+CHECK_MAX_ON_DISTINCT = N_("distinct placements on {device}: {count} ({logged} logged), at most {limit} allowed")
+CHECK_PLACEMENT_ERRORS = N_("placement errors in the input: {count} (TensorFlow could not place the graph as asked; "
+                            "--allow-placement-errors lets such an input pass)")
 CHECK_COPY_BYTES = N_("bytes copied between devices per step: {bytes}, at most {limit} allowed")
 
 
