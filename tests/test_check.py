@@ -18,7 +18,7 @@ from placement_cli.devices import parse_device
 from placement_cli.exceptions import RuleError
 from placement_cli.logparse import parse_paths
 from placement_cli.model import AS_REQUESTED, Copy, Placement, Report
-from placement_cli.rules import Rules, judge, rules_from
+from placement_cli.rules import Rules, assert_holds, judge, rules_from
 from processes import patience
 
 runner = CliRunner()
@@ -721,3 +721,15 @@ def test_fallbacks_left_out_as_plumbing_are_counted_in_the_summary() -> None:
     included = judge(report, rules_from(no_fallback=True, include_plumbing=True))
     assert (included.soft_fallbacks, included.plumbing_fallbacks) == (2, 0)
     assert "plumbing" not in summary_line(included)
+
+
+def test_placement_errors_can_be_allowed_from_the_config_file_and_the_python_api(tmp_path: Path) -> None:
+    source = CHECK / "placement_error_cluster.log"
+    config = tmp_path / "rules.toml"
+    config.write_text("max-on = {GPU = 10}\nallow-placement-errors = true\n")
+    assert check(source, "--config", str(config))[0] == 0
+    assert check(source, "--config", str(config), "--fail-placement-errors")[0] == 1
+    report = parse_paths([str(source)])
+    with pytest.raises(AssertionError, match="--fail-placement-errors: placement errors in the input: 1"):
+        assert_holds(report, max_on={"GPU": 10})
+    assert assert_holds(report, max_on={"GPU": 10}, allow_placement_errors=True).passed
