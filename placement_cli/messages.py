@@ -33,6 +33,8 @@ WITH_RESOURCE = N_("with its resource on {device}: TensorFlow runs an eager op t
 # put where that input already is, whatever it asked; the log says so ("Ignoring device specification ...").
 WITH_REFERENCE_INPUT = N_("with its reference input {source} on {device}: TensorFlow's placer puts a node where its "
                           "reference or resource input is, whatever it asked")
+WITH_VARIABLE_INPUT = N_("with its variable {name} (its resource input {source}) on {device}: TensorFlow's placer puts "
+                         "a node where its reference or resource input is, whatever it asked")
 # A tf.function compiled by XLA: TensorFlow logs its call, not its body.
 XLA_CLUSTER = N_("compiled by XLA (jit_compile): its {count} ops ran inside one XLA cluster on {device}, which "
                  "TensorFlow does not log")

@@ -119,7 +119,8 @@ def test_a_graph_node_with_a_resource_input_runs_with_it_and_that_is_no_fallback
 def test_a_function_s_node_with_a_resource_input_runs_with_it_and_that_is_no_fallback(traced: Any) -> None:
     """Tester h1's t_res2.py: in a tf.function, under /cpu:0, a read and an update of a variable on CPU:1,
     soft placement off. Reported before as `soft fallback`, reason "unknown (CPU:0 exists and has a kernel
-    for it)", failing check --no-fallback on a program TensorFlow ran."""
+    for it)", failing check --no-fallback on a program TensorFlow ran; then as following the function's
+    placeholder read_readvariableop_resource: the reason names the variable."""
     for steps in (3, 30):
         data, saved = traced[steps]
         for name in ("fn_read", "fn_update"):
@@ -127,7 +128,7 @@ def test_a_function_s_node_with_a_resource_input_runs_with_it_and_that_is_no_fal
             assert p["graph"].startswith("__inference_pinned_update_")
             assert p["requested"].endswith("CPU:0") and p["canonical"] == CPU + "1"
             assert p["status"] == "with its resource"
-            assert p["reason"].startswith("with its reference input ") and " on CPU:1: " in p["reason"]
+            assert p["reason"].startswith("with its variable weights (its resource input ") and " on CPU:1: " in p["reason"]
         assert node(data, "fn_value")["canonical"] == CPU + "0"
         code, out, _err = check(saved, "--no-fallback", "--ignore", "mm_true|^far$|^xla_mm$")
         assert "fn_read" not in out and "fn_update" not in out
