@@ -33,6 +33,8 @@ WITH_RESOURCE = N_("with its resource on {device}: TensorFlow runs an eager op t
 # put where that input already is, whatever it asked; the log says so ("Ignoring device specification ...").
 WITH_REFERENCE_INPUT = N_("with its reference input {source} on {device}: TensorFlow's placer puts a node where its "
                           "reference or resource input is, whatever it asked")
+WITH_VARIABLE_INPUT = N_("with its variable {name} (its resource input {source}) on {device}: TensorFlow's placer puts "
+                         "a node where its reference or resource input is, whatever it asked")
 # A tf.function compiled by XLA: TensorFlow logs its call, not its body.
 XLA_CLUSTER = N_("compiled by XLA (jit_compile): its {count} ops ran inside one XLA cluster on {device}, which "
                  "TensorFlow does not log")
@@ -175,8 +177,9 @@ CHECK_EXPECT_NONE = N_("no node matches {regex}")
 CHECK_FALLBACK = N_("soft fallbacks (ops placed elsewhere than they asked): {count}")
 CHECK_FALLBACK_XLA = N_("soft fallbacks (ops placed elsewhere than they asked): {count}; ops of XLA-compiled functions "
                         "run in a cluster on another device than they asked: {xla}")
-CHECK_MAX_ON_DISTINCT = N_("distinct placements on {device}: {count} ({logged} logged: an eager op each time it runs), "
-                           "at most {limit} allowed")
+CHECK_MAX_ON_DISTINCT = N_("distinct placements on {device}: {count} ({logged} logged), at most {limit} allowed")
+CHECK_PLACEMENT_ERRORS = N_("placement errors in the input: {count} (TensorFlow could not place the graph as asked; "
+                            "--allow-placement-errors lets such an input pass)")
 CHECK_COPY_BYTES = N_("bytes copied between devices per step: {bytes}, at most {limit} allowed")
 
 

@@ -76,10 +76,10 @@ class CapturedReport:
 
     def check(self, *, max_on: Any = None, expect: Any = None, no_fallback: bool = False,
               max_copy_bytes: int | None = None, ignore: Any = None, ignore_op: Any = None,
-              include_plumbing: bool = False) -> Any:
+              include_plumbing: bool = False, allow_placement_errors: bool = False) -> Any:
         """The rules of `placement check` against this report (``max_on={"CPU": 0}``,
         ``expect={"^tower_0/": "GPU:0"}``, ``no_fallback=True``, ``max_copy_bytes=N``, ``ignore``,
-        ``ignore_op``): AssertionError naming each rule that failed and its nodes (also when the
+        ``ignore_op``; placement errors fail it unless ``allow_placement_errors``): AssertionError naming each rule that failed and its nodes (also when the
         capture was incomplete: rules judged on part of the placements prove nothing); ValueError
         for a rule that is malformed or that this report cannot judge. Returns the CheckResult."""
         from placement_cli.rules import assert_holds  # noqa: PLC0415
@@ -90,7 +90,8 @@ class CapturedReport:
                                  + "; ".join(self.problems))
         return assert_holds(self.report, name="the captured report", max_on=max_on, expect=expect,
                             no_fallback=no_fallback, max_copy_bytes=max_copy_bytes, ignore=ignore,
-                            ignore_op=ignore_op, include_plumbing=include_plumbing)
+                            ignore_op=ignore_op, include_plumbing=include_plumbing,
+                            allow_placement_errors=allow_placement_errors)
 
     def to_json(self) -> str:
         from placement_cli.render.json import dumps  # noqa: PLC0415

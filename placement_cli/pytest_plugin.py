@@ -23,7 +23,16 @@ ADVICE = ("In pytest, the placement plugin switches logging on before TensorFlow
           "asks for the `placement` fixture, but here TensorFlow had run an op before the tests started (at import "
           "or collection: a module-level op, a conftest.py or another plugin). Move that op into a test or a "
           "fixture, or run the test in a pytest of its own")
-_STATE: dict[str, Any] = {"hook": None, "on": None}  # the import hook while it waits; whether logging went on
+# What it tells one whose test asked for the fixture with request.getfixturevalue(): no collected test asked
+# for it, so logging went on only when that test did, after other tests had run TensorFlow ops.
+DYNAMIC_ADVICE = ("In pytest, the placement plugin switches logging on before TensorFlow's first op when a collected "
+                  "test asks for the `placement` fixture as an argument; no collected test did (this one asked with "
+                  "request.getfixturevalue(\"placement\"), as it ran), and earlier tests had run TensorFlow ops by "
+                  "then. Ask for the fixture as the test's argument (def test_x(placement): ...), or mark the test "
+                  "@pytest.mark.usefixtures(\"placement\"), so that the plugin sees it at collection")
+# the import hook while it waits; whether logging went on; whether a collected test asked for the fixture
+# (None: no collection ran, as in pytester's inline runs)
+_STATE: dict[str, Any] = {"hook": None, "on": None, "asked": None}
 
 
 class _AfterImport:
@@ -95,8 +104,15 @@ def log_from_the_start() -> None:
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Before the first test: if any collected test asks for the fixture, logging goes on (each
     pytest-xdist worker collects every test, so each worker does this for itself)."""
-    if any(FIXTURE in getattr(item, "fixturenames", ()) for item in session.items):
+    _STATE["asked"] = any(FIXTURE in getattr(item, "fixturenames", ()) for item in session.items)
+    if _STATE["asked"]:
         log_from_the_start()
+
+
+def advice() -> str:
+    """What a capture() that came too late tells this pytest run's user: an op before the tests
+    started, or, where no collected test asked for the fixture, a fixture asked for too late."""
+    return DYNAMIC_ADVICE if _STATE["asked"] is False else ADVICE
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -115,7 +131,7 @@ class PlacementFixture:
 
         if enable_logging and _STATE["on"] is None:  # a test run without collection (pytester inline)
             log_from_the_start()
-        return _Capture(enable_logging, advice=ADVICE)
+        return _Capture(enable_logging, advice=advice())
 
     def check(self, path: str | os.PathLike[str], **rules: Any) -> Any:
         """The rules of ``report.check()`` against a log or a report saved with ``--json`` at ``path``:

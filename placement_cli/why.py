@@ -117,6 +117,8 @@ class Facts:
     session_runs: tuple[int, ...] = ()
     # each recorded graph's name, where it has one (a tf.function's: its placer lines name it __inference_NAME_N)
     graph_names: tuple[str | None, ...] = ()
+    # each recorded graph's placeholders of captured variables -> the variable's name (a tf.function's)
+    graph_captures: tuple[Mapping[str, str], ...] = ()
 
 
 def facts_from_dict(data: Any) -> Facts:
@@ -141,6 +143,7 @@ def facts_from_dict(data: Any) -> Facts:
             graph_calls=call_functions(data.get("graph_calls")),
             session_runs=tuple(i for i in data.get("session_runs") or () if isinstance(i, int)),
             graph_names=tuple(n if isinstance(n, str) else None for n in data.get("graph_names") or ()),
+            graph_captures=call_functions(data.get("graph_captures")),
         )
     except (KeyError, TypeError, AttributeError):  # the recorder failed (its "error" says why)
         return Facts()
@@ -240,7 +243,23 @@ class _Explainer:
                 continue
             explained = self.one(p, self.lookup(p, blocks.get(p.line)) if p.kind != "eager" else None,
                                  self.specs_of(blocks.get(p.line)) if p.kind != "eager" else None)
+            explained = self.variable_named(explained, blocks.get(p.line))
             yield replace(explained, wrapper=True) if p.line in wrappers else explained
+
+    def variable_named(self, p: Placement, graphs: frozenset[int] | None) -> Placement:
+        """A node that follows its resource input, where that input is a captured variable's
+        placeholder: its reason names the variable."""
+        reason = p.reason
+        if p.status != WITH_RESOURCE or not isinstance(reason, Message) \
+                or reason.template != messages.WITH_REFERENCE_INPUT or not self.facts.graph_captures:
+            return p
+        captures = self.facts.graph_captures
+        chosen = range(len(captures)) if graphs is None else sorted(i for i in graphs if i < len(captures))
+        source = str(reason.fields["source"])
+        names = {captures[i][source] for i in chosen if source in captures[i]}
+        if len(names) != 1:
+            return p
+        return replace(p, reason=Message(messages.WITH_VARIABLE_INPUT, name=names.pop(), **reason.fields))
 
     def nodes_of(self, graphs: frozenset[int] | None) -> Mapping[tuple[str, str | None], NodeFacts]:
         """The nodes of these recorded graphs (None: of every graph)."""

@@ -187,3 +187,21 @@ def test_a_path_that_is_no_report_raises_a_standard_exception(tmp_path: Path) ->
     with pytest.raises(ValueError, match="empty input") as empty:
         fixture.check(str(tmp_path / "empty.json"), max_on={"CPU": 3})
     assert type(empty.value) is ValueError
+
+
+def test_a_fixture_asked_for_as_the_test_runs_gets_its_own_advice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: a test that asked with request.getfixturevalue("placement") after other tests ran TF ops
+    was told of "an op at import or collection"; no collected test had asked for the fixture, so the
+    plugin had not switched logging on: the advice names that and its remedy."""
+    from types import SimpleNamespace  # noqa: PLC0415
+
+    from placement_cli import pytest_plugin  # noqa: PLC0415
+
+    monkeypatch.setattr(pytest_plugin, "_STATE", {"hook": None, "on": None, "asked": None})
+    pytest_plugin.pytest_collection_finish(SimpleNamespace(items=[SimpleNamespace(fixturenames=["request"])]))
+    text = pytest_plugin.advice()
+    assert "request.getfixturevalue" in text and "def test_x(placement)" in text
+    assert 'usefixtures("placement")' in text and "import or collection" not in text
+    monkeypatch.setattr(pytest_plugin, "log_from_the_start", lambda: None)  # a collected test asked: TF untouched
+    pytest_plugin.pytest_collection_finish(SimpleNamespace(items=[SimpleNamespace(fixturenames=["placement"])]))
+    assert "import or collection" in pytest_plugin.advice()

@@ -22,6 +22,7 @@ def check(
     ignore: Annotated[list[str] | None, typer.Option("--ignore", metavar="REGEX", help="Leave nodes whose name matches REGEX out of every rule. Repeatable.", show_default=False)] = None,
     ignore_op: Annotated[list[str] | None, typer.Option("--ignore-op", metavar="OP", help="Leave ops of type OP out of every rule (MatMul also names oneDNN's _MklMatMul). Repeatable.", show_default=False)] = None,
     include_plumbing: Annotated[bool | None, typer.Option("--include-plumbing/--exclude-plumbing", help="Judge TensorFlow's plumbing too (_Arg, _Retval, _DeviceArg, NoOp, _Send, _Recv, eager ops' wrapper functions); left out by default.", show_default=False)] = None,
+    allow_placement_errors: Annotated[bool | None, typer.Option("--allow-placement-errors/--fail-placement-errors", help="Let an input that reports placement errors (a graph TensorFlow could not place) pass when the rules hold; by default such an input fails. --fail-placement-errors turns off the config file's.", show_default=False)] = None,
     config: Annotated[str | None, typer.Option("--config", metavar="FILE", callback=named, help="Read the rules from FILE (its [tool.placement.check] table, else its top level) instead of the pyproject.toml found from the current folder upward.", show_default=False)] = None,
     no_config: Annotated[bool, typer.Option("--no-config", help="Read no rules from a file: only the command line's.")] = False,
     lang: LangOpt = None,
@@ -48,7 +49,8 @@ def check(
         raise RuleError(_("INPUT - and --config {path} both read standard input: give one of them as a file").format(
             path=found))
     base = Rules() if found is None else rules_file.load(found, given=config is not None)
-    rules = base.over(given, no_fallback=no_fallback, include_plumbing=include_plumbing)
+    rules = base.over(given, no_fallback=no_fallback, include_plumbing=include_plumbing,
+                      allow_placement_errors=allow_placement_errors)
     name = "standard input" if source == "-" else source
     report = read_input(source, note=say)
     result = judge(report, rules, name=name)

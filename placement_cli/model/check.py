@@ -40,7 +40,9 @@ class CheckResult:
     # it runs, so ``placements`` grows with the steps; this does not (what --max-on counts)
     distinct: int | None = None
     distinct_by_device: tuple[tuple[str, int], ...] = ()
-    xla_moved: int = 0  # ops of XLA-compiled functions that asked for a device their cluster did not run on
+    repeats: tuple[tuple[str, int], ...] = ()  # logged beyond ``distinct``, by kind: "eager", "graph"
+    xla_moved: int = 0
+    plumbing_fallbacks: int = 0  # soft fallbacks of TensorFlow's plumbing, left out with it (not judged)  # ops of XLA-compiled functions that asked for a device their cluster did not run on
 
     @property
     def passed(self) -> bool:
@@ -55,8 +57,10 @@ class CheckResult:
                 "by_device": dict(self.by_device),
                 "distinct": self.placements if self.distinct is None else self.distinct,
                 "distinct_by_device": dict(self.distinct_by_device or self.by_device),
+                "repeats": dict(self.repeats),
                 "xla_compiled_moved": self.xla_moved,
                 "soft_fallbacks": self.soft_fallbacks,
+                "plumbing_soft_fallbacks": self.plumbing_fallbacks,
                 "unknown_requests": self.unknown_requests,
                 "unknown_request_kinds": dict(self.unknown_kinds),
                 "left_out": {"plumbing": self.plumbing, "ignored": self.ignored},

@@ -14,11 +14,18 @@ DEVICES_SHOWN = 6  # devices the summary names; the rest are counted together
 
 # What the placements whose request is unknown are (rules._unknown_kind), in words.
 _UNKNOWN_KINDS = {
-    "eager_const": N_("{count} _EagerConst (constants TensorFlow makes from Python values, which no op callback sees)"),
-    "wrapper": N_("{count} in the single-op functions TensorFlow wraps eager ops in"),
-    "eager": N_("{count} eager ops no record was joined to (another thread's, or after the program removed the op "
-               "callback)"),
-    "graph": N_("{count} nodes of no recorded graph (TensorFlow's own, such as lowered control flow)"),
+    "eager_const": N_("_EagerConst: {count} (constants TensorFlow makes from Python values, which no op callback sees)"),
+    "wrapper": N_("in the single-op functions TensorFlow wraps eager ops in: {count}"),
+    "eager": N_("eager ops without a record: {count} (an op that ended with an error after TensorFlow logged it, such "
+               "as the IteratorGetNext that ends a dataset loop; another thread's op; or one whose record fits more "
+               "than one line)"),
+    "graph": N_("nodes of no recorded graph: {count} (TensorFlow's own, such as lowered control flow)"),
+}
+
+# What the logged placements beyond the distinct ones are (CheckResult.repeats), in words.
+_REPEATS = {
+    "eager": N_("an eager op each time it runs"),
+    "graph": N_("a graph node each time its graph is placed"),
 }
 
 
@@ -52,8 +59,10 @@ def summary_line(result: CheckResult) -> str:
     count = result.placements
     per_device = result.by_device
     if result.distinct is not None and result.distinct != count:  # the rules count these: they lead
+        kinds = dict(result.repeats)
+        why = [translated(_REPEATS[kind]) for kind in ("eager", "graph") if kinds.get(kind)] or [translated(_REPEATS["eager"])]
         text = (_("{count} distinct placement") if result.distinct == 1 else _("{count} distinct placements")).format(
-            count=result.distinct) + " (" + _("{count} logged: an eager op each time it runs").format(count=count) + ")"
+            count=result.distinct) + " (" + _("{count} logged: {why}").format(count=count, why=", ".join(why)) + ")"
         per_device = result.distinct_by_device
     else:
         text = (_("{count} placement") if count == 1 else _("{count} placements")).format(count=count)
@@ -74,8 +83,11 @@ def summary_line(result: CheckResult) -> str:
     if result.soft_fallbacks is not None:
         parts.append((_("{count} soft fallback") if result.soft_fallbacks == 1
                       else _("{count} soft fallbacks")).format(count=result.soft_fallbacks))
+        if result.plumbing_fallbacks:  # trace counts them; check leaves plumbing out: said, so the counts agree
+            parts[-1] += " " + _("(and {count} in TensorFlow's plumbing, such as NoOps, not judged: "
+                                 "--include-plumbing judges them)").format(count=result.plumbing_fallbacks)
         if result.unknown_requests and "--no-fallback" in result.rules:  # it cannot see these: said, and what they are
-            kinds = ", ".join(translated(_UNKNOWN_KINDS.get(kind, "{count} " + kind)).format(count=n)
+            kinds = ", ".join(translated(_UNKNOWN_KINDS.get(kind, kind + ": {count}")).format(count=n)
                               for kind, n in result.unknown_kinds)
             parts[-1] += " " + _("({count} whose request is unknown: {kinds})").format(
                 count=result.unknown_requests, kinds=kinds or result.unknown_requests)

@@ -14,6 +14,7 @@ from placement_cli.exceptions import FilterError, RuleError
 from placement_cli.filters import (INTERNAL_OPS, check_device, check_op, compile_node, device_matcher, is_plumbing,
                                    op_matcher, quoted, short_task)
 from placement_cli.i18n import Message, _
+from placement_cli.logparse.functions import function_key, trace_counters
 from placement_cli.logparse.saved import knows_requests
 from placement_cli.model import LOGGED, SOFT_FALLBACK, CheckResult, Placement, Report, RuleFailure
 
@@ -21,6 +22,8 @@ from placement_cli.model import LOGGED, SOFT_FALLBACK, CheckResult, Placement, R
 # results, control-only NoOps, and the copies between devices (their traffic is --max-copy-bytes's).
 PLUMBING_OPS = INTERNAL_OPS | frozenset({"NoOp", "_Send", "_Recv", "_HostSend", "_HostRecv"})
 EXAMPLES = 5  # example nodes named per failed rule
+# The rule every check holds unless --allow-placement-errors: the input shows no placement error.
+PLACEMENT_ERRORS_RULE = "--fail-placement-errors"
 _OPTION_LIKE = re.compile(r"--?[A-Za-z]")
 
 
@@ -36,6 +39,7 @@ class Rules:
     ignore_op: tuple[str, ...] = ()  # op types left out
     include_plumbing: bool = False
     source: str | None = field(default=None, compare=False)  # the file some rules came from
+    allow_placement_errors: bool = False  # a log whose graph could not be placed passes the other rules
 
     def __post_init__(self) -> None:
         for device, limit in self.max_on:
@@ -67,8 +71,8 @@ class Rules:
                 *(("--no-fallback",) if self.no_fallback else ()),
                 *(() if self.max_copy_bytes is None else (f"--max-copy-bytes {self.max_copy_bytes}",)))
 
-    def over(self, given: Rules, *, no_fallback: bool | None = None,
-             include_plumbing: bool | None = None) -> Rules:
+    def over(self, given: Rules, *, no_fallback: bool | None = None, include_plumbing: bool | None = None,
+             allow_placement_errors: bool | None = None) -> Rules:
         """These rules (a config file's) with the command line's on top: a device's --max-on and a
         regex's --expect in ``given`` replace the file's for the same device or regex, the others
         add to them; --ignore and --ignore-op add; --max-copy-bytes, and the flags when given (not
@@ -84,7 +88,8 @@ class Rules:
             ignore=tuple(dict.fromkeys((*self.ignore, *given.ignore))),
             ignore_op=tuple(dict.fromkeys((*self.ignore_op, *given.ignore_op))),
             include_plumbing=self.include_plumbing if include_plumbing is None else include_plumbing,
-            source=self.source)
+            source=self.source, allow_placement_errors=self.allow_placement_errors if allow_placement_errors is None
+            else allow_placement_errors)
 
 
 def _device_key(device: str) -> str:
@@ -172,14 +177,16 @@ def expect_rule(value: str) -> tuple[str, str]:
 def rules_from(*, max_on: Mapping[str, int] | Iterable[str] | str | None = None,
                expect: Mapping[str, str] | Iterable[str] | str | None = None, no_fallback: bool = False,
                max_copy_bytes: int | None = None, ignore: Iterable[str] | str | None = None,
-               ignore_op: Iterable[str] | str | None = None, include_plumbing: bool = False) -> Rules:
+               ignore_op: Iterable[str] | str | None = None, include_plumbing: bool = False,
+               allow_placement_errors: bool = False) -> Rules:
     """Rules from Python values (the pytest plugin, a config file's table): ``max_on`` as
     ``{"CPU": 0}`` or ``"CPU=0"`` strings, ``expect`` as ``{"^tower_0/": "GPU:0"}`` or
     ``"REGEX=DEV"`` strings, ``ignore`` and ``ignore_op`` as one string or several."""
     return Rules(max_on=_pairs(max_on, max_on_rule), expect=_pairs(expect, expect_rule),
                  no_fallback=_flag("no_fallback", no_fallback), max_copy_bytes=max_copy_bytes,
                  ignore=_strings("ignore", ignore), ignore_op=_strings("ignore_op", ignore_op),
-                 include_plumbing=_flag("include_plumbing", include_plumbing))
+                 include_plumbing=_flag("include_plumbing", include_plumbing),
+                 allow_placement_errors=_flag("allow_placement_errors", allow_placement_errors))
 
 
 def _pairs(value: Any, parse: Callable[[str], tuple[Any, Any]]) -> tuple[tuple[Any, Any], ...]:
@@ -285,24 +292,49 @@ def judge(report: Report, rules: Rules, *, name: str = "the input") -> CheckResu
         failures.append(RuleFailure(f"--max-copy-bytes {rules.max_copy_bytes}", Message(
             messages.CHECK_COPY_BYTES, bytes=copied, limit=rules.max_copy_bytes),
             tuple(dict.fromkeys(c.tensor for c in biggest))[:EXAMPLES]))
+    described = rules.described()
+    if report.errors and not rules.allow_placement_errors:  # the graph could not be placed: no gate passes that
+        described = (*described, PLACEMENT_ERRORS_RULE)
+        failures.append(RuleFailure(PLACEMENT_ERRORS_RULE, Message(messages.CHECK_PLACEMENT_ERRORS,
+                                                                   count=len(report.errors)),
+                                    tuple(dict.fromkeys(e.node or e.kind for e in report.errors))[:EXAMPLES]))
     by_device = Counter(p.canonical for p in judged)
     unique = distinct(judged)
     unknown = Counter(_unknown_kind(p) for p in judged if p.status == LOGGED) if requests else Counter()
-    return CheckResult(rules=rules.described(), failures=tuple(failures), placements=len(judged),
+    return CheckResult(rules=described, failures=tuple(failures), placements=len(judged),
                        by_device=tuple(by_device.most_common()),
                        soft_fallbacks=len(fallbacks) if requests else None,
+                       plumbing_fallbacks=sum(p.status == SOFT_FALLBACK for p in report.placements if plumbing(p)),
                        plumbing=len(report.placements) - len(kept), ignored=len(kept) - len(judged),
                        errors=len(report.errors), config=rules.source,
                        unknown_requests=sum(unknown.values()), unknown_kinds=tuple(unknown.most_common()),
                        distinct=len(unique), distinct_by_device=tuple(Counter(k[-1] for k in unique).most_common()),
-                       xla_moved=len(moved))
+                       repeats=repeats(judged, unique), xla_moved=len(moved))
 
 
-def distinct(placements: Iterable[Placement]) -> set[tuple[bool, str | None, str | None, str]]:
-    """Each placement once: (eager, node, op type, device). An eager op has no name and is logged each
-    time it runs; a function's or a Session's node is logged when its graph is placed: a step count
+Identity = tuple[bool, str | None, str | None, str | None, str]
+
+
+def distinct(placements: Iterable[Placement]) -> set[Identity]:
+    """Each placement once: (eager, graph, node, op type, device), the graph and an eager call op's
+    function named as `diff` names them (``__inference_f_10`` is ``f``: compare.py's identity). An
+    eager op has no name and is logged each time it runs; a function's or a Session's node is logged
+    each time its graph is placed (the same MatMul of three tf.functions is three placements; a
+    Session's graph has no name in the log, so two Sessions' same-named nodes are one): a step count
     changes how many lines there are, never how many of these."""
-    return {(p.kind == "eager", p.node, p.op, p.canonical) for p in placements}
+    placements = list(placements)
+    traces = trace_counters([p.graph for p in placements] + [p.op for p in placements if p.kind == "eager"])
+    return {(p.kind == "eager", function_key(p.graph, traces), p.node,
+             function_key(p.op, traces) if p.kind == "eager" else p.op, p.canonical) for p in placements}
+
+
+def repeats(placements: Iterable[Placement], unique: set[Identity]) -> tuple[tuple[str, int], ...]:
+    """The logged placements beyond the distinct ones, by kind: "eager" (an eager op each time it
+    runs), "graph" (a node each time its graph is placed)."""
+    placements = list(placements)
+    eager = sum(p.kind == "eager" for p in placements) - sum(k[0] for k in unique)
+    graph = len(placements) - len(unique) - eager
+    return tuple((kind, n) for kind, n in (("eager", eager), ("graph", graph)) if n)
 
 
 def _unknown_kind(p: Placement) -> str:
@@ -310,7 +342,7 @@ def _unknown_kind(p: Placement) -> str:
     if p.op == "_EagerConst":
         return "eager_const"  # made by TensorFlow's C++ from a Python value: no op callback sees it
     if p.kind == "eager":
-        return "eager"  # an eager op no record was joined to (another thread's, say)
+        return "eager"  # an eager op no record was joined to (one that failed after it was logged, say)
     if p.node and p.node == p.op and "/" not in p.node:
         return "wrapper"  # a node of the single-op function TF wraps an eager op in
     return "graph"  # a node no recorded graph has: TensorFlow's own (lowered control flow, inlining)

@@ -16,12 +16,14 @@ from placement_cli.rules import Rules, rules_from
 PYPROJECT = "pyproject.toml"
 # A key of the table -> rules_from's argument (the command line's option names, without --).
 KEYS = {"max-on": "max_on", "expect": "expect", "no-fallback": "no_fallback", "max-copy-bytes": "max_copy_bytes",
-        "ignore": "ignore", "ignore-op": "ignore_op", "include-plumbing": "include_plumbing"}
+        "ignore": "ignore", "ignore-op": "ignore_op", "include-plumbing": "include_plumbing",
+        "allow-placement-errors": "allow_placement_errors"}
 _SHAPES = {
     "max-on": N_("a table of DEV = N (max-on = {CPU = 0}) or a list of \"DEV=N\""),
     "expect": N_("a table of \"REGEX\" = \"DEV\" (expect = {\"^tower_0/\" = \"GPU:0\"}) or a list of \"REGEX=DEV\""),
     "no-fallback": N_("true or false"),
     "include-plumbing": N_("true or false"),
+    "allow-placement-errors": N_("true or false"),
     "max-copy-bytes": N_("a whole number of bytes, 0 or more"),
     "ignore": N_("a regex or a list of regexes"),
     "ignore-op": N_("an op type or a list of op types"),
@@ -64,11 +66,11 @@ def load(path: Path, *, given: bool = False) -> Rules:
     except RuleError as exc:
         raise RuleError(f"{path}: {exc}") from None
     return Rules(rules.max_on, rules.expect, rules.no_fallback, rules.max_copy_bytes, rules.ignore, rules.ignore_op,
-                 rules.include_plumbing, source=shown_path(path))
+                 rules.include_plumbing, source=shown_path(path), allow_placement_errors=rules.allow_placement_errors)
 
 
 def _shaped(key: str, value: Any) -> bool:
-    if key in ("no-fallback", "include-plumbing"):
+    if key in ("no-fallback", "include-plumbing", "allow-placement-errors"):
         return isinstance(value, bool)
     if key == "max-copy-bytes":
         return isinstance(value, int) and not isinstance(value, bool) and value >= 0

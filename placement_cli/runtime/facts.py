@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -132,6 +133,23 @@ class GraphRecorder:
                     except Exception:  # noqa: BLE001 - its function stays unknown: not known to be compiled
                         continue
             found.append(calls)
+        return found
+
+    def captured(self) -> list[dict[str, str]]:
+        """Each recorded graph's placeholders of captured variables -> the variable's name, in
+        per_graph's order (a tf.function's _Arg ``read_readvariableop_resource`` is variable ``v``)."""
+        found: list[dict[str, str]] = []
+        for graph in list(self.graphs.values()):
+            names: dict[str, str] = {}
+            try:
+                handles = {id(v.handle): v.name.split(":")[0] for v in getattr(graph, "variables", None) or ()}
+                for external, internal in getattr(graph, "captures", None) or ():
+                    if id(external) in handles:  # the _Arg is the placeholder's name as a function's
+                        names[internal.op.name] = handles[id(external)]  # argument: lower case, [a-z0-9_]
+                        names[re.sub(r"[^a-z0-9_]", "_", internal.op.name.lower())] = handles[id(external)]
+            except Exception:  # noqa: BLE001 - its variables stay unnamed: reasons name the placeholder
+                names = {}
+            found.append(names)
         return found
 
     def edges(self) -> tuple[Edge, ...]:

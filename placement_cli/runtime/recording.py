@@ -281,6 +281,8 @@ class Recorder:
             "xla_compiled": xla_compiled(self.eager.op_types() | {f for calls in graph_calls for f in calls.values()}),
             # each recorded graph's function call nodes -> the function each calls (a compiled one's body is not logged)
             "graph_calls": graph_calls,
+            # each recorded graph's placeholders of captured variables -> the variable's name
+            "graph_captures": self.graphs.captured(),
             # the private APIs that were missing or failed, with what they would have told and why
             "unavailable": list(private.missing_facts()),
         }
