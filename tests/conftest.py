@@ -86,18 +86,11 @@ VISIBLE = "CUDA_VISIBLE_DEVICES"
 
 @functools.lru_cache(maxsize=None)
 def _machines_gpus() -> int:
-    """The NVIDIA GPUs of this machine (the driver's list, or nvidia-smi), asked once."""
-    try:
-        found = len(os.listdir("/proc/driver/nvidia/gpus"))
-    except OSError:
-        found = 0
-    if not found:
-        try:
-            out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=patience(30), text=True)
-        except (OSError, subprocess.TimeoutExpired):
-            return 0
-        found = sum(line.startswith("GPU ") for line in out.stdout.splitlines()) if out.returncode == 0 else 0
-    return found
+    """The NVIDIA GPUs of this machine, asked once, as trace --cluster --split-gpus finds them (the
+    driver's list, or nvidia-smi), whatever CUDA_VISIBLE_DEVICES says."""
+    from placement_cli.runtime.gpu_policy import present  # noqa: PLC0415 - imports no TensorFlow
+
+    return len(present({}))
 
 
 def gpu_count() -> int:
