@@ -20,10 +20,10 @@ _UNRECORDED = frozenset({"_EagerConst"})
 _NESTING = frozenset({"EagerPyFunc", "PyFunc", "PyFuncStateless"})
 
 
-def eager_requests(placements: Iterable[Placement], log: str, recorded: Mapping[str, Any]
-                   ) -> tuple[dict[int, str], dict[int, int | None]]:
-    """Line -> the request ('' for none) of each eager line joined to an op recorded as it ran; and
-    line -> the thread that wrote it, of every line (None: no thread id in it).
+def eager_records(placements: Iterable[Placement], log: str, recorded: Mapping[str, Any]
+                  ) -> tuple[dict[int, EagerRecord], dict[int, int | None]]:
+    """Line -> the record of the op that ran it, for each eager line joined to one; and line -> the
+    thread that wrote it, of every line (None: no thread id in it).
 
     A thread's eager lines (absl's prefix names the thread) and its records are in the same order:
     the record is made right after the op's line is written, in the same thread. A line may have no
@@ -36,13 +36,6 @@ def eager_requests(placements: Iterable[Placement], log: str, recorded: Mapping[
     one to one only up to the first pair whose op types differ. Lines without a thread id
     (TensorFlow's listener in a notebook) are joined only where one thread alone recorded ops and
     no line has one."""
-    found, writer = eager_records(placements, log, recorded)
-    return {line: record.requested for line, record in found.items()}, writer
-
-
-def eager_records(placements: Iterable[Placement], log: str, recorded: Mapping[str, Any]
-                  ) -> tuple[dict[int, EagerRecord], dict[int, int | None]]:
-    """eager_requests, with the whole record of each joined line."""
     try:
         pairs = [EagerRecord(*(str(field) for field in pair[:5])) for pair in recorded["pairs"]]
         threads = {int(tid): found for tid, found in recorded["threads"].items()}
@@ -72,7 +65,7 @@ def eager_records(placements: Iterable[Placement], log: str, recorded: Mapping[s
 
 
 def _pairing(logged: list[str], ran: list[str]) -> dict[int, int]:
-    """Line position -> record position, for each record whose line is certain (see eager_requests)."""
+    """Line position -> record position, for each record whose line is certain (see eager_records)."""
     earliest: list[int] = []
     at = 0
     for op in ran:

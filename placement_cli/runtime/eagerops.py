@@ -3,7 +3,7 @@
 TensorFlow's log says where an eager op ran (``Executing op X in device D``) but not what it asked
 for. An op callback (runtime.private.op_callbacks) is called in the thread that ran the op, right
 after it ran and after its log line was written: it records the op's type and the thread's device
-scope, in that thread's order. eagerjoin.eager_requests joins these records to the log's eager lines,
+scope, in that thread's order. eagerjoin.eager_records joins these records to the log's eager lines,
 thread by thread (absl's prefix names the thread), and only as far as the op types agree.
 
 TensorFlow's op callbacks are per thread: the ops of a thread are recorded when the callback was
