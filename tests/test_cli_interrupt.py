@@ -67,3 +67,28 @@ main()
 def test_a_ctrl_c_while_the_command_line_loads_is_exit_130_without_a_traceback() -> None:
     done = subprocess.run([sys.executable, "-c", _EARLY], capture_output=True, text=True, timeout=patience(60), input="")
     assert (done.returncode, done.stdout, done.stderr) == (130, "", "placement: interrupted\n")
+
+
+_AGAIN = """
+import os, signal, sys
+import placement_cli.cli
+def interrupted():
+    raise {stop}
+placement_cli.cli.main = interrupted
+from placement_cli.entry import main
+try:
+    main()
+finally:  # the same signal again, while the process ends (Python's handlers are the defaults then)
+    os.kill(os.getpid(), signal.{signal})
+"""
+
+
+@pytest.mark.parametrize("stop, name, code", [("KeyboardInterrupt", "SIGINT", 130),
+                                              ("SystemExit(143)", "SIGTERM", 143), ("SystemExit(129)", "SIGHUP", 129)])
+def test_a_second_signal_while_the_process_ends_keeps_its_exit_code(stop: str, name: str, code: int) -> None:
+    """A command a signal ended exits with 128 + its number, never by a second one that came during
+    Python's shutdown (`cluster` interrupted while it started was seen killed by SIGINT)."""
+    done = subprocess.run([sys.executable, "-c", _AGAIN.format(stop=stop, signal=name)], capture_output=True,
+                          text=True, timeout=patience(60))
+    assert done.returncode == code, done.stderr
+    assert "Traceback" not in done.stderr
