@@ -11,6 +11,7 @@ of its devices, paired device for device, then within a task, then in order."""
 from __future__ import annotations
 
 import gc
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
@@ -21,8 +22,10 @@ from placement_cli.exceptions import UsageProblem
 from placement_cli.filters import Filters, compile_node, device_matcher, onednn_base, op_matcher
 from placement_cli.i18n import _
 from placement_cli.logparse.functions import SEPARATOR, function_key, trace_counters
+from placement_cli.logparse.records import Records
 from placement_cli.logparse.saved import Tallied, record_fields
 from placement_cli.model import LOGGED, Change, DiffSide, PlacementDiff, link_totals
+from placement_cli.model.diff import Changes
 
 # A record as compared: (node or None, op, device, status or None, graph or None); the device as a log
 # printed it, or a saved report's canonical name; the graph as TensorFlow named the function.
@@ -46,33 +49,39 @@ class _Devices:
         return spec
 
 
+# A graph record as compared: b"GRAPH\0NODE\0REST" (see logparse.records), sorted; REST is read by the
+# side's ``rest`` into (op, device, status): a log's "(Op): device" as printed, a saved report's own code.
+Rest = tuple[str | None, str, str | None]
+
+
 @dataclass
 class _Records:
-    """One side's placements as counts of records, with what each record says."""
+    """One side's placements: graph records as sorted lines, eager ones counted, with what each says."""
 
-    graph: Counter[Hashable]
+    lines: list[bytes]
+    rest: Callable[[bytes], Rest]
     eager: Counter[Hashable]
-    fields: Callable[[Hashable], Fields]
     eager_fields: Callable[[Hashable], Fields]
     traces: dict[str, list[int]]  # each function's trace counters on this side (see functions.function_key)
     named: bool = False  # some node's graph is known (a report saved before graphs were recorded names none)
 
 
-def _log_records(side: Tallied) -> _Records:
-    tails: dict[bytes, tuple[str | None, str]] = {}  # "(Op): device" read once each (a few per log)
-    graphs: dict[bytes, str | None] = {b"": None}
+def _graph_key(traces: dict[str, list[int]]) -> Callable[[bytes], bytes]:
+    def key(function: bytes) -> bytes:
+        return (function_key(function.decode("utf-8", "replace"), traces) or "").encode()
 
-    def graph(record: Any) -> Fields:
-        function, _sep, rest = record.rpartition(SEPARATOR)
-        node, _sep, tail = rest.partition(b": ")  # a node name holds no ": "
-        found = tails.get(tail)
+    return key
+
+
+def _log_records(side: Tallied) -> _Records:
+    rests: dict[bytes, Rest] = {}  # "(Op): device" read once each (a few per log)
+
+    def rest(text: bytes) -> Rest:
+        found = rests.get(text)
         if found is None:
-            _node, op, device = record_fields(b"n: " + tail)
-            found = tails[tail] = (op, device)
-        name = graphs.get(function)
-        if name is None and function:
-            name = graphs[function] = function.decode("utf-8", "replace")
-        return node.decode("utf-8", "replace"), found[0], found[1], None, name
+            _node, op, device = record_fields(b"n: " + text)
+            found = rests[text] = (op, device, None)
+        return found
 
     def eager(record: Any) -> Fields:
         op, device = record
@@ -81,43 +90,70 @@ def _log_records(side: Tallied) -> _Records:
     eagers = side.eager or Counter()
     # every function a placer line was settled to was executed: its eager lines name each trace
     traces = trace_counters(op.decode("utf-8", "replace") for op, _device in eagers)
-    records = side.records or Counter()
-    return _Records(records, eagers, graph, eager, traces, any(SEPARATOR in r for r in records))
+    records = side.records if side.records is not None else Records()
+    lines = records.sorted_lines(_graph_key(traces))
+    return _Records(lines, rest, eagers, eager, traces, bool(records.named))
 
 
 def _report_records(side: Tallied) -> _Records:
-    graph: Counter[Hashable] = Counter()
     eager: Counter[Hashable] = Counter()
+    codes: dict[Rest, bytes] = {}
+    rests: dict[bytes, Rest] = {}
+    lines = []
+    traces = trace_counters([p.graph for p in side.report.placements] +
+                            [p.op for p in side.report.placements if p.kind == "eager"])
+    key = _graph_key(traces)
+    keys: dict[str, bytes] = {}
     for p in side.report.placements:
         status = None if p.status == LOGGED else str(p.status)
         if p.node is None or p.kind == "eager":
             eager[(None, p.op, p.canonical, status, None)] += 1
-        else:
-            graph[(p.node, p.op, p.canonical, status, p.graph)] += 1
-    traces = trace_counters([p.graph for p in side.report.placements] +
-                            [p.op for p in side.report.placements if p.kind == "eager"])
-    return _Records(graph, eager, lambda r: r, lambda r: r, traces,  # type: ignore[arg-type,return-value]
+            continue
+        said = (p.op, p.canonical, status)
+        code = codes.get(said)
+        if code is None:  # what the record says, spelled out: equal records of two reports are equal lines
+            code = codes[said] = b"\x01".join(b"\x02" if v is None else v.encode("utf-8", "surrogatepass")
+                                               for v in said)
+            rests[code] = said
+        graph = keys.get(p.graph or "")
+        if graph is None:
+            graph = keys[p.graph or ""] = key(p.graph.encode()) if p.graph else b""
+        lines.append(graph + b"\0" + _node_bytes(p.node) + b"\0" + code)
+    lines.sort()
+    return _Records(lines, rests.__getitem__, eager, lambda r: r, traces,  # type: ignore[arg-type,return-value]
                     any(p.graph for p in side.report.placements))
+
+
+def _node_bytes(node: str) -> bytes:
+    return node.encode("utf-8", "surrogatepass")
 
 
 def _filtered(records: _Records, filters: Filters) -> _Records:
     """Only the records the op and node filters match (as parse's filters match placements); the device
     filter applies after matching (what left or entered the device)."""
-    tests: list[Callable[[Fields], bool]] = []
+    tests: list[Callable[[str | None, str | None], bool]] = []
     if filters.op:
         is_op = op_matcher(filters.op)
-        tests.append(lambda f: is_op(f[1]))
+        tests.append(lambda node, op: is_op(op))
     if filters.node:
         pattern = compile_node(filters.node)
-        tests.append(lambda f: bool(f[0]) and pattern.search(f[0]) is not None)
+        tests.append(lambda node, op: bool(node) and pattern.search(node) is not None)
     if not tests:
         return records
 
-    def keep(counter: Counter[Hashable], fields: Callable[[Hashable], Fields]) -> Counter[Hashable]:
-        return Counter({r: n for r, n in counter.items() if all(test(fields(r)) for test in tests)})
+    def keep_line(line: bytes) -> bool:
+        head, _sep, rest = line.rpartition(b"\0")
+        node = head.partition(b"\0")[2].decode("utf-8", "replace")
+        op = records.rest(rest)[0]
+        return all(test(node, op) for test in tests)
 
-    return _Records(keep(records.graph, records.fields), keep(records.eager, records.eager_fields),
-                    records.fields, records.eager_fields, records.traces, records.named)
+    def keep_eager(record: Hashable) -> bool:
+        _node, op, *_rest = records.eager_fields(record)
+        return all(test(None, op) for test in tests)
+
+    return _Records([line for line in records.lines if keep_line(line)],
+                    records.rest, Counter({r: n for r, n in records.eager.items() if keep_eager(r)}),
+                    records.eager_fields, records.traces, records.named)
 
 
 def _surplus(mine: Counter[Hashable], theirs: Counter[Hashable]) -> dict[Hashable, int]:
@@ -244,12 +280,13 @@ def _paired(key: str, old_entries: list[Entry], new_entries: list[Entry], eager:
 
 def _by_device(records: _Records, devices: _Devices) -> Counter[str]:
     counts: Counter[str] = Counter()
-    for counter, fields in ((records.graph, records.fields), (records.eager, records.eager_fields)):
-        per_device: Counter[str] = Counter()
-        for record, n in counter.items():
-            per_device[fields(record)[2]] += n
-        for device, n in per_device.items():
-            counts[devices.spec(device).canonical] += n
+    for rest, n in Counter(line[line.rfind(b"\0") + 1:] for line in records.lines).items():
+        counts[devices.spec(records.rest(rest)[1]).canonical] += n
+    per_device: Counter[str] = Counter()
+    for record, n in records.eager.items():
+        per_device[records.eager_fields(record)[2]] += n
+    for device, n in per_device.items():
+        counts[devices.spec(device).canonical] += n
     return counts
 
 
@@ -265,6 +302,162 @@ def compare(old: Tallied, new: Tallied, filters: Filters = Filters()) -> Placeme
             gc.enable()
 
 
+class _Walk:
+    """Two sides' sorted graph records walked together, node by node (``GRAPH\0NODE``: a line up to its
+    last NUL): a record both sides hold stays; a node's records only one side holds are rows of that
+    side, kept as the lines themselves until a row is read; a node both sides hold with different
+    records is paired device by device (``_paired``)."""
+
+    def __init__(self, old: _Records, new: _Records, devices: _Devices, on: Callable[[str], bool] | None,
+                 task_of: Callable[[str], Any]) -> None:
+        self.sides = old, new
+        self.devices, self.on, self.task_of = devices, on, task_of
+        self.moved: list[Change] = []
+        self.rows: tuple[list[Any], list[Any]] = ([], [])  # removed, added: lines, (line, count), Changes
+        self.unchanged = 0
+        self._said: list[dict[bytes, tuple[str | None, str, str | None]]] = [{}, {}]
+
+    def said(self, side: int, rest: bytes) -> tuple[str | None, str, str | None]:
+        """A record's op, canonical device and status."""
+        found = self._said[side].get(rest)
+        if found is None:
+            op, device, status = self.sides[side].rest(rest)
+            found = self._said[side][rest] = (op, self.devices.spec(device).canonical, status)
+        return found
+
+    def kept(self, side: int, line: bytes) -> bool:
+        return self.on is None or self.on(self.said(side, line[line.rfind(b"\0") + 1:])[1])
+
+    def run(self) -> None:
+        a, b = self.sides[0].lines, self.sides[1].lines
+        i = j = 0
+        na, nb = len(a), len(b)
+        while i < na and j < nb:
+            x, y = a[i], b[j]
+            if x == y:  # the same record on both sides (most of them, when little changed)
+                self.unchanged += self.kept(0, x)
+                i += 1
+                j += 1
+                continue
+            gx, gy = x[: x.rfind(b"\0")], y[: y.rfind(b"\0")]
+            if gx != gy:
+                # every record before the other side's next node is of a node that side does not hold
+                side, lines, at, other = (0, a, i, gy) if gx < gy else (1, b, j, gx)
+                end = bisect_left(lines, other, at)
+                if end > at:
+                    self.one_side(side, lines[at:end])
+                    if side == 0:
+                        i = end
+                    else:
+                        j = end
+                    continue
+            i, j = self.node(gx if gx <= gy else gy, i, j)
+        self.one_side(0, a[i:])
+        self.one_side(1, b[j:])
+
+    def node(self, group: bytes, i: int, j: int) -> tuple[int, int]:
+        """The records of one node (``group``) from ``i`` and ``j`` on: what stays, moves, is one side's."""
+        prefix = group + b"\0"
+        runs = []
+        for lines, at in zip((self.sides[0].lines, self.sides[1].lines), (i, j)):
+            end = at
+            while end < len(lines) and lines[end].startswith(prefix):
+                end += 1
+            runs.append(lines[at:end])
+        olds, news = Counter(runs[0]), Counter(runs[1])
+        for line, n in olds.items():
+            if line in news:
+                self.unchanged += min(n, news[line]) if self.kept(0, line) else 0
+        old_extra, new_extra = olds - news, news - olds
+        key = group.decode("utf-8", "replace")
+        if old_extra and new_extra:
+            self.unchanged += _paired(key, self.entries(0, old_extra), self.entries(1, new_extra), False,
+                                      self.moved, self.rows[0], self.rows[1], self.on or _everywhere, self.task_of)
+        else:
+            for side, extra in ((0, old_extra), (1, new_extra)):
+                if extra:
+                    self.one_side(side, sorted(extra.elements()))
+        return i + len(runs[0]), j + len(runs[1])
+
+    def entries(self, side: int, lines: Counter[bytes]) -> list[Entry]:
+        return [(canonical, op, status, n) for line, n in lines.items()
+                for op, canonical, status in [self.said(side, line[line.rfind(b"\0") + 1:])]]
+
+    def one_side(self, side: int, lines: list[bytes]) -> None:
+        """Records (sorted) of nodes the other side does not hold: a row each, a node's records
+        counted per device."""
+        if not lines:
+            return
+        into = self.rows[side]
+        groups = [line[: line.rfind(b"\0")] for line in lines]
+        if self.on is None and len(set(groups)) == len(groups):  # a record per node: the lines are the rows
+            into.extend(lines)
+            return
+        start = 0
+        while start < len(lines):
+            end = start + 1
+            while end < len(lines) and groups[end] == groups[start]:
+                end += 1
+            if end - start == 1:
+                if self.kept(side, lines[start]):
+                    into.append(lines[start])
+            else:
+                _one_side(groups[start].decode("utf-8", "replace"), self.entries(side, Counter(lines[start:end])),
+                          False, side == 0, into, self.on or _everywhere)
+            start = end
+
+    def changes(self, side: int) -> Changes:
+        graphs: dict[bytes, str | None] = {b"": None}
+        said = self._said[side]
+        texts: dict[tuple[bytes, bytes], str] = {}  # a row's JSON after its node, per graph and record's rest
+
+        def parts(line: bytes) -> tuple[bytes, bytes, bytes]:
+            head, _sep, rest = line.rpartition(b"\0")
+            graph_key, _sep, node = head.partition(b"\0")
+            return graph_key, node, rest
+
+        def make(item: Any) -> Change:
+            if isinstance(item, Change):
+                return item
+            line, n = (item, 1) if isinstance(item, bytes) else item
+            graph_key, node, rest = parts(line)
+            graph = graphs.get(graph_key)
+            if graph is None and graph_key:
+                graph = graphs[graph_key] = graph_key.decode("utf-8", "replace")
+            op, canonical, status = said.get(rest) or self.said(side, rest)
+            name = node.decode("utf-8", "replace") or None
+            return (Change(name, op, canonical, None, status, None, n, False, graph) if side == 0 else
+                    Change(name, op, None, canonical, None, status, n, False, graph))
+
+        def text(item: Any, quote: Callable[[str], str]) -> str | None:
+            if type(item) is not bytes:
+                return None
+            graph_key, node, rest = parts(item)
+            after = texts.get((graph_key, rest))
+            if after is None:
+                row = make(item)._replace(node=None)
+                after = texts[graph_key, rest] = ", ".join(
+                    f"{quote(k)}: {'null' if v is None else quote(v) if isinstance(v, str) else v}"
+                    for k, v in list(row.side_dict().items())[1:])
+            name = node.decode("utf-8", "replace")
+            return f'{{"node": {quote(name) if name else "null"}, {after}}}'
+
+        def count(item: Any) -> int:
+            return 1 if isinstance(item, bytes) else item.count if isinstance(item, Change) else item[1]
+
+        return Changes(self.rows[side], make, count, text)
+
+
+def _everywhere(_canonical: str) -> bool:
+    return True
+
+
+def _by_name(records: _Records) -> _Records:
+    """The records with no graph named: matched by node name alone."""
+    lines = sorted(line[line.find(b"\0"):] for line in records.lines)
+    return _Records(lines, records.rest, records.eager, records.eager_fields, records.traces, False)
+
+
 def _compare(old: Tallied, new: Tallied, filters: Filters) -> PlacementDiff:
     devices = _Devices()
     sides = []
@@ -276,7 +469,7 @@ def _compare(old: Tallied, new: Tallied, filters: Filters) -> PlacementDiff:
         name = (old, new)[counts_only.index(True)].name
         raise UsageProblem(_("{name} holds only counts per device (saved with --summary): {filters} cannot narrow "
                              "it").format(name=name, filters=filters.describe()))
-    on: Callable[[str], bool] = lambda canonical: True  # noqa: E731
+    on: Callable[[str], bool] | None = None
     if filters.device:
         matcher, known = device_matcher(filters.device), {}
 
@@ -291,58 +484,42 @@ def _compare(old: Tallied, new: Tallied, filters: Filters) -> PlacementDiff:
                      for r, t, c in zip(sides, (old, new), counts_only)]
     else:
         by_device = [Counter(t.report.by_device) for t in (old, new)]
-    if filters.device:
+    if on is not None:
         by_device = [Counter({d: n for d, n in counts.items() if on(d)}) for counts in by_device]
-    moved: list[Change] = []
+    task_of = _task_of(devices)
+    walk = _Walk(*sides, devices, on, task_of)
+    # a side that names no node's graph (a report saved before placement recorded graphs) is matched
+    # with the other by names alone
+    by_name = sides[0].named != sides[1].named and bool(sides[0].lines) and bool(sides[1].lines)
     removed: list[Change] = []
     added: list[Change] = []
-    unchanged = 0
-    task_of = _task_of(devices)
-    by_name = False  # one side names graphs, the other none: nodes matched by name alone
     if not any(counts_only):
+        if by_name:
+            walk.sides = _by_name(sides[0]), _by_name(sides[1])
+        walk.run()
         a, b = sides
-        for eager, mine, theirs in ((False, a.graph, b.graph), (True, a.eager, b.eager)):
-            old_extra, new_extra = _surplus(mine, theirs), _surplus(theirs, mine)
-            fields = a.eager_fields if eager else a.fields
-            if filters.device:
-                unchanged += sum(min(n, theirs[r]) for r, n in mine.items()
-                                 if r in theirs and on(devices.spec(fields(r)[2]).canonical))
-            else:
-                unchanged += sum(mine.values()) - sum(old_extra.values())
-            places: dict[str, Place] = {}
-            # a side that names no node's graph (a report saved before placement recorded graphs) is
-            # matched with the other by names alone
-            graphs = eager or a.named == b.named
-            by_name = by_name or (not graphs and bool(mine) and bool(theirs))
-            olds = _decoded(old_extra, fields, devices, places, eager, a.traces if graphs else None)
-            news = _decoded(new_extra, b.eager_fields if eager else b.fields, devices, places, eager,
-                            b.traces if graphs else None)
-            both = olds.keys() & news.keys()
-            start = len(removed), len(added)
-            for key in _sorted(both):
-                unchanged += _paired(key, olds[key], news[key], eager, moved, removed, added, on, task_of)
-            for found, old_side, into, first in ((olds, True, removed, start[0]), (news, False, added, start[1])):
-                paired = len(into) > first  # rows of groups both sides have, before the others: order them all
-                for key in _sorted(found.keys() - both):
-                    entries = found[key]
-                    if len(entries) == 1 and not eager:  # the usual row, made here (a million of them)
-                        canonical, op, status, n = entries[0]
-                        if on(canonical):
-                            graph, _sep, node = key.partition("\0")
-                            graph, node = graph or None, node or None
-                            into.append(Change(node, op, canonical, None, status, None, n, False, graph) if old_side
-                                        else Change(node, op, None, canonical, None, status, n, False, graph))
-                    else:
-                        _one_side(key, entries, eager, old_side, into, on)
-                if paired:
-                    into[first:] = sorted(into[first:], key=_row_order)
+        old_extra, new_extra = _surplus(a.eager, b.eager), _surplus(b.eager, a.eager)
+        walk.unchanged += sum(min(n, b.eager[r]) for r, n in a.eager.items()
+                              if r in b.eager and (on is None or on(devices.spec(a.eager_fields(r)[2]).canonical)))
+        places: dict[str, Place] = {}
+        olds = _decoded(old_extra, a.eager_fields, devices, places, True, a.traces)
+        news = _decoded(new_extra, b.eager_fields, devices, places, True, b.traces)
+        both = olds.keys() & news.keys()
+        for key in _sorted(both):
+            walk.unchanged += _paired(key, olds[key], news[key], True, walk.moved, removed, added, on or _everywhere,
+                                      task_of)
+        for found, old_side, into in ((olds, True, removed), (news, False, added)):
+            for key in _sorted(found.keys() - both):
+                _one_side(key, found[key], True, old_side, into, on or _everywhere)
+        walk.rows[0].extend(sorted(removed, key=_row_order))
+        walk.rows[1].extend(sorted(added, key=_row_order))
     names = sorted(set(by_device[0]) | set(by_device[1]), key=_device_order(devices))
     return PlacementDiff(
         old=_side(old, by_device[0], counts_only[0]),
         new=_side(new, by_device[1], counts_only[1]),
-        moved=tuple(moved), added=tuple(added), removed=tuple(removed),
+        moved=tuple(walk.moved), added=walk.changes(1), removed=walk.changes(0),
         by_device=tuple((d, by_device[0][d], by_device[1][d]) for d in names),
-        unchanged=unchanged,
+        unchanged=walk.unchanged,
         filters=filters.to_dict() if filters.active else None,
         unnamed=(old.name if not sides[0].named else new.name) if by_name else None,
     )

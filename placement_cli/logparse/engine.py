@@ -20,6 +20,7 @@ from typing import Any, BinaryIO
 from placement_cli.devices import DeviceSpec, DeviceSpecError, parse_device
 from placement_cli.logparse import eager, functions, ignored, lazy, mapping, placer, reader, rejoin
 from placement_cli.logparse.error_messages import MAX_CHARS, MAX_LINES, TRIGGER, may_hold_failure, read_failure
+from placement_cli.logparse.records import Records
 from placement_cli.model import DeviceMapping, IgnoredRequest, Placement, PlacementFailure, Report
 
 CHUNK = 2 << 20  # bytes read and parsed at a time; no answer depends on it
@@ -154,7 +155,7 @@ class _Parser:
         self.attribute = keep or (tally and functions_known)
         # tally (with keep False): also count each placement's whole record ("node: (Op): device",
         # eager ones as (op, device)), which is all a comparison needs, at a count's speed
-        self.tally: Counter[bytes] | None = Counter() if tally and not keep else None
+        self.tally: Records | None = Records() if tally and not keep else None
         self.eager_tally: Counter[tuple[bytes, bytes]] = Counter()
         self.failures = _Failures()
         self.window: deque[Any] = deque(maxlen=2)  # glog keys of the last two blocks (dicts when keeping)
@@ -320,7 +321,7 @@ class _Parser:
                 for i in items:
                     self.placements[i] = replace(self.placements[i], graph=graph)
         elif self.tally is not None:
-            self.tally.update(items if function is None else [function + functions.SEPARATOR + r for r in items])
+            self.tally.update(items, function)
 
     def _settle_functions(self) -> None:
         for items, function in self.functions.close():

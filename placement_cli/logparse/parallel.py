@@ -11,6 +11,7 @@ file in one pass.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import os
 import pickle
 from typing import Any
@@ -75,13 +76,6 @@ def lines_before(path: str, offset: int, layout: Layout) -> int:
     return count
 
 
-def _read_all(fd: int) -> bytes:
-    parts = []
-    while chunk := os.read(fd, 1 << 20):
-        parts.append(chunk)
-    return b"".join(parts)
-
-
 def count_split(path: str, tally: bool = False) -> Report | None:
     """Count the two halves at once and merge them as if read in one pass; None where
     the file should be read in one pass instead. ``tally``: the report's ``parser`` also holds
@@ -120,12 +114,17 @@ def split_tally(path: str, tally: bool = True) -> tuple[Report, Any] | None:
         finally:
             os._exit(status)
     os.close(write_end)
+    tail = None
     try:
         head = count_range(path, 0, middle, layout, tally=tally, functions_known=known)
-        payload = _read_all(read_end)
+        with os.fdopen(read_end, "rb") as channel:  # read as it comes: a big tally is never held twice
+            read_end = -1
+            with contextlib.suppress(EOFError, pickle.UnpicklingError):  # the child failed: read in one pass
+                tail = pickle.load(channel)  # noqa: S301 - our own child's data
     finally:
-        os.close(read_end)
+        if read_end >= 0:
+            os.close(read_end)
         _, status = os.waitpid(pid, 0)
-    if status != 0 or not payload:
+    if status != 0 or tail is None:
         return None
-    return merge_ranges(head, pickle.loads(payload)), head  # noqa: S301 - our own child's data
+    return merge_ranges(head, tail), head

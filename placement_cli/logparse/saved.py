@@ -20,6 +20,7 @@ from placement_cli.exceptions import InputError
 from placement_cli.i18n import N_, _, translated
 from placement_cli.logparse import reader
 from placement_cli.logparse.engine import holds_functions, tally_streams
+from placement_cli.logparse.records import Records, release
 from placement_cli.model import (AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH_RESOURCE, Cause, Compiled, CompiledOp,
                                  Copy, DeviceMapping, IgnoredRequest, Placement, PlacementFailure, Report)
 
@@ -109,7 +110,7 @@ class Tallied:
 
     name: str
     report: Report
-    records: Counter[bytes] | None = None  # None: a saved report (its placements are in ``report``)
+    records: Records | None = None  # None: a saved report (its placements are in ``report``)
     eager: Counter[tuple[bytes, bytes]] | None = None
 
     @property
@@ -155,9 +156,11 @@ def _read(path: str, note: Callable[[str], None] | None, tally: bool) -> Tallied
             if parallel.can_split(path):  # a big file: its halves at once, as parse --summary counts it
                 split = parallel.split_tally(path)
                 if split is not None:
+                    release(split[1].tally)
                     return Tallied(shown, split[0], split[1].tally, split[1].eager_tally)
         known = path == "-" or not tally or holds_functions(path)
         report, parser = tally_streams([(name, raw)], note=note, keep=not tally, tally=tally, functions_known=known)
+        release(parser.tally)
         return Tallied(shown, report, parser.tally, parser.eager_tally) if tally else Tallied(shown, report)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, overload
 
@@ -44,11 +44,69 @@ class Change(NamedTuple):
                 "count": self.count}
 
 
+class Changes(Sequence[Change]):
+    """Rows of a diff made as they are read: ``items`` holds, per row, whatever ``make`` turns into
+    its Change (a Change itself passes through). A big diff's million rows stay a list of references
+    to the records it compared, not a million tuples of strings."""
+
+    def __init__(self, items: list[Any], make: Callable[[Any], Change], counts: Callable[[Any], int],
+                 text: Callable[[Any, Callable[[str], str]], str | None] | None = None) -> None:
+        self.items, self.make, self._counts = items, make, counts
+        # an item's row (side_dict) as compact JSON, straight from what the item holds (None: it cannot),
+        # given json's string quoting: a million rows written without a million dicts
+        self.text = text
+        self._total: int | None = None
+
+    def side_texts(self, index: slice, quote: Callable[[str], str], encode: Callable[[dict[str, Any]], str]
+                   ) -> list[str]:
+        """The rows of ``index`` as ``encode(change.side_dict())`` would write them."""
+        text = self.text
+        found = []
+        for item in self.items[index]:
+            written = None if text is None else text(item, quote)
+            found.append(encode(self.make(item).side_dict()) if written is None else written)
+        return found
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    @overload
+    def __getitem__(self, index: int) -> Change: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Change, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return tuple(map(self.make, self.items[index]))
+        return self.make(self.items[index])
+
+    def __iter__(self) -> Iterator[Change]:
+        return map(self.make, self.items)
+
+    def __eq__(self, other: object) -> bool:
+        return tuple(self) == tuple(other) if isinstance(other, (tuple, list, Changes)) else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @property
+    def total(self) -> int:
+        """The placements the rows stand for (a row's count), without making the rows."""
+        if self._total is None:
+            self._total = sum(map(self._counts, self.items))
+        return self._total
+
+
+def total(changes: Sequence[Change]) -> int:
+    """The placements ``changes`` stand for."""
+    return changes.total if isinstance(changes, Changes) else sum(c.count for c in changes)
+
+
 class Rows(Sequence[dict[str, Any]]):
     """A diff's rows as JSON objects, each made as it is read (the JSON writer writes them a batch at a
     time: a million rows are never a million dicts at once)."""
 
-    def __init__(self, changes: tuple[Change, ...], row: Callable[[Change], dict[str, Any]]) -> None:
+    def __init__(self, changes: Sequence[Change], row: Callable[[Change], dict[str, Any]]) -> None:
         self.changes, self.row = changes, row
 
     def __len__(self) -> int:
@@ -67,6 +125,14 @@ class Rows(Sequence[dict[str, Any]]):
 
     def __eq__(self, other: object) -> bool:
         return list(self) == other if isinstance(other, list) else NotImplemented
+
+    def texts(self, index: slice, quote: Callable[[str], str], encode: Callable[[dict[str, Any]], str]
+              ) -> list[str]:
+        """The rows of ``index`` as compact JSON (``encode`` of each one's dict), made the fastest way the
+        rows know."""
+        if self.row is Change.side_dict and isinstance(self.changes, Changes):
+            return self.changes.side_texts(index, quote, encode)
+        return [encode(item) for item in self[index]]
 
 
 @dataclass(frozen=True)
@@ -93,9 +159,9 @@ class PlacementDiff:
 
     old: DiffSide
     new: DiffSide
-    moved: tuple[Change, ...] = ()
-    added: tuple[Change, ...] = ()  # only in NEW
-    removed: tuple[Change, ...] = ()  # only in OLD
+    moved: Sequence[Change] = ()
+    added: Sequence[Change] = ()  # only in NEW
+    removed: Sequence[Change] = ()  # only in OLD
     by_device: tuple[tuple[str, int, int], ...] = ()  # (canonical device, old count, new count)
     unchanged: int = 0  # placements on the same device on both sides
     filters: dict[str, Any] | None = None  # the filters that narrowed both sides, where any did
@@ -125,9 +191,9 @@ class PlacementDiff:
             "old": self.old.to_dict(),
             "new": self.new.to_dict(),
             "unchanged": self.unchanged,
-            "moved": sum(c.count for c in self.moved),
-            "added": sum(c.count for c in self.added),
-            "removed": sum(c.count for c in self.removed),
+            "moved": total(self.moved),
+            "added": total(self.added),
+            "removed": total(self.removed),
         }
         if self.unnamed is not None:
             summary["matched_by_name_only"] = True
