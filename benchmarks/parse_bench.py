@@ -36,7 +36,10 @@ try:
     runpy.run_module("placement_cli", run_name="__main__")
 except SystemExit:
     pass
-sys.stderr.write("PEAK_KIB=%d CHILD_KIB=%d\n" % (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+# its own peak from /proc (VmHWM): ru_maxrss of a process started by vfork and exec also holds the
+# starting process's peak (Linux keeps the old image's high-water mark)
+peak = [int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:")]
+sys.stderr.write("PEAK_KIB=%d CHILD_KIB=%d\n" % (peak[0] if peak else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
                                                 resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))
 """
 

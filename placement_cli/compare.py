@@ -79,7 +79,7 @@ def _log_records(side: Tallied) -> _Records:
     def rest(text: bytes) -> Rest:
         found = rests.get(text)
         if found is None:
-            _node, op, device = record_fields(b"n: " + text)
+            _node, op, device = record_fields(b"n: " + text.replace(b"\0", b": "))
             found = rests[text] = (op, device, None)
         return found
 
@@ -142,8 +142,8 @@ def _filtered(records: _Records, filters: Filters) -> _Records:
         return records
 
     def keep_line(line: bytes) -> bool:
-        head, _sep, rest = line.rpartition(b"\0")
-        node = head.partition(b"\0")[2].decode("utf-8", "replace")
+        _graph, node, rest = _parts(line)
+        node = node.decode("utf-8", "replace")
         op = records.rest(rest)[0]
         return all(test(node, op) for test in tests)
 
@@ -280,7 +280,7 @@ def _paired(key: str, old_entries: list[Entry], new_entries: list[Entry], eager:
 
 def _by_device(records: _Records, devices: _Devices) -> Counter[str]:
     counts: Counter[str] = Counter()
-    for rest, n in Counter(line[line.rfind(b"\0") + 1:] for line in records.lines).items():
+    for rest, n in Counter(_parts(line)[2] for line in records.lines).items():
         counts[devices.spec(records.rest(rest)[1]).canonical] += n
     per_device: Counter[str] = Counter()
     for record, n in records.eager.items():
@@ -326,7 +326,7 @@ class _Walk:
         return found
 
     def kept(self, side: int, line: bytes) -> bool:
-        return self.on is None or self.on(self.said(side, line[line.rfind(b"\0") + 1:])[1])
+        return self.on is None or self.on(self.said(side, _parts(line)[2])[1])
 
     def run(self) -> None:
         a, b = self.sides[0].lines, self.sides[1].lines
@@ -339,7 +339,7 @@ class _Walk:
                 i += 1
                 j += 1
                 continue
-            gx, gy = x[: x.rfind(b"\0")], y[: y.rfind(b"\0")]
+            gx, gy = x[: x.find(b"\0", x.find(b"\0") + 1)], y[: y.find(b"\0", y.find(b"\0") + 1)]
             if gx != gy:
                 # every record before the other side's next node is of a node that side does not hold
                 side, lines, at, other = (0, a, i, gy) if gx < gy else (1, b, j, gx)
@@ -381,7 +381,7 @@ class _Walk:
 
     def entries(self, side: int, lines: Counter[bytes]) -> list[Entry]:
         return [(canonical, op, status, n) for line, n in lines.items()
-                for op, canonical, status in [self.said(side, line[line.rfind(b"\0") + 1:])]]
+                for op, canonical, status in [self.said(side, _parts(line)[2])]]
 
     def one_side(self, side: int, lines: list[bytes]) -> None:
         """Records (sorted) of nodes the other side does not hold: a row each, a node's records
@@ -389,7 +389,7 @@ class _Walk:
         if not lines:
             return
         into = self.rows[side]
-        groups = [line[: line.rfind(b"\0")] for line in lines]
+        groups = [line[: line.find(b"\0", line.find(b"\0") + 1)] for line in lines]
         if self.on is None and len(set(groups)) == len(groups):  # a record per node: the lines are the rows
             into.extend(lines)
             return
@@ -411,16 +411,12 @@ class _Walk:
         said = self._said[side]
         texts: dict[tuple[bytes, bytes], str] = {}  # a row's JSON after its node, per graph and record's rest
 
-        def parts(line: bytes) -> tuple[bytes, bytes, bytes]:
-            head, _sep, rest = line.rpartition(b"\0")
-            graph_key, _sep, node = head.partition(b"\0")
-            return graph_key, node, rest
 
         def make(item: Any) -> Change:
             if isinstance(item, Change):
                 return item
             line, n = (item, 1) if isinstance(item, bytes) else item
-            graph_key, node, rest = parts(line)
+            graph_key, node, rest = _parts(line)
             graph = graphs.get(graph_key)
             if graph is None and graph_key:
                 graph = graphs[graph_key] = graph_key.decode("utf-8", "replace")
@@ -432,7 +428,7 @@ class _Walk:
         def text(item: Any, quote: Callable[[str], str]) -> str | None:
             if type(item) is not bytes:
                 return None
-            graph_key, node, rest = parts(item)
+            graph_key, node, rest = _parts(item)
             after = texts.get((graph_key, rest))
             if after is None:
                 row = make(item)._replace(node=None)
@@ -446,6 +442,12 @@ class _Walk:
             return 1 if isinstance(item, bytes) else item.count if isinstance(item, Change) else item[1]
 
         return Changes(self.rows[side], make, count, text)
+
+
+def _parts(line: bytes) -> tuple[bytes, bytes, bytes]:
+    """A sorted record's graph, node and rest (see logparse.records)."""
+    parts = line.split(b"\0", 2)
+    return (parts[0], parts[1], parts[2]) if len(parts) == 3 else (b"", parts[-1], b"")
 
 
 def _everywhere(_canonical: str) -> bool:

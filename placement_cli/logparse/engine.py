@@ -448,8 +448,6 @@ def parse_streams(sources: Iterable[tuple[str, BinaryIO]], *, keep: bool = True,
 def holds_functions(path: str) -> bool:
     """Whether a file may run a tf.function (its placer lines then need their place read, to know
     whose they are); any compressed or re-encoded file may."""
-    import mmap  # noqa: PLC0415
-
     try:
         if not os.path.isfile(path):
             return True
@@ -459,8 +457,18 @@ def holds_functions(path: str) -> bool:
     if layout.compression is not None or "16" in layout.encoding or "32" in layout.encoding \
             or os.path.getsize(path) == 0:
         return True
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-        return data.find(b"inference") >= 0 or data.find(b"forward") >= 0  # also escaped, as a log pasted into Markdown has it: \_\_inference\_
+    # read a block at a time (a file mapped whole would count every page of it as this process's memory)
+    # also escaped, as a log pasted into Markdown has it: \_\_inference\_
+    needles = (b"inference", b"forward")
+    overlap = max(map(len, needles)) - 1
+    with open(path, "rb") as f:
+        before = b""
+        while block := f.read(1 << 20):
+            window = before + block
+            if any(needle in window for needle in needles):
+                return True
+            before = window[-overlap:]
+    return False
 
 
 def tally_streams(sources: Iterable[tuple[str, BinaryIO]], *, keep: bool = True, note: Note | None = None,

@@ -76,6 +76,17 @@ def lines_before(path: str, offset: int, layout: Layout) -> int:
     return count
 
 
+def _read_into(channel: Any, text: bytearray) -> bytearray:
+    """``text`` filled from ``channel``; EOFError where the channel ends first."""
+    view, got = memoryview(text), 0
+    while got < len(text):
+        n = channel.readinto(view[got:])
+        if not n:
+            raise EOFError
+        got += n
+    return text
+
+
 def count_split(path: str, tally: bool = False) -> Report | None:
     """Count the two halves at once and merge them as if read in one pass; None where
     the file should be read in one pass instead. ``tally``: the report's ``parser`` also holds
@@ -107,8 +118,11 @@ def split_tally(path: str, tally: bool = True) -> tuple[Report, Any] | None:
                                     functions_known=known)
             tail.window.clear()
             tail.lookback = []
+            texts = tail.tally.take() if tail.tally is not None else []
             with os.fdopen(write_end, "wb") as out:
-                pickle.dump(tail, out, protocol=pickle.HIGHEST_PROTOCOL)
+                pickle.dump((tail, [len(text) for text in texts]), out, protocol=pickle.HIGHEST_PROTOCOL)
+                for text in texts:  # a big tally's texts as they are, after the state that says their sizes
+                    out.write(text)
         except BaseException:  # noqa: BLE001 - the parent falls back to one pass
             status = 1
         finally:
@@ -119,8 +133,12 @@ def split_tally(path: str, tally: bool = True) -> tuple[Report, Any] | None:
         head = count_range(path, 0, middle, layout, tally=tally, functions_known=known)
         with os.fdopen(read_end, "rb") as channel:  # read as it comes: a big tally is never held twice
             read_end = -1
-            with contextlib.suppress(EOFError, pickle.UnpicklingError):  # the child failed: read in one pass
-                tail = pickle.load(channel)  # noqa: S301 - our own child's data
+            with contextlib.suppress(EOFError, pickle.UnpicklingError, ValueError):  # the child failed
+                state, sizes = pickle.load(channel)  # noqa: S301 - our own child's data
+                texts = [_read_into(channel, bytearray(n)) for n in sizes]
+                if state.tally is not None:
+                    state.tally.chunks = texts
+                tail = state
     finally:
         if read_end >= 0:
             os.close(read_end)

@@ -14,59 +14,83 @@ from collections.abc import Callable, Iterable
 from placement_cli.logparse.functions import SEPARATOR
 
 
-class Records:
-    """One input's placer records, in the order they were settled, repeats kept."""
+PIECE = 4 << 20  # the text turned into lines a piece at a time
 
-    __slots__ = ("text", "named", "_lines")
+
+class Records:
+    """One input's placer records, in the order they were settled, repeats kept: texts (``chunks``),
+    one per part of the input read apart."""
+
+    __slots__ = ("chunks", "named", "_lines")
 
     def __init__(self) -> None:
-        self.text = bytearray()
+        self.chunks = [bytearray()]
         self.named: bool | None = None  # some record belongs to a tf.function (known once sorted)
         self._lines: list[bytes] | None = None
 
+    @property
+    def size(self) -> int:
+        return sum(map(len, self.chunks))
+
     def update(self, items: Iterable[bytes] | Records, function: bytes | None = None) -> None:
-        """Add ``items`` (records of ``function``, None: of no tf.function), or another Records' text."""
+        """Add ``items`` (records of ``function``, None: of no tf.function), or another Records' texts
+        (taken as they are: a big text is not copied)."""
         if isinstance(items, Records):
-            self.text += items.text
+            self.chunks += items.chunks
+            self.chunks.append(bytearray())
             return
         prefix = b"" if function is None else function + SEPARATOR
         joined = (b"\n" + prefix).join(items)
         if joined:
-            self.text += prefix
-            self.text += joined
-            self.text += b"\n"
+            text = self.chunks[-1]
+            text += prefix
+            text += joined
+            text += b"\n"
+
+    def take(self) -> list[bytearray]:
+        """The texts, handed over (this Records is left empty): what a parallel read's child sends."""
+        chunks, self.chunks = self.chunks, [bytearray()]
+        return chunks
 
     def counted(self) -> Counter[bytes]:
         """Each record (behind its function's name and SEPARATOR) and how often it was placed; from the
-        text, so before ``sorted_lines``."""
-        return Counter(bytes(self.text).split(b"\n")[:-1])
+        texts, so before ``sorted_lines``."""
+        return Counter(line for text in self.chunks for line in bytes(text).split(b"\n")[:-1])
 
     def sorted_lines(self, graph_key: Callable[[bytes], bytes]) -> list[bytes]:
-        """The records as ``GRAPH \\0 NODE \\0 REST`` (REST: "(Op): device" or "device"; GRAPH:
-        ``graph_key`` of the record's function, b"" for none), sorted: a node's records are next to
-        each other, nodes in order of graph and name. Made once (the text is released); a later call
-        returns the same list whatever its ``graph_key``."""
+        """The records as ``GRAPH \\0 NODE \\0 REST``, each ": " of a record a NUL (REST: "(Op)\\0device",
+        the guide era's "device"; GRAPH: ``graph_key`` of the record's function, b"" for none), sorted: a
+        node's records are next to each other, nodes in order of graph and name. Made once (the texts
+        are released as they are read); a later call returns the same list whatever its ``graph_key``."""
         if self._lines is not None:
             return self._lines
-        data = bytes(self.text)
-        self.text = bytearray()
-        self.named = SEPARATOR in data
-        lines = data.split(b"\n")
-        del data
-        lines.pop()  # after the last record's newline
+        self.named = any(SEPARATOR in text for text in self.chunks)
+        lines: list[bytes] = []
         keys: dict[bytes, bytes] = {}
-        for i, line in enumerate(lines):
-            if self.named:
-                function, sep, record = line.partition(SEPARATOR)
+        while self.chunks:
+            text = self.chunks.pop(0)
+            start = len(lines)
+            at = 0
+            while at < len(text):  # a few MB at a time: the copies a piece needs stay small
+                end = text.find(b"\n", min(at + PIECE, len(text) - 1)) + 1 or len(text)
+                piece = bytes(text[at:end])
+                at = end
+                if not self.named:  # the usual log: made at the speed of bytes.replace, not line by line
+                    piece = b"\0" + piece.replace(b": ", b"\0").replace(b"\n", b"\n\0")
+                lines += piece.split(b"\n")
+                lines.pop()  # after the piece's last newline
+            del text
+            if not self.named:
+                continue
+            for i in range(start, len(lines)):
+                function, sep, record = lines[i].partition(SEPARATOR)
                 if not sep:
                     function, record = b"", function
-            else:
-                function, record = b"", line
-            key = keys.get(function)
-            if key is None:
-                key = keys[function] = graph_key(function) if function else b""
-            node, _sep, rest = record.partition(b": ")  # a node's name holds no ": "
-            lines[i] = key + b"\0" + node + b"\0" + rest
+                key = keys.get(function)
+                if key is None:
+                    key = keys[function] = graph_key(function) if function else b""
+                lines[i] = key + b"\0" + record.replace(b": ", b"\0")
+        self.chunks = [bytearray()]
         lines.sort()
         self._lines = lines
         return lines
@@ -76,7 +100,7 @@ def release(records: Records | None) -> None:
     """After a big read, hand the memory its parse freed back to the system: glibc keeps it for the
     process's reuse, so the second input's read would start from the first one's peak, not from what
     its records hold (diff of two million-line logs: 65 MB held, not 90)."""
-    if records is None or len(records.text) < BIG:
+    if records is None or records.size < BIG:
         return
     try:
         import ctypes  # noqa: PLC0415
