@@ -61,13 +61,19 @@ def renamed_copy(source: Path, target: Path) -> None:
 
 
 def timed(args: list[str], ok: tuple[int, ...] = (0,)) -> tuple[float, str, int]:
-    start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", MEASURED, *args], capture_output=True, text=True, check=False)
-    elapsed = time.perf_counter() - start
+    """``args`` run and timed with its output in a file, as ``placement diff --json A B > out.json`` writes
+    it (read back after the clock stopped: a pipe read here would time this process's reading too)."""
+    with tempfile.TemporaryFile() as out:
+        start = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-c", MEASURED, *args], stdout=out, stderr=subprocess.PIPE, text=True,
+                              check=False)
+        elapsed = time.perf_counter() - start
+        out.seek(0)
+        stdout = out.read().decode()
     if proc.returncode not in ok:
         raise SystemExit(f"{' '.join(args)} exited {proc.returncode}: {proc.stderr[-2000:]}")
     peak = re.search(r"PEAK_KIB=(\d+) CHILD_KIB=(\d+)", proc.stderr)
-    return elapsed, proc.stdout, max(int(peak.group(1)), int(peak.group(2))) if peak else 0
+    return elapsed, stdout, max(int(peak.group(1)), int(peak.group(2))) if peak else 0
 
 
 def case(old: Path, new: Path, runs: int) -> tuple[float, float, int, dict]:

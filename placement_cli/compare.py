@@ -11,6 +11,7 @@ of its devices, paired device for device, then within a task, then in order."""
 from __future__ import annotations
 
 import gc
+import re
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable
@@ -91,7 +92,7 @@ def _log_records(side: Tallied) -> _Records:
     # every function a placer line was settled to was executed: its eager lines name each trace
     traces = trace_counters(op.decode("utf-8", "replace") for op, _device in eagers)
     records = side.records if side.records is not None else Records()
-    lines = records.sorted_lines(_graph_key(traces))
+    lines = records.lines(_graph_key(traces))
     return _Records(lines, rest, eagers, eager, traces, bool(records.named))
 
 
@@ -119,7 +120,6 @@ def _report_records(side: Tallied) -> _Records:
         if graph is None:
             graph = keys[p.graph or ""] = key(p.graph.encode()) if p.graph else b""
         lines.append(graph + b"\0" + _node_bytes(p.node) + b"\0" + code)
-    lines.sort()
     return _Records(lines, rests.__getitem__, eager, lambda r: r, traces,  # type: ignore[arg-type,return-value]
                     any(p.graph for p in side.report.placements))
 
@@ -315,6 +315,7 @@ class _Walk:
         self.moved: list[Change] = []
         self.rows: tuple[list[Any], list[Any]] = ([], [])  # removed, added: lines, (line, count), Changes
         self.unchanged = 0
+        self.sorted: tuple[list[bytes], list[bytes]] = ([], [])  # what in_place left of each side, sorted
         self._said: list[dict[bytes, tuple[str | None, str, str | None]]] = [{}, {}]
 
     def said(self, side: int, rest: bytes) -> tuple[str | None, str, str | None]:
@@ -328,13 +329,36 @@ class _Walk:
     def kept(self, side: int, line: bytes) -> bool:
         return self.on is None or self.on(self.said(side, _parts(line)[2])[1])
 
+    def in_place(self, a: list[bytes], b: list[bytes]) -> tuple[list[bytes], list[bytes]]:
+        """The records the two sides hold at the same place of their order (two runs of one program log
+        their graphs in one order) stay; what is left of each side, to be matched by node."""
+        n = min(len(a), len(b))
+        left: tuple[list[bytes], list[bytes]] = ([], [])
+        for start in range(0, n, STRETCH):
+            end = min(start + STRETCH, n)
+            if a[start:end] == b[start:end]:  # by the list comparison's own loop
+                self.unchanged += end - start if self.on is None else sum(self.kept(0, x) for x in a[start:end])
+                continue
+            for x, y in zip(a[start:end], b[start:end]):
+                if x == y:
+                    self.unchanged += self.kept(0, x)
+                else:
+                    left[0].append(x)
+                    left[1].append(y)
+        left[0].extend(a[n:])
+        left[1].extend(b[n:])
+        return left
+
     def run(self) -> None:
-        a, b = self.sides[0].lines, self.sides[1].lines
+        a, b = self.in_place(self.sides[0].lines, self.sides[1].lines)
+        a.sort()
+        b.sort()
+        self.sorted = a, b
         i = j = 0
         na, nb = len(a), len(b)
         while i < na and j < nb:
             x, y = a[i], b[j]
-            if x == y:  # the same record on both sides (most of them, when little changed)
+            if x == y:  # the same record, at other places of the two sides' order
                 self.unchanged += self.kept(0, x)
                 i += 1
                 j += 1
@@ -359,7 +383,7 @@ class _Walk:
         """The records of one node (``group``) from ``i`` and ``j`` on: what stays, moves, is one side's."""
         prefix = group + b"\0"
         runs = []
-        for lines, at in zip((self.sides[0].lines, self.sides[1].lines), (i, j)):
+        for lines, at in zip(self.sorted, (i, j)):
             end = at
             while end < len(lines) and lines[end].startswith(prefix):
                 end += 1
@@ -389,7 +413,9 @@ class _Walk:
         if not lines:
             return
         into = self.rows[side]
-        groups = [line[: line.find(b"\0", line.find(b"\0") + 1)] for line in lines]
+        groups = _GROUP.findall(b"\n".join(lines))  # each line's node, at the regex engine's speed
+        if len(groups) != len(lines):  # pragma: no cover - every line holds a NUL (see logparse.records)
+            groups = [line[: line.find(b"\0", line.find(b"\0") + 1)] for line in lines]
         if self.on is None and len(set(groups)) == len(groups):  # a record per node: the lines are the rows
             into.extend(lines)
             return
@@ -409,8 +435,7 @@ class _Walk:
     def changes(self, side: int) -> Changes:
         graphs: dict[bytes, str | None] = {b"": None}
         said = self._said[side]
-        texts: dict[tuple[bytes, bytes], str] = {}  # a row's JSON after its node, per graph and record's rest
-
+        texts_after: dict[tuple[bytes, bytes], str] = {}  # a row's JSON after its node, per graph and rest
 
         def make(item: Any) -> Change:
             if isinstance(item, Change):
@@ -425,23 +450,31 @@ class _Walk:
             return (Change(name, op, canonical, None, status, None, n, False, graph) if side == 0 else
                     Change(name, op, None, canonical, None, status, n, False, graph))
 
-        def text(item: Any, quote: Callable[[str], str]) -> str | None:
-            if type(item) is not bytes:
-                return None
-            graph_key, node, rest = _parts(item)
-            after = texts.get((graph_key, rest))
-            if after is None:
-                row = make(item)._replace(node=None)
-                after = texts[graph_key, rest] = ", ".join(
-                    f"{quote(k)}: {'null' if v is None else quote(v) if isinstance(v, str) else v}"
-                    for k, v in list(row.side_dict().items())[1:])
-            name = node.decode("utf-8", "replace")
-            return f'{{"node": {quote(name) if name else "null"}, {after}}}'
+        def texts(items: list[Any], quote: Callable[[str], str]) -> list[str | None]:
+            found: list[str | None] = []
+            for item in items:
+                if type(item) is not bytes:
+                    found.append(None)
+                    continue
+                graph_key, node, rest = _parts(item)
+                after = texts_after.get((graph_key, rest))
+                if after is None:
+                    row = make(item)._replace(node=None)
+                    after = texts_after[graph_key, rest] = ", ".join(
+                        f"{quote(k)}: {'null' if v is None else quote(v) if isinstance(v, str) else v}"
+                        for k, v in list(row.side_dict().items())[1:])
+                name = node.decode("utf-8", "replace")
+                found.append(f'{{"node": {quote(name) if name else "null"}, {after}}}')
+            return found
 
         def count(item: Any) -> int:
             return 1 if isinstance(item, bytes) else item.count if isinstance(item, Change) else item[1]
 
-        return Changes(self.rows[side], make, count, text)
+        return Changes(self.rows[side], make, count, texts)
+
+
+STRETCH = 64  # records compared at once, where the two sides are likely the same
+_GROUP = re.compile(rb"^[^\0\n]*\0[^\0\n]*", re.MULTILINE)  # a sorted record's graph and node
 
 
 def _parts(line: bytes) -> tuple[bytes, bytes, bytes]:
@@ -456,7 +489,7 @@ def _everywhere(_canonical: str) -> bool:
 
 def _by_name(records: _Records) -> _Records:
     """The records with no graph named: matched by node name alone."""
-    lines = sorted(line[line.find(b"\0"):] for line in records.lines)
+    lines = [line[line.find(b"\0"):] for line in records.lines]
     return _Records(lines, records.rest, records.eager, records.eager_fields, records.traces, False)
 
 

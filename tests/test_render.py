@@ -13,7 +13,7 @@ from rich.console import Console
 
 from placement_cli.model import PlacementFailure, Report
 from placement_cli.render.console import AsciiSafe, make_console, screen_rows
-from placement_cli.render.digest import scope_depth, scope_of
+from placement_cli.render.digest import MAX_KEYS, MAX_SCOPE_DEPTH, scope_counts, scope_depth, scope_of
 from placement_cli.render.rows import cut_middle
 from placement_cli.render.table import Hints, View, failure_panel, hint, onednn_note, report_group
 from reports import CPU0, GPU, big_report, placed, tower_report, trace_report
@@ -110,6 +110,30 @@ def test_digest_counts_per_op_and_scope_per_device() -> None:
     assert re.search(r"MatMul\s+│\s+120\s+│\s+60\s+│\s+60\s+│\s+240", per_op)
     per_scope = text.split("Per name scope (first 2 levels) and device")[1]
     assert re.search(r"tower_2/model\s+│\s+120\s+│\s+-\s+│\s+-\s+│\s+120", per_scope)
+
+
+def test_scope_counts_in_one_pass_are_the_counts_at_the_chosen_depth() -> None:
+    """scope_counts reads each row once (a big diff's rows are made as they are read) and gives what
+    choosing the depth first, then counting at it, gives."""
+    import random
+    from collections import Counter
+
+    rng = random.Random(7)
+    for trial in range(60):
+        width = rng.choice([2, 4, 8, 20])
+        rows = [(rng.choice([None, "op", *(f"s{rng.randrange(width)}/t{rng.randrange(width)}/u{rng.randrange(3)}/v{k}"
+                                          for k in range(3))]), rng.choice(["CPU:0", "GPU:0"]), rng.randrange(1, 4))
+                for _ in range(rng.randrange(1, 300))]
+        names = {node for node, _device, _n in rows}
+        depth = 1
+        for deeper in range(2, MAX_SCOPE_DEPTH + 1):
+            if len({scope_of(n, deeper) for n in names}) > MAX_KEYS:
+                break
+            depth = deeper
+        expected: Counter[tuple[str, str]] = Counter()
+        for node, device, n in rows:
+            expected[scope_of(node, depth), device] += n
+        assert scope_counts(iter(rows)) == (depth, expected), trial
 
 
 def test_scope_depth_is_bounded_by_the_number_of_scopes() -> None:

@@ -4,7 +4,7 @@ A record is a placer line's "node: (Op): device" as printed (the guide era's "no
 tf.function's behind its name and SEPARATOR; the two copies TensorFlow prints of one placement are
 one record. Repeats are kept as lines, so the halves of a parallel read join by concatenation. A
 million records take about the size of their text, where counting them in a dict took three times
-that; ``sorted_lines`` turns the text into what a comparison walks, once."""
+that; ``lines`` turns the text into what a comparison walks, once."""
 
 from __future__ import annotations
 
@@ -54,14 +54,15 @@ class Records:
 
     def counted(self) -> Counter[bytes]:
         """Each record (behind its function's name and SEPARATOR) and how often it was placed; from the
-        texts, so before ``sorted_lines``."""
+        texts, so before ``lines``."""
         return Counter(line for text in self.chunks for line in bytes(text).split(b"\n")[:-1])
 
-    def sorted_lines(self, graph_key: Callable[[bytes], bytes]) -> list[bytes]:
+    def lines(self, graph_key: Callable[[bytes], bytes]) -> list[bytes]:
         """The records as ``GRAPH \\0 NODE \\0 REST``, each ": " of a record a NUL (REST: "(Op)\\0device",
-        the guide era's "device"; GRAPH: ``graph_key`` of the record's function, b"" for none), sorted: a
-        node's records are next to each other, nodes in order of graph and name. Made once (the texts
-        are released as they are read); a later call returns the same list whatever its ``graph_key``."""
+        the guide era's "device"; GRAPH: ``graph_key`` of the record's function, b"" for none), in the
+        order they were read; sorted, a node's records are next to each other, nodes in order of graph
+        and name. Made once (the texts are released as they are read); a later call returns the same
+        list whatever its ``graph_key``."""
         if self._lines is not None:
             return self._lines
         self.named = any(SEPARATOR in text for text in self.chunks)
@@ -91,7 +92,6 @@ class Records:
                     key = keys[function] = graph_key(function) if function else b""
                 lines[i] = key + b"\0" + record.replace(b": ", b"\0")
         self.chunks = [bytearray()]
-        lines.sort()
         self._lines = lines
         return lines
 

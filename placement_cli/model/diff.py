@@ -50,22 +50,20 @@ class Changes(Sequence[Change]):
     to the records it compared, not a million tuples of strings."""
 
     def __init__(self, items: list[Any], make: Callable[[Any], Change], counts: Callable[[Any], int],
-                 text: Callable[[Any, Callable[[str], str]], str | None] | None = None) -> None:
+                 texts: Callable[[list[Any], Callable[[str], str]], list[str | None]] | None = None) -> None:
         self.items, self.make, self._counts = items, make, counts
-        # an item's row (side_dict) as compact JSON, straight from what the item holds (None: it cannot),
+        # items' rows (side_dict) as compact JSON, straight from what each item holds (None: it cannot),
         # given json's string quoting: a million rows written without a million dicts
-        self.text = text
+        self.texts = texts
         self._total: int | None = None
 
     def side_texts(self, index: slice, quote: Callable[[str], str], encode: Callable[[dict[str, Any]], str]
                    ) -> list[str]:
         """The rows of ``index`` as ``encode(change.side_dict())`` would write them."""
-        text = self.text
-        found = []
-        for item in self.items[index]:
-            written = None if text is None else text(item, quote)
-            found.append(encode(self.make(item).side_dict()) if written is None else written)
-        return found
+        items = self.items[index]
+        found = [None] * len(items) if self.texts is None else self.texts(items, quote)
+        return [encode(self.make(item).side_dict()) if written is None else written
+                for item, written in zip(items, found)]
 
     def __len__(self) -> int:
         return len(self.items)

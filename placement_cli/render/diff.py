@@ -4,7 +4,7 @@ copies; a digest when the rows do not fit a screen. Renderers return, the comman
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from rich.console import Group, RenderableType
 from rich.text import Text
@@ -13,7 +13,8 @@ from placement_cli import messages
 from placement_cli.devices import short_name
 from placement_cli.i18n import _, shown
 from placement_cli.model import AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH_RESOURCE, Change, LinkTotal, PlacementDiff
-from placement_cli.render.digest import MAX_KEYS, CrossTab, scope_depth, scope_of
+from placement_cli.model.diff import total
+from placement_cli.render.digest import MAX_KEYS, CrossTab, scope_counts
 from placement_cli.render.rows import MIDDLE, Column, RowTable
 from placement_cli.render.text import KeptTail, clean
 from placement_cli.render.view import View
@@ -50,7 +51,7 @@ def moved_table(changes: tuple[Change, ...], fit: bool) -> RowTable:
         columns += [Column(_("old status")), Column(_("new status"))]
     if counts:
         columns.append(Column(_("count"), justify="right"))
-    table = RowTable(_("Moved ({count})").format(count=sum(c.count for c in changes)), columns, fit=fit)
+    table = RowTable(_("Moved ({count})").format(count=total(changes)), columns, fit=fit)
     for c in changes:
         row = [_name(c), clean(c.op) or "-", _device(c.source), _device(c.target)]
         if statuses:
@@ -90,7 +91,7 @@ def moved_digest(changes: tuple[Change, ...], fit: bool) -> RowTable:
             names.append(c.node)
         found[key] = (n + c.count, names)
     ranked = sorted(found.items(), key=lambda t: (-t[1][0], t[0]))
-    table = RowTable(_("Moved ({count}), per op type").format(count=sum(c.count for c in changes)),
+    table = RowTable(_("Moved ({count}), per op type").format(count=total(changes)),
                      [Column(_("op"), MIDDLE, min_width=10), Column(_("old device")), Column(_("new device")),
                       Column(_("count"), justify="right"), Column(_("for example"), MIDDLE, min_width=16)], fit=fit)
     for (op, source, target), (n, names) in ranked[:MAX_KEYS]:
@@ -105,13 +106,17 @@ def moved_digest(changes: tuple[Change, ...], fit: bool) -> RowTable:
 def side_digest(title: str, changes: tuple[Change, ...], fit: bool) -> list[RenderableType]:
     """Placements only one side has, per op type and device, then per name scope and device."""
     by_op: Counter[tuple[str, str]] = Counter()
-    for c in changes:
-        by_op[c.op or "?", c.device] += c.count
-    depth = scope_depth(c.node for c in changes)
+
+    def rows() -> Iterator[tuple[str | None, str, int]]:
+        for c in changes:  # read once: a big diff's rows are made as they are read
+            by_op[c.op or "?", c.device] += c.count
+            yield c.node, c.device, c.count
+
+    _depth, scoped = scope_counts(rows())
     by_scope: Counter[tuple[str, str]] = Counter()
-    for c in changes:
-        by_scope[shown(scope_of(c.node, depth)), c.device] += c.count
-    total = sum(c.count for c in changes)
+    for (scope, device), n in scoped.items():
+        by_scope[shown(scope), device] += n
+    total = sum(by_op.values())
     return [CrossTab(_("{title} ({count}), per op type").format(title=title, count=total), _("op"), by_op, fit),
             CrossTab(_("{title} ({count}), per name scope").format(title=title, count=total), _("scope"), by_scope,
                      fit)]
@@ -179,7 +184,7 @@ def diff_renderables(diff: PlacementDiff, view: View | None = None) -> list[Rend
         if digest and len(changes) > MAX_KEYS:
             parts.extend(side_digest(title, changes, view.fit))
         else:
-            parts.append(side_table(_("{title} ({count})").format(title=title, count=sum(c.count for c in changes)),
+            parts.append(side_table(_("{title} ({count})").format(title=title, count=total(changes)),
                                     changes, view.fit))
     parts.append(devices_table(diff, view.fit))
     if diff.copies:
@@ -197,8 +202,8 @@ def summary_line(diff: PlacementDiff) -> str:
     if diff.counts_only:
         return _("The counts per device differ.")
     return _("{moved} moved, {removed} only in OLD, {added} only in NEW; {same} on the same devices.").format(
-        moved=sum(c.count for c in diff.moved), removed=sum(c.count for c in diff.removed),
-        added=sum(c.count for c in diff.added), same=diff.unchanged)
+        moved=total(diff.moved), removed=total(diff.removed),
+        added=total(diff.added), same=diff.unchanged)
 
 
 def diff_group(diff: PlacementDiff, view: View | None = None) -> Group:

@@ -38,13 +38,31 @@ def scope_of(node: str | None, depth: int) -> str:
 
 def scope_depth(nodes: Iterable[str | None]) -> int:
     """The deepest scope level (at most MAX_SCOPE_DEPTH) that still gives at most MAX_KEYS scopes."""
-    names = set(nodes)
-    depth = 1
-    for deeper in range(2, MAX_SCOPE_DEPTH + 1):
-        if len({scope_of(n, deeper) for n in names}) > MAX_KEYS:
-            break
-        depth = deeper
-    return depth
+    return scope_counts((node, "", 1) for node in nodes)[0]
+
+
+def scope_counts(rows: Iterable[tuple[str | None, str, int]]) -> tuple[int, Counter[tuple[str, str]]]:
+    """``rows`` (node, device, count) counted per name scope and device at ``scope_depth``'s depth (the
+    deepest level, at most MAX_SCOPE_DEPTH, that gives at most MAX_KEYS scopes), in one pass: a
+    million rows are read once, and a level is no longer counted once it has too many scopes."""
+    levels = range(1, MAX_SCOPE_DEPTH + 1)
+    counts: dict[int, Counter[tuple[str, str]]] = {depth: Counter() for depth in levels}
+    scopes: dict[int, set[str]] = {depth: set() for depth in levels}
+    deepest = MAX_SCOPE_DEPTH  # the deepest level still counted
+    for node, device, n in rows:
+        parts = node.split("/", deepest) if node else ()
+        last = len(parts) - 1  # a scope is a name up to a "/", never the whole name
+        for depth in range(1, deepest + 1):
+            scope = EAGER_SCOPE if not node else TOP_SCOPE if not last else "/".join(parts[: min(depth, last)])
+            counts[depth][scope, device] += n
+            if depth > 1:
+                known = scopes[depth]
+                if scope not in known:
+                    known.add(scope)
+                    if len(known) > MAX_KEYS:  # too many at this level: the answer is a shallower one
+                        deepest = depth - 1
+                        break
+    return deepest, counts[deepest]
 
 
 def worth_a_look(p: Placement) -> bool:
@@ -129,13 +147,10 @@ def digest_renderables(report: Report, visible: list[Placement], rows: int, *, r
     parts: list[RenderableType] = [Text(note, style="italic"), counts_table(report, view.filtered)]
     by_op: Counter[tuple[str, str]] = Counter((p.op or "?", p.canonical) for p in visible)
     parts.append(CrossTab(_("Per op type and device"), _("op"), by_op, view.fit))
-    depth = scope_depth(p.node for p in visible)
-    scopes: dict[str | None, str] = {}
+    depth, scoped = scope_counts((p.node, p.canonical, 1) for p in visible)
     by_scope: Counter[tuple[str, str]] = Counter()
-    for p in visible:
-        if p.node not in scopes:
-            scopes[p.node] = scope_of(p.node, depth)
-        by_scope[shown(scopes[p.node]), p.canonical] += 1
+    for (scope, device), n in scoped.items():
+        by_scope[shown(scope), device] += n
     levels = _("first level") if depth == 1 else _("first {depth} levels").format(depth=depth)
     parts.append(CrossTab(_("Per name scope ({levels}) and device").format(levels=levels), _("scope"), by_scope,
                           view.fit))
