@@ -33,8 +33,15 @@ def _cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "placement_cli", "cluster", *args]
 
 
-def _placement(*args: str, timeout: float = 240, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(_cmd(*args), capture_output=True, text=True, timeout=patience(timeout), env=_env(**env))
+def _placement(*args: str, timeout: float = 240, one_cpu: bool = False, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(_cmd(*args), capture_output=True, text=True, timeout=patience(timeout), env=_env(**env),
+                          preexec_fn=_on_one_cpu if one_cpu else None)
+
+
+def _on_one_cpu() -> None:
+    """The command, and every process it starts, may run on one CPU only: a one-CPU machine or
+    container, whatever this machine has (TensorFlow sizes its thread pools by these CPUs)."""
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 
 
 def _gone(pids: list[int], wait: float = 10.0) -> list[int]:
@@ -484,8 +491,10 @@ def test_a_signal_during_start_up_ends_everything(signum: int, code: int) -> Non
 
 
 def test_tf2_parameter_server_strategy(tmp_path: Path) -> None:
+    # on one CPU: TensorFlow gave each worker an inter-op pool of one thread, and the worker's
+    # first step, which waits on one thread of that pool for ops that need another, never ended
     done = _placement("--api", "tf2", "--ps", "2", "--workers", "2", "--steps", "6", "--json",
-                      "--dot", str(tmp_path / "ps.dot"))
+                      "--dot", str(tmp_path / "ps.dot"), one_cpu=True)
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert data["api"] == "tf2" and data["complete"] is True

@@ -129,6 +129,27 @@ def _task_of(drawn: str) -> str:
 DEFAULT_TASKS = 2  # ps and worker tasks when neither --ps/--workers nor a cluster spec says
 
 
+def worker_threads(workers: int, environ: Any) -> int:
+    """TF2: the inter-op threads each worker's server gets. A worker runs a step the coordinator
+    sends it on a thread of that pool, which waits there until the step is done while the step's
+    own ops need other threads of the same pool. TensorFlow sizes the pool by the CPUs this process
+    may use (or ``TF_NUM_INTEROP_THREADS``): with one CPU a worker had one thread and every run
+    hung at its first step until the training limit. TensorFlow's own ParameterServerStrategy
+    tests give each worker at least workers + 1 (multi_worker_test_base: "the cluster may hang if
+    workers don't have enough inter_op threads"); a larger pool, the CPUs' or yours, is kept."""
+    import os  # noqa: PLC0415
+
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cpus = os.cpu_count() or 1
+    try:
+        asked = int(environ.get("TF_NUM_INTEROP_THREADS") or 0)
+    except ValueError:
+        asked = 0
+    return max(asked if asked > 0 else cpus, workers + 1)
+
+
 def plan(*, api: str, ps: int | None, workers: int | None, steps: int, sync: bool, copies: bool,
          addresses: dict[str, list[str]] | None, gpu_memory: str = gpu_policy.DEFAULT,
          ps_on_gpu: bool = False) -> dict[str, Any]:
@@ -153,6 +174,7 @@ def plan(*, api: str, ps: int | None, workers: int | None, steps: int, sync: boo
     memory = gpu_policy.decide(gpu_memory, os.environ, gpu_tasks=on_gpu, ps_on_gpu=ps_on_gpu)
     return {"api": api, "ps": ps, "workers": workers, "steps": steps, "sync": sync, "copies": copies, "lr": 0.5,
             "gpu_memory": memory.to_dict(),
+            "worker_inter_op_threads": worker_threads(workers, os.environ) if api == "tf2" else None,
             # a hang guard: --sync workers legitimately wait for each other's gradients, which on
             # a loaded 2-core machine took over 10 s
             "operation_timeout_ms": 30_000 if sync else 10_000, "cluster": addresses}

@@ -147,6 +147,8 @@ def _task_main(job: str, index: int, cluster: dict[str, list[str]], request: dic
         filters = ["/job:ps", f"/job:worker/task:{index}"] if job == "worker" and not tf2 else []
         config = tf.compat.v1.ConfigProto(operation_timeout_in_ms=request["operation_timeout_ms"],
                                           device_filters=filters)
+        if job == "worker" and request.get("worker_inter_op_threads"):  # TF2: see lessons.cluster.worker_threads
+            config.inter_op_parallelism_threads = request["worker_inter_op_threads"]
         gpu = _gpu_policy(job, request, config)  # before any device is made: the server makes its own
         started = time.monotonic()
         server = None
