@@ -16,13 +16,23 @@ PATIENCE_ENV = "PLACEMENT_TEST_PATIENCE"  # a factor for every deadline of the s
 
 
 def sigint_as_a_terminal_gives_it() -> None:
-    """A shell without job control starts a background job (``pytest ... &`` in a script) with SIGINT
-    and SIGQUIT ignored, and an ignored signal stays ignored in every process it starts: a test that
+    """SIGINT and SIGHUP for the suite's processes as a terminal's foreground job has them. A shell
+    without job control starts a background job (``pytest ... &`` in a script) with SIGINT and SIGQUIT
+    ignored, and an ignored signal stays ignored in every process it starts: a test that
     sends SIGINT (Ctrl-C) would find it lost. The suite's processes get SIGINT as a terminal's
     foreground job has it (Python's KeyboardInterrupt here, the default in every process started)."""
     with contextlib.suppress(ValueError, OSError):  # not the main thread: nothing to do
         if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
             signal.signal(signal.SIGINT, signal.default_int_handler)
+        # `nohup pytest`: SIGHUP ignored, and so in every process started, which then leaves it ignored
+        # (as placement trace rightly does). A handler that does nothing keeps pytest alive through a
+        # hang-up, as nohup asked, while each process started gets SIGHUP's default, as without nohup.
+        if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
+            signal.signal(signal.SIGHUP, _outlive_hangup)
+
+
+def _outlive_hangup(_signum: int, _frame: object) -> None:
+    """pytest under nohup: a hang-up ends nothing."""
 
 
 def patience(seconds: float) -> float:

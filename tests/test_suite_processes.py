@@ -26,14 +26,16 @@ def test_ctrl_c_reaches_the_tests_processes_when_pytest_runs_in_the_background()
     """`pytest ... &` in a script: the shell ignores SIGINT in the job, and an ignored signal stays
     ignored in every process started from it, so a test's Ctrl-C (SIGINT) was lost: `placement
     cluster` trained on and exited 0 instead of 130. A test of Ctrl-C, run by such a pytest."""
-    test = "tests/test_trace_signals.py::test_ctrl_c_in_any_command_exits_130"
-    # what a shell without job control does to a background job: SIGINT ignored, kept so by exec
-    proc = subprocess.run(["sh", "-c", "trap '' INT; exec \"$@\"", "sh", sys.executable, "-m", "pytest", "-n", "0",
-                           "-p", "no:cacheprovider", "-q", test],
+    tests = ["tests/test_trace_signals.py::test_ctrl_c_in_any_command_exits_130",
+             # SIGHUP: `nohup pytest` leaves it ignored in every process started, as a background job SIGINT
+             "tests/test_trace_signals.py::test_a_script_that_dies_of_the_signal_still_gets_its_report[1]"]
+    # what a shell without job control does to a background job: SIGINT ignored, kept so by exec; nohup: SIGHUP
+    proc = subprocess.run(["sh", "-c", "trap '' INT HUP; exec \"$@\"", "sh", sys.executable, "-m", "pytest", "-n", "0",
+                           "-p", "no:cacheprovider", "-q", *tests],
                           cwd=ROOT, capture_output=True, text=True, timeout=patience(120),
                           env={**os.environ, "PYTHONPATH": checkout_first()})
     assert proc.returncode == 0, proc.stdout[-3000:]
-    assert "1 passed" in proc.stdout
+    assert "2 passed" in proc.stdout
 
 
 def test_a_failed_test_leaves_no_process_behind(pytester: pytest.Pytester, tmp_path: Path) -> None:
