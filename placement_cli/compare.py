@@ -156,17 +156,6 @@ def _filtered(records: _Records, filters: Filters) -> _Records:
                     records.eager_fields, records.traces, records.named)
 
 
-def _surplus(mine: Counter[Hashable], theirs: Counter[Hashable]) -> dict[Hashable, int]:
-    """The records ``mine`` holds more often than ``theirs`` (the rest are the same on both sides)."""
-    found = {}
-    get = theirs.get
-    for record, n in mine.items():
-        extra = n - get(record, 0)
-        if extra > 0:
-            found[record] = extra
-    return found
-
-
 # One side's record of a group, decoded: (canonical device, op as printed, status, count).
 Entry = tuple[str, "str | None", "str | None", int]
 # A device as compared: (its task, its canonical name).
@@ -533,12 +522,11 @@ def _compare(old: Tallied, new: Tallied, filters: Filters) -> PlacementDiff:
             walk.sides = _by_name(sides[0]), _by_name(sides[1])
         walk.run()
         a, b = sides
-        old_extra, new_extra = _surplus(a.eager, b.eager), _surplus(b.eager, a.eager)
-        walk.unchanged += sum(min(n, b.eager[r]) for r, n in a.eager.items()
-                              if r in b.eager and (on is None or on(devices.spec(a.eager_fields(r)[2]).canonical)))
+        # every eager record is grouped before any is matched: one record may be another group on the other
+        # side (``__inference_f_48`` is f's first trace in one log, its second in the other)
         places: dict[str, Place] = {}
-        olds = _decoded(old_extra, a.eager_fields, devices, places, True, a.traces)
-        news = _decoded(new_extra, b.eager_fields, devices, places, True, b.traces)
+        olds = _decoded(a.eager, a.eager_fields, devices, places, True, a.traces)
+        news = _decoded(b.eager, b.eager_fields, devices, places, True, b.traces)
         both = olds.keys() & news.keys()
         for key in _sorted(both):
             walk.unchanged += _paired(key, olds[key], news[key], True, walk.moved, removed, added, on or _everywhere,

@@ -224,3 +224,21 @@ def test_matching_by_name_alone_is_said(tmp_path: Path) -> None:
     plain = runner.invoke(app, ["diff", "--json", saved(tmp_path, log), log])
     assert "matched by name alone" not in plain.stderr
     assert "matched_by_name_only" not in json.loads(plain.stdout)["summary"]
+
+
+def test_a_trace_counter_one_side_gives_another_function_is_not_matched_by_its_digits(tmp_path: Path) -> None:
+    """Both traces of f placed alike, their counters shifted: OLD's f traces are 48 and 49, NEW's 38 and
+    48. ``__inference_f_48`` is OLD's first trace and NEW's second: its calls are matched as f's and
+    f#2's (every call the same), never as one record both sides hold, which left OLD's 49 and NEW's 38
+    as "only in OLD" and "only in NEW" (exit 1 for the same placements). Logs and saved reports alike."""
+    old = write(tmp_path, "old.log", function("__inference_f_48", CPU) + function("__inference_f_49", GPU0))
+    new = write(tmp_path, "new.log", function("__inference_f_38", CPU) + function("__inference_f_48", GPU0))
+    for a, b in ((old, new), (saved(tmp_path, old), saved(tmp_path, new)), (old, saved(tmp_path, new))):
+        data = diff_json(a, b, expect=0)
+        assert data["summary"]["unchanged"] == 10 and data["added"] == data["removed"] == [], data
+    moved = write(tmp_path, "moved.log", function("__inference_f_38", CPU)
+                  + function("__inference_f_48", GPU0).replace("Executing op __inference_f_48 in device " + CPU,
+                                                               "Executing op __inference_f_48 in device " + GPU0))
+    data = diff_json(old, moved, expect=1)  # f#2's call moved to GPU:0 (its body stayed)
+    assert [(r["op"], r["from"], r["to"]) for r in data["moved"]] == [("__inference_f_48", CPU, GPU0)]
+    assert data["summary"]["unchanged"] == 9 and data["added"] == data["removed"] == []
