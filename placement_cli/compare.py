@@ -512,9 +512,12 @@ def _compare(old: Tallied, new: Tallied, filters: Filters) -> PlacementDiff:
         by_device = [Counter({d: n for d, n in counts.items() if on(d)}) for counts in by_device]
     task_of = _task_of(devices)
     walk = _Walk(*sides, devices, on, task_of)
-    # a side that names no node's graph (a report saved before placement recorded graphs) is matched
-    # with the other by names alone
-    by_name = sides[0].named != sides[1].named and bool(sides[0].lines) and bool(sides[1].lines)
+    # a report saved before placement recorded graphs is matched with a side that names graphs by names
+    # alone: it ran tf.functions (its eager ops call them) yet names no node's graph. A log, or a report
+    # that ran none, names none because its nodes are a Session's graph's: matched by graph and name.
+    unnamed = 0 if sides[1].named else 1
+    by_name = (sides[0].named != sides[1].named and bool(sides[0].lines) and bool(sides[1].lines)
+               and (old, new)[unnamed].saved and bool(sides[unnamed].traces))
     removed: list[Change] = []
     added: list[Change] = []
     if not any(counts_only):

@@ -242,3 +242,20 @@ def test_a_trace_counter_one_side_gives_another_function_is_not_matched_by_its_d
     data = diff_json(old, moved, expect=1)  # f#2's call moved to GPU:0 (its body stayed)
     assert [(r["op"], r["from"], r["to"]) for r in data["moved"]] == [("__inference_f_48", CPU, GPU0)]
     assert data["summary"]["unchanged"] == 9 and data["added"] == data["removed"] == []
+
+
+def test_a_sessions_graph_is_not_matched_with_a_functions_by_name(tmp_path: Path) -> None:
+    """A log of a Session's graph names no tf.function because it ran none: against a log (or a saved
+    report) whose MatMul is f's, its MatMul is another node. It was matched by name alone (f's MatMul on
+    GPU:0 counted as the Session's, "1 on the same devices") with a note calling the log "a report saved
+    before placement recorded graphs"."""
+    session = write(tmp_path, "session.log", placed("x", "Const", CPU) + placed("MatMul", "MatMul", GPU0))
+    functions = write(tmp_path, "functions.log", function("__inference_f_9", GPU0))
+    for a, b in ((session, functions), (functions, session), (saved(tmp_path, session), functions),
+                 (session, saved(tmp_path, functions))):
+        result = runner.invoke(app, ["diff", "--json", a, b])
+        assert result.exit_code == 1 and "matched by name alone" not in result.stderr, result.stderr
+        data = json.loads(result.stdout)
+        assert data["summary"]["unchanged"] == 0 and "matched_by_name_only" not in data["summary"]
+        session_rows = data["removed"] if a.startswith(session[:-4]) else data["added"]
+        assert {(r["graph"], r["node"]) for r in session_rows} == {(None, "x"), (None, "MatMul")}
