@@ -23,7 +23,7 @@ from placement_cli.exceptions import UsageProblem
 from placement_cli.filters import Filters, compile_node, device_matcher, onednn_base, op_matcher
 from placement_cli.i18n import _
 from placement_cli.logparse.functions import SEPARATOR, function_key, trace_counters
-from placement_cli.logparse.records import Records
+from placement_cli.logparse.records import Records, escaped_name, name_text
 from placement_cli.logparse.saved import Tallied, record_fields
 from placement_cli.model import LOGGED, Change, DiffSide, PlacementDiff, link_totals
 from placement_cli.model.diff import Changes
@@ -69,7 +69,8 @@ class _Records:
 
 def _graph_key(traces: dict[str, list[int]]) -> Callable[[bytes], bytes]:
     def key(function: bytes) -> bytes:
-        return (function_key(function.decode("utf-8", "replace"), traces) or "").encode()
+        found = function_key(function.decode("utf-8", "replace"), traces) or ""
+        return escaped_name(found.encode("utf-8", "replace"))
 
     return key
 
@@ -112,20 +113,26 @@ def _report_records(side: Tallied) -> _Records:
             continue
         said = (p.op, p.canonical, status)
         code = codes.get(said)
-        if code is None:  # what the record says, spelled out: equal records of two reports are equal lines
-            code = codes[said] = b"\x01".join(b"\x02" if v is None else v.encode("utf-8", "surrogatepass")
-                                               for v in said)
+        if code is None:  # what the record says, spelled out (repr: one text per record, with no NUL or
+            # newline in it, whatever a report's strings hold): equal records of two reports are equal lines
+            code = codes[said] = repr(said).encode()
             rests[code] = said
         graph = keys.get(p.graph or "")
         if graph is None:
-            graph = keys[p.graph or ""] = key(p.graph.encode()) if p.graph else b""
+            graph = keys[p.graph or ""] = key(p.graph.encode("utf-8", "surrogatepass")) if p.graph else b""
         lines.append(graph + b"\0" + _node_bytes(p.node) + b"\0" + code)
     return _Records(lines, rests.__getitem__, eager, lambda r: r, traces,  # type: ignore[arg-type,return-value]
                     any(p.graph for p in side.report.placements))
 
 
 def _node_bytes(node: str) -> bytes:
-    return node.encode("utf-8", "surrogatepass")
+    return escaped_name(node.encode("utf-8", "surrogatepass"))
+
+
+def _group_names(group: bytes) -> tuple[str | None, str | None]:
+    """A record's ``GRAPH\0NODE`` as a row's graph and node (None: a Session's graph)."""
+    graph, _sep, node = group.partition(b"\0")
+    return name_text(graph) or None, name_text(node) or None
 
 
 def _filtered(records: _Records, filters: Filters) -> _Records:
@@ -143,7 +150,7 @@ def _filtered(records: _Records, filters: Filters) -> _Records:
 
     def keep_line(line: bytes) -> bool:
         _graph, node, rest = _parts(line)
-        node = node.decode("utf-8", "replace")
+        node = name_text(node)
         op = records.rest(rest)[0]
         return all(test(node, op) for test in tests)
 
@@ -158,6 +165,8 @@ def _filtered(records: _Records, filters: Filters) -> _Records:
 
 # One side's record of a group, decoded: (canonical device, op as printed, status, count).
 Entry = tuple[str, "str | None", "str | None", int]
+# A group as rows name it: an eager op's key (see _decoded), or a graph record's (graph, node).
+Group = "str | tuple[str | None, str | None]"
 # A device as compared: (its task, its canonical name).
 Place = tuple[tuple[str, int, int], str]
 
@@ -204,13 +213,16 @@ def _merged(entries: list[Entry]) -> tuple[dict[str, int], str | None, dict[str,
     return counts, op, statuses
 
 
-def _names(key: str, eager: bool) -> tuple[str | None, str | None]:
-    """A group's graph and node as rows name them (None for a Session's graph, and for eager ops)."""
+def _names(key: Group, eager: bool) -> tuple[str | None, str | None]:
+    """A group's graph and node as rows name them (None for a Session's graph, and for eager ops); a
+    graph record's group is its (graph, node) already."""
+    if isinstance(key, tuple):
+        return key
     graph, _sep, node = key.partition("\0")
     return (None, None) if eager else (graph or None, node or None)
 
 
-def _one_side(key: str, entries: list[Entry], eager: bool, old: bool, into: list[Change],
+def _one_side(key: Group, entries: list[Entry], eager: bool, old: bool, into: list[Change],
               on: Callable[[str], bool]) -> None:
     """A group only one side has: every placement of it is only there."""
     graph, node = _names(key, eager)
@@ -244,7 +256,7 @@ def _pairs(olds: list[list[Any]], news: list[list[Any]], task_of: Callable[[str]
     return found
 
 
-def _paired(key: str, old_entries: list[Entry], new_entries: list[Entry], eager: bool,
+def _paired(key: Group, old_entries: list[Entry], new_entries: list[Entry], eager: bool,
             moved: list[Change], removed: list[Change], added: list[Change], on: Callable[[str], bool],
             task_of: Callable[[str], Any]) -> int:
     """A group both sides have: what stays, what moved (devices paired within a task first, then in
@@ -382,7 +394,7 @@ class _Walk:
             if line in news:
                 self.unchanged += min(n, news[line]) if self.kept(0, line) else 0
         old_extra, new_extra = olds - news, news - olds
-        key = group.decode("utf-8", "replace")
+        key = _group_names(group)
         if old_extra and new_extra:
             self.unchanged += _paired(key, self.entries(0, old_extra), self.entries(1, new_extra), False,
                                       self.moved, self.rows[0], self.rows[1], self.on or _everywhere, self.task_of)
@@ -417,7 +429,7 @@ class _Walk:
                 if self.kept(side, lines[start]):
                     into.append(lines[start])
             else:
-                _one_side(groups[start].decode("utf-8", "replace"), self.entries(side, Counter(lines[start:end])),
+                _one_side(_group_names(groups[start]), self.entries(side, Counter(lines[start:end])),
                           False, side == 0, into, self.on or _everywhere)
             start = end
 
@@ -433,9 +445,9 @@ class _Walk:
             graph_key, node, rest = _parts(line)
             graph = graphs.get(graph_key)
             if graph is None and graph_key:
-                graph = graphs[graph_key] = graph_key.decode("utf-8", "replace")
+                graph = graphs[graph_key] = name_text(graph_key)
             op, canonical, status = said.get(rest) or self.said(side, rest)
-            name = node.decode("utf-8", "replace") or None
+            name = name_text(node) or None
             return (Change(name, op, canonical, None, status, None, n, False, graph) if side == 0 else
                     Change(name, op, None, canonical, None, status, n, False, graph))
 
@@ -452,7 +464,7 @@ class _Walk:
                     after = texts_after[graph_key, rest] = ", ".join(
                         f"{quote(k)}: {'null' if v is None else quote(v) if isinstance(v, str) else v}"
                         for k, v in list(row.side_dict().items())[1:])
-                name = node.decode("utf-8", "replace")
+                name = name_text(node)
                 found.append(f'{{"node": {quote(name) if name else "null"}, {after}}}')
             return found
 

@@ -259,3 +259,35 @@ def test_a_sessions_graph_is_not_matched_with_a_functions_by_name(tmp_path: Path
         assert data["summary"]["unchanged"] == 0 and "matched_by_name_only" not in data["summary"]
         session_rows = data["removed"] if a.startswith(session[:-4]) else data["added"]
         assert {(r["graph"], r["node"]) for r in session_rows} == {(None, "x"), (None, "MatMul")}
+
+
+def test_a_saved_reports_names_may_hold_any_character(tmp_path: Path) -> None:
+    """A saved report may hold any string: a NUL in a node's or a graph's name split the comparison's
+    records (internal error, KeyError, exit 3); a lone surrogate in a graph's name could not be encoded
+    (UnicodeEncodeError, exit 3). They are names like any other: matched, moved and shown (a lone
+    surrogate as U+FFFD)."""
+    log = write(tmp_path, "run.log", function("__inference_f_9", CPU) + placed("mm", "MatMul", GPU0))
+    report = json.loads(Path(saved(tmp_path, log)).read_text())
+    for name, graph, shown in (("a\0b", "__inference_f\0g_9", "f\0g"), ("a\0b", "__inference_\ud800_9", "\ufffd" * 3),
+                               ("\0", None, None)):
+        old = json.loads(json.dumps(report))
+        for p in old["placements"]:
+            if p["node"] == "MatMul":
+                p["node"] = name
+                p["graph"] = graph
+        before = write(tmp_path, "before.json", json.dumps(old))
+        assert diff_json(before, before, expect=0)["summary"]["unchanged"] == 6
+        data = diff_json(before, log, expect=1)
+        assert data["summary"]["unchanged"] == 5
+        assert [(r["graph"], r["node"]) for r in data["removed"]] == [(shown, name)]
+        assert [(r["graph"], r["node"]) for r in data["added"]] == [("f", "MatMul")]
+        for p in old["placements"]:
+            if p["node"] == name:
+                p["device"] = p["canonical"] = GPU0
+                p["device_type"] = "GPU"
+        after = write(tmp_path, "after.json", json.dumps(old))
+        data = diff_json(before, after, expect=1)
+        assert [(r["graph"], r["node"], r["from"], r["to"]) for r in data["moved"]] == [(shown, name, CPU, GPU0)]
+        assert data["summary"]["unchanged"] == 5
+        table = runner.invoke(app, ["diff", before, after])
+        assert table.exit_code == 1, table.stderr
