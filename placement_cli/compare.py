@@ -200,17 +200,17 @@ def _decoded(records: dict[Hashable, int], fields: Callable[[Hashable], Fields],
     return found
 
 
-def _merged(entries: list[Entry]) -> tuple[dict[str, int], str | None, dict[str, str | None]]:
-    """One side's devices of a group, counted (records spelled apart may name one device), its op
-    and each device's first status."""
+def _merged(entries: list[Entry]) -> tuple[dict[str, int], dict[str, str | None], dict[str, str | None]]:
+    """One side's devices of a group, counted (records spelled apart may name one device), and each
+    device's op (``_MklMatMul`` on CPU:0, ``MatMul`` on GPU:0) and first status."""
     counts: dict[str, int] = {}
+    ops: dict[str, str | None] = {}
     statuses: dict[str, str | None] = {}
-    op = None
     for canonical, entry_op, status, n in entries:
         counts[canonical] = counts.get(canonical, 0) + n
         statuses.setdefault(canonical, status)
-        op = op or entry_op
-    return counts, op, statuses
+        ops[canonical] = ops.get(canonical) or entry_op
+    return counts, ops, statuses
 
 
 def _names(key: Group, eager: bool) -> tuple[str | None, str | None]:
@@ -232,11 +232,16 @@ def _one_side(key: Group, entries: list[Entry], eager: bool, old: bool, into: li
             into.append(Change(node, op, canonical, None, status, None, n, eager, graph) if old else
                         Change(node, op, None, canonical, None, status, n, eager, graph))
         return
-    counts, op, statuses = _merged(entries)
-    for device in sorted(counts):
+    counts: dict[tuple[str, str], int] = {}  # per device and op: a name two graphs of a Session gave two ops
+    statuses: dict[tuple[str, str], str | None] = {}
+    for canonical, op, status, n in entries:
+        counts[canonical, op or ""] = counts.get((canonical, op or ""), 0) + n
+        statuses.setdefault((canonical, op or ""), status)
+    for device, op in sorted(counts):
         if on(device):
-            into.append(Change(node, op, device, None, statuses[device], None, counts[device], eager, graph) if old
-                        else Change(node, op, None, device, None, statuses[device], counts[device], eager, graph))
+            n, status = counts[device, op], statuses[device, op]
+            into.append(Change(node, op or None, device, None, status, None, n, eager, graph) if old
+                        else Change(node, op or None, None, device, None, status, n, eager, graph))
 
 
 def _pairs(olds: list[list[Any]], news: list[list[Any]], task_of: Callable[[str], Any]
@@ -262,19 +267,19 @@ def _paired(key: Group, old_entries: list[Entry], new_entries: list[Entry], eage
     """A group both sides have: what stays, what moved (devices paired within a task first, then in
     order), what is only on one side (appended); how many placements stayed (on the device filtered for)."""
     graph, node = _names(key, eager)
-    old, old_op, old_statuses = _merged(old_entries)
-    new, new_op, new_statuses = _merged(new_entries)
-    op = new_op or old_op
+    old, old_ops, old_statuses = _merged(old_entries)
+    new, new_ops, new_statuses = _merged(new_entries)
+    op = next(filter(None, (*new_ops.values(), *old_ops.values())), None)
     stayed = {d: min(n, new[d]) for d, n in old.items() if d in new}
     olds = [[d, n - stayed.get(d, 0)] for d, n in sorted(old.items()) if n > stayed.get(d, 0)]
     news = [[d, n - stayed.get(d, 0)] for d, n in sorted(new.items()) if n > stayed.get(d, 0)]
     for source, target, count in _pairs(olds, news, task_of):
         if on(source) or on(target):
-            moved.append(Change(node, op, source, target, old_statuses[source], new_statuses[target], count, eager,
-                                graph))
-    removed += [Change(node, old_op or op, d, None, old_statuses[d], None, n, eager, graph)
+            moved.append(Change(node, new_ops[target] or old_ops[source] or op, source, target, old_statuses[source],
+                                new_statuses[target], count, eager, graph))
+    removed += [Change(node, old_ops[d] or op, d, None, old_statuses[d], None, n, eager, graph)
                 for d, n in olds if n and on(d)]
-    added += [Change(node, new_op or op, None, d, None, new_statuses[d], n, eager, graph)
+    added += [Change(node, new_ops[d] or op, None, d, None, new_statuses[d], n, eager, graph)
               for d, n in news if n and on(d)]
     return sum(n for d, n in stayed.items() if on(d))
 

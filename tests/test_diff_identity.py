@@ -291,3 +291,18 @@ def test_a_saved_reports_names_may_hold_any_character(tmp_path: Path) -> None:
         assert data["summary"]["unchanged"] == 5
         table = runner.invoke(app, ["diff", before, after])
         assert table.exit_code == 1, table.stderr
+
+
+def test_each_row_names_the_op_its_own_placements_ran(tmp_path: Path) -> None:
+    """A group's rows named one op for all its devices: oneDNN's ``_MklMatMul`` on CPU:0 and plain
+    ``MatMul`` on GPU:0 moved as "_MklMatMul CPU:0 -> GPU:0"; two Sessions' ``x`` (a Const and a
+    Placeholder) only in NEW were one row "x Const, count 2". Each row now says the op of the
+    placements it stands for."""
+    old = write(tmp_path, "old.log", executed("MatMul") * 5)
+    new = write(tmp_path, "new.log", executed("_MklMatMul") * 3 + executed("MatMul", GPU0) * 2
+                + placed("x", "Const", CPU) + placed("x", "Placeholder", CPU))
+    data = diff_json(old, new, expect=1)
+    assert [(r["op"], r["from"], r["to"], r["count"]) for r in data["moved"]] == [("MatMul", CPU, GPU0, 2)]
+    assert sorted((r["node"], r["op"], r["count"]) for r in data["added"]) == [("x", "Const", 1),
+                                                                             ("x", "Placeholder", 1)]
+    assert data["summary"]["unchanged"] == 3
