@@ -26,7 +26,7 @@ from placement_cli.logparse.functions import SEPARATOR, function_key, trace_coun
 from placement_cli.logparse.records import Records, escaped_name, name_text
 from placement_cli.logparse.saved import Tallied, record_fields
 from placement_cli.model import LOGGED, Change, DiffSide, PlacementDiff, link_totals
-from placement_cli.model.diff import Changes
+from placement_cli.model.diff import Changes, Entry, pair_devices, same_op
 
 # A record as compared: (node or None, op, device, status or None, graph or None); the device as a log
 # printed it, or a saved report's canonical name; the graph as TensorFlow named the function.
@@ -163,8 +163,6 @@ def _filtered(records: _Records, filters: Filters) -> _Records:
                     records.eager_fields, records.traces, records.named)
 
 
-# One side's record of a group, decoded: (canonical device, op as printed, status, count).
-Entry = tuple[str, "str | None", "str | None", int]
 # A group as rows name it: an eager op's key (see _decoded), or a graph record's (graph, node).
 Group = "str | tuple[str | None, str | None]"
 # A device as compared: (its task, its canonical name).
@@ -209,7 +207,8 @@ def _merged(entries: list[Entry]) -> tuple[dict[str, int], dict[str, str | None]
     for canonical, entry_op, status, n in entries:
         counts[canonical] = counts.get(canonical, 0) + n
         statuses.setdefault(canonical, status)
-        ops[canonical] = ops.get(canonical) or entry_op
+        op = ops.get(canonical)  # records of several ops on one device: the least, whatever their order
+        ops[canonical] = entry_op if op is None or (entry_op is not None and entry_op < op) else op
     return counts, ops, statuses
 
 
@@ -244,36 +243,20 @@ def _one_side(key: Group, entries: list[Entry], eager: bool, old: bool, into: li
                         else Change(node, op or None, None, device, None, status, n, eager, graph))
 
 
-def _pairs(olds: list[list[Any]], news: list[list[Any]], task_of: Callable[[str], Any]
-           ) -> list[tuple[str, str, int]]:
-    """Devices paired as moves: within a task first, then in order (each list: [device, count], spent)."""
-    found = []
-    for same_task in (True, False):
-        for o in olds:
-            for n in news:
-                if not o[1]:
-                    break
-                if n[1] and (not same_task or task_of(o[0]) == task_of(n[0])):
-                    count = min(o[1], n[1])
-                    found.append((o[0], n[0], count))
-                    o[1] -= count
-                    n[1] -= count
-    return found
-
-
 def _paired(key: Group, old_entries: list[Entry], new_entries: list[Entry], eager: bool,
             moved: list[Change], removed: list[Change], added: list[Change], on: Callable[[str], bool],
             task_of: Callable[[str], Any]) -> int:
     """A group both sides have: what stays, what moved (devices paired within a task first, then in
     order), what is only on one side (appended); how many placements stayed (on the device filtered for)."""
     graph, node = _names(key, eager)
+    kept, old_entries, new_entries = same_op(old_entries, new_entries)
     old, old_ops, old_statuses = _merged(old_entries)
     new, new_ops, new_statuses = _merged(new_entries)
     op = next(filter(None, (*new_ops.values(), *old_ops.values())), None)
     stayed = {d: min(n, new[d]) for d, n in old.items() if d in new}
     olds = [[d, n - stayed.get(d, 0)] for d, n in sorted(old.items()) if n > stayed.get(d, 0)]
     news = [[d, n - stayed.get(d, 0)] for d, n in sorted(new.items()) if n > stayed.get(d, 0)]
-    for source, target, count in _pairs(olds, news, task_of):
+    for source, target, count in pair_devices(olds, news, task_of):
         if on(source) or on(target):
             moved.append(Change(node, new_ops[target] or old_ops[source] or op, source, target, old_statuses[source],
                                 new_statuses[target], count, eager, graph))
@@ -281,7 +264,7 @@ def _paired(key: Group, old_entries: list[Entry], new_entries: list[Entry], eage
                 for d, n in olds if n and on(d)]
     added += [Change(node, new_ops[d] or op, None, d, None, new_statuses[d], n, eager, graph)
               for d, n in news if n and on(d)]
-    return sum(n for d, n in stayed.items() if on(d))
+    return sum(n for d, n in (*stayed.items(), *kept.items()) if on(d))
 
 
 def _by_device(records: _Records, devices: _Devices) -> Counter[str]:

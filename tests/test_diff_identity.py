@@ -334,3 +334,18 @@ def test_a_trace_is_found_among_thousands_without_reading_them_all() -> None:
     assert function_key("__inference_step_40008", traces) == "step#20000"
     assert function_key("__inference_step_11", traces) == "step"  # a counter this side never traced
     assert Counters.reads <= 4 * 17
+
+
+def test_a_saved_report_names_the_op_that_moved_as_its_log_does(tmp_path: Path) -> None:
+    """Two Sessions' graphs each place a node ``n``, a Const on CPU:0 and an Identity on GPU:0; in NEW
+    the Identity is on CPU:0 too. Two logs say "n Identity moved" (the Const's equal records stay
+    first); a saved report against a log said "n Const moved": its records are spelled apart from a
+    log's, so they were paired device by device, and CPU:0's op read Const. Every kind now keeps what
+    stays per op and device first."""
+    old = write(tmp_path, "old.log", placed("n", "Const", CPU) + placed("n", "Identity", GPU0))
+    new = write(tmp_path, "new.log", placed("n", "Const", CPU) + placed("n", "Identity", CPU))
+    for a, b in ((old, new), (saved(tmp_path, old), new), (old, saved(tmp_path, new)),
+                 (saved(tmp_path, old), saved(tmp_path, new))):
+        data = diff_json(a, b, expect=1)
+        assert [(r["node"], r["op"], r["from"], r["to"]) for r in data["moved"]] == [("n", "Identity", GPU0, CPU)]
+        assert data["summary"]["unchanged"] == 1
