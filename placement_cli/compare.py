@@ -503,11 +503,16 @@ def _compare(old: Tallied, new: Tallied, filters: Filters) -> PlacementDiff:
                 found = known[canonical] = bool(matcher(devices.spec(canonical)))
             return found
 
+    def counted(t: Tallied) -> Counter[str]:  # a saved report's own names (hand-made, older) normalised too
+        found: Counter[str] = Counter()
+        for device, n in t.report.by_device.items():
+            found[devices.spec(device).canonical] += n
+        return found
+
     if filters.op or filters.node or not all(t.saved or t.report.counted is not None for t in (old, new)):
-        by_device = [_by_device(r, devices) if not c else Counter(t.report.by_device)
-                     for r, t, c in zip(sides, (old, new), counts_only)]
+        by_device = [_by_device(r, devices) if not c else counted(t) for r, t, c in zip(sides, (old, new), counts_only)]
     else:
-        by_device = [Counter(t.report.by_device) for t in (old, new)]
+        by_device = [counted(t) for t in (old, new)]
     if on is not None:
         by_device = [Counter({d: n for d, n in counts.items() if on(d)}) for counts in by_device]
     task_of = _task_of(devices)
