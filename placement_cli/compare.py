@@ -23,10 +23,10 @@ from placement_cli.exceptions import UsageProblem
 from placement_cli.filters import Filters, compile_node, device_matcher, onednn_base, op_matcher
 from placement_cli.i18n import _
 from placement_cli.logparse.functions import SEPARATOR, function_key, trace_counters
-from placement_cli.logparse.records import Records
+from placement_cli.logparse.records import Records, escaped_name, name_text
 from placement_cli.logparse.saved import Tallied, record_fields
 from placement_cli.model import LOGGED, Change, DiffSide, PlacementDiff, link_totals
-from placement_cli.model.diff import Changes
+from placement_cli.model.diff import Changes, Entry, pair_devices, same_op
 
 # A record as compared: (node or None, op, device, status or None, graph or None); the device as a log
 # printed it, or a saved report's canonical name; the graph as TensorFlow named the function.
@@ -69,7 +69,8 @@ class _Records:
 
 def _graph_key(traces: dict[str, list[int]]) -> Callable[[bytes], bytes]:
     def key(function: bytes) -> bytes:
-        return (function_key(function.decode("utf-8", "replace"), traces) or "").encode()
+        found = function_key(function.decode("utf-8", "replace"), traces) or ""
+        return escaped_name(found.encode("utf-8", "replace"))
 
     return key
 
@@ -112,20 +113,26 @@ def _report_records(side: Tallied) -> _Records:
             continue
         said = (p.op, p.canonical, status)
         code = codes.get(said)
-        if code is None:  # what the record says, spelled out: equal records of two reports are equal lines
-            code = codes[said] = b"\x01".join(b"\x02" if v is None else v.encode("utf-8", "surrogatepass")
-                                               for v in said)
+        if code is None:  # what the record says, spelled out (repr: one text per record, with no NUL or
+            # newline in it, whatever a report's strings hold): equal records of two reports are equal lines
+            code = codes[said] = repr(said).encode()
             rests[code] = said
         graph = keys.get(p.graph or "")
         if graph is None:
-            graph = keys[p.graph or ""] = key(p.graph.encode()) if p.graph else b""
+            graph = keys[p.graph or ""] = key(p.graph.encode("utf-8", "surrogatepass")) if p.graph else b""
         lines.append(graph + b"\0" + _node_bytes(p.node) + b"\0" + code)
     return _Records(lines, rests.__getitem__, eager, lambda r: r, traces,  # type: ignore[arg-type,return-value]
                     any(p.graph for p in side.report.placements))
 
 
 def _node_bytes(node: str) -> bytes:
-    return node.encode("utf-8", "surrogatepass")
+    return escaped_name(node.encode("utf-8", "surrogatepass"))
+
+
+def _group_names(group: bytes) -> tuple[str | None, str | None]:
+    """A record's ``GRAPH\0NODE`` as a row's graph and node (None: a Session's graph)."""
+    graph, _sep, node = group.partition(b"\0")
+    return name_text(graph) or None, name_text(node) or None
 
 
 def _filtered(records: _Records, filters: Filters) -> _Records:
@@ -143,7 +150,7 @@ def _filtered(records: _Records, filters: Filters) -> _Records:
 
     def keep_line(line: bytes) -> bool:
         _graph, node, rest = _parts(line)
-        node = node.decode("utf-8", "replace")
+        node = name_text(node)
         op = records.rest(rest)[0]
         return all(test(node, op) for test in tests)
 
@@ -156,19 +163,8 @@ def _filtered(records: _Records, filters: Filters) -> _Records:
                     records.eager_fields, records.traces, records.named)
 
 
-def _surplus(mine: Counter[Hashable], theirs: Counter[Hashable]) -> dict[Hashable, int]:
-    """The records ``mine`` holds more often than ``theirs`` (the rest are the same on both sides)."""
-    found = {}
-    get = theirs.get
-    for record, n in mine.items():
-        extra = n - get(record, 0)
-        if extra > 0:
-            found[record] = extra
-    return found
-
-
-# One side's record of a group, decoded: (canonical device, op as printed, status, count).
-Entry = tuple[str, "str | None", "str | None", int]
+# A group as rows name it: an eager op's key (see _decoded), or a graph record's (graph, node).
+Group = "str | tuple[str | None, str | None]"
 # A device as compared: (its task, its canonical name).
 Place = tuple[tuple[str, int, int], str]
 
@@ -202,26 +198,30 @@ def _decoded(records: dict[Hashable, int], fields: Callable[[Hashable], Fields],
     return found
 
 
-def _merged(entries: list[Entry]) -> tuple[dict[str, int], str | None, dict[str, str | None]]:
-    """One side's devices of a group, counted (records spelled apart may name one device), its op
-    and each device's first status."""
+def _merged(entries: list[Entry]) -> tuple[dict[str, int], dict[str, str | None], dict[str, str | None]]:
+    """One side's devices of a group, counted (records spelled apart may name one device), and each
+    device's op (``_MklMatMul`` on CPU:0, ``MatMul`` on GPU:0) and first status."""
     counts: dict[str, int] = {}
+    ops: dict[str, str | None] = {}
     statuses: dict[str, str | None] = {}
-    op = None
     for canonical, entry_op, status, n in entries:
         counts[canonical] = counts.get(canonical, 0) + n
         statuses.setdefault(canonical, status)
-        op = op or entry_op
-    return counts, op, statuses
+        op = ops.get(canonical)  # records of several ops on one device: the least, whatever their order
+        ops[canonical] = entry_op if op is None or (entry_op is not None and entry_op < op) else op
+    return counts, ops, statuses
 
 
-def _names(key: str, eager: bool) -> tuple[str | None, str | None]:
-    """A group's graph and node as rows name them (None for a Session's graph, and for eager ops)."""
+def _names(key: Group, eager: bool) -> tuple[str | None, str | None]:
+    """A group's graph and node as rows name them (None for a Session's graph, and for eager ops); a
+    graph record's group is its (graph, node) already."""
+    if isinstance(key, tuple):
+        return key
     graph, _sep, node = key.partition("\0")
     return (None, None) if eager else (graph or None, node or None)
 
 
-def _one_side(key: str, entries: list[Entry], eager: bool, old: bool, into: list[Change],
+def _one_side(key: Group, entries: list[Entry], eager: bool, old: bool, into: list[Change],
               on: Callable[[str], bool]) -> None:
     """A group only one side has: every placement of it is only there."""
     graph, node = _names(key, eager)
@@ -231,51 +231,40 @@ def _one_side(key: str, entries: list[Entry], eager: bool, old: bool, into: list
             into.append(Change(node, op, canonical, None, status, None, n, eager, graph) if old else
                         Change(node, op, None, canonical, None, status, n, eager, graph))
         return
-    counts, op, statuses = _merged(entries)
-    for device in sorted(counts):
+    counts: dict[tuple[str, str], int] = {}  # per device and op: a name two graphs of a Session gave two ops
+    statuses: dict[tuple[str, str], str | None] = {}
+    for canonical, op, status, n in entries:
+        counts[canonical, op or ""] = counts.get((canonical, op or ""), 0) + n
+        statuses.setdefault((canonical, op or ""), status)
+    for device, op in sorted(counts):
         if on(device):
-            into.append(Change(node, op, device, None, statuses[device], None, counts[device], eager, graph) if old
-                        else Change(node, op, None, device, None, statuses[device], counts[device], eager, graph))
+            n, status = counts[device, op], statuses[device, op]
+            into.append(Change(node, op or None, device, None, status, None, n, eager, graph) if old
+                        else Change(node, op or None, None, device, None, status, n, eager, graph))
 
 
-def _pairs(olds: list[list[Any]], news: list[list[Any]], task_of: Callable[[str], Any]
-           ) -> list[tuple[str, str, int]]:
-    """Devices paired as moves: within a task first, then in order (each list: [device, count], spent)."""
-    found = []
-    for same_task in (True, False):
-        for o in olds:
-            for n in news:
-                if not o[1]:
-                    break
-                if n[1] and (not same_task or task_of(o[0]) == task_of(n[0])):
-                    count = min(o[1], n[1])
-                    found.append((o[0], n[0], count))
-                    o[1] -= count
-                    n[1] -= count
-    return found
-
-
-def _paired(key: str, old_entries: list[Entry], new_entries: list[Entry], eager: bool,
+def _paired(key: Group, old_entries: list[Entry], new_entries: list[Entry], eager: bool,
             moved: list[Change], removed: list[Change], added: list[Change], on: Callable[[str], bool],
             task_of: Callable[[str], Any]) -> int:
     """A group both sides have: what stays, what moved (devices paired within a task first, then in
     order), what is only on one side (appended); how many placements stayed (on the device filtered for)."""
     graph, node = _names(key, eager)
-    old, old_op, old_statuses = _merged(old_entries)
-    new, new_op, new_statuses = _merged(new_entries)
-    op = new_op or old_op
+    kept, old_entries, new_entries = same_op(old_entries, new_entries)
+    old, old_ops, old_statuses = _merged(old_entries)
+    new, new_ops, new_statuses = _merged(new_entries)
+    op = next(filter(None, (*new_ops.values(), *old_ops.values())), None)
     stayed = {d: min(n, new[d]) for d, n in old.items() if d in new}
     olds = [[d, n - stayed.get(d, 0)] for d, n in sorted(old.items()) if n > stayed.get(d, 0)]
     news = [[d, n - stayed.get(d, 0)] for d, n in sorted(new.items()) if n > stayed.get(d, 0)]
-    for source, target, count in _pairs(olds, news, task_of):
+    for source, target, count in pair_devices(olds, news, task_of):
         if on(source) or on(target):
-            moved.append(Change(node, op, source, target, old_statuses[source], new_statuses[target], count, eager,
-                                graph))
-    removed += [Change(node, old_op or op, d, None, old_statuses[d], None, n, eager, graph)
+            moved.append(Change(node, new_ops[target] or old_ops[source] or op, source, target, old_statuses[source],
+                                new_statuses[target], count, eager, graph))
+    removed += [Change(node, old_ops[d] or op, d, None, old_statuses[d], None, n, eager, graph)
                 for d, n in olds if n and on(d)]
-    added += [Change(node, new_op or op, None, d, None, new_statuses[d], n, eager, graph)
+    added += [Change(node, new_ops[d] or op, None, d, None, new_statuses[d], n, eager, graph)
               for d, n in news if n and on(d)]
-    return sum(n for d, n in stayed.items() if on(d))
+    return sum(n for d, n in (*stayed.items(), *kept.items()) if on(d))
 
 
 def _by_device(records: _Records, devices: _Devices) -> Counter[str]:
@@ -393,7 +382,7 @@ class _Walk:
             if line in news:
                 self.unchanged += min(n, news[line]) if self.kept(0, line) else 0
         old_extra, new_extra = olds - news, news - olds
-        key = group.decode("utf-8", "replace")
+        key = _group_names(group)
         if old_extra and new_extra:
             self.unchanged += _paired(key, self.entries(0, old_extra), self.entries(1, new_extra), False,
                                       self.moved, self.rows[0], self.rows[1], self.on or _everywhere, self.task_of)
@@ -428,7 +417,7 @@ class _Walk:
                 if self.kept(side, lines[start]):
                     into.append(lines[start])
             else:
-                _one_side(groups[start].decode("utf-8", "replace"), self.entries(side, Counter(lines[start:end])),
+                _one_side(_group_names(groups[start]), self.entries(side, Counter(lines[start:end])),
                           False, side == 0, into, self.on or _everywhere)
             start = end
 
@@ -444,9 +433,9 @@ class _Walk:
             graph_key, node, rest = _parts(line)
             graph = graphs.get(graph_key)
             if graph is None and graph_key:
-                graph = graphs[graph_key] = graph_key.decode("utf-8", "replace")
+                graph = graphs[graph_key] = name_text(graph_key)
             op, canonical, status = said.get(rest) or self.said(side, rest)
-            name = node.decode("utf-8", "replace") or None
+            name = name_text(node) or None
             return (Change(name, op, canonical, None, status, None, n, False, graph) if side == 0 else
                     Change(name, op, None, canonical, None, status, n, False, graph))
 
@@ -463,7 +452,7 @@ class _Walk:
                     after = texts_after[graph_key, rest] = ", ".join(
                         f"{quote(k)}: {'null' if v is None else quote(v) if isinstance(v, str) else v}"
                         for k, v in list(row.side_dict().items())[1:])
-                name = node.decode("utf-8", "replace")
+                name = name_text(node)
                 found.append(f'{{"node": {quote(name) if name else "null"}, {after}}}')
             return found
 
@@ -514,18 +503,26 @@ def _compare(old: Tallied, new: Tallied, filters: Filters) -> PlacementDiff:
                 found = known[canonical] = bool(matcher(devices.spec(canonical)))
             return found
 
+    def counted(t: Tallied) -> Counter[str]:  # a saved report's own names (hand-made, older) normalised too
+        found: Counter[str] = Counter()
+        for device, n in t.report.by_device.items():
+            found[devices.spec(device).canonical] += n
+        return found
+
     if filters.op or filters.node or not all(t.saved or t.report.counted is not None for t in (old, new)):
-        by_device = [_by_device(r, devices) if not c else Counter(t.report.by_device)
-                     for r, t, c in zip(sides, (old, new), counts_only)]
+        by_device = [_by_device(r, devices) if not c else counted(t) for r, t, c in zip(sides, (old, new), counts_only)]
     else:
-        by_device = [Counter(t.report.by_device) for t in (old, new)]
+        by_device = [counted(t) for t in (old, new)]
     if on is not None:
         by_device = [Counter({d: n for d, n in counts.items() if on(d)}) for counts in by_device]
     task_of = _task_of(devices)
     walk = _Walk(*sides, devices, on, task_of)
-    # a side that names no node's graph (a report saved before placement recorded graphs) is matched
-    # with the other by names alone
-    by_name = sides[0].named != sides[1].named and bool(sides[0].lines) and bool(sides[1].lines)
+    # a report saved before placement recorded graphs is matched with a side that names graphs by names
+    # alone: it ran tf.functions (its eager ops call them) yet names no node's graph. A log, or a report
+    # that ran none, names none because its nodes are a Session's graph's: matched by graph and name.
+    unnamed = 0 if sides[1].named else 1
+    by_name = (sides[0].named != sides[1].named and bool(sides[0].lines) and bool(sides[1].lines)
+               and (old, new)[unnamed].saved and bool(sides[unnamed].traces))
     removed: list[Change] = []
     added: list[Change] = []
     if not any(counts_only):
@@ -533,12 +530,11 @@ def _compare(old: Tallied, new: Tallied, filters: Filters) -> PlacementDiff:
             walk.sides = _by_name(sides[0]), _by_name(sides[1])
         walk.run()
         a, b = sides
-        old_extra, new_extra = _surplus(a.eager, b.eager), _surplus(b.eager, a.eager)
-        walk.unchanged += sum(min(n, b.eager[r]) for r, n in a.eager.items()
-                              if r in b.eager and (on is None or on(devices.spec(a.eager_fields(r)[2]).canonical)))
+        # every eager record is grouped before any is matched: one record may be another group on the other
+        # side (``__inference_f_48`` is f's first trace in one log, its second in the other)
         places: dict[str, Place] = {}
-        olds = _decoded(old_extra, a.eager_fields, devices, places, True, a.traces)
-        news = _decoded(new_extra, b.eager_fields, devices, places, True, b.traces)
+        olds = _decoded(a.eager, a.eager_fields, devices, places, True, a.traces)
+        news = _decoded(b.eager, b.eager_fields, devices, places, True, b.traces)
         both = olds.keys() & news.keys()
         for key in _sorted(both):
             walk.unchanged += _paired(key, olds[key], news[key], True, walk.moved, removed, added, on or _everywhere,

@@ -456,3 +456,18 @@ def test_statuses_survive_the_round_trip(tmp_path: Path, status: str) -> None:
     moved = Report(placements=(Placement("a", "Const", GPU0, gpu, "placer", 1, requested="/cpu:0", status=status),))
     new = write(tmp_path, "new.json", json.dumps(moved.to_dict(run=True)))
     assert diff_json(old, new, expect=1)["moved"][0]["old_status"] == str(status)
+
+
+def test_a_saved_reports_counts_per_device_are_normalised_too(tmp_path: Path) -> None:
+    """A report saved by ``parse --summary --json`` holds counts per device only; one whose names are
+    spelled another way (an older placement, a hand-made gate: ``/cpu:0``, ``/device:GPU:0``) was
+    "The counts per device differ", exit 1, each device twice in the table. Names are normalised
+    there as everywhere: the guide's graph on GPU:0 counts the same."""
+    summary = json.loads(runner.invoke(app, ["parse", "--summary", "--json", str(GUIDE_TF1)]).stdout)
+    summary["summary"]["by_device"] = {"/gpu:0": 2, "/device:GPU:0": 1}
+    saved = write(tmp_path, "gate.json", json.dumps(summary))
+    data = diff_json(saved, str(GUIDE_TF0), expect=0)
+    assert data["by_device"] == {GPU0: {"old": 3, "new": 3}} and data["summary"]["same"] is True
+    summary["summary"]["by_device"] = {"/gpu:0": 2, "/cpu:0": 1}
+    data = diff_json(write(tmp_path, "moved.json", json.dumps(summary)), str(GUIDE_TF0), expect=1)
+    assert data["by_device"] == {CPU: {"old": 1, "new": 0}, GPU0: {"old": 2, "new": 3}}

@@ -224,3 +224,128 @@ def test_matching_by_name_alone_is_said(tmp_path: Path) -> None:
     plain = runner.invoke(app, ["diff", "--json", saved(tmp_path, log), log])
     assert "matched by name alone" not in plain.stderr
     assert "matched_by_name_only" not in json.loads(plain.stdout)["summary"]
+
+
+def test_a_trace_counter_one_side_gives_another_function_is_not_matched_by_its_digits(tmp_path: Path) -> None:
+    """Both traces of f placed alike, their counters shifted: OLD's f traces are 48 and 49, NEW's 38 and
+    48. ``__inference_f_48`` is OLD's first trace and NEW's second: its calls are matched as f's and
+    f#2's (every call the same), never as one record both sides hold, which left OLD's 49 and NEW's 38
+    as "only in OLD" and "only in NEW" (exit 1 for the same placements). Logs and saved reports alike."""
+    old = write(tmp_path, "old.log", function("__inference_f_48", CPU) + function("__inference_f_49", GPU0))
+    new = write(tmp_path, "new.log", function("__inference_f_38", CPU) + function("__inference_f_48", GPU0))
+    for a, b in ((old, new), (saved(tmp_path, old), saved(tmp_path, new)), (old, saved(tmp_path, new))):
+        data = diff_json(a, b, expect=0)
+        assert data["summary"]["unchanged"] == 10 and data["added"] == data["removed"] == [], data
+    moved = write(tmp_path, "moved.log", function("__inference_f_38", CPU)
+                  + function("__inference_f_48", GPU0).replace("Executing op __inference_f_48 in device " + CPU,
+                                                               "Executing op __inference_f_48 in device " + GPU0))
+    data = diff_json(old, moved, expect=1)  # f#2's call moved to GPU:0 (its body stayed)
+    assert [(r["op"], r["from"], r["to"]) for r in data["moved"]] == [("__inference_f_48", CPU, GPU0)]
+    assert data["summary"]["unchanged"] == 9 and data["added"] == data["removed"] == []
+
+
+def test_a_sessions_graph_is_not_matched_with_a_functions_by_name(tmp_path: Path) -> None:
+    """A log of a Session's graph names no tf.function because it ran none: against a log (or a saved
+    report) whose MatMul is f's, its MatMul is another node. It was matched by name alone (f's MatMul on
+    GPU:0 counted as the Session's, "1 on the same devices") with a note calling the log "a report saved
+    before placement recorded graphs"."""
+    session = write(tmp_path, "session.log", placed("x", "Const", CPU) + placed("MatMul", "MatMul", GPU0))
+    functions = write(tmp_path, "functions.log", function("__inference_f_9", GPU0))
+    for a, b in ((session, functions), (functions, session), (saved(tmp_path, session), functions),
+                 (session, saved(tmp_path, functions))):
+        result = runner.invoke(app, ["diff", "--json", a, b])
+        assert result.exit_code == 1 and "matched by name alone" not in result.stderr, result.stderr
+        data = json.loads(result.stdout)
+        assert data["summary"]["unchanged"] == 0 and "matched_by_name_only" not in data["summary"]
+        session_rows = data["removed"] if a.startswith(session[:-4]) else data["added"]
+        assert {(r["graph"], r["node"]) for r in session_rows} == {(None, "x"), (None, "MatMul")}
+
+
+def test_a_saved_reports_names_may_hold_any_character(tmp_path: Path) -> None:
+    """A saved report may hold any string: a NUL in a node's or a graph's name split the comparison's
+    records (internal error, KeyError, exit 3); a lone surrogate in a graph's name could not be encoded
+    (UnicodeEncodeError, exit 3). They are names like any other: matched, moved and shown (a lone
+    surrogate as U+FFFD)."""
+    log = write(tmp_path, "run.log", function("__inference_f_9", CPU) + placed("mm", "MatMul", GPU0))
+    report = json.loads(Path(saved(tmp_path, log)).read_text())
+    for name, graph, shown in (("a\0b", "__inference_f\0g_9", "f\0g"), ("a\0b", "__inference_\ud800_9", "\ufffd" * 3),
+                               ("\0", None, None)):
+        old = json.loads(json.dumps(report))
+        for p in old["placements"]:
+            if p["node"] == "MatMul":
+                p["node"] = name
+                p["graph"] = graph
+        before = write(tmp_path, "before.json", json.dumps(old))
+        assert diff_json(before, before, expect=0)["summary"]["unchanged"] == 6
+        data = diff_json(before, log, expect=1)
+        assert data["summary"]["unchanged"] == 5
+        assert [(r["graph"], r["node"]) for r in data["removed"]] == [(shown, name)]
+        assert [(r["graph"], r["node"]) for r in data["added"]] == [("f", "MatMul")]
+        for p in old["placements"]:
+            if p["node"] == name:
+                p["device"] = p["canonical"] = GPU0
+                p["device_type"] = "GPU"
+        after = write(tmp_path, "after.json", json.dumps(old))
+        data = diff_json(before, after, expect=1)
+        assert [(r["graph"], r["node"], r["from"], r["to"]) for r in data["moved"]] == [(shown, name, CPU, GPU0)]
+        assert data["summary"]["unchanged"] == 5
+        table = runner.invoke(app, ["diff", before, after])
+        assert table.exit_code == 1, table.stderr
+
+
+def test_each_row_names_the_op_its_own_placements_ran(tmp_path: Path) -> None:
+    """A group's rows named one op for all its devices: oneDNN's ``_MklMatMul`` on CPU:0 and plain
+    ``MatMul`` on GPU:0 moved as "_MklMatMul CPU:0 -> GPU:0"; two Sessions' ``x`` (a Const and a
+    Placeholder) only in NEW were one row "x Const, count 2". Each row now says the op of the
+    placements it stands for."""
+    old = write(tmp_path, "old.log", executed("MatMul") * 5)
+    new = write(tmp_path, "new.log", executed("_MklMatMul") * 3 + executed("MatMul", GPU0) * 2
+                + placed("x", "Const", CPU) + placed("x", "Placeholder", CPU))
+    data = diff_json(old, new, expect=1)
+    assert [(r["op"], r["from"], r["to"], r["count"]) for r in data["moved"]] == [("MatMul", CPU, GPU0, 2)]
+    assert sorted((r["node"], r["op"], r["count"]) for r in data["added"]) == [("x", "Const", 1),
+                                                                             ("x", "Placeholder", 1)]
+    assert data["summary"]["unchanged"] == 3
+
+
+def test_a_trace_is_found_among_thousands_without_reading_them_all() -> None:
+    """A function retraced every step has thousands of trace counters: each of its records looked its
+    counter up by reading the list (``in``, ``index``): with 20,000 traces a side, diff took 40 times
+    as long as parse --summary. The sorted counters are bisected: a few reads each."""
+    from placement_cli.logparse.functions import function_key, trace_counters
+
+    class Counters(list[int]):
+        reads = 0
+
+        def __getitem__(self, index: Any) -> Any:
+            Counters.reads += 1
+            return super().__getitem__(index)
+
+        def __contains__(self, item: object) -> bool:
+            raise AssertionError("every counter read to find one")
+
+        def index(self, *args: Any) -> int:
+            raise AssertionError("every counter read to find one")
+
+    traces = trace_counters(f"__inference_step_{n}" for n in range(10, 40010, 2))
+    traces["step"] = Counters(traces["step"])
+    assert function_key("__inference_step_10", traces) == "step"
+    assert function_key("__inference_step_20008", traces) == "step#10000"
+    assert function_key("__inference_step_40008", traces) == "step#20000"
+    assert function_key("__inference_step_11", traces) == "step"  # a counter this side never traced
+    assert Counters.reads <= 4 * 17
+
+
+def test_a_saved_report_names_the_op_that_moved_as_its_log_does(tmp_path: Path) -> None:
+    """Two Sessions' graphs each place a node ``n``, a Const on CPU:0 and an Identity on GPU:0; in NEW
+    the Identity is on CPU:0 too. Two logs say "n Identity moved" (the Const's equal records stay
+    first); a saved report against a log said "n Const moved": its records are spelled apart from a
+    log's, so they were paired device by device, and CPU:0's op read Const. Every kind now keeps what
+    stays per op and device first."""
+    old = write(tmp_path, "old.log", placed("n", "Const", CPU) + placed("n", "Identity", GPU0))
+    new = write(tmp_path, "new.log", placed("n", "Const", CPU) + placed("n", "Identity", CPU))
+    for a, b in ((old, new), (saved(tmp_path, old), new), (old, saved(tmp_path, new)),
+                 (saved(tmp_path, old), saved(tmp_path, new))):
+        data = diff_json(a, b, expect=1)
+        assert [(r["node"], r["op"], r["from"], r["to"]) for r in data["moved"]] == [("n", "Identity", GPU0, CPU)]
+        assert data["summary"]["unchanged"] == 1

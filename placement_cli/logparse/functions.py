@@ -18,6 +18,7 @@ polymorphic_function/concrete_function.py): ``__inference_`` for a call without 
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Iterable
 
 from placement_cli.logparse import glog
@@ -110,11 +111,10 @@ def function_key(function: str | None, traces: dict[str, list[int]] | None = Non
         return function
     name, number = found
     if traces:
-        counters = traces.get(name) or []
-        if len(counters) > 1 and number in counters:
-            index = counters.index(number)
-            if index:
-                return f"{name}#{index + 1}"
+        counters = traces.get(name) or []  # sorted: found by bisection (a retraced function has thousands)
+        index = bisect_left(counters, number)
+        if index and index < len(counters) and counters[index] == number:
+            return f"{name}#{index + 1}"
     return name
 
 

@@ -44,6 +44,46 @@ class Change(NamedTuple):
                 "count": self.count}
 
 
+# One side's record of a group, decoded: (canonical device, op as printed, status, count).
+Entry = tuple[str, "str | None", "str | None", int]
+
+
+def same_op(olds: list[Entry], news: list[Entry]) -> tuple[dict[str, int], list[Entry], list[Entry]]:
+    """The placements of one op on one device both sides hold, per device; what is left of each side
+    (as two logs' equal records stay before a node's others are paired: a row names the op that moved)."""
+    counts: list[dict[tuple[str, str | None], list[Any]]] = [{}, {}]
+    for found, entries in zip(counts, (olds, news)):
+        for canonical, op, status, n in entries:
+            found.setdefault((canonical, op), [0, status])[0] += n
+    kept: dict[str, int] = {}
+    for at, (n, _status) in counts[0].items():
+        other = counts[1].get(at)
+        if other:
+            same = min(n, other[0])
+            counts[0][at][0] -= same
+            other[0] -= same
+            kept[at[0]] = kept.get(at[0], 0) + same
+    left = [[(canonical, op, status, n) for (canonical, op), (n, status) in found.items() if n] for found in counts]
+    return kept, left[0], left[1]
+
+
+def pair_devices(olds: list[list[Any]], news: list[list[Any]], task_of: Callable[[str], Any]
+                 ) -> list[tuple[str, str, int]]:
+    """Devices paired as moves: within a task first, then in order (each list: [device, count], spent)."""
+    found = []
+    for same_task in (True, False):
+        for o in olds:
+            for n in news:
+                if not o[1]:
+                    break
+                if n[1] and (not same_task or task_of(o[0]) == task_of(n[0])):
+                    count = min(o[1], n[1])
+                    found.append((o[0], n[0], count))
+                    o[1] -= count
+                    n[1] -= count
+    return found
+
+
 class Changes(Sequence[Change]):
     """Rows of a diff made as they are read: ``items`` holds, per row, whatever ``make`` turns into
     its Change (a Change itself passes through). A big diff's million rows stay a list of references
