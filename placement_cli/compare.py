@@ -23,7 +23,7 @@ from placement_cli.exceptions import UsageProblem
 from placement_cli.filters import Filters, compile_node, device_matcher, onednn_base, op_matcher
 from placement_cli.i18n import _
 from placement_cli.logparse.functions import SEPARATOR, function_key, trace_counters
-from placement_cli.logparse.records import Records, escaped_name, name_text
+from placement_cli.logparse.records import ESCAPED_NUL, Records, escaped_name, name_text
 from placement_cli.logparse.saved import Tallied, record_fields
 from placement_cli.model import LOGGED, Change, DiffSide, PlacementDiff, link_totals
 from placement_cli.model.diff import Changes, Entry, pair_devices, same_op
@@ -402,9 +402,7 @@ class _Walk:
         if not lines:
             return
         into = self.rows[side]
-        groups = _GROUP.findall(b"\n".join(lines))  # each line's node, at the regex engine's speed
-        if len(groups) != len(lines):  # pragma: no cover - every line holds a NUL (see logparse.records)
-            groups = [line[: line.find(b"\0", line.find(b"\0") + 1)] for line in lines]
+        groups = [line[: line.find(b"\0", line.find(b"\0") + 1)] for line in lines]
         if self.on is None and len(set(groups)) == len(groups):  # a record per node: the lines are the rows
             into.extend(lines)
             return
@@ -424,7 +422,7 @@ class _Walk:
     def changes(self, side: int) -> Changes:
         graphs: dict[bytes, str | None] = {b"": None}
         said = self._said[side]
-        texts_after: dict[tuple[bytes, bytes], str] = {}  # a row's JSON after its node, per graph and rest
+        texts_after: dict[bytes, str] = {}  # a row's JSON after its node, per graph and rest
 
         def make(item: Any) -> Change:
             if isinstance(item, Change):
@@ -441,29 +439,32 @@ class _Walk:
 
         def texts(items: list[Any], quote: Callable[[str], str]) -> list[str | None]:
             found: list[str | None] = []
-            for item in items:
-                if type(item) is not bytes:
-                    found.append(None)
+            append = found.append
+            for item in items:  # a million rows: each line's own work only
+                parts = item.split(b"\0", 2) if type(item) is bytes else ()
+                if len(parts) != 3:
+                    append(None)
                     continue
-                graph_key, node, rest = _parts(item)
-                after = texts_after.get((graph_key, rest))
+                graph_key, node, rest = parts
+                after = texts_after.get(graph_key + b"\0" + rest)
                 if after is None:
                     row = make(item)._replace(node=None)
-                    after = texts_after[graph_key, rest] = ", ".join(
+                    after = texts_after[graph_key + b"\0" + rest] = ", ".join(
                         f"{quote(k)}: {'null' if v is None else quote(v) if isinstance(v, str) else v}"
-                        for k, v in list(row.side_dict().items())[1:])
-                name = name_text(node)
-                found.append(f'{{"node": {quote(name) if name else "null"}, {after}}}')
+                        for k, v in list(row.side_dict().items())[1:]) + "}"
+                name = node.decode("utf-8", "replace") if ESCAPED_NUL not in node else name_text(node)
+                append('{"node": ' + (quote(name) if name else "null") + ", " + after)
             return found
 
-        def count(item: Any) -> int:
-            return 1 if isinstance(item, bytes) else item.count if isinstance(item, Change) else item[1]
+        def count(items: list[Any]) -> int:
+            others = [item for item in items if type(item) is not bytes]  # a line is one placement
+            return len(items) - len(others) + sum(item.count if isinstance(item, Change) else item[1]
+                                                  for item in others)
 
         return Changes(self.rows[side], make, count, texts)
 
 
 STRETCH = 64  # records compared at once, where the two sides are likely the same
-_GROUP = re.compile(rb"^[^\0\n]*\0[^\0\n]*", re.MULTILINE)  # a sorted record's graph and node
 
 
 def _parts(line: bytes) -> tuple[bytes, bytes, bytes]:

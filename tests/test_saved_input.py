@@ -204,3 +204,17 @@ def test_a_tally_in_two_halves_is_the_one_pass_tally_and_the_full_parse(
     assert Counter({record_fields(r): n for r, n in split.records.counted().items()}) == graph
     assert Counter({(o.decode(), d.decode()): n for (o, d), n in split.eager.items()}) == eager
     assert split.report.by_device == full.by_device
+
+
+def test_a_functions_name_across_the_scans_block_boundary_is_found(tmp_path: Path) -> None:
+    """diff reads a log's placer lines by thread only where it may run a tf.function: the name is
+    found wherever it falls, across the 1 MiB blocks the scan reads too."""
+    from placement_cli.logparse.engine import holds_functions
+
+    for at in (0, (1 << 20) - 9, (1 << 20) - 4, (1 << 20) - 1, 1 << 20):
+        log = tmp_path / f"at{at}.log"
+        log.write_bytes(b"x" * at + b"Executing op __inference_f_12 in device /job:localhost/replica:0/task:0/device:CPU:0\n")
+        assert holds_functions(str(log)), at
+    plain = tmp_path / "plain.log"
+    plain.write_bytes(b"x" * ((1 << 20) - 4) + b"infer\n" + b"MatMul: (MatMul): /job:localhost/replica:0/task:0/device:CPU:0\n")
+    assert not holds_functions(str(plain))

@@ -464,10 +464,9 @@ def holds_functions(path: str) -> bool:
     with open(path, "rb") as f:
         before = b""
         while block := f.read(1 << 20):
-            window = before + block
-            if any(needle in window for needle in needles):
+            if any(needle in block or needle in before + block[:overlap] for needle in needles):
                 return True
-            before = window[-overlap:]
+            before = block[-overlap:]
     return False
 
 

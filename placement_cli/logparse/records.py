@@ -98,17 +98,17 @@ class Records:
 
 # A NUL in a graph's or node's name (a saved report may hold any string; a log's never holds one) is
 # written as the overlong b"\xc0\x80", which no UTF-8 text holds: a record's NULs stay its separators.
-_NUL = b"\xc0\x80"
+ESCAPED_NUL = b"\xc0\x80"
 
 
 def escaped_name(name: bytes) -> bytes:
     """A graph's or node's name as a record holds it."""
-    return name.replace(b"\0", _NUL) if b"\0" in name else name
+    return name.replace(b"\0", ESCAPED_NUL) if b"\0" in name else name
 
 
 def name_text(name: bytes) -> str:
     """A graph's or node's name of a record, as the input gave it."""
-    return (name.replace(_NUL, b"\0") if _NUL in name else name).decode("utf-8", "replace")
+    return (name.replace(ESCAPED_NUL, b"\0") if ESCAPED_NUL in name else name).decode("utf-8", "replace")
 
 
 def release(records: Records | None) -> None:

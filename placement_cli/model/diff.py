@@ -89,7 +89,7 @@ class Changes(Sequence[Change]):
     its Change (a Change itself passes through). A big diff's million rows stay a list of references
     to the records it compared, not a million tuples of strings."""
 
-    def __init__(self, items: list[Any], make: Callable[[Any], Change], counts: Callable[[Any], int],
+    def __init__(self, items: list[Any], make: Callable[[Any], Change], counts: Callable[[list[Any]], int],
                  texts: Callable[[list[Any], Callable[[str], str]], list[str | None]] | None = None) -> None:
         self.items, self.make, self._counts = items, make, counts
         # items' rows (side_dict) as compact JSON, straight from what each item holds (None: it cannot),
@@ -102,6 +102,8 @@ class Changes(Sequence[Change]):
         """The rows of ``index`` as ``encode(change.side_dict())`` would write them."""
         items = self.items[index]
         found = [None] * len(items) if self.texts is None else self.texts(items, quote)
+        if None not in found:
+            return found  # type: ignore[return-value]
         return [encode(self.make(item).side_dict()) if written is None else written
                 for item, written in zip(items, found)]
 
@@ -131,7 +133,7 @@ class Changes(Sequence[Change]):
     def total(self) -> int:
         """The placements the rows stand for (a row's count), without making the rows."""
         if self._total is None:
-            self._total = sum(map(self._counts, self.items))
+            self._total = self._counts(self.items)
         return self._total
 
 
