@@ -211,9 +211,11 @@ def test_a_functions_name_across_the_scans_block_boundary_is_found(tmp_path: Pat
     found wherever it falls, across the 1 MiB blocks the scan reads too."""
     from placement_cli.logparse.engine import holds_functions
 
-    for at in (0, (1 << 20) - 9, (1 << 20) - 4, (1 << 20) - 1, 1 << 20):
-        log = tmp_path / f"at{at}.log"
-        log.write_bytes(b"x" * at + b"Executing op __inference_f_12 in device /job:localhost/replica:0/task:0/device:CPU:0\n")
+    line = b"Executing op __inference_f_12 in device /job:localhost/replica:0/task:0/device:CPU:0\n"
+    for cut in (0, 1, 4, 8, 9):  # "inference" starts ``cut`` bytes before the second block
+        at = (1 << 20) - line.index(b"inference") - cut
+        log = tmp_path / f"cut{cut}.log"
+        log.write_bytes(b"x" * at + line)
         assert holds_functions(str(log)), at
     plain = tmp_path / "plain.log"
     plain.write_bytes(b"x" * ((1 << 20) - 4) + b"infer\n" + b"MatMul: (MatMul): /job:localhost/replica:0/task:0/device:CPU:0\n")
