@@ -83,6 +83,24 @@ def test_screen_rows_when_not_a_terminal_is_fixed() -> None:
     assert screen_rows(io.StringIO()) == 40
 
 
+def test_the_digest_says_how_many_ops_run_with_their_resource_instead_of_listing_them() -> None:
+    """Ops placed with their resource (TensorFlow's rule) are not where they asked, yet no fallback:
+    the "worth a look" digest leaves them out and says so, never "every op sits where it asked"."""
+    from dataclasses import replace
+
+    from placement_cli.model import WITH_RESOURCE
+
+    report = big_report()
+    ruled = [replace(p, status=WITH_RESOURCE, reason="with its variable v") if p.op == "Identity" else p
+             for p in report.placements]
+    digest = "\n".join(lines_of(replace(report, placements=tuple(ruled)), 200))
+    count = sum(p.status == WITH_RESOURCE for p in ruled)
+    assert f"{count} ops run with their resource" in " ".join(digest.split())
+    quiet = [p for p in ruled if p.status == WITH_RESOURCE or p.op == "MatMul" and p.node.startswith("tower_0")]
+    alone = "\n".join(lines_of(replace(report, placements=tuple(quiet)), 200))
+    assert "Every op sits where it asked" not in alone and "run with their resource" in " ".join(alone.split())
+
+
 def test_a_long_report_is_a_digest_and_all_rows_prints_every_row() -> None:
     report = big_report()
     digest = "\n".join(lines_of(report, 120))

@@ -164,14 +164,19 @@ def digest_renderables(report: Report, visible: list[Placement], rows: int, *, r
 
 def _worth_a_look(shown: list[Placement], run: bool, view: View) -> RenderableType:
     rows = table_rows([p for p in shown if worth_a_look(p)], run)
+    # ops that run where their resource lives are not where they asked, by TensorFlow's rule: said, not listed
+    resourced = sum(1 for p in shown if p.status == WITH_RESOURCE)
+    ruled = _("{count} ops run with their resource (a variable's or iterator's device, TensorFlow's rule, not a "
+              "fallback): not listed here.").format(count=resourced) if resourced else None
     if not rows:
-        return Text(_("Every op sits where it asked, or asked for nothing and needs no reason."), style="italic")
+        return Text(ruled or _("Every op sits where it asked, or asked for nothing and needs no reason."),
+                    style="italic")
     cap = max(view.screen_rows, 1)
     more = len(rows) - cap
-    caption = _("{more} more rows worth a look: {narrow}").format(more=more, narrow=view.narrow) if more > 0 else None
+    said = [_("{more} more rows worth a look: {narrow}").format(more=more, narrow=view.narrow)] if more > 0 else []
     return rows_table(_every_reason_first(rows, cap),
                       title=_("Worth a look (not where they asked, or on a CPU while a GPU exists)"),
-                      caption=caption, fit=view.fit)
+                      caption=" ".join([*said, *([ruled] if ruled else [])]) or None, fit=view.fit)
 
 
 def _every_reason_first(rows: list[tuple[Placement, int]], cap: int) -> list[tuple[Placement, int]]:
