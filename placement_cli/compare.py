@@ -11,7 +11,6 @@ of its devices, paired device for device, then within a task, then in order."""
 from __future__ import annotations
 
 import gc
-import re
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable
@@ -22,7 +21,7 @@ from placement_cli.devices import DeviceSpec, DeviceSpecError, parse_device
 from placement_cli.exceptions import UsageProblem
 from placement_cli.filters import Filters, compile_node, device_matcher, onednn_base, op_matcher
 from placement_cli.i18n import _
-from placement_cli.logparse.functions import SEPARATOR, function_key, trace_counters
+from placement_cli.logparse.functions import function_key, trace_counters
 from placement_cli.logparse.records import ESCAPED_NUL, Records, escaped_name, name_text
 from placement_cli.logparse.saved import Tallied, record_fields
 from placement_cli.model import LOGGED, Change, DiffSide, PlacementDiff, link_totals
@@ -304,7 +303,6 @@ class _Walk:
         self.moved: list[Change] = []
         self.rows: tuple[list[Any], list[Any]] = ([], [])  # removed, added: lines, (line, count), Changes
         self.unchanged = 0
-        self.sorted: tuple[list[bytes], list[bytes]] = ([], [])  # what in_place left of each side, sorted
         self._said: list[dict[bytes, tuple[str | None, str, str | None]]] = [{}, {}]
 
     def said(self, side: int, rest: bytes) -> tuple[str | None, str, str | None]:
@@ -342,7 +340,6 @@ class _Walk:
         a, b = self.in_place(self.sides[0].lines, self.sides[1].lines)
         a.sort()
         b.sort()
-        self.sorted = a, b
         i = j = 0
         na, nb = len(a), len(b)
         while i < na and j < nb:
@@ -364,15 +361,16 @@ class _Walk:
                     else:
                         j = end
                     continue
-            i, j = self.node(gx if gx <= gy else gy, i, j)
+            i, j = self.node(gx if gx <= gy else gy, (a, b), i, j)
         self.one_side(0, a[i:])
         self.one_side(1, b[j:])
 
-    def node(self, group: bytes, i: int, j: int) -> tuple[int, int]:
-        """The records of one node (``group``) from ``i`` and ``j`` on: what stays, moves, is one side's."""
+    def node(self, group: bytes, sides: tuple[list[bytes], list[bytes]], i: int, j: int) -> tuple[int, int]:
+        """The records of one node (``group``) from ``i`` and ``j`` on in the two sides' sorted ``sides``:
+        what stays, moves, is one side's."""
         prefix = group + b"\0"
         runs = []
-        for lines, at in zip(self.sorted, (i, j)):
+        for lines, at in zip(sides, (i, j)):
             end = at
             while end < len(lines) and lines[end].startswith(prefix):
                 end += 1
@@ -421,7 +419,6 @@ class _Walk:
 
     def changes(self, side: int) -> Changes:
         graphs: dict[bytes, str | None] = {b"": None}
-        said = self._said[side]
         texts_after: dict[bytes, str] = {}  # a row's JSON after its node, per graph and rest
 
         def make(item: Any) -> Change:
@@ -432,7 +429,7 @@ class _Walk:
             graph = graphs.get(graph_key)
             if graph is None and graph_key:
                 graph = graphs[graph_key] = name_text(graph_key)
-            op, canonical, status = said.get(rest) or self.said(side, rest)
+            op, canonical, status = self.said(side, rest)
             name = name_text(node) or None
             return (Change(name, op, canonical, None, status, None, n, False, graph) if side == 0 else
                     Change(name, op, None, canonical, None, status, n, False, graph))
@@ -446,10 +443,11 @@ class _Walk:
                     append(None)
                     continue
                 graph_key, node, rest = parts
-                after = texts_after.get(graph_key + b"\0" + rest)
+                key = graph_key + b"\0" + rest
+                after = texts_after.get(key)
                 if after is None:
                     row = make(item)._replace(node=None)
-                    after = texts_after[graph_key + b"\0" + rest] = ", ".join(
+                    after = texts_after[key] = ", ".join(
                         f"{quote(k)}: {'null' if v is None else quote(v) if isinstance(v, str) else v}"
                         for k, v in list(row.side_dict().items())[1:]) + "}"
                 name = node.decode("utf-8", "replace") if ESCAPED_NUL not in node else name_text(node)

@@ -1,8 +1,8 @@
-"""A comparison's tally of one log's placer records (``placement diff``): one text, a record a line.
+"""A comparison's tally of one log's placer records (``placement diff``): text, a record a line.
 
 A record is a placer line's "node: (Op): device" as printed (the guide era's "node: device"), a
 tf.function's behind its name and SEPARATOR; the two copies TensorFlow prints of one placement are
-one record. Repeats are kept as lines, so the halves of a parallel read join by concatenation. A
+one record. Repeats are kept as lines, so the halves of a parallel read join as two texts. A
 million records take about the size of their text, where counting them in a dict took three times
 that; ``lines`` turns the text into what a comparison walks, once."""
 
@@ -25,7 +25,7 @@ class Records:
 
     def __init__(self) -> None:
         self.chunks = [bytearray()]
-        self.named: bool | None = None  # some record belongs to a tf.function (known once sorted)
+        self.named: bool | None = None  # some record belongs to a tf.function (known once ``lines`` ran)
         self._lines: list[bytes] | None = None
 
     @property

@@ -28,12 +28,18 @@ TOP_SCOPE = messages.TOP_SCOPE
 
 def scope_of(node: str | None, depth: int) -> str:
     """A node's name scope (its name up to the last ``/``), at most ``depth`` levels deep."""
+    return _scopes(node, depth)[-1]
+
+
+def _scopes(node: str | None, deepest: int) -> list[str]:
+    """A node's name scope at each level from 1 to ``deepest``, its name split once."""
     if not node:
-        return EAGER_SCOPE
-    parts = node.split("/")
-    if len(parts) == 1:
-        return TOP_SCOPE
-    return "/".join(parts[: min(depth, len(parts) - 1)])
+        return [EAGER_SCOPE] * deepest
+    parts = node.split("/", deepest)
+    last = len(parts) - 1  # a scope is a name up to a "/", never the whole name
+    if not last:
+        return [TOP_SCOPE] * deepest
+    return ["/".join(parts[: min(depth, last)]) for depth in range(1, deepest + 1)]
 
 
 def scope_depth(nodes: Iterable[str | None]) -> int:
@@ -50,10 +56,7 @@ def scope_counts(rows: Iterable[tuple[str | None, str, int]]) -> tuple[int, Coun
     scopes: dict[int, set[str]] = {depth: set() for depth in levels}
     deepest = MAX_SCOPE_DEPTH  # the deepest level still counted
     for node, device, n in rows:
-        parts = node.split("/", deepest) if node else ()
-        last = len(parts) - 1  # a scope is a name up to a "/", never the whole name
-        for depth in range(1, deepest + 1):
-            scope = EAGER_SCOPE if not node else TOP_SCOPE if not last else "/".join(parts[: min(depth, last)])
+        for depth, scope in enumerate(_scopes(node, deepest), start=1):
             counts[depth][scope, device] += n
             if depth > 1:
                 known = scopes[depth]
