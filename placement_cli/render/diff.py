@@ -4,7 +4,7 @@ copies; a digest when the rows do not fit a screen. Renderers return, the comman
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 from rich.console import Group, RenderableType
 from rich.text import Text
@@ -38,11 +38,11 @@ def _name(change: Change) -> str:
     return clean(change.node if change.graph is None else f"{change.graph}: {change.node}")
 
 
-def _counted(changes: tuple[Change, ...]) -> bool:
+def _counted(changes: Sequence[Change]) -> bool:
     return any(c.count > 1 or c.eager for c in changes)
 
 
-def moved_table(changes: tuple[Change, ...], fit: bool) -> RowTable:
+def moved_table(changes: Sequence[Change], fit: bool) -> RowTable:
     statuses = any(c.old_status or c.new_status for c in changes)
     counts = _counted(changes)
     columns = [Column(_("node"), MIDDLE, min_width=16), Column(_("op"), MIDDLE, min_width=10),
@@ -62,7 +62,7 @@ def moved_table(changes: tuple[Change, ...], fit: bool) -> RowTable:
     return table
 
 
-def side_table(title: str, changes: tuple[Change, ...], fit: bool) -> RowTable:
+def side_table(title: str, changes: Sequence[Change], fit: bool) -> RowTable:
     statuses = any(c.status for c in changes)
     counts = _counted(changes)
     columns = [Column(_("node"), MIDDLE, min_width=16), Column(_("op"), MIDDLE, min_width=10), Column(_("device"))]
@@ -81,7 +81,7 @@ def side_table(title: str, changes: tuple[Change, ...], fit: bool) -> RowTable:
     return table
 
 
-def moved_digest(changes: tuple[Change, ...], fit: bool) -> RowTable:
+def moved_digest(changes: Sequence[Change], fit: bool) -> RowTable:
     """Moves summed per op type and pair of devices, with a few names each."""
     found: dict[tuple[str, str, str], tuple[int, list[str]]] = {}
     for c in changes:
@@ -103,7 +103,7 @@ def moved_digest(changes: tuple[Change, ...], fit: bool) -> RowTable:
     return table
 
 
-def side_digest(title: str, changes: tuple[Change, ...], fit: bool) -> list[RenderableType]:
+def side_digest(title: str, changes: Sequence[Change], fit: bool) -> list[RenderableType]:
     """Placements only one side has, per op type and device, then per name scope and device."""
     by_op: Counter[tuple[str, str]] = Counter()
 
@@ -116,9 +116,9 @@ def side_digest(title: str, changes: tuple[Change, ...], fit: bool) -> list[Rend
     by_scope: Counter[tuple[str, str]] = Counter()
     for (scope, device), n in scoped.items():
         by_scope[shown(scope), device] += n
-    total = sum(by_op.values())
-    return [CrossTab(_("{title} ({count}), per op type").format(title=title, count=total), _("op"), by_op, fit),
-            CrossTab(_("{title} ({count}), per name scope").format(title=title, count=total), _("scope"), by_scope,
+    count = sum(by_op.values())
+    return [CrossTab(_("{title} ({count}), per op type").format(title=title, count=count), _("op"), by_op, fit),
+            CrossTab(_("{title} ({count}), per name scope").format(title=title, count=count), _("scope"), by_scope,
                      fit)]
 
 
