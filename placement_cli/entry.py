@@ -2,7 +2,8 @@
 imports, typer reading the arguments, before the command's own handling is in force) is an
 interruption like any later one: one line and exit 130, never a traceback. Once a signal has ended
 the command, the process ends with that exit code: a second Ctrl-C, SIGTERM or SIGHUP arriving while
-Python shuts down (its handlers put back to the defaults) cannot turn exit 130 into a death by signal."""
+Python shuts down (its handlers put back to the defaults) cannot turn exit 130 into a death by signal,
+and neither can CPython's memory of an interrupt the command caught (see _forget_caught_interrupts)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,16 @@ def _stay_ended() -> None:
             pass
 
 
+def _forget_caught_interrupts() -> None:
+    """Run as ``python -m placement_cli``, CPython remembers whether a KeyboardInterrupt ended any
+    ``exec`` of a string (dataclasses, namedtuple and typing build their code that way, in whatever
+    module a Ctrl-C lands) and, once the interpreter has finished, kills its own process with SIGINT
+    even though that interrupt was caught and the command chose its exit code (seen: ``cluster``
+    interrupted while it started, exit 130 printed, killed by SIGINT). Each ``exec`` of a string
+    resets that memory when it starts, and an empty one ends without an interrupt to remember."""
+    exec("")  # noqa: S102 - an empty string: nothing runs
+
+
 def main() -> None:
     """`placement` and `python -m placement_cli`."""
     try:
@@ -46,3 +57,5 @@ def main() -> None:
         if exc.code in _SIGNALLED:
             _stay_ended()
         raise
+    finally:
+        _forget_caught_interrupts()

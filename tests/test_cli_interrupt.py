@@ -92,3 +92,23 @@ def test_a_second_signal_while_the_process_ends_keeps_its_exit_code(stop: str, n
                           text=True, timeout=patience(60))
     assert done.returncode == code, done.stderr
     assert "Traceback" not in done.stderr
+
+
+_IN_EXEC = """
+import placement_cli.cli
+def interrupted():
+    exec("raise KeyboardInterrupt")  # as when a Ctrl-C lands while a dataclass or namedtuple is built
+placement_cli.cli.main = interrupted
+from placement_cli.entry import main
+main()
+"""
+
+
+def test_a_ctrl_c_caught_inside_an_exec_keeps_exit_130_under_python_m(tmp_path: Path) -> None:
+    """`python -m placement_cli`: CPython kills a process with SIGINT at exit when a KeyboardInterrupt
+    ended an exec() of a string, even one the command caught (seen: `cluster` interrupted while it
+    started, "placement: interrupted" printed, killed by SIGINT under load)."""
+    (tmp_path / "interrupted_in_exec.py").write_text(_IN_EXEC)
+    done = subprocess.run([sys.executable, "-m", "interrupted_in_exec"], capture_output=True, text=True,
+                          timeout=patience(60), cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (130, "placement: interrupted\n")
