@@ -10,13 +10,14 @@ of its devices, paired device for device, then within a task, then in order."""
 
 from __future__ import annotations
 
-import gc
+import operator
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from placement_cli.collector import paused
 from placement_cli.devices import DeviceSpec, DeviceSpecError, parse_device
 from placement_cli.exceptions import UsageProblem
 from placement_cli.filters import Filters, compile_node, device_matcher, onednn_base, op_matcher
@@ -281,13 +282,8 @@ def _by_device(records: _Records, devices: _Devices) -> Counter[str]:
 def compare(old: Tallied, new: Tallied, filters: Filters = Filters()) -> PlacementDiff:
     """What moved from ``old`` to ``new``; placements only one of them has. ``--device`` narrows the
     answer, not the inputs: what left the device or entered it is a move, never "only on one side"."""
-    collecting = gc.isenabled()
-    gc.disable()  # a million rows hold no cycles: the collector would walk them again and again
-    try:
+    with paused():  # a million rows hold no cycles: the collector would walk them again and again
         return _compare(old, new, filters)
-    finally:
-        if collecting:
-            gc.enable()
 
 
 class _Walk:
@@ -323,10 +319,15 @@ class _Walk:
         left: tuple[list[bytes], list[bytes]] = ([], [])
         for start in range(0, n, STRETCH):
             end = min(start + STRETCH, n)
-            if a[start:end] == b[start:end]:  # by the list comparison's own loop
-                self.unchanged += end - start if self.on is None else sum(self.kept(0, x) for x in a[start:end])
+            olds, news = a[start:end], b[start:end]
+            if olds == news:  # by the list comparison's own loop
+                self.unchanged += end - start if self.on is None else sum(self.kept(0, x) for x in olds)
                 continue
-            for x, y in zip(a[start:end], b[start:end]):
+            if all(map(operator.ne, olds, news)):  # nothing in place (two logs whose names differ)
+                left[0].extend(olds)
+                left[1].extend(news)
+                continue
+            for x, y in zip(olds, news):
                 if x == y:
                     self.unchanged += self.kept(0, x)
                 else:
@@ -420,6 +421,7 @@ class _Walk:
     def changes(self, side: int) -> Changes:
         graphs: dict[bytes, str | None] = {b"": None}
         texts_after: dict[bytes, str] = {}  # a row's JSON after its node, per graph and rest
+        afters_for: dict[Callable[[str], str], _Afters] = {}  # the same, per quoting, for the usual rows
 
         def make(item: Any) -> Change:
             if isinstance(item, Change):
@@ -434,7 +436,25 @@ class _Walk:
             return (Change(name, op, canonical, None, status, None, n, False, graph) if side == 0 else
                     Change(name, op, None, canonical, None, status, n, False, graph))
 
+        def after_of(key: bytes, quote: Callable[[str], str]) -> str:
+            """The JSON of a row after its node, for the rows of ``key`` (GRAPH \\0 REST)."""
+            after = texts_after.get(key)
+            if after is None:
+                graph_key, _, rest = key.partition(b"\0")
+                row = make(graph_key + b"\0\0" + rest)._replace(node=None)
+                after = texts_after[key] = ", ".join(
+                    f"{quote(k)}: {'null' if v is None else quote(v) if isinstance(v, str) else v}"
+                    for k, v in list(row.side_dict().items())[1:]) + "}"
+            return after
+
         def texts(items: list[Any], quote: Callable[[str], str]) -> list[str | None]:
+            fast = _plain_rows(items, quote)
+            if fast is not None:  # the usual rows: a line each, names JSON takes as they are
+                afters = afters_for.get(quote)
+                if afters is None:
+                    afters = afters_for[quote] = _Afters(lambda graph, rest: after_of(graph + b"\0" + rest, quote))
+                return [f'{{"node": "{node.decode()}", {afters[graph, rest]}' if node else
+                        f'{{"node": null, {afters[graph, rest]}' for graph, node, rest in fast]
             found: list[str | None] = []
             append = found.append
             for item in items:  # a million rows: each line's own work only
@@ -446,16 +466,16 @@ class _Walk:
                 key = graph_key + b"\0" + rest
                 after = texts_after.get(key)
                 if after is None:
-                    row = make(item)._replace(node=None)
-                    after = texts_after[key] = ", ".join(
-                        f"{quote(k)}: {'null' if v is None else quote(v) if isinstance(v, str) else v}"
-                        for k, v in list(row.side_dict().items())[1:]) + "}"
+                    after = after_of(key, quote)
                 name = node.decode("utf-8", "replace") if ESCAPED_NUL not in node else name_text(node)
                 append('{"node": ' + (quote(name) if name else "null") + ", " + after)
             return found
 
         def count(items: list[Any]) -> int:
-            others = [item for item in items if type(item) is not bytes]  # a line is one placement
+            lines = list(map(type, items)).count(bytes)  # a line is one placement
+            if lines == len(items):
+                return lines
+            others = [item for item in items if type(item) is not bytes]
             return len(items) - len(others) + sum(item.count if isinstance(item, Change) else item[1]
                                                   for item in others)
 
@@ -463,6 +483,39 @@ class _Walk:
 
 
 STRETCH = 64  # records compared at once, where the two sides are likely the same
+
+# what JSON writes escaped in a string (in a batch of records, NUL and newline are their separators)
+_ESCAPED = bytes(range(1, 32)).replace(b"\n", b"") + b'"\\'
+
+
+def _plain_rows(items: list[Any], quote: Callable[[str], str]) -> list[list[bytes]] | None:
+    """``items`` as [graph, node, rest] each, where every one is a record line (a row of one placement)
+    whose names are valid UTF-8 that ``quote`` writes as they are; None where one is not."""
+    if not items or list(map(type, items)).count(bytes) != len(items):
+        return None
+    batch = b"\n".join(items)
+    if len(batch.translate(None, _ESCAPED)) != len(batch):
+        return None
+    try:
+        batch.decode("utf-8")  # an escaped NUL (an invalid sequence) fails here too
+    except UnicodeDecodeError:
+        return None
+    if not batch.isascii() and quote("\u00e9") != '"\u00e9"':  # --ascii: every other letter escaped
+        return None
+    found = [item.split(b"\0", 2) for item in items]
+    return found if min(map(len, found)) == 3 else None
+
+
+class _Afters(dict[tuple[bytes, bytes], str]):
+    """A row's JSON after its node, per (graph, rest), made on first use."""
+
+    def __init__(self, make: Callable[[bytes, bytes], str]) -> None:
+        super().__init__()
+        self.make = make
+
+    def __missing__(self, key: tuple[bytes, bytes]) -> str:
+        found = self[key] = self.make(*key)
+        return found
 
 
 def _parts(line: bytes) -> tuple[bytes, bytes, bytes]:

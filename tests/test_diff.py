@@ -471,3 +471,35 @@ def test_a_saved_reports_counts_per_device_are_normalised_too(tmp_path: Path) ->
     summary["summary"]["by_device"] = {"/gpu:0": 2, "/cpu:0": 1}
     data = diff_json(write(tmp_path, "moved.json", json.dumps(summary)), str(GUIDE_TF0), expect=1)
     assert data["by_device"] == {CPU: {"old": 1, "new": 0}, GPU0: {"old": 2, "new": 3}}
+
+
+@pytest.mark.parametrize("ascii_only", [False, True])
+def test_big_diff_rows_written_from_records_equal_their_dicts(tmp_path: Path, ascii_only: bool) -> None:
+    """A big diff's rows are written straight from its records, a batch at a time where every name is
+    plain; each row must read back as the dict its Change makes, whatever a name holds (quotes,
+    backslashes, control characters, NUL, other scripts) and wherever it falls among the batches."""
+    from io import StringIO  # noqa: PLC0415
+
+    from placement_cli.render.json import BATCH, write  # noqa: PLC0415
+
+    saved = json.loads((FIXTURES / "saved" / "show.json").read_text())
+    model = saved["placements"][0]
+    odd = ['q"uote', "back\\slash", "tab\there", "caf\u00e9", "\u4e2d\u6587", "ctl\x01x", "nul\x00x", "x (y): z"]
+    names = [f"n{i:06d}" for i in range(BATCH + 300)]
+    for at, name in zip((5, BATCH + 7, BATCH + 100, 17, 40, BATCH + 200, 60, BATCH + 299), odd):
+        names[at] = f"n{at:06d}/{name}"
+    graphs = {7: "caf\u00e9_fn", 8: "plain_fn", BATCH + 1: 'q"fn'}
+    for side, nodes in (("old", names), ("new", [f"m{i}" for i in range(BATCH + 5)] + ["", "\u00e9"])):
+        saved["placements"] = [{**model, "node": node, "graph": graphs.get(i) if side == "old" else None}
+                               for i, node in enumerate(nodes)]
+        (tmp_path / f"{side}.json").write_text(json.dumps(saved))
+    found = compare(read_tallied(str(tmp_path / "old.json")), read_tallied(str(tmp_path / "new.json")))
+    out = StringIO()
+    write(found.to_dict(lazy=True), out, ascii_only=ascii_only)
+    assert out.getvalue().isascii() or not ascii_only
+    data = json.loads(out.getvalue())
+    assert data["removed"] == [c.side_dict() for c in found.removed]
+    assert data["added"] == [c.side_dict() for c in found.added]
+    assert len(data["removed"]) == len(names) and len(data["added"]) == BATCH + 7
+    assert {row["node"] for row in data["removed"]} >= {f"n{at:06d}/{name}" for at, name in zip((5, 60), (odd[0], odd[6]))}
+    assert {(row["node"], row["graph"]) for row in data["removed"]} >= {("n000007", "caf\u00e9_fn")}

@@ -17,6 +17,7 @@ from dataclasses import replace
 from operator import attrgetter, itemgetter
 from typing import Any, BinaryIO
 
+from placement_cli.collector import paused
 from placement_cli.devices import DeviceSpec, DeviceSpecError, parse_device
 from placement_cli.logparse import eager, functions, ignored, lazy, mapping, placer, reader, rejoin
 from placement_cli.logparse.error_messages import MAX_CHARS, MAX_LINES, TRIGGER, may_hold_failure, read_failure
@@ -507,8 +508,9 @@ def count_range(path: str, start: int, end: int, layout: reader.Layout, *, start
             parser.held, parser.newlines = [], start_line
             parser.functions = functions.Functions(mid_file=True)
         parser.start_source(layout.wrap)  # the whole file's layout, not one found in this range
-        for data, body_end in reader.Lines(CHUNK).chunks(reader.decoded(stream, layout.encoding, CHUNK)):
-            parser.feed(data, body_end)
+        with paused():  # millions of short-lived pieces, no cycles: about 8% of a big count
+            for data, body_end in reader.Lines(CHUNK).chunks(reader.decoded(stream, layout.encoding, CHUNK)):
+                parser.feed(data, body_end)
     if parser.held is not None:
         parser.close()
     return parser

@@ -6,8 +6,10 @@ import io
 import json
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
+from placement_cli.collector import paused
 from placement_cli.filters import Filtered
 from placement_cli.model import Report
 from placement_cli.model.diff import Rows
@@ -86,22 +88,29 @@ def write(data: Any, out: Any, *, ascii_only: bool = False) -> None:
             continue
         row = _row_encoder(ascii_only)
         out.write("[\n    " if len(value) else "[")
-        for start in range(0, len(value), BATCH):
-            try:
-                if isinstance(value, Rows):  # a diff's rows: written the fastest way they know
-                    text = ",\n    ".join(value.texts(slice(start, start + BATCH), quote,
-                                                      lambda item: "".join(row(item, 0))))
-                else:
-                    text = ",\n    ".join(["".join(row(item, 0)) for item in value[start : start + BATCH]])
-            except ValueError:
-                batch = value[start : start + BATCH]
-                text = ",\n    ".join(["".join(row(finite(item, f"{path}[{start + i}]", found), 0))
-                                       for i, item in enumerate(batch)])
-            out.write((",\n    " if start else "") + text)
+        with paused():  # a batch's rows and their parts: many objects, no cycles
+            _write_rows(value, path, row, quote, found, out)
         out.write("\n  ]" if len(value) else "]")
     if found:
         out.write(',\n  "non_finite": ' + json.dumps(found, indent=2, ensure_ascii=ascii_only).replace("\n", "\n  "))
     out.write("\n}")
+
+
+def _write_rows(value: Any, path: str, row: Callable[[Any, int], Any], quote: Callable[[str], str],
+                found: list[dict[str, str]], out: Any) -> None:
+    """A long list's rows, BATCH at a time (each batch's texts joined before it is written)."""
+    for start in range(0, len(value), BATCH):
+        try:
+            if isinstance(value, Rows):  # a diff's rows: written the fastest way they know
+                text = ",\n    ".join(value.texts(slice(start, start + BATCH), quote,
+                                                  lambda item: "".join(row(item, 0))))
+            else:
+                text = ",\n    ".join(["".join(row(item, 0)) for item in value[start : start + BATCH]])
+        except ValueError:
+            batch = value[start : start + BATCH]
+            text = ",\n    ".join(["".join(row(finite(item, f"{path}[{start + i}]", found), 0))
+                                   for i, item in enumerate(batch)])
+        out.write((",\n    " if start else "") + text)
 
 
 def _rows(value: Any) -> bool:
