@@ -298,6 +298,7 @@ class _Walk:
         self.devices, self.on, self.task_of = devices, on, task_of
         self.moved: list[Change] = []
         self.rows: tuple[list[Any], list[Any]] = ([], [])  # removed, added: lines, (line, count), Changes
+        self.lines_in = [0, 0]  # of each side's rows, how many are lines (a placement each)
         self.unchanged = 0
         self._said: list[dict[bytes, tuple[str | None, str, str | None]]] = [{}, {}]
 
@@ -404,6 +405,7 @@ class _Walk:
         groups = [line[: line.find(b"\0", line.find(b"\0") + 1)] for line in lines]
         if self.on is None and len(set(groups)) == len(groups):  # a record per node: the lines are the rows
             into.extend(lines)
+            self.lines_in[side] += len(lines)
             return
         start = 0
         while start < len(lines):
@@ -413,6 +415,7 @@ class _Walk:
             if end - start == 1:
                 if self.kept(side, lines[start]):
                     into.append(lines[start])
+                    self.lines_in[side] += 1
             else:
                 _one_side(_group_names(groups[start]), self.entries(side, Counter(lines[start:end])),
                           False, side == 0, into, self.on or _everywhere)
@@ -448,7 +451,7 @@ class _Walk:
             return after
 
         def texts(items: list[Any], quote: Callable[[str], str]) -> list[str | None]:
-            fast = _plain_rows(items, quote)
+            fast = _plain_rows(items, quote, self.lines_in[side] == len(self.rows[side]))
             if fast is not None:  # the usual rows: a line each, names JSON takes as they are
                 afters = afters_for.get(quote)
                 if afters is None:
@@ -472,9 +475,8 @@ class _Walk:
             return found
 
         def count(items: list[Any]) -> int:
-            lines = list(map(type, items)).count(bytes)  # a line is one placement
-            if lines == len(items):
-                return lines
+            if items is self.rows[side] and self.lines_in[side] == len(items):  # lines only: a placement each
+                return len(items)
             others = [item for item in items if type(item) is not bytes]
             return len(items) - len(others) + sum(item.count if isinstance(item, Change) else item[1]
                                                   for item in others)
@@ -488,10 +490,11 @@ STRETCH = 64  # records compared at once, where the two sides are likely the sam
 _ESCAPED = bytes(range(1, 32)).replace(b"\n", b"") + b'"\\'
 
 
-def _plain_rows(items: list[Any], quote: Callable[[str], str]) -> list[list[bytes]] | None:
-    """``items`` as [graph, node, rest] each, where every one is a record line (a row of one placement)
-    whose names are valid UTF-8 that ``quote`` writes as they are; None where one is not."""
-    if not items or list(map(type, items)).count(bytes) != len(items):
+def _plain_rows(items: list[Any], quote: Callable[[str], str], lines: bool = False) -> list[list[bytes]] | None:
+    """``items`` as [graph, node, rest] each, where every one is a record line (a row of one placement,
+    known beforehand where ``lines``) whose names are valid UTF-8 that ``quote`` writes as they are;
+    None where one is not."""
+    if not items or not lines and list(map(type, items)).count(bytes) != len(items):
         return None
     batch = b"\n".join(items)
     if len(batch.translate(None, _ESCAPED)) != len(batch):
