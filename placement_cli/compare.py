@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from placement_cli.collector import paused
-from placement_cli.devices import DeviceSpec, DeviceSpecError, parse_device
+from placement_cli.devices import DeviceNames
 from placement_cli.exceptions import UsageProblem
 from placement_cli.filters import Filters, compile_node, device_matcher, onednn_base, op_matcher
 from placement_cli.i18n import _
@@ -26,28 +26,11 @@ from placement_cli.logparse.functions import function_key, trace_counters
 from placement_cli.logparse.records import ESCAPED_NUL, Records, escaped_name, name_text
 from placement_cli.logparse.saved import Tallied, record_fields
 from placement_cli.model import LOGGED, Change, DiffSide, PlacementDiff, link_totals
-from placement_cli.model.diff import Changes, Entry, pair_devices, same_op
+from placement_cli.model.diff import Changes, Entry, RowAfters, pair_devices, plain_rows, same_op
 
 # A record as compared: (node or None, op, device, status or None, graph or None); the device as a log
 # printed it, or a saved report's canonical name; the graph as TensorFlow named the function.
 Fields = tuple[str | None, str | None, str, str | None, str | None]
-
-
-class _Devices:
-    """Device names read once each (a log names a few devices millions of times)."""
-
-    def __init__(self) -> None:
-        self.specs: dict[str, DeviceSpec] = {}
-
-    def spec(self, device: str) -> DeviceSpec:
-        spec = self.specs.get(device)
-        if spec is None:
-            try:
-                spec = parse_device(device, logged=True)
-            except DeviceSpecError:  # the parser read it as a device; a saved report may hold anything
-                spec = DeviceSpec(device_type=device)
-            self.specs[device] = spec
-        return spec
 
 
 # A graph record as compared: b"GRAPH\0NODE\0REST" (see logparse.records), sorted; REST is read by the
@@ -169,7 +152,7 @@ Group = "str | tuple[str | None, str | None]"
 Place = tuple[tuple[str, int, int], str]
 
 
-def _decoded(records: dict[Hashable, int], fields: Callable[[Hashable], Fields], devices: _Devices,
+def _decoded(records: dict[Hashable, int], fields: Callable[[Hashable], Fields], devices: DeviceNames,
              places: dict[str, Place], eager: bool, traces: dict[str, list[int]] | None
              ) -> dict[str, list[Entry]]:
     """The records by group: a graph node by graph and name; an eager op by op, oneDNN's renaming undone
@@ -267,7 +250,7 @@ def _paired(key: Group, old_entries: list[Entry], new_entries: list[Entry], eage
     return sum(n for d, n in (*stayed.items(), *kept.items()) if on(d))
 
 
-def _by_device(records: _Records, devices: _Devices) -> Counter[str]:
+def _by_device(records: _Records, devices: DeviceNames) -> Counter[str]:
     counts: Counter[str] = Counter()
     for rest, n in Counter(_parts(line)[2] for line in records.lines).items():
         counts[devices.spec(records.rest(rest)[1]).canonical] += n
@@ -292,7 +275,7 @@ class _Walk:
     side, kept as the lines themselves until a row is read; a node both sides hold with different
     records is paired device by device (``_paired``)."""
 
-    def __init__(self, old: _Records, new: _Records, devices: _Devices, on: Callable[[str], bool] | None,
+    def __init__(self, old: _Records, new: _Records, devices: DeviceNames, on: Callable[[str], bool] | None,
                  task_of: Callable[[str], Any]) -> None:
         self.sides = old, new
         self.devices, self.on, self.task_of = devices, on, task_of
@@ -424,7 +407,7 @@ class _Walk:
     def changes(self, side: int) -> Changes:
         graphs: dict[bytes, str | None] = {b"": None}
         texts_after: dict[bytes, str] = {}  # a row's JSON after its node, per graph and rest
-        afters_for: dict[Callable[[str], str], _Afters] = {}  # the same, per quoting, for the usual rows
+        afters_for: dict[Callable[[str], str], RowAfters] = {}  # the same, per quoting, for the usual rows
 
         def make(item: Any) -> Change:
             if isinstance(item, Change):
@@ -451,11 +434,11 @@ class _Walk:
             return after
 
         def texts(items: list[Any], quote: Callable[[str], str]) -> list[str | None]:
-            fast = _plain_rows(items, quote, self.lines_in[side] == len(self.rows[side]))
+            fast = plain_rows(items, quote, self.lines_in[side] == len(self.rows[side]))
             if fast is not None:  # the usual rows: a line each, names JSON takes as they are
                 afters = afters_for.get(quote)
                 if afters is None:
-                    afters = afters_for[quote] = _Afters(lambda graph, rest: after_of(graph + b"\0" + rest, quote))
+                    afters = afters_for[quote] = RowAfters(lambda graph, rest: after_of(graph + b"\0" + rest, quote))
                 return [f'{{"node": "{node.decode()}", {afters[graph, rest]}' if node else
                         f'{{"node": null, {afters[graph, rest]}' for graph, node, rest in fast]
             found: list[str | None] = []
@@ -486,41 +469,6 @@ class _Walk:
 
 STRETCH = 64  # records compared at once, where the two sides are likely the same
 
-# what JSON writes escaped in a string (in a batch of records, NUL and newline are their separators)
-_ESCAPED = bytes(range(1, 32)).replace(b"\n", b"") + b'"\\'
-
-
-def _plain_rows(items: list[Any], quote: Callable[[str], str], lines: bool = False) -> list[list[bytes]] | None:
-    """``items`` as [graph, node, rest] each, where every one is a record line (a row of one placement,
-    known beforehand where ``lines``) whose names are valid UTF-8 that ``quote`` writes as they are;
-    None where one is not."""
-    if not items or not lines and list(map(type, items)).count(bytes) != len(items):
-        return None
-    batch = b"\n".join(items)
-    if len(batch.translate(None, _ESCAPED)) != len(batch):
-        return None
-    try:
-        batch.decode("utf-8")  # an escaped NUL (an invalid sequence) fails here too
-    except UnicodeDecodeError:
-        return None
-    if not batch.isascii() and quote("\u00e9") != '"\u00e9"':  # --ascii: every other letter escaped
-        return None
-    found = [item.split(b"\0", 2) for item in items]
-    return found if min(map(len, found)) == 3 else None
-
-
-class _Afters(dict[tuple[bytes, bytes], str]):
-    """A row's JSON after its node, per (graph, rest), made on first use."""
-
-    def __init__(self, make: Callable[[bytes, bytes], str]) -> None:
-        super().__init__()
-        self.make = make
-
-    def __missing__(self, key: tuple[bytes, bytes]) -> str:
-        found = self[key] = self.make(*key)
-        return found
-
-
 def _parts(line: bytes) -> tuple[bytes, bytes, bytes]:
     """A sorted record's graph, node and rest (see logparse.records)."""
     parts = line.split(b"\0", 2)
@@ -538,7 +486,7 @@ def _by_name(records: _Records) -> _Records:
 
 
 def _compare(old: Tallied, new: Tallied, filters: Filters) -> PlacementDiff:
-    devices = _Devices()
+    devices = DeviceNames()
     sides = []
     for tallied in (old, new):
         records = _report_records(tallied) if tallied.saved else _log_records(tallied)
@@ -611,7 +559,7 @@ def _compare(old: Tallied, new: Tallied, filters: Filters) -> PlacementDiff:
     )
 
 
-def _task_of(devices: _Devices) -> Callable[[str], tuple[Any, ...]]:
+def _task_of(devices: DeviceNames) -> Callable[[str], tuple[Any, ...]]:
     def task(canonical: str) -> tuple[Any, ...]:
         spec = devices.spec(canonical)
         return spec.job or "localhost", spec.replica or 0, spec.task or 0
@@ -628,7 +576,7 @@ def _row_order(change: Change) -> tuple[Any, ...]:
     return change.node or "", change.graph or "", change.op or "", change.device
 
 
-def _device_order(devices: _Devices) -> Callable[[str], tuple[Any, ...]]:
+def _device_order(devices: DeviceNames) -> Callable[[str], tuple[Any, ...]]:
     def order(canonical: str) -> tuple[Any, ...]:
         spec = devices.spec(canonical)
         return (spec.job or "localhost", spec.replica or 0, spec.task or 0, spec.device_type or "",

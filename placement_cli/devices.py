@@ -127,6 +127,25 @@ def parse_device(text: str, *, logged: bool = False) -> DeviceSpec:
     return DeviceSpec(**fields)  # type: ignore[arg-type]
 
 
+class DeviceNames:
+    """Device names read once each (a log names a few devices millions of times); a name that is not a
+    device (a saved report may hold anything) stands as its own device type."""
+
+    def __init__(self) -> None:
+        self.specs: dict[str, DeviceSpec] = {}
+
+    def spec(self, device: str) -> DeviceSpec:
+        spec = self.specs.get(device)
+        if spec is None:
+            try:
+                spec = parse_device(device, logged=True)
+            except DeviceSpecError:
+                spec = DeviceSpec(device_type=device)
+            self.specs[device] = spec
+        return spec
+
+
+
 def _set_type_index(fields: dict[str, object], kind: str, index: str, raw: str) -> None:
     if not ((index.isascii() and index.isdigit()) or index == "*"):
         raise DeviceSpecError(f"device index must be a number in {raw!r}, not {index!r}")

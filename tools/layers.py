@@ -14,8 +14,9 @@ MAX_LINES = 600
 ROOT = Path(__file__).resolve().parent.parent / "placement_cli"
 
 # Each group of modules, and the groups it may import (besides itself). Ordered from the bottom.
-BASE = ("i18n", "caps", "exceptions", "messages", "devices", "model")
+BASE = ("i18n", "caps", "exceptions", "messages", "devices", "model", "collector")
 ALLOWED: dict[str, tuple[str, ...]] = {
+    "collector": (),
     "i18n": (),
     "caps": ("i18n",),
     "exceptions": ("i18n", "caps"),

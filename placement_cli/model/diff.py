@@ -84,6 +84,41 @@ def pair_devices(olds: list[list[Any]], news: list[list[Any]], task_of: Callable
     return found
 
 
+# what JSON writes escaped in a string (in a batch of records, NUL and newline are their separators)
+_JSON_ESCAPED = bytes(range(1, 32)).replace(b"\n", b"") + b'"\\'
+
+
+def plain_rows(items: list[Any], quote: Callable[[str], str], lines: bool = False) -> list[list[bytes]] | None:
+    """``items`` as [graph, node, rest] each, where every one is a record line (b"GRAPH\\0NODE\\0REST", a
+    row of one placement; known beforehand where ``lines``) whose names are valid UTF-8 that ``quote`` writes as they are;
+    None where one is not."""
+    if not items or not lines and list(map(type, items)).count(bytes) != len(items):
+        return None
+    batch = b"\n".join(items)
+    if len(batch.translate(None, _JSON_ESCAPED)) != len(batch):
+        return None
+    try:
+        batch.decode("utf-8")  # an escaped NUL (an invalid sequence) fails here too
+    except UnicodeDecodeError:
+        return None
+    if not batch.isascii() and quote("\u00e9") != '"\u00e9"':  # --ascii: every other letter escaped
+        return None
+    found = [item.split(b"\0", 2) for item in items]
+    return found if min(map(len, found)) == 3 else None
+
+
+class RowAfters(dict[tuple[bytes, bytes], str]):
+    """A row's JSON after its node, per (graph, rest), made on first use."""
+
+    def __init__(self, make: Callable[[bytes, bytes], str]) -> None:
+        super().__init__()
+        self.make = make
+
+    def __missing__(self, key: tuple[bytes, bytes]) -> str:
+        found = self[key] = self.make(*key)
+        return found
+
+
 class Changes(Sequence[Change]):
     """Rows of a diff made as they are read: ``items`` holds, per row, whatever ``make`` turns into
     its Change (a Change itself passes through). A big diff's million rows stay a list of references
