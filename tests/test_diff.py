@@ -503,3 +503,18 @@ def test_big_diff_rows_written_from_records_equal_their_dicts(tmp_path: Path, as
     assert len(data["removed"]) == len(names) and len(data["added"]) == BATCH + 7
     assert {row["node"] for row in data["removed"]} >= {f"n{at:06d}/{name}" for at, name in zip((5, 60), (odd[0], odd[6]))}
     assert {(row["node"], row["graph"]) for row in data["removed"]} >= {("n000007", "caf\u00e9_fn")}
+
+
+def test_a_name_with_a_line_break_or_tab_stays_on_its_row(tmp_path: Path) -> None:
+    """A saved report may name a node anything: a newline or tab in it must not break the table's rows
+    (each row one line, its cells in their columns)."""
+    saved = json.loads((FIXTURES / "saved" / "show.json").read_text())
+    model = saved["placements"][0]
+    for side, nodes in (("old", ["a\nb", "ok"]), ("new", ["c\td\ne"])):
+        saved["placements"] = [{**model, "node": node} for node in nodes]
+        (tmp_path / f"{side}.json").write_text(json.dumps(saved))
+    out = diff(str(tmp_path / "old.json"), str(tmp_path / "new.json"), expect=1).stdout
+    rows = [line for line in out.splitlines() if line.startswith("│")]
+    assert len(rows) == 3 + 1, out  # three rows and the per-device table's one
+    assert all(line.endswith("│") for line in rows), out
+    assert any("a\ufffdb" in line for line in rows) and any("c\ufffdd\ufffde" in line for line in rows), out

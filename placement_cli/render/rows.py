@@ -17,6 +17,8 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 
+from placement_cli.messages import one_line
+
 KEEP = "keep"  # never cut (devices, statuses, counts): the row overflows the screen instead
 MIDDLE = "middle"  # cut in the middle, keeping the distinguishing tail of a node name
 WRAP = "wrap"  # wrapped onto more lines (reasons)
@@ -207,6 +209,9 @@ class RowTable:
     fit: bool = True
 
     def add_row(self, *cells: str, new_section: bool = False) -> None:
+        joined = "".join(cells)
+        if "\n" in joined or "\t" in joined:  # a name holding a line break or a tab: a row is one line
+            cells = tuple(map(one_line, cells))
         if new_section and self.rows:
             self.sections.add(len(self.rows))
         self.rows.append(cells)
