@@ -518,3 +518,16 @@ def test_a_name_with_a_line_break_or_tab_stays_on_its_row(tmp_path: Path) -> Non
     assert len(rows) == 3 + 1, out  # three rows and the per-device table's one
     assert all(line.endswith("│") for line in rows), out
     assert any("a\ufffdb" in line for line in rows) and any("c\ufffdd\ufffde" in line for line in rows), out
+
+
+def test_the_moves_digest_names_each_example_with_its_function() -> None:
+    """Two tf.functions' MatMuls are two nodes: the digest's examples say whose each one is."""
+    from placement_cli.model import Change  # noqa: PLC0415
+    from placement_cli.render.diff import moved_digest  # noqa: PLC0415
+
+    cpu, gpu = "/job:localhost/replica:0/task:0/device:CPU:0", "/job:localhost/replica:0/task:0/device:GPU:0"
+    changes = [Change("MatMul", "MatMul", gpu, cpu, graph="train_step"), Change("MatMul", "MatMul", gpu, cpu, graph="eval_step")]
+    console = Console(width=200, record=True, color_system=None)
+    console.print(moved_digest(changes, fit=True))
+    text = console.export_text()
+    assert "train_step: MatMul" in text and "eval_step: MatMul" in text, text

@@ -88,14 +88,14 @@ def moved_digest(changes: Sequence[Change], fit: bool) -> RowTable:
         key = (c.op or "?", c.source or "", c.target or "")
         n, names = found.get(key, (0, []))
         if len(names) < _EXAMPLES and c.node is not None:
-            names.append(c.node)
+            names.append(_name(c))  # with its function: two functions' MatMuls are two nodes
         found[key] = (n + c.count, names)
     ranked = sorted(found.items(), key=lambda t: (-t[1][0], t[0]))
     table = RowTable(_("Moved ({count}), per op type").format(count=total(changes)),
                      [Column(_("op"), MIDDLE, min_width=10), Column(_("old device")), Column(_("new device")),
                       Column(_("count"), justify="right"), Column(_("for example"), MIDDLE, min_width=16)], fit=fit)
     for (op, source, target), (n, names) in ranked[:MAX_KEYS]:
-        table.add_row(clean(op), _device(source), _device(target), str(n), clean(", ".join(names)) or "-")
+        table.add_row(clean(op), _device(source), _device(target), str(n), ", ".join(names) or "-")
     rest = ranked[MAX_KEYS:]
     if rest:
         table.add_row(_("({count} more)").format(count=len(rest)), "", "", str(sum(n for _k, (n, _e) in rest)), "",
