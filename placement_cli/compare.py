@@ -23,7 +23,7 @@ from placement_cli.exceptions import UsageProblem
 from placement_cli.filters import Filters, compile_node, device_matcher, onednn_base, op_matcher
 from placement_cli.i18n import _
 from placement_cli.logparse.functions import function_key, trace_counters
-from placement_cli.logparse.records import ESCAPED_NUL, Records, escaped_name, name_text
+from placement_cli.logparse.records import Records, escaped_name, name_text
 from placement_cli.logparse.saved import Tallied, record_fields
 from placement_cli.model import LOGGED, Change, DiffSide, PlacementDiff, link_totals
 from placement_cli.model.diff import Changes, Entry, RowAfters, pair_devices, plain_rows, same_op
@@ -52,8 +52,8 @@ class _Records:
 
 def _graph_key(traces: dict[str, list[int]]) -> Callable[[bytes], bytes]:
     def key(function: bytes) -> bytes:
-        found = function_key(function.decode("utf-8", "replace"), traces) or ""
-        return escaped_name(found.encode("utf-8", "replace"))
+        found = function_key(name_text(function), traces) or ""  # a report's lone surrogate kept
+        return escaped_name(found.encode("utf-8", "surrogatepass"))
 
     return key
 
@@ -453,7 +453,7 @@ class _Walk:
                 after = texts_after.get(key)
                 if after is None:
                     after = after_of(key, quote)
-                name = node.decode("utf-8", "replace") if ESCAPED_NUL not in node else name_text(node)
+                name = name_text(node)
                 append('{"node": ' + (quote(name) if name else "null") + ", " + after)
             return found
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import sys
 
+from placement_cli.exceptions import Terminated
+
 # the exit codes of a command a signal ended (SIGHUP, SIGINT, SIGTERM: 128 + the signal's number)
 _SIGNALLED = {129: "SIGHUP", 130: "SIGINT", 143: "SIGTERM"}
 
@@ -20,6 +22,67 @@ def _interrupted() -> None:  # noqa: D103
     except (OSError, ValueError):
         pass
     raise SystemExit(130)
+
+
+def _terminated(signum: int) -> None:
+    """SIGTERM or SIGHUP arrived before the command's own handling was in force (Python still loading
+    the command line): one line and 128 + its number, as later."""
+    try:
+        sys.stderr.write(f"placement: {_EARLY_LINES.get(signum, 'terminated')}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    raise SystemExit(128 + signum)
+
+
+def _raise_terminated(signum: int, _frame: object) -> None:
+    _RECEIVED.append(signum)
+    raise Terminated(signum)
+
+
+_RECEIVED: list[int] = []  # the SIGTERMs and SIGHUPs this handler saw, in order, and swallowed Ctrl-Cs
+
+
+def _unraisable(unraisable: object) -> None:
+    """A signal's exception raised where Python can only report it (a ``__del__``, a weakref's callback,
+    an import lock's): no traceback, and the signal is kept, to end the command with its exit code."""
+    exc = getattr(unraisable, "exc_value", None)
+    if isinstance(exc, KeyboardInterrupt):
+        _RECEIVED.append(_SIGINT)
+    elif not isinstance(exc, Terminated):
+        sys.__unraisablehook__(unraisable)  # type: ignore[arg-type]
+
+
+_SIGINT = 2
+
+
+def _ended(signum: int) -> None:
+    if signum == _SIGINT:
+        _interrupted()
+    _terminated(signum)
+
+
+_EARLY_LINES: dict[int, str] = {}
+
+
+def _catch_termination_early() -> None:
+    """SIGTERM and SIGHUP end the command like Ctrl-C from the first line placement runs: their default
+    action killed the process while it loaded the command line (a quarter of a second, more on a busy
+    machine), a death by signal with no exit code. An ignored one (``nohup``) stays ignored; each
+    command's guard finds this handler in place and keeps it (it raises what the guard's would)."""
+    import signal  # noqa: PLC0415
+
+    sys.unraisablehook = _unraisable
+    for name, line in (("SIGTERM", "terminated"), ("SIGHUP", "hung up")):
+        sig = getattr(signal, name, None)
+        if sig is None:
+            continue
+        try:
+            if signal.getsignal(sig) == signal.SIG_DFL:
+                _EARLY_LINES[int(sig)] = line
+                signal.signal(sig, _raise_terminated)
+        except (ValueError, OSError):  # not the main thread: signals stay as they are
+            return
 
 
 def _stay_ended() -> None:
@@ -48,12 +111,20 @@ def main() -> None:
     """`placement` and `python -m placement_cli`."""
     try:
         try:
+            _catch_termination_early()
             from placement_cli.cli import main as run  # noqa: PLC0415
 
             run()
         except KeyboardInterrupt:
             _interrupted()
+        except Terminated as exc:
+            _terminated(exc.signum)
+        if _RECEIVED:
+            _ended(_RECEIVED[0])
     except SystemExit as exc:
+        if exc.code not in _SIGNALLED and _RECEIVED:  # its Terminated was swallowed (raised inside a callback
+            _stay_ended()  # whose exceptions Python only reports, an import's lock's): the signal still ends it
+            _ended(_RECEIVED[0])
         if exc.code in _SIGNALLED:
             _stay_ended()
         raise

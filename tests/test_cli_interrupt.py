@@ -69,6 +69,55 @@ def test_a_ctrl_c_while_the_command_line_loads_is_exit_130_without_a_traceback()
     assert (done.returncode, done.stdout, done.stderr) == (130, "", "placement: interrupted\n")
 
 
+@pytest.mark.parametrize("name, code, line", [("SIGTERM", 143, "terminated"), ("SIGHUP", 129, "hung up")])
+def test_a_sigterm_or_sighup_while_the_command_line_loads_is_its_exit_code(name: str, code: int, line: str) -> None:
+    """SIGTERM and SIGHUP kept their default action until the command's guard was in force: one that
+    came while Python loaded the command line (typer, rich: a quarter of a second, seen in a loop of
+    random signals on a busy machine) killed the process, a death by signal and no exit code."""
+    early = _EARLY.replace("signal.SIGINT", f"signal.{name}")
+    done = subprocess.run([sys.executable, "-c", early], capture_output=True, text=True, timeout=patience(60), input="")
+    assert (done.returncode, done.stdout, done.stderr) == (code, "", f"placement: {line}\n")
+
+
+def test_an_ignored_sighup_stays_ignored_while_the_command_line_loads() -> None:
+    """``nohup placement ...``: a hang-up while the command line loads is ignored, as it is later."""
+    early = _EARLY.replace("signal.SIGINT", "signal.SIGHUP").replace("import builtins, os, signal, sys",
+                                                                      "import builtins, os, signal, sys\n"
+                                                                      "signal.signal(signal.SIGHUP, signal.SIG_IGN)")
+    done = subprocess.run([sys.executable, "-c", early], capture_output=True, text=True, timeout=patience(60),
+                          input="a: (MatMul): /job:localhost/replica:0/task:0/device:CPU:0\n")
+    assert done.returncode == 0 and "CPU:0" in done.stdout, done.stderr
+
+
+_SWALLOWED = """
+import os, signal, sys
+import placement_cli.cli
+class Collected:
+    def __del__(self):  # Python only reports what a __del__ raises (as a weakref's or an import lock's callback)
+        os.kill(os.getpid(), signal.{signal})
+        sum(range(1000))
+def finished():
+    Collected()
+    print("the whole report")
+    raise SystemExit(0)
+placement_cli.cli.main = finished
+from placement_cli.entry import main
+main()
+"""
+
+
+@pytest.mark.parametrize("name, code, line", [("SIGTERM", 143, "terminated"), ("SIGHUP", 129, "hung up"),
+                                              ("SIGINT", 130, "interrupted")])
+def test_a_signal_whose_exception_python_swallowed_still_ends_the_command(name: str, code: int, line: str) -> None:
+    """A signal that lands while Python runs a callback whose exceptions it only reports (seen: an
+    import lock's weakref callback, in a loop of random SIGHUPs on a busy machine) printed "Exception
+    ignored ... Traceback" and was lost: the command went on and exited 0 or 1. It ends the command with
+    its exit code and line, no traceback."""
+    done = subprocess.run([sys.executable, "-c", _SWALLOWED.format(signal=name)], capture_output=True, text=True,
+                          timeout=patience(60))
+    assert (done.returncode, done.stderr) == (code, f"placement: {line}\n")
+
+
 _AGAIN = """
 import os, signal, sys
 import placement_cli.cli

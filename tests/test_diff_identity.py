@@ -265,11 +265,11 @@ def test_a_saved_reports_names_may_hold_any_character(tmp_path: Path) -> None:
     """A saved report may hold any string: a NUL in a node's or a graph's name split the comparison's
     records (internal error, KeyError, exit 3); a lone surrogate in a graph's name could not be encoded
     (UnicodeEncodeError, exit 3). They are names like any other: matched, moved and shown (a lone
-    surrogate as U+FFFD)."""
+    surrogate in JSON as itself, its \\u escape; it was three U+FFFD, a name the report never held)."""
     log = write(tmp_path, "run.log", function("__inference_f_9", CPU) + placed("mm", "MatMul", GPU0))
     report = json.loads(Path(saved(tmp_path, log)).read_text())
-    for name, graph, shown in (("a\0b", "__inference_f\0g_9", "f\0g"), ("a\0b", "__inference_\ud800_9", "\ufffd" * 3),
-                               ("\0", None, None)):
+    for name, graph, shown in (("a\0b", "__inference_f\0g_9", "f\0g"), ("a\0b", "__inference_\ud800_9", "\ud800"),
+                               ("x\udfffy", "__inference_g\udc80_3", "g\udc80"), ("\0", None, None)):
         old = json.loads(json.dumps(report))
         for p in old["placements"]:
             if p["node"] == "MatMul":
@@ -291,6 +291,35 @@ def test_a_saved_reports_names_may_hold_any_character(tmp_path: Path) -> None:
         assert data["summary"]["unchanged"] == 5
         table = runner.invoke(app, ["diff", before, after])
         assert table.exit_code == 1, table.stderr
+
+
+def test_a_lone_surrogate_in_a_big_diffs_names_comes_back_as_given(tmp_path: Path) -> None:
+    """A saved report's node or graph name holding a lone surrogate (JSON's ``"\\ud800"``), among more
+    rows than fit one written batch: ``diff --json`` was an internal error (UnicodeEncodeError, exit 3)
+    once the rows were written a batch at a time (an op's name), and the table view's too; a name came
+    back as three U+FFFD. Every row reads back with the names as the reports hold them; the table shows
+    the surrogate as U+FFFD."""
+    from placement_cli.render.json import BATCH  # noqa: PLC0415
+
+    log = write(tmp_path, "run.log", placed("mm", "MatMul", CPU))
+    report = json.loads(Path(saved(tmp_path, log)).read_text())
+    model = report["placements"][0]
+    odd = {3: ("x\ud800y", None), BATCH + 2: ("\udfff", "g\udbff"), BATCH + 9: ("q\"\\\ud83d", "\udc80")}
+    sides = {}
+    for side, prefix in (("old", "o"), ("new", "n")):
+        names = [odd.get(i, (f"{prefix}{i}", None)) if side == "old" else (f"{prefix}{i}", None)
+                 for i in range(BATCH + 20)]
+        report["placements"] = [{**model, "node": node, "graph": graph, "op": "M\ud800" if i == 3 else model["op"]}
+                                for i, (node, graph) in enumerate(names)]
+        sides[side] = write(tmp_path, f"{side}.json", json.dumps(report))
+    data = diff_json(sides["old"], sides["new"], expect=1)
+    assert data["summary"]["removed"] == data["summary"]["added"] == BATCH + 20
+    removed = {(r["node"], r["graph"]) for r in data["removed"]}
+    assert set(odd.values()) <= removed and len(removed) == BATCH + 20
+    assert [r["op"] for r in data["removed"] if r["node"] == "x\ud800y"] == ["M\ud800"]
+    table = runner.invoke(app, ["diff", "--all", sides["old"], sides["new"]])
+    assert table.exit_code == 1, table.stderr
+    assert "x\ufffdy" in table.stdout
 
 
 def test_each_row_names_the_op_its_own_placements_ran(tmp_path: Path) -> None:

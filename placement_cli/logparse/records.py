@@ -107,8 +107,13 @@ def escaped_name(name: bytes) -> bytes:
 
 
 def name_text(name: bytes) -> str:
-    """A graph's or node's name of a record, as the input gave it."""
-    return (name.replace(ESCAPED_NUL, b"\0") if ESCAPED_NUL in name else name).decode("utf-8", "replace")
+    """A graph's or node's name of a record, as the input gave it: a saved report's lone surrogate
+    (encoded with surrogatepass) comes back as itself, bytes no text decodes as U+FFFD."""
+    name = name.replace(ESCAPED_NUL, b"\0") if ESCAPED_NUL in name else name
+    try:
+        return name.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:
+        return name.decode("utf-8", "replace")
 
 
 def release(records: Records | None) -> None:

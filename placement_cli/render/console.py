@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 import os
+import re
 import sys
 from typing import IO, Any
 
@@ -126,22 +127,26 @@ def screen_rows(stream: IO[str] | Any) -> int:
 class AsciiSafe:
     """A renderable shown on a stream that cannot encode every character (PYTHONIOENCODING=ascii, GBK
     meeting an emoji): each character it cannot show becomes ``?`` once per cell it takes, so columns
-    stay aligned (the stream's own replacement would give one ``?`` for two cells)."""
+    stay aligned (the stream's own replacement would give one ``?`` for two cells). A lone surrogate (a
+    saved report's name may hold one), which no stream encodes, is shown as U+FFFD on a Unicode stream."""
 
     def __init__(self, renderable: Any) -> None:
         self.renderable = renderable
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        if unicode_stream(console.file):
-            yield self.renderable
-            return
+        unicode = unicode_stream(console.file)
         encoding = getattr(console.file, "encoding", None) or "ascii"
         for segment in console.render(self.renderable, options):
             text = segment.text
             if text.isascii() or segment.control:
                 yield segment
+            elif unicode:
+                yield segment if _LONE.search(text) is None else Segment(_LONE.sub("\ufffd", text), segment.style)
             else:
                 yield Segment(_replaced(text, encoding), segment.style)
+
+
+_LONE = re.compile("[\ud800-\udfff]")
 
 
 def _replaced(text: str, encoding: str) -> str:

@@ -37,20 +37,33 @@ def dumps(data: Any, *, ascii_only: bool = False) -> str:
     ratio) has no JSON spelling: it is written as null, and the document's ``non_finite`` lists
     each one, its place (a jq path) and what it was (``NaN``, ``Infinity``, ``-Infinity``).
     ``ascii_only``: \\u escapes for a stream that cannot encode every character (still lossless).
+    A lone surrogate (a saved report's string may hold one) is always written as its \\u escape: no
+    UTF-8 stream encodes it, and JSON spells it so.
     A list of ROWS objects or more in the top-level object is written one object a line."""
     if _long(data):
         buffer = io.StringIO()
         write(data, buffer, ascii_only=ascii_only)
         return buffer.getvalue()
     try:  # the usual case, at full speed: every number is finite
-        return json.dumps(data, indent=2, ensure_ascii=ascii_only, allow_nan=False)
+        return lone_escaped(json.dumps(data, indent=2, ensure_ascii=ascii_only, allow_nan=False))
     except ValueError:
         pass
     found: list[dict[str, str]] = []
     data = finite(data, "", found)
     if found and isinstance(data, dict):
         data = {**data, "non_finite": found}
-    return json.dumps(data, indent=2, ensure_ascii=ascii_only, allow_nan=False)
+    return lone_escaped(json.dumps(data, indent=2, ensure_ascii=ascii_only, allow_nan=False))
+
+
+_LONE = re.compile("[\ud800-\udfff]")
+
+
+def lone_escaped(text: str) -> str:
+    """JSON ``text`` with each lone surrogate written as its \\u escape (in JSON text one can only stand
+    in a string, where the escape is its spelling); ASCII text, the usual case, is returned as it is."""
+    if text.isascii() or _LONE.search(text) is None:
+        return text
+    return _LONE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 # A list of at least this many objects (a report's placements, a diff's rows) is written one object a
@@ -78,13 +91,13 @@ def write(data: Any, out: Any, *, ascii_only: bool = False) -> None:
     out.write("{")
     for n, (key, value) in enumerate(data.items()):
         path = f".{key}" if _IDENTIFIER.fullmatch(key) else f".[{json.dumps(key)}]"
-        out.write(f"{',' if n else ''}\n  {quote(key)}: ")
+        out.write(f"{',' if n else ''}\n  {lone_escaped(quote(key))}: ")
         if key not in long:
             try:
                 text = json.dumps(value, indent=2, ensure_ascii=ascii_only, allow_nan=False)
             except ValueError:
                 text = json.dumps(finite(value, path, found), indent=2, ensure_ascii=ascii_only, allow_nan=False)
-            out.write(text.replace("\n", "\n  "))
+            out.write(lone_escaped(text.replace("\n", "\n  ")))
             continue
         row = _row_encoder(ascii_only)
         out.write("[\n    " if len(value) else "[")
@@ -110,7 +123,7 @@ def _write_rows(value: Any, path: str, row: Callable[[Any, int], Any], quote: Ca
             batch = value[start : start + BATCH]
             text = ",\n    ".join(["".join(row(finite(item, f"{path}[{start + i}]", found), 0))
                                    for i, item in enumerate(batch)])
-        out.write((",\n    " if start else "") + text)
+        out.write((",\n    " if start else "") + lone_escaped(text))
 
 
 def _rows(value: Any) -> bool:
