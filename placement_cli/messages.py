@@ -152,6 +152,7 @@ def term_label(what: object) -> object:
 # How text from a user or a log is made safe to show, and cut to fit a line: one home for each.
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # control characters, but for tab and newline
 _NOT_IN_A_LINE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # a saved report's string may hold one; no stream encodes it
 
 
 def clean(text: str | None) -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import codecs
 import os
-import re
 import sys
 from typing import IO, Any
 
@@ -12,6 +11,8 @@ from rich import box
 from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.segment import Segment
+
+from placement_cli.messages import LONE_SURROGATE
 
 FILE_ROWS = 40  # not a terminal: a report of more rows than this is shown as a digest (--all: every row)
 FILE_WIDTH = 80  # not a terminal, no COLUMNS: the width of panels and summary tables
@@ -141,12 +142,11 @@ class AsciiSafe:
             if text.isascii() or segment.control:
                 yield segment
             elif unicode:
-                yield segment if _LONE.search(text) is None else Segment(_LONE.sub("\ufffd", text), segment.style)
+                yield segment if LONE_SURROGATE.search(text) is None else \
+                    Segment(LONE_SURROGATE.sub("\ufffd", text), segment.style)
             else:
                 yield Segment(_replaced(text, encoding), segment.style)
 
-
-_LONE = re.compile("[\ud800-\udfff]")
 
 
 def _replaced(text: str, encoding: str) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 
 from placement_cli.collector import paused
 from placement_cli.filters import Filtered
+from placement_cli.messages import LONE_SURROGATE
 from placement_cli.model import Report
 from placement_cli.model.diff import Rows
 
@@ -55,15 +56,13 @@ def dumps(data: Any, *, ascii_only: bool = False) -> str:
     return lone_escaped(json.dumps(data, indent=2, ensure_ascii=ascii_only, allow_nan=False))
 
 
-_LONE = re.compile("[\ud800-\udfff]")
-
 
 def lone_escaped(text: str) -> str:
     """JSON ``text`` with each lone surrogate written as its \\u escape (in JSON text one can only stand
     in a string, where the escape is its spelling); ASCII text, the usual case, is returned as it is."""
-    if text.isascii() or _LONE.search(text) is None:
+    if text.isascii() or LONE_SURROGATE.search(text) is None:
         return text
-    return _LONE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 # A list of at least this many objects (a report's placements, a diff's rows) is written one object a
