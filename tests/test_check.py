@@ -560,7 +560,7 @@ def test_the_ci_step_on_a_real_trace(tmp_path: Path) -> None:
     assert code == 0, (out, err)
     code, out, _err = check(tmp_path / "placement.json", "--no-fallback")
     # the update and read pinned away from their variable sit with it by TensorFlow's rule: no fallback
-    assert code == 1 and "soft fallbacks (ops placed elsewhere than they asked): 1 (for example pinned)" in out
+    assert code == 1 and "soft fallbacks (ops placed elsewhere than they asked): 1 (for example f: pinned)" in out
 
 
 def test_check_does_not_import_tensorflow() -> None:
@@ -733,3 +733,14 @@ def test_placement_errors_can_be_allowed_from_the_config_file_and_the_python_api
     with pytest.raises(AssertionError, match="--fail-placement-errors: placement errors in the input: 1"):
         assert_holds(report, max_on={"GPU": 10})
     assert assert_holds(report, max_on={"GPU": 10}, allow_placement_errors=True).passed
+
+
+def test_a_failures_examples_name_each_node_with_its_function(tmp_path: Path) -> None:
+    """Two tf.functions' MatMuls are two nodes: the examples say whose each one is (as `diff` names
+    them), not one "MatMul" for both."""
+    saved = json.loads((FIXTURES / "saved" / "show.json").read_text())
+    model = {**saved["placements"][0], "node": "MatMul", "op": "MatMul"}
+    saved["placements"] = [{**model, "graph": "__inference_train_step_17"}, {**model, "graph": "__inference_eval_step_42"}]
+    (tmp_path / "r.json").write_text(json.dumps(saved))
+    found = check_json(str(tmp_path / "r.json"), "--max-on", "CPU:0=0", expect=1)
+    assert set(found["failures"][0]["examples"]) == {"train_step: MatMul", "eval_step: MatMul"}, found

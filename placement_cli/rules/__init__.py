@@ -393,10 +393,14 @@ def _on(device: str) -> Callable[[DeviceSpec], bool]:
 
 
 def _examples(placements: Iterable[Placement]) -> tuple[str, ...]:
-    """The first few distinct names (an eager op, which has none: its op type)."""
+    """The first few distinct nodes (an eager op, which has none: its op type); a tf.function's node
+    behind its function, named as `diff` names it (two functions' MatMuls are two nodes)."""
+    placements = list(placements)
+    traces = trace_counters([p.graph for p in placements])
     found: dict[str, None] = {}
     for p in placements:
-        found.setdefault(p.node or p.op or "?")
+        graph = function_key(p.graph, traces) if p.node and p.graph else None
+        found.setdefault(f"{graph}: {p.node}" if graph else p.node or p.op or "?")
         if len(found) == EXAMPLES:
             break
     return tuple(found)
