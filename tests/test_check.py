@@ -744,3 +744,16 @@ def test_a_failures_examples_name_each_node_with_its_function(tmp_path: Path) ->
     (tmp_path / "r.json").write_text(json.dumps(saved))
     found = check_json(str(tmp_path / "r.json"), "--max-on", "CPU:0=0", expect=1)
     assert set(found["failures"][0]["examples"]) == {"train_step: MatMul", "eval_step: MatMul"}, found
+
+
+def test_a_failure_stays_one_line_whatever_its_examples_hold(tmp_path: Path) -> None:
+    """A saved report may name a node or function anything: a newline, tab or escape code in an example
+    must not split the failure's line (scripts read one failure a line), and markup stays literal."""
+    saved = json.loads((FIXTURES / "saved" / "show.json").read_text())
+    model = {**saved["placements"][0], "node": "[bold]y\x1b[31m\tz", "op": "MatMul"}
+    saved["placements"] = [{**model, "graph": "__inference_[red]f_3"}, {**model, "graph": "__inference_g\nh_4"}]
+    (tmp_path / "r.json").write_text(json.dumps(saved))
+    code, out, _err = check(str(tmp_path / "r.json"), "--max-on", "CPU:0=0")
+    lines = out.splitlines()
+    assert code == 1 and len(lines) == 2 and lines[0].startswith("--max-on CPU:0=0 failed:"), out
+    assert "[red]f: [bold]y\ufffd[31m\ufffdz" in lines[0] and "g\ufffdh: " in lines[0] and "\x1b" not in out, out

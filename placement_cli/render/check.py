@@ -7,6 +7,7 @@ from rich.text import Text
 
 from placement_cli.devices import short_name
 from placement_cli.i18n import N_, _, shown, translated
+from placement_cli.messages import one_line
 from placement_cli.model import CheckResult, RuleFailure
 from placement_cli.render.text import clean
 
@@ -43,13 +44,14 @@ def render_check(result: CheckResult) -> Group:
 
 def failure_line(failure: RuleFailure) -> Text:
     """``--max-on CPU=0 failed: 3 placements on CPU:0, at most 0 allowed (a, b, c)``: names shown
-    literally (Text, never markup), control characters replaced."""
+    literally (Text, never markup), control characters, line breaks and tabs replaced: one line (a saved
+    report's names, a regex from the command line, may hold any)."""
     line = Text()
-    line.append(clean(failure.rule), style="bold")
+    line.append(one_line(failure.rule), style="bold")
     line.append(_(" failed: "), style="red")
-    line.append(clean(shown(failure.message)))
+    line.append(one_line(shown(failure.message)))
     if failure.examples:
-        line.append(" (" + _("for example") + " " + ", ".join(clean(name) for name in failure.examples) + ")",
+        line.append(" (" + _("for example") + " " + ", ".join(one_line(name) for name in failure.examples) + ")",
                     style="dim")
     return line
 
