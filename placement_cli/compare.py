@@ -406,8 +406,7 @@ class _Walk:
 
     def changes(self, side: int) -> Changes:
         graphs: dict[bytes, str | None] = {b"": None}
-        texts_after: dict[bytes, str] = {}  # a row's JSON after its node, per graph and rest
-        afters_for: dict[Callable[[str], str], RowAfters] = {}  # the same, per quoting, for the usual rows
+        afters_for: dict[Callable[[str], str], RowAfters] = {}  # a row's JSON after its node, per quoting
 
         def make(item: Any) -> Change:
             if isinstance(item, Change):
@@ -422,25 +421,24 @@ class _Walk:
             return (Change(name, op, canonical, None, status, None, n, False, graph) if side == 0 else
                     Change(name, op, None, canonical, None, status, n, False, graph))
 
-        def after_of(key: bytes, quote: Callable[[str], str]) -> str:
-            """The JSON of a row after its node, for the rows of ``key`` (GRAPH \\0 REST)."""
-            after = texts_after.get(key)
-            if after is None:
-                graph_key, _, rest = key.partition(b"\0")
-                row = make(graph_key + b"\0\0" + rest)._replace(node=None)
-                after = texts_after[key] = ", ".join(
-                    f"{quote(k)}: {'null' if v is None else quote(v) if isinstance(v, str) else v}"
-                    for k, v in list(row.side_dict().items())[1:]) + "}"
-            return after
+        def afters(quote: Callable[[str], str]) -> RowAfters:
+            """The JSON of a row after its node, per (graph, rest), as ``quote`` writes strings."""
+            found = afters_for.get(quote)
+            if found is None:
+                def after(graph_key: bytes, rest: bytes) -> str:
+                    row = make(graph_key + b"\0\0" + rest)._replace(node=None)
+                    return ", ".join(f"{quote(k)}: {'null' if v is None else quote(v) if isinstance(v, str) else v}"
+                                     for k, v in list(row.side_dict().items())[1:]) + "}"
+
+                found = afters_for[quote] = RowAfters(after)
+            return found
 
         def texts(items: list[Any], quote: Callable[[str], str]) -> list[str | None]:
+            after = afters(quote)
             fast = plain_rows(items, quote, self.lines_in[side] == len(self.rows[side]))
             if fast is not None:  # the usual rows: a line each, names JSON takes as they are
-                afters = afters_for.get(quote)
-                if afters is None:
-                    afters = afters_for[quote] = RowAfters(lambda graph, rest: after_of(graph + b"\0" + rest, quote))
-                return [f'{{"node": "{node.decode()}", {afters[graph, rest]}' if node else
-                        f'{{"node": null, {afters[graph, rest]}' for graph, node, rest in fast]
+                return [f'{{"node": "{node.decode()}", {after[graph, rest]}' if node else
+                        f'{{"node": null, {after[graph, rest]}' for graph, node, rest in fast]
             found: list[str | None] = []
             append = found.append
             for item in items:  # a million rows: each line's own work only
@@ -449,12 +447,8 @@ class _Walk:
                     append(None)
                     continue
                 graph_key, node, rest = parts
-                key = graph_key + b"\0" + rest
-                after = texts_after.get(key)
-                if after is None:
-                    after = after_of(key, quote)
                 name = name_text(node)
-                append('{"node": ' + (quote(name) if name else "null") + ", " + after)
+                append('{"node": ' + (quote(name) if name else "null") + ", " + after[graph_key, rest])
             return found
 
         def count(items: list[Any]) -> int:

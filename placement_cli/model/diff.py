@@ -89,9 +89,9 @@ _JSON_ESCAPED = bytes(range(1, 32)).replace(b"\n", b"") + b'"\\'
 
 
 def plain_rows(items: list[Any], quote: Callable[[str], str], lines: bool = False) -> list[list[bytes]] | None:
-    """``items`` as [graph, node, rest] each, where every one is a record line (b"GRAPH\\0NODE\\0REST", a
-    row of one placement; known beforehand where ``lines``) whose names are valid UTF-8 that ``quote`` writes as they are;
-    None where one is not."""
+    """``items`` as [graph, node, rest] each, where every one is a record line (b"GRAPH\\0NODE\\0REST",
+    a row of one placement; known beforehand where ``lines``) whose names are valid UTF-8 that
+    ``quote`` writes as they are; None where one is not."""
     if not items or not lines and list(map(type, items)).count(bytes) != len(items):
         return None
     batch = b"\n".join(items)
