@@ -145,7 +145,6 @@ class DeviceNames:
         return spec
 
 
-
 def _set_type_index(fields: dict[str, object], kind: str, index: str, raw: str) -> None:
     if not ((index.isascii() and index.isdigit()) or index == "*"):
         raise DeviceSpecError(f"device index must be a number in {raw!r}, not {index!r}")

@@ -148,7 +148,6 @@ class AsciiSafe:
                 yield Segment(_replaced(text, encoding), segment.style)
 
 
-
 def _replaced(text: str, encoding: str) -> str:
     """``text`` with each character ``encoding`` lacks as ``?`` once per cell it takes."""
     try:

@@ -56,7 +56,6 @@ def dumps(data: Any, *, ascii_only: bool = False) -> str:
     return lone_escaped(json.dumps(data, indent=2, ensure_ascii=ascii_only, allow_nan=False))
 
 
-
 def lone_escaped(text: str) -> str:
     """JSON ``text`` with each lone surrogate written as its \\u escape (in JSON text one can only stand
     in a string, where the escape is its spelling); ASCII text, the usual case, is returned as it is."""
