@@ -407,3 +407,51 @@ def test_a_step_result_is_shown_by_its_own_renderer(monkeypatch) -> None:
              (found, "inventory hints=False"), (object.__new__(ClusterReport), "cluster"), (None, "")]
     for result, expected in cases:
         assert str(rendered.step_result(result, View())) == expected
+
+
+_WAIT_WHILE_ANOTHER_THREAD_TAKES_CTRL_C = r"""
+import os, signal, sys, threading
+from placement_cli.runtime.wakeup import read_line
+started = threading.Event()
+def press_ctrl_c():
+    started.wait()
+    os.kill(os.getpid(), signal.SIGINT)  # the only thread that does not block SIGINT receives it
+helper = threading.Thread(target=press_ctrl_c, daemon=True)
+helper.start()  # before the mask: the helper keeps SIGINT unblocked
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+started.set()
+try:
+    print("a line" if read_line(sys.stdin) else "end of input", flush=True)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+"""
+
+
+def test_a_ctrl_c_the_wait_for_enter_itself_never_sees_still_ends_it() -> None:
+    """The pause's wait ends on a Ctrl-C however it arrives: here its read is never interrupted (the
+    signal goes to another thread), as when a Ctrl-C lands an instant before the read begins (seen:
+    a demo on a terminal that waited for Enter after Ctrl-C). Nothing is ever written to the pipe."""
+    read, write = os.pipe()
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", _WAIT_WHILE_ANOTHER_THREAD_TAKES_CTRL_C], stdin=read,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        os.close(read)
+        try:
+            out, err = proc.communicate(timeout=patience(60))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise AssertionError("the wait for a line went on after Ctrl-C") from None
+    finally:
+        os.close(write)
+    assert (out, proc.returncode) == ("interrupted\n", 0), err[-2000:]
+
+
+@pytest.mark.parametrize(("given", "said"), [(b"one\ntwo\n", "line line end"), (b"", "end end end"),
+                                             (b"no newline", "end end end")])
+def test_each_wait_takes_one_line_and_leaves_the_next(given: bytes, said: str) -> None:
+    code = ("import sys\nfrom placement_cli.runtime.wakeup import read_line\n"
+            "print(*('line' if read_line(sys.stdin) else 'end' for _ in range(3)))")
+    ran = subprocess.run([sys.executable, "-c", code], input=given, capture_output=True, timeout=patience(60),
+                         check=False)
+    assert ran.stdout.decode().split() == said.split(), ran.stderr[-2000:]

@@ -359,7 +359,9 @@ class _Printer:
         asking = self.console if is_terminal(sys.stdout) else make_console(sys.stderr)
         asking.print(AsciiSafe(prompt), end="")
         asking.file.flush()
-        if sys.stdin is None or not sys.stdin.readline():
+        from placement_cli.runtime.wakeup import read_line  # noqa: PLC0415
+
+        if not read_line(sys.stdin):
             asking.print()
             self.pausing = False
 
