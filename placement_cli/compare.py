@@ -76,8 +76,15 @@ def _log_records(side: Tallied) -> _Records:
     # every function a placer line was settled to was executed: its eager lines name each trace
     traces = trace_counters(op.decode("utf-8", "replace") for op, _device in eagers)
     records = side.records if side.records is not None else Records()
-    lines = records.lines(_graph_key(traces))
+    lines = records.sorted_lines(_graph_key(traces))
     return _Records(lines, rest, eagers, eager, traces, bool(records.named))
+
+
+def prepared(side: Tallied) -> None:
+    """What ``compare`` first makes of a log, made now (``read_pair`` runs this on the core that read
+    the log): its records as lines, sorted."""
+    if not side.saved:
+        _log_records(side)
 
 
 def _report_records(side: Tallied) -> _Records:
@@ -104,6 +111,7 @@ def _report_records(side: Tallied) -> _Records:
         if graph is None:
             graph = keys[p.graph or ""] = key(p.graph.encode("utf-8", "surrogatepass")) if p.graph else b""
         lines.append(graph + b"\0" + _node_bytes(p.node) + b"\0" + code)
+    lines.sort()
     return _Records(lines, rests.__getitem__, eager, lambda r: r, traces,  # type: ignore[arg-type,return-value]
                     any(p.graph for p in side.report.placements))
 
@@ -297,8 +305,9 @@ class _Walk:
         return self.on is None or self.on(self.said(side, _parts(line)[2])[1])
 
     def in_place(self, a: list[bytes], b: list[bytes]) -> tuple[list[bytes], list[bytes]]:
-        """The records the two sides hold at the same place of their order (two runs of one program log
-        their graphs in one order) stay; what is left of each side, to be matched by node."""
+        """The records the two sides hold at the same place of their sorted order (two runs of one program
+        place mostly the same nodes the same way) stay; what is left of each side (sorted still), to be
+        matched by node."""
         n = min(len(a), len(b))
         left: tuple[list[bytes], list[bytes]] = ([], [])
         for start in range(0, n, STRETCH):
@@ -323,7 +332,7 @@ class _Walk:
 
     def run(self) -> None:
         a, b = self.in_place(self.sides[0].lines, self.sides[1].lines)
-        a.sort()
+        a.sort()  # sorted already where both sides' lines were: one pass
         b.sort()
         i = j = 0
         na, nb = len(a), len(b)
@@ -463,6 +472,7 @@ class _Walk:
 
 STRETCH = 64  # records compared at once, where the two sides are likely the same
 
+
 def _parts(line: bytes) -> tuple[bytes, bytes, bytes]:
     """A sorted record's graph, node and rest (see logparse.records)."""
     parts = line.split(b"\0", 2)
@@ -475,7 +485,7 @@ def _everywhere(_canonical: str) -> bool:
 
 def _by_name(records: _Records) -> _Records:
     """The records with no graph named: matched by node name alone."""
-    lines = [line[line.find(b"\0"):] for line in records.lines]
+    lines = sorted(line[line.find(b"\0"):] for line in records.lines)
     return _Records(lines, records.rest, records.eager, records.eager_fields, records.traces, False)
 
 

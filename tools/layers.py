@@ -14,9 +14,10 @@ MAX_LINES = 600
 ROOT = Path(__file__).resolve().parent.parent / "placement_cli"
 
 # Each group of modules, and the groups it may import (besides itself). Ordered from the bottom.
-BASE = ("i18n", "caps", "exceptions", "messages", "devices", "model", "collector")
+BASE = ("i18n", "caps", "exceptions", "messages", "devices", "model", "collector", "forked")
 ALLOWED: dict[str, tuple[str, ...]] = {
     "collector": (),
+    "forked": (),
     "i18n": (),
     "caps": ("i18n",),
     "exceptions": ("i18n", "caps"),

@@ -33,16 +33,16 @@ def diff(
     of the same placements show no difference. Exit 0: the same placements; 1: they differ; 2: bad input.
     Example: placement diff before.log after.json
     """
-    from placement_cli.compare import compare  # noqa: PLC0415
+    from placement_cli.compare import compare, prepared  # noqa: PLC0415
     from placement_cli.exceptions import InputError, UsageProblem  # noqa: PLC0415
     from placement_cli.filters import Filters  # noqa: PLC0415
-    from placement_cli.logparse.saved import read_tallied  # noqa: PLC0415
+    from placement_cli.logparse.saved import read_pair  # noqa: PLC0415
 
     if old == "-" and new == "-":
         raise UsageProblem(_("standard input can be one side only: give a file for OLD or NEW"))
     drawn = pictures("placement diff", as_json=as_json, force=force, svg=svg, protect=(old, new))
     filters = Filters(device, op, node)
-    sides = read_tallied(old, note=say), read_tallied(new, note=say)
+    sides = read_pair(old, new, note=say, prepare=prepared)
     if not any(side.report.placement_count for side in sides):  # nothing compared is no "same placements"
         raise InputError(_("no placements found in {old} or in {new}: nothing to compare").format(
             old=sides[0].name, new=sides[1].name))

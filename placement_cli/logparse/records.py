@@ -10,23 +10,27 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from placement_cli.logparse.functions import SEPARATOR
 
 
 PIECE = 4 << 20  # the text turned into lines a piece at a time
+PIECE_LINES = 50_000  # lines sent as one text
 
 
 class Records:
     """One input's placer records, in the order they were settled, repeats kept: texts (``chunks``),
     one per part of the input read apart."""
 
-    __slots__ = ("chunks", "named", "_lines")
+    __slots__ = ("chunks", "named", "_lines", "_sorted", "_texts")
 
     def __init__(self) -> None:
         self.chunks = [bytearray()]
         self.named: bool | None = None  # some record belongs to a tf.function (known once ``lines`` ran)
         self._lines: list[bytes] | None = None
+        self._sorted = False
+        self._texts: list[bytes] | None = None  # lines as texts, from a pickle
 
     @property
     def size(self) -> int:
@@ -60,9 +64,13 @@ class Records:
     def lines(self, graph_key: Callable[[bytes], bytes]) -> list[bytes]:
         """The records as ``GRAPH \\0 NODE \\0 REST``, each ": " of a record a NUL (REST: "(Op)\\0device",
         the guide era's "device"; GRAPH: ``graph_key`` of the record's function, b"" for none), in the
-        order they were read; sorted, a node's records are next to each other, nodes in order of graph
-        and name. Made once (the texts are released as they are read); a later call returns the same
+        order they were read (``sorted_lines``: sorted). Made once (the texts are released as they are read); a later call returns the same
         list whatever its ``graph_key``."""
+        if self._lines is None and self._texts is not None:
+            lines = []
+            while self._texts:  # each text let go once split
+                lines += self._texts.pop(0).split(b"\n")
+            self._lines, self._texts = lines, None
         if self._lines is not None:
             return self._lines
         self.named = any(SEPARATOR in text for text in self.chunks)
@@ -93,6 +101,29 @@ class Records:
                 lines[i] = key + b"\0" + record.replace(b": ", b"\0")
         self.chunks = [bytearray()]
         self._lines = lines
+        return lines
+
+    def __getstate__(self) -> dict[str, object]:
+        """Pickled (a parallel read's child sends its Records): the lines as texts of PIECE_LINES lines
+        each, not a million objects (a line holds no newline)."""
+        lines = self._lines
+        texts = None if lines is None else [b"\n".join(lines[at : at + PIECE_LINES])
+                                            for at in range(0, len(lines), PIECE_LINES)]
+        return {"chunks": self.chunks, "named": self.named, "sorted": self._sorted, "lines": texts}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # the texts split by ``lines`` (the unpickler holds what it made until it is done: split here,
+        # the lines and all their texts would be held at once)
+        self.chunks, self.named, self._sorted = state["chunks"], state["named"], state["sorted"]
+        self._lines, self._texts = None, state["lines"]
+
+    def sorted_lines(self, graph_key: Callable[[bytes], bytes]) -> list[bytes]:
+        """``lines``, sorted (in place, once): a node's records next to each other, nodes in order of
+        graph and name."""
+        lines = self.lines(graph_key)
+        if not self._sorted:
+            lines.sort()
+            self._sorted = True
         return lines
 
 

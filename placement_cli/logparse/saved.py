@@ -130,7 +130,50 @@ def read_tallied(path: str, *, note: Callable[[str], None] | None = None) -> Tal
     return _read(path, note, tally=True)
 
 
-def _read(path: str, note: Callable[[str], None] | None, tally: bool) -> Tallied:
+def read_pair(old: str, new: str, *, note: Callable[[str], None] | None = None,
+              prepare: Callable[[Tallied], object] = lambda _side: None) -> tuple[Tallied, Tallied]:
+    """``old`` and ``new`` as read_tallied reads them, ``prepare`` run on each as soon as it is read,
+    in the process that read it. Two big log files are read at once, each whole, NEW in a forked child
+    that sends back what it read and prepared (two files on two cores: each file's halves one after the
+    other paid twice for the split, and left ``prepare`` to one core); its notes are said after OLD's.
+    A child that fails (a file it cannot read) is not trusted: NEW is read here, and says what is wrong."""
+    from placement_cli import forked  # noqa: PLC0415
+    from placement_cli.logparse import parallel  # noqa: PLC0415
+
+    def read(path: str, said: Callable[[str], None] | None, split: bool) -> Tallied:
+        side = _read(path, said, tally=True, split=split)
+        prepare(side)
+        return side
+
+    if not (parallel.can_split(old) and parallel.can_split(new) and _is_log(old) and _is_log(new)
+            and forked.available()):  # a saved report is read here: its placements would travel one by one
+        return read(old, note, True), read(new, note, True)
+
+    def child() -> tuple[Tallied, list[str]]:
+        notes: list[str] = []
+        return read(new, notes.append, False), notes
+
+    with forked.started(child) as theirs:
+        first = read(old, note, False)
+        found = theirs()
+    if found is None:
+        return first, read(new, note, True)
+    second, notes = found
+    for line in notes if note is not None else ():
+        note(line)
+    return first, second
+
+
+def _is_log(path: str) -> bool:
+    """``path`` reads as a log (not a saved report); False too where it cannot be read."""
+    try:
+        with open(path, "rb") as stream:
+            return not _looks_saved(_text_head(stream)[2])
+    except OSError:
+        return False
+
+
+def _read(path: str, note: Callable[[str], None] | None, tally: bool, split: bool = True) -> Tallied:
     name = "<stdin>" if path == "-" else path
     with ExitStack() as stack:
         if path == "-":
@@ -150,7 +193,7 @@ def _read(path: str, note: Callable[[str], None] | None, tally: bool) -> Tallied
             raise InputError(_("{name}: empty input (0 bytes)").format(name=shown))
         if _looks_saved(start):
             return Tallied(shown, report_from_dict(_load_json(raw, shown), shown))
-        if tally and path != "-":
+        if tally and split and path != "-":
             from placement_cli.logparse import parallel  # noqa: PLC0415
 
             if parallel.can_split(path):  # a big file: its halves at once, as parse --summary counts it

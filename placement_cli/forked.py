@@ -1,0 +1,70 @@
+"""Half of a big computation on a second core: a forked child runs it and sends back its result.
+
+Only where forking is safe and worth it (a POSIX system, more than one core for this process, no
+other thread running: a fork copies only the thread that calls it). The child leaves with
+``os._exit``: none of the parent's exit handlers run twice and no output buffered before the fork is
+written twice. A child that fails, or is gone, gives None, and the caller does the work itself."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+
+def available() -> bool:
+    """A child can run beside this process on a core of its own."""
+    if not hasattr(os, "fork") or threading.active_count() > 1:
+        return False
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return cores > 1
+
+
+@contextlib.contextmanager
+def started(work: Callable[[], Any]) -> Iterator[Callable[[], Any]]:
+    """``work`` started in a forked child; the call given waits for its result (picklable), None where
+    the child failed (without ``available``: None at once). The result travels as it is made, so a big
+    one is never held whole in a buffer. However the block ends, no child is left: one whose result
+    was not taken (the parent interrupted, or failed) is killed."""
+    if not available():
+        yield lambda: None
+        return
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        status = 0
+        try:
+            os.close(read_end)
+            found = work()
+            with os.fdopen(write_end, "wb") as out:
+                pickle.dump(found, out, protocol=pickle.HIGHEST_PROTOCOL)
+        except BaseException:  # noqa: BLE001 - a Ctrl-C or any failure: the parent does the work
+            status = 1
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    ended: list[int] = []
+
+    def result() -> Any:
+        found = None
+        with os.fdopen(os.dup(read_end), "rb") as channel, \
+                contextlib.suppress(EOFError, pickle.UnpicklingError, ValueError):  # the child failed
+            found = pickle.load(channel)  # noqa: S301 - our own child's data
+        ended.append(os.waitpid(pid, 0)[1])
+        return found if ended[-1] == 0 else None
+
+    try:
+        yield result
+    finally:
+        os.close(read_end)
+        if not ended:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
