@@ -27,6 +27,17 @@ def available() -> bool:
     return cores > 1
 
 
+def die_with(parent: int) -> None:
+    """(In a forked child.) Ended by the kernel should ``parent`` die, even by SIGKILL (Linux), rather
+    than work on for no one; gone at once where it already has."""
+    with contextlib.suppress(Exception):  # not Linux, no libc: the parent's own ending ends the child
+        import ctypes  # noqa: PLC0415
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # it died before the request
+        os._exit(1)
+
+
 @contextlib.contextmanager
 def started(work: Callable[[], Any]) -> Iterator[Callable[[], Any]]:
     """``work`` started in a forked child; the call given waits for its result (picklable), None where
@@ -37,11 +48,13 @@ def started(work: Callable[[], Any]) -> Iterator[Callable[[], Any]]:
         yield lambda: None
         return
     read_end, write_end = os.pipe()
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # the child
         status = 0
         try:
             os.close(read_end)
+            die_with(parent)
             found = work()
             with os.fdopen(write_end, "wb") as out:
                 pickle.dump(found, out, protocol=pickle.HIGHEST_PROTOCOL)

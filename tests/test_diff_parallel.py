@@ -191,3 +191,42 @@ def test_a_saved_report_is_read_here(tmp_path: Path, at_once: None, monkeypatch:
     for pair in ((old, str(report)), (str(report), old)):
         sides = saved.read_pair(*pair, prepare=prepared)
         assert compare(*sides) == compare(saved.read_tallied(pair[0]), saved.read_tallied(pair[1]))
+
+
+_PARENT_KILLED_WHILE_ITS_CHILD_WORKS = r"""
+import os, signal, sys
+from placement_cli import forked
+forked.available = lambda: True
+def work():
+    print(os.getpid(), flush=True)  # the child's pid, for the test
+    signal.pause()
+with forked.started(work) as theirs:
+    theirs()
+"""
+
+
+def test_a_child_ends_when_its_parent_is_killed() -> None:
+    """SIGKILL gives the parent no chance to end its child: the kernel does (a child working on for no
+    one, seconds long on a big log, is an orphan a user finds in ps)."""
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+    import time  # noqa: PLC0415
+
+    from processes import patience  # noqa: PLC0415
+
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT_KILLED_WHILE_ITS_CHILD_WORKS], stdout=subprocess.PIPE,
+                              text=True)
+    assert parent.stdout is not None
+    child = int(parent.stdout.readline())
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + patience(60)
+    while os.path.exists(f"/proc/{child}") and time.monotonic() < deadline:
+        with open(f"/proc/{child}/stat") as stat:
+            if stat.read().rsplit(")", 1)[1].split()[0] == "Z":  # ended, waiting for init to reap it
+                break
+        time.sleep(0.05)
+    else:
+        if os.path.exists(f"/proc/{child}"):
+            os.kill(child, signal.SIGKILL)
+            raise AssertionError("the child outlived its killed parent")

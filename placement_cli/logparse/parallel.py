@@ -16,6 +16,7 @@ import os
 import pickle
 from typing import Any
 
+from placement_cli import forked
 from placement_cli.logparse import rejoin
 from placement_cli.logparse.engine import count_range, holds_functions, layout_of, merge_ranges
 from placement_cli.logparse.reader import Layout, newline
@@ -109,11 +110,13 @@ def split_tally(path: str, tally: bool = True) -> tuple[Report, Any] | None:
     lines = lines_before(path, middle, layout)
     known = tally and holds_functions(path)  # a log that runs no tf.function is tallied at a count's speed
     read_end, write_end = os.pipe()
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # the child: count the tail, send its state, leave without cleanup handlers
         status = 0
         try:
             os.close(read_end)
+            forked.die_with(parent)
             tail: Any = count_range(path, middle, size, layout, start_line=lines, tally=tally,
                                     functions_known=known)
             tail.window.clear()
