@@ -161,3 +161,49 @@ def test_a_ctrl_c_caught_inside_an_exec_keeps_exit_130_under_python_m(tmp_path: 
     done = subprocess.run([sys.executable, "-m", "interrupted_in_exec"], capture_output=True, text=True,
                           timeout=patience(60), cwd=tmp_path)
     assert (done.returncode, done.stderr) == (130, "placement: interrupted\n")
+
+
+_AFTER_THE_END = """
+import atexit, os, signal, sys
+import placement_cli.cli
+def finished():
+    print("the whole report")
+    raise SystemExit(0)
+placement_cli.cli.main = finished
+from placement_cli.entry import main
+class Collected:
+    def __del__(self):  # __main__'s names go after Python put the signals' default actions back
+        os.kill(os.getpid(), signal.{signal})
+        sum(range(1000))
+try:
+    main()
+finally:
+    if "{when}" == "atexit":  # as a Ctrl-C landing while TensorFlow's atexit callbacks run
+        atexit.register(os.kill, os.getpid(), signal.{signal})
+    else:
+        left_for_the_end = Collected()
+"""
+
+
+@pytest.mark.parametrize("name, code, line", [("SIGINT", 130, "interrupted"), ("SIGTERM", 143, "terminated"),
+                                              ("SIGHUP", 129, "hung up")])
+def test_a_signal_while_python_shuts_down_after_the_command_is_one_line_and_its_code(name: str, code: int,
+                                                                                       line: str) -> None:
+    """The report shown, a Ctrl-C while Python shut down (the last step of `demo` printed, TensorFlow's
+    atexit callbacks running) printed "Exception ignored in atexit callback" and a traceback, exit 0.
+    It ends the process at once with its line and exit code."""
+    done = subprocess.run([sys.executable, "-c", _AFTER_THE_END.format(signal=name, when="atexit")],
+                          capture_output=True, text=True, timeout=patience(60))
+    assert (done.returncode, done.stdout, done.stderr) == (code, "the whole report\n", f"placement: {line}\n")
+
+
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM", "SIGHUP"])
+def test_a_signal_while_python_takes_its_modules_down_keeps_the_exit_code(name: str) -> None:
+    """Later still, once Python put the signals' default actions back and took its modules down
+    (TensorFlow's: a second and more), a Ctrl-C killed the process by signal with no line (seen:
+    `demo`'s last step shown, exit -2, nine times in ten in a loop of Ctrl-Cs during the step). The
+    process now ends with the command's exit code before that stage, its output flushed."""
+    done = subprocess.run([sys.executable, "-c", _AFTER_THE_END.format(signal=name, when="teardown")],
+                          capture_output=True, text=True, timeout=patience(60))
+    assert (done.returncode, done.stdout) == (0, "the whole report\n"), done.stderr
+    assert "Traceback" not in done.stderr
