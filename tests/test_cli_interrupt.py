@@ -207,3 +207,25 @@ def test_a_signal_while_python_takes_its_modules_down_keeps_the_exit_code(name: 
                           capture_output=True, text=True, timeout=patience(60))
     assert (done.returncode, done.stdout) == (0, "the whole report\n"), done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("stop, code, line", [(KeyboardInterrupt(), 130, "interrupted"),
+                                              (Terminated(signal.SIGTERM), 143, "terminated"),
+                                              (Terminated(signal.SIGHUP), 129, "hung up")])
+def test_an_error_a_signal_caused_is_that_signal(stop: BaseException, code: int, line: str,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """A Ctrl-C landing while TensorFlow loaded a pybind11 module (`demo`'s first step, 1 run in 10 of a
+    loop of Ctrl-Cs) came out as "internal error: ImportError: initialization failed", exit 3: pybind11
+    raises that with the interrupt as its cause. An error a signal caused is that signal's ending."""
+    from placement_cli.cli.app import guarded
+
+    def loading() -> Outcome:
+        try:
+            raise stop
+        except BaseException as exc:
+            raise ImportError("initialization failed") from exc
+
+    with pytest.raises(typer.Exit) as ended:
+        guarded(loading)()
+    assert ended.value.exit_code == code
+    assert capsys.readouterr().err.strip() == f"placement: {line}"

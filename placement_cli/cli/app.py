@@ -177,6 +177,7 @@ def funnel(exc: BaseException, code: int = ExitCode.OK) -> BaseException:
 
     if isinstance(exc, (typer.Exit, typer.Abort, typer.BadParameter)):
         return exc
+    exc = _signal_behind(exc)
     if isinstance(exc, Terminated):
         import signal  # noqa: PLC0415
 
@@ -196,6 +197,22 @@ def funnel(exc: BaseException, code: int = ExitCode.OK) -> BaseException:
         # a run that failed keeps its 1; output that could not be written is never a success
         return fail(code or ExitCode.USAGE, f"cannot write the output: {where}{exc.strerror or exc}")
     return internal(exc)
+
+
+def _signal_behind(exc: BaseException) -> BaseException:
+    """The Ctrl-C, SIGTERM or SIGHUP an error stands for: a Ctrl-C landing while TensorFlow loaded an
+    extension module came out as "ImportError: initialization failed" (pybind11's, the interrupt its
+    cause), an internal error with exit 3. ``exc`` itself when no signal is behind it."""
+    from placement_cli.exceptions import Terminated  # noqa: PLC0415
+
+    seen: set[int] = set()
+    behind: BaseException | None = exc
+    while behind is not None and id(behind) not in seen:
+        if isinstance(behind, (KeyboardInterrupt, Terminated)):
+            return behind
+        seen.add(id(behind))
+        behind = behind.__cause__ or behind.__context__
+    return exc
 
 
 def silence_stdout() -> None:
