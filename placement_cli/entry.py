@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from placement_cli.exceptions import Terminated
+from placement_cli.exceptions import ARRIVED, Terminated
 
 # the exit codes of a command a signal ended (SIGHUP, SIGINT, SIGTERM: 128 + the signal's number)
 _SIGNALLED = {129: "SIGHUP", 130: "SIGINT", 143: "SIGTERM"}
@@ -39,6 +39,7 @@ def _terminated(signum: int) -> None:
 
 def _raise_terminated(signum: int, _frame: object) -> None:
     _RECEIVED.append(signum)
+    ARRIVED.append(signum)
     raise Terminated(signum)
 
 

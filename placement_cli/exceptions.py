@@ -37,6 +37,18 @@ class Terminated(BaseException):  # noqa: N818 - like KeyboardInterrupt: not an 
         return signal.Signals(self.signum).name
 
 
+# The Ctrl-Cs (2), SIGTERMs and SIGHUPs that arrived while a command ran, in order: an error one caused
+# ends the command as the signal does, even where the code it interrupted told it as another error
+# (TensorFlow's lazy imports turn a KeyboardInterrupt into a RuntimeError that names it only in words).
+ARRIVED: list[int] = []
+
+
+def interrupt(signum: int, _frame: object) -> None:
+    """Ctrl-C's handler while a command runs: Python's own (KeyboardInterrupt), the arrival kept."""
+    ARRIVED.append(signum)
+    raise KeyboardInterrupt
+
+
 class RuleError(UsageProblem, ValueError):
     """A rule of `placement check` that is malformed, or that its input cannot judge (exit 2; the
     Python API's ``check()`` raises it as a ValueError)."""

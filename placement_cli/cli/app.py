@@ -202,8 +202,9 @@ def funnel(exc: BaseException, code: int = ExitCode.OK) -> BaseException:
 def _signal_behind(exc: BaseException) -> BaseException:
     """The Ctrl-C, SIGTERM or SIGHUP an error stands for: a Ctrl-C landing while TensorFlow loaded an
     extension module came out as "ImportError: initialization failed" (pybind11's, the interrupt its
-    cause), an internal error with exit 3. ``exc`` itself when no signal is behind it."""
-    from placement_cli.exceptions import Terminated  # noqa: PLC0415
+    cause), or as TensorFlow Lite's lazy import's RuntimeError naming it in words only, an internal
+    error with exit 3. An error after a signal arrived is that signal. ``exc`` itself when none did."""
+    from placement_cli.exceptions import ARRIVED, Terminated  # noqa: PLC0415
 
     seen: set[int] = set()
     behind: BaseException | None = exc
@@ -212,6 +213,8 @@ def _signal_behind(exc: BaseException) -> BaseException:
             return behind
         seen.add(id(behind))
         behind = behind.__cause__ or behind.__context__
+    if ARRIVED and isinstance(exc, Exception):  # told as another error, its cause lost (TensorFlow's lazy imports)
+        return KeyboardInterrupt() if ARRIVED[0] == 2 else Terminated(ARRIVED[0])  # noqa: PLR2004 - SIGINT
     return exc
 
 
@@ -244,16 +247,25 @@ def option_callback(fn: F) -> F:
 # --- signals and the guard --------------------------------------------------------------------------
 
 def _raise_terminated(signum: int, _frame: Any) -> None:
-    from placement_cli.exceptions import Terminated  # noqa: PLC0415
+    from placement_cli.exceptions import ARRIVED, Terminated  # noqa: PLC0415
 
+    ARRIVED.append(signum)
     raise Terminated(signum)
 
 
 def _catch_termination() -> dict[int, Any]:
-    """SIGTERM and SIGHUP raise Terminated (unless ignored); the handlers they had, to put back."""
+    """SIGTERM and SIGHUP raise Terminated (unless ignored), Ctrl-C its KeyboardInterrupt, each arrival
+    kept (exceptions.ARRIVED); the handlers they had, to put back."""
     import signal  # noqa: PLC0415
 
+    from placement_cli.exceptions import interrupt  # noqa: PLC0415
+
     saved: dict[int, Any] = {}
+    try:
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            saved[signal.SIGINT] = signal.signal(signal.SIGINT, interrupt)
+    except ValueError:  # not the main thread: signals stay as they are
+        return saved
     for name in _TERMINATING:
         sig = getattr(signal, name, None)
         if sig is None:
@@ -305,6 +317,9 @@ def guarded(fn: Callable[..., Outcome], *, one_machine: bool | Callable[[dict[st
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> None:
+        from placement_cli.exceptions import ARRIVED  # noqa: PLC0415
+
+        ARRIVED.clear()  # this command's signals, not an earlier one's in the same process (a notebook, tests)
         saved = {} if own_signals else _catch_termination()
         if one_machine(kwargs) if callable(one_machine) else one_machine:
             _one_machine(fn.__name__)
