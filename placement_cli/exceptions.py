@@ -49,6 +49,17 @@ def interrupt(signum: int, _frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def swallowed(since: int) -> None:
+    """End the command with the signal that arrived after ``since`` signals had, if the code it landed
+    in swallowed it (TensorFlow's ``import ssl`` inside ``except ImportError``: the Ctrl-C lost and the
+    demo went on to wait for Enter)."""
+    if len(ARRIVED) > since:
+        signum = ARRIVED[since]
+        if signum == 2:  # noqa: PLR2004 - SIGINT
+            raise KeyboardInterrupt
+        raise Terminated(signum)
+
+
 class RuleError(UsageProblem, ValueError):
     """A rule of `placement check` that is malformed, or that its input cannot judge (exit 2; the
     Python API's ``check()`` raises it as a ValueError)."""

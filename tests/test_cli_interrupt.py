@@ -261,3 +261,32 @@ def test_an_error_a_signal_caused_without_saying_so_is_that_signal(name: str, co
             signal.signal(sig, handler)
     assert ended.value.exit_code == code
     assert capsys.readouterr().err.strip() == f"placement: {line}"
+
+
+def test_a_ctrl_c_the_captured_code_swallowed_still_ends_the_command(capsys: pytest.CaptureFixture[str]) -> None:
+    """TensorFlow imports ``ssl`` inside ``except ImportError`` and goes on: a Ctrl-C landing there
+    (`demo`'s first step, 1 run in 5 of a loop of early Ctrl-Cs) was lost, and the demo waited for
+    Enter. A signal the code inside a capture swallowed ends the command when the capture ends."""
+    from placement_cli.cli.app import guarded
+    from placement_cli.runtime.fdcapture import capture_fds
+
+    went_on: list[str] = []
+
+    def loading() -> Outcome:
+        with capture_fds():
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                sum(range(100000))  # the handler runs here
+            except BaseException:  # noqa: BLE001 - as third-party code does
+                print("Warning: Failed to load ssl module. Continuing without ssl support.")
+        went_on.append("the next step")
+        return Outcome()
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's own, as the command has it
+    try:
+        with pytest.raises(typer.Exit) as ended:
+            guarded(loading)()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert (ended.value.exit_code, went_on) == (130, [])
+    assert capsys.readouterr().err.strip() == "placement: interrupted"
