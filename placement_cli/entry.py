@@ -3,13 +3,15 @@ imports, typer reading the arguments, before the command's own handling is in fo
 interruption like any later one: one line and exit 130, never a traceback. Once a signal has ended
 the command, the process ends with that exit code: a second Ctrl-C, SIGTERM or SIGHUP arriving while
 Python shuts down (its handlers put back to the defaults) cannot turn exit 130 into a death by signal,
-and neither can CPython's memory of an interrupt the command caught (see _forget_caught_interrupts)."""
+and neither can CPython's memory of an interrupt the command caught (see _forget_caught_interrupts).
+After the command ended, a signal during Python's shutdown is one line and its exit code too, and the
+process ends before Python takes its modules down (see _end_quietly)."""
 
 from __future__ import annotations
 
 import sys
 
-from placement_cli.exceptions import Terminated
+from placement_cli.exceptions import ARRIVED, Terminated
 
 # the exit codes of a command a signal ended (SIGHUP, SIGINT, SIGTERM: 128 + the signal's number)
 _SIGNALLED = {129: "SIGHUP", 130: "SIGINT", 143: "SIGTERM"}
@@ -37,6 +39,7 @@ def _terminated(signum: int) -> None:
 
 def _raise_terminated(signum: int, _frame: object) -> None:
     _RECEIVED.append(signum)
+    ARRIVED.append(signum)
     raise Terminated(signum)
 
 
@@ -97,6 +100,61 @@ def _stay_ended() -> None:
             pass
 
 
+def _late_signal(signum: int, _frame: object) -> None:
+    """A signal after the command ended, while Python shuts down (non-daemon threads joined, atexit
+    callbacks run: TensorFlow's take a while): one line and 128 + its number, at once. An exception
+    here would only be reported ("Exception ignored in atexit callback", a traceback) and lost."""
+    try:
+        sys.stderr.write(f"placement: {_LATE_LINES.get(signum, 'terminated')}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    import os  # noqa: PLC0415
+
+    os._exit(128 + signum)
+
+
+_LATE_LINES = {2: "interrupted", 15: "terminated", 1: "hung up"}
+
+
+_DECIDED: list[int] = []  # the exit code the command ended with, once main() is done
+
+
+def _end_quietly() -> None:
+    """A Ctrl-C, SIGTERM or SIGHUP after the command ended ends the process at once, with one line
+    and its exit code, never a death by signal with no line: while Python code can still run, they go
+    to _late_signal; the last atexit callback (registered first, run last) then ends the process with
+    the command's exit code, its output flushed, without Python taking its modules down (TensorFlow's
+    take a second and more, and Python has put the signals' default actions back by then)."""
+    import atexit  # noqa: PLC0415
+
+    def end() -> None:
+        if not _DECIDED:  # main() did not finish: Python ends as it would
+            return
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError, AttributeError):
+                pass
+        import os  # noqa: PLC0415
+
+        os._exit(_DECIDED[0])
+
+    atexit.register(end)
+
+
+def _late_signals() -> None:
+    """The command ended: the signals it would have handled go to _late_signal (ignored ones stay so)."""
+    import signal  # noqa: PLC0415
+
+    for sig in _LATE_LINES:
+        try:
+            if signal.getsignal(sig) != signal.SIG_IGN:
+                signal.signal(sig, _late_signal)
+        except (ValueError, OSError):  # not the main thread: signals stay as they are
+            return
+
+
 def _forget_caught_interrupts() -> None:
     """Run as ``python -m placement_cli``, CPython remembers whether a KeyboardInterrupt ended any
     ``exec`` of a string (dataclasses, namedtuple and typing build their code that way, in whatever
@@ -109,12 +167,14 @@ def _forget_caught_interrupts() -> None:
 
 def main() -> None:
     """`placement` and `python -m placement_cli`."""
+    _end_quietly()
     try:
         try:
             _catch_termination_early()
             from placement_cli.cli import main as run  # noqa: PLC0415
 
             run()
+            _DECIDED.append(0)
         except KeyboardInterrupt:
             _interrupted()
         except Terminated as exc:
@@ -124,9 +184,13 @@ def main() -> None:
     except SystemExit as exc:
         if exc.code not in _SIGNALLED and _RECEIVED:  # its Terminated was swallowed (raised inside a callback
             _stay_ended()  # whose exceptions Python only reports, an import's lock's): the signal still ends it
+            _DECIDED[:] = [128 + _RECEIVED[0]]
             _ended(_RECEIVED[0])
         if exc.code in _SIGNALLED:
             _stay_ended()
+        if exc.code is None or isinstance(exc.code, int):
+            _DECIDED[:] = [exc.code or 0]
         raise
     finally:
         _forget_caught_interrupts()
+        _late_signals()

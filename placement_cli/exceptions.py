@@ -37,6 +37,29 @@ class Terminated(BaseException):  # noqa: N818 - like KeyboardInterrupt: not an 
         return signal.Signals(self.signum).name
 
 
+# The Ctrl-Cs (2), SIGTERMs and SIGHUPs that arrived while a command ran, in order: an error one caused
+# ends the command as the signal does, even where the code it interrupted told it as another error
+# (TensorFlow's lazy imports turn a KeyboardInterrupt into a RuntimeError that names it only in words).
+ARRIVED: list[int] = []
+
+
+def interrupt(signum: int, _frame: object) -> None:
+    """Ctrl-C's handler while a command runs: Python's own (KeyboardInterrupt), the arrival kept."""
+    ARRIVED.append(signum)
+    raise KeyboardInterrupt
+
+
+def swallowed(since: int) -> None:
+    """End the command with the signal that arrived after ``since`` signals had, if the code it landed
+    in swallowed it (TensorFlow's ``import ssl`` inside ``except ImportError``: the Ctrl-C lost and the
+    demo went on to wait for Enter)."""
+    if len(ARRIVED) > since:
+        signum = ARRIVED[since]
+        if signum == 2:  # noqa: PLR2004 - SIGINT
+            raise KeyboardInterrupt
+        raise Terminated(signum)
+
+
 class RuleError(UsageProblem, ValueError):
     """A rule of `placement check` that is malformed, or that its input cannot judge (exit 2; the
     Python API's ``check()`` raises it as a ValueError)."""

@@ -3,6 +3,7 @@ shown, and a run interrupted before it showed anything leaves the user's file as
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -161,3 +162,131 @@ def test_a_ctrl_c_caught_inside_an_exec_keeps_exit_130_under_python_m(tmp_path: 
     done = subprocess.run([sys.executable, "-m", "interrupted_in_exec"], capture_output=True, text=True,
                           timeout=patience(60), cwd=tmp_path)
     assert (done.returncode, done.stderr) == (130, "placement: interrupted\n")
+
+
+_AFTER_THE_END = """
+import atexit, os, signal, sys
+import placement_cli.cli
+def finished():
+    print("the whole report")
+    raise SystemExit(0)
+placement_cli.cli.main = finished
+from placement_cli.entry import main
+class Collected:
+    def __del__(self):  # __main__'s names go after Python put the signals' default actions back
+        os.kill(os.getpid(), signal.{signal})
+        sum(range(1000))
+try:
+    main()
+finally:
+    if "{when}" == "atexit":  # as a Ctrl-C landing while TensorFlow's atexit callbacks run
+        atexit.register(os.kill, os.getpid(), signal.{signal})
+    else:
+        left_for_the_end = Collected()
+"""
+
+
+@pytest.mark.parametrize("name, code, line", [("SIGINT", 130, "interrupted"), ("SIGTERM", 143, "terminated"),
+                                              ("SIGHUP", 129, "hung up")])
+def test_a_signal_while_python_shuts_down_after_the_command_is_one_line_and_its_code(name: str, code: int,
+                                                                                       line: str) -> None:
+    """The report shown, a Ctrl-C while Python shut down (the last step of `demo` printed, TensorFlow's
+    atexit callbacks running) printed "Exception ignored in atexit callback" and a traceback, exit 0.
+    It ends the process at once with its line and exit code."""
+    done = subprocess.run([sys.executable, "-c", _AFTER_THE_END.format(signal=name, when="atexit")],
+                          capture_output=True, text=True, timeout=patience(60))
+    assert (done.returncode, done.stdout, done.stderr) == (code, "the whole report\n", f"placement: {line}\n")
+
+
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM", "SIGHUP"])
+def test_a_signal_while_python_takes_its_modules_down_keeps_the_exit_code(name: str) -> None:
+    """Later still, once Python put the signals' default actions back and took its modules down
+    (TensorFlow's: a second and more), a Ctrl-C killed the process by signal with no line (seen:
+    `demo`'s last step shown, exit -2, nine times in ten in a loop of Ctrl-Cs during the step). The
+    process now ends with the command's exit code before that stage, its output flushed."""
+    done = subprocess.run([sys.executable, "-c", _AFTER_THE_END.format(signal=name, when="teardown")],
+                          capture_output=True, text=True, timeout=patience(60))
+    assert (done.returncode, done.stdout) == (0, "the whole report\n"), done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("stop, code, line", [(KeyboardInterrupt(), 130, "interrupted"),
+                                              (Terminated(signal.SIGTERM), 143, "terminated"),
+                                              (Terminated(signal.SIGHUP), 129, "hung up")])
+def test_an_error_a_signal_caused_is_that_signal(stop: BaseException, code: int, line: str,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """A Ctrl-C landing while TensorFlow loaded a pybind11 module (`demo`'s first step, 1 run in 10 of a
+    loop of Ctrl-Cs) came out as "internal error: ImportError: initialization failed", exit 3: pybind11
+    raises that with the interrupt as its cause. An error a signal caused is that signal's ending."""
+    from placement_cli.cli.app import guarded
+
+    def loading() -> Outcome:
+        try:
+            raise stop
+        except BaseException as exc:
+            raise ImportError("initialization failed") from exc
+
+    with pytest.raises(typer.Exit) as ended:
+        guarded(loading)()
+    assert ended.value.exit_code == code
+    assert capsys.readouterr().err.strip() == f"placement: {line}"
+
+
+@pytest.mark.parametrize("name, code, line", [("SIGINT", 130, "interrupted"), ("SIGTERM", 143, "terminated"),
+                                              ("SIGHUP", 129, "hung up")])
+def test_an_error_a_signal_caused_without_saying_so_is_that_signal(name: str, code: int, line: str,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """TensorFlow Lite's lazy import catches the ImportError a Ctrl-C caused and raises a RuntimeError
+    naming it in words only, no exception chained (`demo`'s first step, 1 run in 6 of a loop of
+    Ctrl-Cs): "internal error: RuntimeError: ... Previous exceptions: [... 'initialization failed' ...]",
+    exit 3. The signal arrived while the command ran: it ends the command as that signal does."""
+    from placement_cli.cli.app import guarded
+
+    def loading() -> Outcome:
+        failures = []
+        try:
+            os.kill(os.getpid(), getattr(signal, name))
+            sum(range(100000))  # the handler runs here
+        except BaseException as exc:  # as TensorFlow Lite's `except ImportError`, its text kept
+            failures.append(str(exc))
+        raise RuntimeError(f"Could not import original test/binary location. Previous exceptions: {failures}")
+
+    mine = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL, signal.SIGHUP: signal.SIG_DFL}
+    previous = {sig: signal.signal(sig, handler) for sig, handler in mine.items()}  # as `placement` starts with them
+    try:
+        with pytest.raises(typer.Exit) as ended:
+            guarded(loading)()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    assert ended.value.exit_code == code
+    assert capsys.readouterr().err.strip() == f"placement: {line}"
+
+
+def test_a_ctrl_c_the_captured_code_swallowed_still_ends_the_command(capsys: pytest.CaptureFixture[str]) -> None:
+    """TensorFlow imports ``ssl`` inside ``except ImportError`` and goes on: a Ctrl-C landing there
+    (`demo`'s first step, 1 run in 5 of a loop of early Ctrl-Cs) was lost, and the demo waited for
+    Enter. A signal the code inside a capture swallowed ends the command when the capture ends."""
+    from placement_cli.cli.app import guarded
+    from placement_cli.runtime.fdcapture import capture_fds
+
+    went_on: list[str] = []
+
+    def loading() -> Outcome:
+        with capture_fds():
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                sum(range(100000))  # the handler runs here
+            except BaseException:  # noqa: BLE001 - as third-party code does
+                print("Warning: Failed to load ssl module. Continuing without ssl support.")
+        went_on.append("the next step")
+        return Outcome()
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's own, as the command has it
+    try:
+        with pytest.raises(typer.Exit) as ended:
+            guarded(loading)()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert (ended.value.exit_code, went_on) == (130, [])
+    assert capsys.readouterr().err.strip() == "placement: interrupted"

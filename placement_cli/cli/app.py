@@ -177,6 +177,7 @@ def funnel(exc: BaseException, code: int = ExitCode.OK) -> BaseException:
 
     if isinstance(exc, (typer.Exit, typer.Abort, typer.BadParameter)):
         return exc
+    exc = _signal_behind(exc)
     if isinstance(exc, Terminated):
         import signal  # noqa: PLC0415
 
@@ -196,6 +197,25 @@ def funnel(exc: BaseException, code: int = ExitCode.OK) -> BaseException:
         # a run that failed keeps its 1; output that could not be written is never a success
         return fail(code or ExitCode.USAGE, f"cannot write the output: {where}{exc.strerror or exc}")
     return internal(exc)
+
+
+def _signal_behind(exc: BaseException) -> BaseException:
+    """The Ctrl-C, SIGTERM or SIGHUP an error stands for: a Ctrl-C landing while TensorFlow loaded an
+    extension module came out as "ImportError: initialization failed" (pybind11's, the interrupt its
+    cause), or as TensorFlow Lite's lazy import's RuntimeError naming it in words only, an internal
+    error with exit 3. An error after a signal arrived is that signal. ``exc`` itself when none did."""
+    from placement_cli.exceptions import ARRIVED, Terminated  # noqa: PLC0415
+
+    seen: set[int] = set()
+    behind: BaseException | None = exc
+    while behind is not None and id(behind) not in seen:
+        if isinstance(behind, (KeyboardInterrupt, Terminated)):
+            return behind
+        seen.add(id(behind))
+        behind = behind.__cause__ or behind.__context__
+    if ARRIVED and isinstance(exc, Exception):  # told as another error, its cause lost (TensorFlow's lazy imports)
+        return KeyboardInterrupt() if ARRIVED[0] == 2 else Terminated(ARRIVED[0])  # noqa: PLR2004 - SIGINT
+    return exc
 
 
 def silence_stdout() -> None:
@@ -227,16 +247,25 @@ def option_callback(fn: F) -> F:
 # --- signals and the guard --------------------------------------------------------------------------
 
 def _raise_terminated(signum: int, _frame: Any) -> None:
-    from placement_cli.exceptions import Terminated  # noqa: PLC0415
+    from placement_cli.exceptions import ARRIVED, Terminated  # noqa: PLC0415
 
+    ARRIVED.append(signum)
     raise Terminated(signum)
 
 
 def _catch_termination() -> dict[int, Any]:
-    """SIGTERM and SIGHUP raise Terminated (unless ignored); the handlers they had, to put back."""
+    """SIGTERM and SIGHUP raise Terminated (unless ignored), Ctrl-C its KeyboardInterrupt, each arrival
+    kept (exceptions.ARRIVED); the handlers they had, to put back."""
     import signal  # noqa: PLC0415
 
+    from placement_cli.exceptions import interrupt  # noqa: PLC0415
+
     saved: dict[int, Any] = {}
+    try:
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            saved[signal.SIGINT] = signal.signal(signal.SIGINT, interrupt)
+    except ValueError:  # not the main thread: signals stay as they are
+        return saved
     for name in _TERMINATING:
         sig = getattr(signal, name, None)
         if sig is None:
@@ -288,6 +317,9 @@ def guarded(fn: Callable[..., Outcome], *, one_machine: bool | Callable[[dict[st
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> None:
+        from placement_cli.exceptions import ARRIVED  # noqa: PLC0415
+
+        ARRIVED.clear()  # this command's signals, not an earlier one's in the same process (a notebook, tests)
         saved = {} if own_signals else _catch_termination()
         if one_machine(kwargs) if callable(one_machine) else one_machine:
             _one_machine(fn.__name__)

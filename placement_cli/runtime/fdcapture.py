@@ -46,7 +46,10 @@ def _flush_all() -> None:
 def capture_fds(fds: tuple[int, ...] = (1, 2)) -> Iterator[Captured]:
     """Send ``fds`` into one temporary file (never a pipe: no buffer can fill), restore them
     afterwards, and leave the text in the yielded Captured."""
+    from placement_cli.exceptions import ARRIVED, swallowed  # noqa: PLC0415
+
     captured = Captured()
+    arrived = len(ARRIVED)
     _flush_all()
     with tempfile.TemporaryFile(mode="w+b") as sink:
         saved = {fd: os.dup(fd) for fd in fds}
@@ -56,12 +59,14 @@ def capture_fds(fds: tuple[int, ...] = (1, 2)) -> Iterator[Captured]:
                     os.dup2(sink.fileno(), fd)
                 yield captured
         finally:
-            _flush_all()
-            for fd, copy in saved.items():
-                os.dup2(copy, fd)
-                os.close(copy)
+            with interrupts_deferred():  # a Ctrl-C here left fds 1 and 2 in the file: its line went there
+                _flush_all()
+                for fd, copy in saved.items():
+                    os.dup2(copy, fd)
+                    os.close(copy)
             sink.seek(0)
             captured.text = sink.read().decode("utf-8", "replace")
+    swallowed(arrived)  # a signal the captured code caught and went on from (TensorFlow's imports do)
 
 
 @contextmanager
@@ -74,10 +79,11 @@ def silenced(fd: int = 2) -> Iterator[None]:
         os.dup2(devnull, fd)
         yield
     finally:
-        _flush_all()
-        os.dup2(saved, fd)
-        os.close(saved)
-        os.close(devnull)
+        with interrupts_deferred():  # a Ctrl-C here left stderr on /dev/null: its line went there
+            _flush_all()
+            os.dup2(saved, fd)
+            os.close(saved)
+            os.close(devnull)
 
 
 # SplitCaptures now holding fds, innermost last, and a copy of what each fd was before the first of
