@@ -131,11 +131,17 @@ def _end_quietly() -> None:
     def end() -> None:
         if not _DECIDED:  # main() did not finish: Python ends as it would
             return
-        for stream in (sys.stdout, sys.stderr):
+        for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
             try:
-                stream.flush()
+                stream.flush()  # type: ignore[union-attr]
             except (OSError, ValueError, AttributeError):
                 pass
+        try:  # what C code printed (TensorFlow's printf copies) and libc still holds: _exit would drop it
+            import ctypes  # noqa: PLC0415
+
+            ctypes.CDLL(None).fflush(None)
+        except (OSError, AttributeError):
+            pass
         import os  # noqa: PLC0415
 
         os._exit(_DECIDED[0])

@@ -290,3 +290,24 @@ def test_a_ctrl_c_the_captured_code_swallowed_still_ends_the_command(capsys: pyt
         signal.signal(signal.SIGINT, previous)
     assert (ended.value.exit_code, went_on) == (130, [])
     assert capsys.readouterr().err.strip() == "placement: interrupted"
+
+
+_C_OUTPUT_AT_EXIT = """
+import atexit, ctypes
+import placement_cli.cli
+def finished():
+    atexit.register(ctypes.CDLL(None).printf, b"printed by C code at exit\\n")  # as TensorFlow's atexit code may
+    raise SystemExit(0)
+placement_cli.cli.main = finished
+from placement_cli.entry import main
+main()
+"""
+
+
+def test_what_c_code_prints_while_python_ends_is_not_lost() -> None:
+    """The process ends without Python's last steps, after the atexit callbacks: what C code printed
+    there is still in libc's buffer (stdout a file or pipe, not unbuffered) and must be written."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    done = subprocess.run([sys.executable, "-c", _C_OUTPUT_AT_EXIT], capture_output=True, text=True,
+                          timeout=patience(60), env=env)
+    assert (done.returncode, done.stdout) == (0, "printed by C code at exit\n"), done.stderr
