@@ -17,23 +17,29 @@ from placement_cli.exceptions import ARRIVED, Terminated
 _SIGNALLED = {129: "SIGHUP", 130: "SIGINT", 143: "SIGTERM"}
 
 
-def _interrupted() -> None:  # noqa: D103
+# the line each signal that ends a command says (SIGHUP, SIGINT, SIGTERM)
+_LINES = {1: "hung up", 2: "interrupted", 15: "terminated"}
+_SIGINT = 2
+
+
+def _say(signum: int) -> None:
+    """The one line a signal that ended the command says."""
     try:
-        sys.stderr.write("placement: interrupted\n")
+        sys.stderr.write(f"placement: {_LINES.get(signum, 'terminated')}\n")
         sys.stderr.flush()
     except (OSError, ValueError):
         pass
+
+
+def _interrupted() -> None:  # noqa: D103
+    _say(_SIGINT)
     raise SystemExit(130)
 
 
 def _terminated(signum: int) -> None:
     """SIGTERM or SIGHUP arrived before the command's own handling was in force (Python still loading
     the command line): one line and 128 + its number, as later."""
-    try:
-        sys.stderr.write(f"placement: {_EARLY_LINES.get(signum, 'terminated')}\n")
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        pass
+    _say(signum)
     raise SystemExit(128 + signum)
 
 
@@ -56,16 +62,10 @@ def _unraisable(unraisable: object) -> None:
         sys.__unraisablehook__(unraisable)  # type: ignore[arg-type]
 
 
-_SIGINT = 2
-
-
 def _ended(signum: int) -> None:
     if signum == _SIGINT:
         _interrupted()
     _terminated(signum)
-
-
-_EARLY_LINES: dict[int, str] = {}
 
 
 def _catch_termination_early() -> None:
@@ -76,13 +76,12 @@ def _catch_termination_early() -> None:
     import signal  # noqa: PLC0415
 
     sys.unraisablehook = _unraisable
-    for name, line in (("SIGTERM", "terminated"), ("SIGHUP", "hung up")):
+    for name in ("SIGTERM", "SIGHUP"):
         sig = getattr(signal, name, None)
         if sig is None:
             continue
         try:
             if signal.getsignal(sig) == signal.SIG_DFL:
-                _EARLY_LINES[int(sig)] = line
                 signal.signal(sig, _raise_terminated)
         except (ValueError, OSError):  # not the main thread: signals stay as they are
             return
@@ -104,17 +103,10 @@ def _late_signal(signum: int, _frame: object) -> None:
     """A signal after the command ended, while Python shuts down (non-daemon threads joined, atexit
     callbacks run: TensorFlow's take a while): one line and 128 + its number, at once. An exception
     here would only be reported ("Exception ignored in atexit callback", a traceback) and lost."""
-    try:
-        sys.stderr.write(f"placement: {_LATE_LINES.get(signum, 'terminated')}\n")
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        pass
+    _say(signum)
     import os  # noqa: PLC0415
 
     os._exit(128 + signum)
-
-
-_LATE_LINES = {2: "interrupted", 15: "terminated", 1: "hung up"}
 
 
 _DECIDED: list[int] = []  # the exit code the command ended with, once main() is done
@@ -153,7 +145,7 @@ def _late_signals() -> None:
     """The command ended: the signals it would have handled go to _late_signal (ignored ones stay so)."""
     import signal  # noqa: PLC0415
 
-    for sig in _LATE_LINES:
+    for sig in _LINES:
         try:
             if signal.getsignal(sig) != signal.SIG_IGN:
                 signal.signal(sig, _late_signal)

@@ -54,10 +54,12 @@ def swallowed(since: int) -> None:
     in swallowed it (TensorFlow's ``import ssl`` inside ``except ImportError``: the Ctrl-C lost and the
     demo went on to wait for Enter)."""
     if len(ARRIVED) > since:
-        signum = ARRIVED[since]
-        if signum == 2:  # noqa: PLR2004 - SIGINT
-            raise KeyboardInterrupt
-        raise Terminated(signum)
+        raise signal_exception(ARRIVED[since])
+
+
+def signal_exception(signum: int) -> BaseException:
+    """What a command raises for ``signum``: KeyboardInterrupt for Ctrl-C, Terminated for the others."""
+    return KeyboardInterrupt() if signum == 2 else Terminated(signum)  # noqa: PLR2004 - SIGINT
 
 
 class RuleError(UsageProblem, ValueError):

@@ -204,7 +204,7 @@ def _signal_behind(exc: BaseException) -> BaseException:
     extension module came out as "ImportError: initialization failed" (pybind11's, the interrupt its
     cause), or as TensorFlow Lite's lazy import's RuntimeError naming it in words only, an internal
     error with exit 3. An error after a signal arrived is that signal. ``exc`` itself when none did."""
-    from placement_cli.exceptions import ARRIVED, Terminated  # noqa: PLC0415
+    from placement_cli.exceptions import ARRIVED, Terminated, signal_exception  # noqa: PLC0415
 
     seen: set[int] = set()
     behind: BaseException | None = exc
@@ -214,7 +214,7 @@ def _signal_behind(exc: BaseException) -> BaseException:
         seen.add(id(behind))
         behind = behind.__cause__ or behind.__context__
     if ARRIVED and isinstance(exc, Exception):  # told as another error, its cause lost (TensorFlow's lazy imports)
-        return KeyboardInterrupt() if ARRIVED[0] == 2 else Terminated(ARRIVED[0])  # noqa: PLR2004 - SIGINT
+        return signal_exception(ARRIVED[0])
     return exc
 
 

@@ -64,8 +64,8 @@ class Records:
     def lines(self, graph_key: Callable[[bytes], bytes]) -> list[bytes]:
         """The records as ``GRAPH \\0 NODE \\0 REST``, each ": " of a record a NUL (REST: "(Op)\\0device",
         the guide era's "device"; GRAPH: ``graph_key`` of the record's function, b"" for none), in the
-        order they were read (``sorted_lines``: sorted). Made once (the texts are released as they are read); a later call returns the same
-        list whatever its ``graph_key``."""
+        order they were read (``sorted_lines``: sorted). Made once (the texts are released as they are
+        read); a later call returns the same list whatever its ``graph_key``."""
         if self._lines is None and self._texts is not None:
             lines = []
             while self._texts:  # each text let go once split
