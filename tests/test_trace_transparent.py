@@ -93,7 +93,9 @@ def test_pythonpath_sys_path_and_the_users_own_sitecustomize(tmp_path: Path) -> 
         env = {**environment(tmp_path), "PYTHONPATH": pythonpath}
         plain, traced = plain_and_traced(tmp_path, "paths.py", env=env)
         assert json.loads(program_stdout(traced.stdout)) == json.loads(plain.stdout), pythonpath
-    assert json.loads(plain.stdout)[2] is False and json.loads(program_stdout(traced.stdout))[3] is None
+    # without the user's folder its sitecustomize did not run; the module the program sees as sitecustomize
+    # (none, or the system's own: Debian's Python has one) is the one it sees without placement, checked above
+    assert json.loads(plain.stdout)[2] is False
 
 
 def test_the_scripts_own_tf_cpp_min_log_level_is_left_to_it(tmp_path: Path) -> None:
