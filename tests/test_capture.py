@@ -68,6 +68,18 @@ def test_only_tensorflow_s_placement_lines_are_taken_out_of_what_an_fd_received(
     assert taken.tensorflow[1] == b"\n\n"  # line for line: the unfinished last line has none
 
 
+def test_the_blank_line_that_ends_a_gpu_mapping_is_tensorflow_s_not_the_program_s() -> None:
+    """Before: a script captured on a GPU machine got a blank line on stderr it never wrote."""
+    from placement_cli.runtime.fdcapture import separate
+
+    mapping = (GLOG + b"direct_session.cc:382] Device mapping:\n/job:localhost/replica:0/task:0/device:GPU:0 -> "
+               b"device: 0, name: NVIDIA H200, pci bus id: 0000:00:06.0, compute capability: 9.0a\n\n")
+    stderr = b"mine\n" + mapping + b"\nmine too\n"
+    taken = separate({2: stderr})
+    assert taken.shown[2] == b"mine\n\nmine too\n" and taken.log[2] == stderr
+    assert taken.tensorflow[2].splitlines()[1:4] == mapping.splitlines()
+
+
 def test_where_info_lines_are_hidden_whole_copies_of_the_placer_s_shape_count_and_glued_ones_do_not() -> None:
     from placement_cli.runtime.fdcapture import separate
 
@@ -120,6 +132,11 @@ def test_what_tensorflow_s_python_listener_writes_is_recognised_whole() -> None:
     assert not is_placement_text(eager[:-1])  # a part of a line: not yet
     assert is_placement_text(b"Device mapping: no known devices.\n")
     assert is_placement_text(b"Device mapping:\n/job:localhost/replica:0/task:0/device:GPU:0 -> device: 0\n")
+    # as the listener writes a GPU machine's (an H200's, in a notebook kernel): a blank line ends the list
+    h200 = (b"Device mapping:\n/job:localhost/replica:0/task:0/device:GPU:0 -> device: 0, name: NVIDIA H200, "
+            b"pci bus id: 0000:00:06.0, compute capability: 9.0a\n\n")
+    assert is_placement_text(h200)
+    assert not is_placement_text(h200 + b"\n") and not is_placement_text(b"Device mapping:\n\n")
     assert not is_placement_text(eager + b"hello\n")
     assert not is_placement_text(b"tf.print output\n")
 

@@ -193,3 +193,19 @@ def test_the_child_s_control_frames_are_read_whole_however_the_pipe_cuts_them(se
     assert not buf
     assert [kind + (b"%d\n" % len(p) if kind in b"FE" else b"") + p + (b"\n" if kind in b"LX" else b"")
             for kind, p in got] == sent
+
+
+# A Session's Device mapping on a GPU machine as TensorFlow writes it (recorded on an H200): its list of
+# devices ends with a newline and the message with another, so a blank line closes the block.
+H200_MAPPING = (glog(b"Device mapping:", source=b"direct_session.cc:382") + GPU
+                + b" -> device: 0, name: NVIDIA H200, pci bus id: 0000:00:06.0, compute capability: 9.0a\n\n")
+
+
+def test_the_blank_line_that_ends_a_gpu_mapping_goes_with_it() -> None:
+    """Before: the blank line reached the program's stderr, a line it never wrote."""
+    assert split([b"a\n" + H200_MAPPING + b"\nb\n"]) == (b"a\n\nb\n", H200_MAPPING[:-1])
+    at = len(H200_MAPPING) - 1
+    assert split([H200_MAPPING[:at], H200_MAPPING[at:] + b"b\n"])[0] == b"b\n"  # cut just before it
+    assert split([H200_MAPPING + b"b\n"], echo=True)[0] == H200_MAPPING + b"b\n"  # --log shows it all
+    cpu = glog(b"Device mapping: no known devices.", source=b"direct_session.cc:378")
+    assert split([cpu + b"\nb\n"])[0] == b"\nb\n"  # a mapping of no device ends with no blank line

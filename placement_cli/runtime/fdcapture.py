@@ -256,6 +256,7 @@ _GLOG_PLACER = re.compile(glog.HEADER + rb"(?P<placed>" + placer.WRITTEN + rb")"
 _GLOG_EAGER = re.compile(glog.HEADER + eager.PATTERN + _END)
 _GLOG_MAPPING = re.compile(glog.HEADER + written.MAPPING_HEADER_LINE.pattern)
 _JOB = re.compile(re.escape(placer.JOB))
+_BLANK = re.compile(rb"\r?\n")
 _KEYWORDS = re.compile(re.escape(placer.JOB) + rb"|/device:|" + re.escape(mapping.HEADER))
 
 
@@ -271,7 +272,8 @@ def is_placement_text(text: bytes) -> bool:
         return False
     bodies = [_body(line) for line in lines]
     if written.MAPPING_HEADER_LINE.fullmatch(bodies[0]):
-        return all(written.MAPPING_ENTRY_LINE.fullmatch(b) for b in bodies[1:])
+        entries = bodies[1:-1] if len(bodies) > 2 and not bodies[-1] else bodies[1:]  # a list of devices: a
+        return all(written.MAPPING_ENTRY_LINE.fullmatch(b) for b in entries)  # blank line ends the message
     return all(_BARE.fullmatch(b) for b in bodies)
 
 
@@ -361,6 +363,9 @@ def _glog_cuts(data: bytes) -> tuple[list[tuple[int, int, bool]], Counter[bytes]
         if start == mapping_end and written.MAPPING_ENTRY_LINE.fullmatch(body.rstrip(b"\r")):
             cuts.append((start, end, True))
             mapping_end = end
+            blank = _BLANK.match(data, end)  # TensorFlow's list of devices ends with a blank line
+            if blank:
+                cuts.append((end, blank.end(), True))
             continue
         found = _glog_start(body)
         if found is None:

@@ -57,6 +57,7 @@ class Channel:
     midline: bool = False  # part of the current line was passed on already: the rest is not TF's
     line_start: bytes = b""  # ... that part (its end), still to be searched for a placement error
     in_mapping: bool = False  # the last line was a Device mapping header or one of its device lines
+    mapping_entries: int = 0  # device lines of the Device mapping block now read
     after_hidden: bool = False  # the last line was a TF line kept off the terminal
     error_more: int = 0  # how many of the next lines may still continue a placement error
     eof: bool = False
@@ -212,6 +213,7 @@ class Splitter:
                 or (msg.startswith(ignored.SPEC_LITERAL) and ignored.PATTERN.match(msg)):  # a request it ignored
             self._parse(line, at)
             ch.in_mapping = msg.startswith(mapping.HEADER)
+            ch.mapping_entries = 0
             return self.echo_placement
         shown = glog.severity(m) >= self.min_level
         ch.after_hidden = not shown
@@ -226,9 +228,12 @@ class Splitter:
         while pos < end and ch.in_mapping:
             m = _MAPPING_LINE.match(data, pos)
             if m is None:
+                if ch.mapping_entries and data.startswith(b"\n", pos):  # the blank line that ends the block
+                    pos += 1  # (TensorFlow's own: its device list ends with a newline, and its message too)
                 ch.in_mapping = False
                 break
             self._parse(m.group(), pos)
+            ch.mapping_entries += 1
             pos = m.end()
         if pos < end and ch.after_hidden:
             ch.after_hidden = False
