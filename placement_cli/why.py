@@ -322,19 +322,24 @@ class _Explainer:
         """The facts of a placer node in the recorded graphs its lines can come from (``graphs``; None:
         any), also when TF inlined its function into a caller: the node is then named
         ``<call node>/<name>`` and, having no device of its own, takes the call node's."""
-        nodes = self.nodes_of(graphs)
-        name = p.node or ""
-        found = nodes.get((name, p.op))
+        return self._resolve(p.line, self.nodes_of(graphs), p.node or "", (p.op,))
+
+    def _resolve(self, line: int, nodes: Mapping[tuple[str, str | None], NodeFacts], name: str,
+                 ops: tuple[str | None, ...]) -> NodeFacts | None:
+        """The facts of the node ``name`` (of one of ``ops``) placed at ``line``. A call node may itself sit
+        in a body TF inlined or lowered (a tf.cond in a tf.while_loop's body, ``while/body/_1/while/cond``;
+        a tf.function called by another one): it is resolved the same way, so a body's node that asked
+        for nothing takes the request its innermost call node had, however deep."""
+        found = next((nodes[(name, op)] for op in ops if (name, op) in nodes), None)
         for prefix, caller, rest, _lowered in calls_in(name):
             if found is not None:
                 break
-            callee = self._callees.get((self._runs.get(p.line, -1), prefix))
-            inner = self.nodes_of(callee).get((rest, p.op))
+            callee = self.nodes_of(self._callees.get((self._runs.get(line, -1), prefix)))
+            inner = next((callee[(rest, op)] for op in ops if (rest, op) in callee), None)
             if inner is None or inner.requested:
                 found = inner
                 continue
-            calls = [nodes.get((caller, op)) for op in _CALL_OPS]
-            call = next((c for c in calls if c is not None), None)
+            call = self._resolve(line, nodes, caller, _CALL_OPS)
             if call is not None:  # a call that asked for no device leaves the body free, as the graph has it
                 found = replace(inner, requested=call.requested)
         return found

@@ -100,6 +100,10 @@ def test_lowered_cond_and_while_branches_keep_their_requests(traced: Any) -> Non
     assert branch["status"] == "soft fallback" and branch["reason"].startswith("GPU:5 does not exist")
     body = next(p for p in data["placements"] if p["node"] and p["node"].endswith("/while/loopmul"))
     assert body["node"].startswith("while/body/_") and body["status"] == "free"
+    for name in ("neg_first", "id_later"):  # a branch of a tf.cond inside the body: lowered twice (was: logged)
+        nested = next(p for p in data["placements"] if p["node"] and p["node"].endswith(f"/while/cond/{name}"))
+        assert nested["node"].startswith("while/body/_") and "/while/cond/" in nested["node"][len("while/body/_"):]
+        assert (nested["status"], nested["requested"]) == ("free", None)
     code, out, _err = check(saved, "--no-fallback", "--ignore", "^far$|^xla_mm$")
     assert code == 1 and "mm_true" in out
 

@@ -382,6 +382,46 @@ def test_lowered_cond_and_while_branches_take_their_branch_graph_s_requests() ->
     assert (rows[2].status, rows[3].status) == (LOGGED, LOGGED)  # TensorFlow's own nodes: unknown
 
 
+def test_a_branch_lowered_inside_another_body_takes_its_innermost_call_s_request() -> None:
+    """The TF guide's fizzbuzz: a tf.cond inside a tf.while_loop's body is lowered twice, its nodes named
+    while/body/_1/while/cond/else/_59/while/cond/mod; the If node they take their request from,
+    while/cond, is a node of the body graph, not of the outer one. Before: logged, ? (only the outer
+    graph was searched for the call node). So for a tf.function inlined in an inlined one."""
+    outer = nodes(NodeFacts("while", "StatelessWhile", "/device:CPU:0"), NodeFacts("loop", "While"),
+                  NodeFacts("StatefulPartitionedCall", "StatefulPartitionedCall", "/device:CPU:0"))
+    body = nodes(NodeFacts("while/mul", "Mul"), NodeFacts("while/cond", "StatelessIf"))
+    then = nodes(NodeFacts("while/cond/mm", "MatMul", "/device:GPU:5"), NodeFacts("while/cond/Identity", "Identity"))
+    other = nodes(NodeFacts("while/cond/mod", "FloorMod"), NodeFacts("while/cond/Identity", "Identity"))
+    free_body = nodes(NodeFacts("loop/sub", "Sub"), NodeFacts("loop/cond", "If"))
+    free_branch = nodes(NodeFacts("loop/cond/add", "AddV2"), NodeFacts("loop/cond/neg", "Neg"))
+    middle = nodes(NodeFacts("PartitionedCall", "PartitionedCall"), NodeFacts("m", "Mul"))
+    inner = nodes(NodeFacts("x", "Exp"), NodeFacts("y", "Log"))
+    graphs = (outer, body, then, other, free_body, free_branch, middle, inner)
+    facts = Facts(nodes=merge_nodes(n for g in graphs for n in g.values()), available=(CPU0,), kernels=KERNELS,
+                  graphs_known=True, graphs=graphs)
+    names = (("while/body/_1/while/mul", "Mul"), ("while/body/_1/while/cond/then/_2/while/cond/mm", "MatMul"),
+             ("while/body/_1/while/cond/then/_2/while/cond/Identity", "Identity"),
+             ("while/body/_1/while/cond/else/_3/while/cond/mod", "FloorMod"),
+             ("while/body/_1/while/cond/else/_3/while/cond/Identity", "Identity"),
+             ("loop/body/_4/loop/sub", "Sub"), ("loop/body/_4/loop/cond/then/_5/loop/cond/add", "AddV2"),
+             ("loop/body/_4/loop/cond/then/_5/loop/cond/neg", "Neg"), ("StatefulPartitionedCall/m", "Mul"),
+             ("StatefulPartitionedCall/PartitionedCall/x", "Exp"), ("StatefulPartitionedCall/PartitionedCall/y", "Log"),
+             ("while/body/_1/while/cond/else/_3/while/cond/pivot_f/_6", "Identity"))
+    rows = {p.node: p for p in explain(tuple(placed(n, op, CPU0, i) for i, (n, op) in enumerate(names, 1)), facts)}
+
+    def said(name: str) -> tuple[str, str | None]:
+        return str(rows[name].status), rows[name].requested
+
+    assert said("while/body/_1/while/mul") == (AS_REQUESTED, "/device:CPU:0")
+    assert said("while/body/_1/while/cond/then/_2/while/cond/mm") == (SOFT_FALLBACK, "/device:GPU:5")
+    for name in ("while/body/_1/while/cond/then/_2/while/cond/Identity", "while/body/_1/while/cond/else/_3/while/cond/mod",
+                 "while/body/_1/while/cond/else/_3/while/cond/Identity", "StatefulPartitionedCall/PartitionedCall/x"):
+        assert said(name) == (AS_REQUESTED, "/device:CPU:0"), name  # the outermost call's request, through the If
+    for name in ("loop/body/_4/loop/sub", "loop/body/_4/loop/cond/then/_5/loop/cond/add"):
+        assert said(name) == (FREE, None), name  # nothing asked at any level
+    assert said("while/body/_1/while/cond/else/_3/while/cond/pivot_f/_6")[0] == LOGGED  # TensorFlow's own
+
+
 def test_a_session_s_graph_is_explained_with_the_session_s_devices() -> None:
     """Three CPUs in the process, one in the Session (device_count): /cpu:2 does not exist for it."""
     graph = nodes(NodeFacts("far", "Const", "/device:CPU:2"))
