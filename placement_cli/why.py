@@ -241,7 +241,8 @@ class _Explainer:
             if op_line in eager and self.threads.get(p.line) == self.threads.get(op_line):  # same thread's op:
                 yield replace(self.eager_op(p, eager[op_line]), wrapper=True)  # the wrapper asked what it asked
                 continue
-            explained = self.one(p, self.lookup(p, blocks.get(p.line)) if p.kind != "eager" else None,
+            own = p.kind != "eager" and p.line not in wrappers  # a wrapper takes no graph's facts
+            explained = self.one(p, self.lookup(p, blocks.get(p.line)) if own else None,
                                  self.specs_of(blocks.get(p.line)) if p.kind != "eager" else None)
             explained = self.variable_named(explained, blocks.get(p.line))
             yield replace(explained, wrapper=True) if p.line in wrappers else explained
@@ -546,17 +547,26 @@ def _wrapper_lines(placements: tuple[Placement, ...], facts: Facts,
                    blocks: Mapping[int, frozenset[int] | None]) -> dict[int, int]:
     """Placer lines of the single-op functions TF 2.x wraps eager ops in: a node named after its
     op type that no recorded graph placed there has, and that the log then shows executing eagerly
-    (each with the line of that eager op)."""
+    (each with the line of that eager op). One that recorded tf.functions have too (a Cast, a NoOp) is
+    one where the log ties it to no function (no ``graph``) and the very next eager line runs its op."""
     wrappers: dict[int, int] = {}
     waiting: dict[str, list[int]] = {}
+    shadowed: list[tuple[str, int]] = []  # such nodes since the last eager line
+    names = facts.graph_names
     for p in sorted(placements, key=lambda p: p.line):
         fit = blocks.get(p.line)
         unrecorded = (p.node, p.op) not in facts.nodes if fit is None else not fit
         if p.kind == "placer" and p.node and p.node == p.op and unrecorded:
             waiting.setdefault(p.node, []).append(p.line)
+        elif p.kind == "placer" and p.node and p.node == p.op and p.graph is None and fit \
+                and all(i < len(names) and names[i] for i in fit):
+            shadowed.append((p.node, p.line))
         elif p.kind == "eager" and p.op:
-            for name in (p.op, onednn_base(p.op)):
+            ops = (p.op, onednn_base(p.op))
+            for name in ops:
                 wrappers.update(dict.fromkeys(waiting.pop(name, ()), p.line))
+            wrappers.update((line, p.line) for name, line in shadowed if name in ops)
+            shadowed.clear()
     return wrappers
 
 

@@ -1,5 +1,6 @@
 """`placement trace` on a hostile TensorFlow script: its own log level, output that looks like
-TensorFlow's, and a placement error it does not catch. One TensorFlow start-up."""
+TensorFlow's, and a placement error it does not catch; and an eager op named like a node of a
+tf.function. Two TensorFlow start-ups."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import is_matmul
-from trace_helpers import TRACE, assert_clean, run, write
+from trace_helpers import TRACE, assert_clean, environment, run, write
 
 pytestmark = pytest.mark.tf
 CPU = "/job:localhost/replica:0/task:0/device:CPU:0"
@@ -77,3 +78,27 @@ def test_a_hostile_tensorflow_script(tmp_path: Path) -> None:
     asked = [p for p in data["placements"] if p["requested"] == "/device:GPU:99"]
     assert [(p["node"], p["status"]) for p in asked] == [("MatMul", "soft fallback")]
     assert_clean(tmp_path)
+
+
+SHADOWED = '''
+import tensorflow as tf
+@tf.function
+def step(x):  # its graph has a node named Cast, of op type Cast: as an eager tf.cast's wrapper has
+    return tf.cast(x, tf.float32) * 2.0
+print("step", step(tf.constant([1, 2])).numpy().sum())
+print("eager", tf.cast(tf.constant([3]), tf.float32).numpy().sum())
+'''
+
+
+def test_an_eager_op_s_wrapper_named_like_a_tf_function_s_node_stays_plumbing(tmp_path: Path) -> None:
+    """The keras-io training loop (found by tutorial runs): an eager Cast's wrapper function was taken for
+    the tf.function's node Cast, shown as its row (times 2) and counted twice with the eager op."""
+    write(tmp_path, SHADOWED)
+    proc = run([*TRACE, "--all", "--op", "Cast", "prog.py"], tmp_path, timeout=300,
+               env={**environment(tmp_path), "COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    table = proc.stdout.decode().split("Placements")[1].split("Per device")[0]
+    rows = [[cell.strip() for cell in line.strip().strip("│").split("│")] for line in table.splitlines()
+            if line.startswith("│")]
+    assert [row[:2] for row in rows] == [["Cast", "Cast"], ["-", "Cast"]], table  # the function's node; the eager op
+    assert "times" not in table, table  # each once (before: the function's Cast row, times 2)

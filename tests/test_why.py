@@ -422,6 +422,27 @@ def test_a_branch_lowered_inside_another_body_takes_its_innermost_call_s_request
     assert said("while/body/_1/while/cond/else/_3/while/cond/pivot_f/_6")[0] == LOGGED  # TensorFlow's own
 
 
+def test_an_eager_op_s_wrapper_is_one_also_where_a_tf_function_has_a_node_of_its_name() -> None:
+    """The keras-io training loop: an eager Cast's wrapper function (x, Cast, y_RetVal, then `Executing op
+    Cast`) was taken for train_step's own node Cast, shown as a row and counted twice with its eager op.
+    A block the log ties to the function (its `graph`) stays the function's; so does one whose next eager
+    line runs another op."""
+    step = nodes(NodeFacts("Cast", "Cast"), NodeFacts("NoOp", "NoOp"), NodeFacts("x", "Placeholder"))
+    facts = Facts(nodes=step, available=(CPU0,), kernels=KERNELS, graphs_known=True, graphs=(step,),
+                  graph_names=("train_step",))
+    in_step = "__inference_train_step_9"
+    log = (placed("x", "_Arg", CPU0, 1), placed("Cast", "Cast", CPU0, 2), placed("y_RetVal", "_Retval", CPU0, 3),
+           placed(None, "Cast", CPU0, 4, kind="eager"),  # the wrapper of an eager Cast
+           replace(placed("x", "_Arg", CPU0, 5), graph=in_step), replace(placed("Cast", "Cast", CPU0, 6), graph=in_step),
+           replace(placed("NoOp", "NoOp", CPU0, 7), graph=in_step), placed(None, in_step, CPU0, 8, kind="eager"),
+           placed("NoOp", "NoOp", CPU0, 9), placed(None, "Abs", CPU0, 10, kind="eager"),  # not NoOp's own line
+           placed("Cast", "Cast", CPU0, 11), placed(None, "Abs", CPU0, 12, kind="eager"),
+           placed(None, "Cast", CPU0, 13, kind="eager"))  # a later Cast does not make line 11 its wrapper
+    rows = {p.line: p for p in explain(log, facts)}
+    assert rows[2].wrapper and rows[2].status == LOGGED  # not train_step's Cast's request: no record of its own
+    assert [line for line, p in rows.items() if p.wrapper] == [2]
+
+
 def test_a_session_s_graph_is_explained_with_the_session_s_devices() -> None:
     """Three CPUs in the process, one in the Session (device_count): /cpu:2 does not exist for it."""
     graph = nodes(NodeFacts("far", "Const", "/device:CPU:2"))
