@@ -1,11 +1,13 @@
 """`placement trace` on a hostile TensorFlow script: its own log level, output that looks like
-TensorFlow's, and a placement error it does not catch; and an eager op named like a node of a
-tf.function. Two TensorFlow start-ups."""
+TensorFlow's, and a placement error it does not catch; and one with an eager op named like a node of a
+tf.function and an error TensorFlow traces to the lines that defined the op. Two TensorFlow start-ups."""
 
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,18 +89,39 @@ def step(x):  # its graph has a node named Cast, of op type Cast: as an eager tf
     return tf.cast(x, tf.float32) * 2.0
 print("step", step(tf.constant([1, 2])).numpy().sum())
 print("eager", tf.cast(tf.constant([3]), tf.float32).numpy().sum())
+@tf.function
+def out_of_range(x):
+    return tf.gather(x, [5], name="far_gather")
+out_of_range(tf.ones([2]))  # TensorFlow's error names the lines that defined the failing op
 '''
 
 
-def test_an_eager_op_s_wrapper_named_like_a_tf_function_s_node_stays_plumbing(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def shadowed(tmp_path_factory: pytest.TempPathFactory) -> subprocess.CompletedProcess[bytes]:
+    tmp = tmp_path_factory.mktemp("shadowed")
+    write(tmp, SHADOWED)
+    proc = run([*TRACE, "--all", "--op", "Cast", "prog.py"], tmp, timeout=300, env={**environment(tmp), "COLUMNS": "200"})
+    assert proc.returncode == 1, proc.stderr[-3000:]  # the program's uncaught InvalidArgumentError
+    return proc
+
+
+def test_an_eager_op_s_wrapper_named_like_a_tf_function_s_node_stays_plumbing(shadowed: Any) -> None:
     """The keras-io training loop (found by tutorial runs): an eager Cast's wrapper function was taken for
     the tf.function's node Cast, shown as its row (times 2) and counted twice with the eager op."""
-    write(tmp_path, SHADOWED)
-    proc = run([*TRACE, "--all", "--op", "Cast", "prog.py"], tmp_path, timeout=300,
-               env={**environment(tmp_path), "COLUMNS": "200"})
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    table = proc.stdout.decode().split("Placements")[1].split("Per device")[0]
+    table = shadowed.stdout.decode().split("Placements")[1].split("Per device")[0]
     rows = [[cell.strip() for cell in line.strip().strip("│").split("│")] for line in table.splitlines()
             if line.startswith("│")]
     assert [row[:2] for row in rows] == [["Cast", "Cast"], ["-", "Cast"]], table  # the function's node; the eager op
     assert "times" not in table, table  # each once (before: the function's Cast row, times 2)
+
+
+def test_tensorflow_s_defined_at_stacks_show_the_program_s_frames_only(shadowed: Any) -> None:
+    """TensorFlow keeps each op's stack for its errors ("Detected at node X defined at"): trace's hook on
+    tf.function tracing showed in it (placement_cli/runtime/facts.py, in recording), found on the
+    tf.distribute tutorial's error. As plain python: the program's lines only."""
+    program = shadowed.stderr.decode()
+    detected = program[program.index("Detected at node far_gather defined at (most recent call last):"):]
+    stack = detected[: detected.index("indices[0] = 5 is not in [0, 2)")]
+    frames = [line.strip() for line in stack.splitlines() if line.strip().startswith("File ")]
+    assert [frame.split(", in ")[-1] for frame in frames] == ["<module>", "out_of_range"], stack
+    assert "placement_cli" not in stack and all("prog.py" in frame for frame in frames)
