@@ -13,8 +13,8 @@ from placement_cli.devices import DeviceSpec, try_parse
 from placement_cli.filters import onednn_base
 from placement_cli.model import AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH_RESOURCE, Placement
 from placement_cli.eagerjoin import eager_records
-from placement_cli.tfrules import (EagerRecord, call_functions, compiled_bodies, compiled_reason, resource_reason,
-                                   session_devices)
+from placement_cli.tfrules import (EagerRecord, arg_name, call_functions, compiled_bodies, compiled_reason,
+                                   function_traces, resource_reason, session_devices)
 from placement_cli import messages
 from placement_cli.i18n import Message
 from placement_cli.messages import UNKNOWN
@@ -411,6 +411,7 @@ class _Explainer:
 
 
 _ARGS = frozenset({"_Arg", "_DeviceArg"})
+_UNIQUE = re.compile(r"(.+)_\d+")  # TensorFlow's suffix that keeps a function's argument names apart
 _RETVALS = frozenset({"_Retval", "_DeviceRetval"})
 
 
@@ -432,9 +433,10 @@ def _graph_blocks(placements: tuple[Placement, ...], graphs: tuple[Mapping[tuple
     fits, the recorded graphs named NAME: the k-th trace of NAME in the log, the k-th recorded, where
     both count the same."""
     names = [{name for name, _ in graph} for graph in graphs]
+    args = [{arg_name(name) for name, op in graph if op == "Placeholder"} for graph in graphs]  # as TF names them
     sessions = set(session_runs)
     queue = list(session_runs)
-    traced = _traces(placements, graph_names)
+    traced = function_traces(placements, graph_names)
     everywhere = set().union(*names) if names else set()
     calls = [{name for name, op in graph if op in _CALL_OPS} for graph in graphs]
     any_call = set().union(*calls) if calls else set()
@@ -443,8 +445,10 @@ def _graph_blocks(placements: tuple[Placement, ...], graphs: tuple[Mapping[tuple
         name = p.node or ""
         if p.op in _RETVALS:
             return None
-        if p.op in _ARGS:
-            return frozenset(i for i, known in enumerate(names) if name in known)
+        if p.op in _ARGS:  # a placeholder's name, or the argument TensorFlow made of it (AssignVariableOp/resource:
+            unique = _UNIQUE.fullmatch(name)  # assignvariableop_resource; a second one: ..._resource_0)
+            return frozenset(i for i, known in enumerate(names) if name in known or name in args[i]
+                             or unique is not None and unique.group(1) in args[i])
         found = {i for i, graph in enumerate(graphs) if (name, p.op) in graph}
         callers = [caller for _prefix, caller, _rest, lowered in calls_in(name) if not lowered or caller in any_call]
         found.update(i for i, known in enumerate(calls) if any(c in known for c in callers))
@@ -499,29 +503,6 @@ def _graph_blocks(placements: tuple[Placement, ...], graphs: tuple[Mapping[tuple
         seen.add(p.node or "")
     close()
     return found, runs
-
-
-_TRACE = re.compile(r"__inference_(.+)_(\d+)")
-
-
-def _traces(placements: tuple[Placement, ...], graph_names: tuple[str | None, ...]) -> dict[str | None, frozenset[int]]:
-    """For each tf.function the placer lines name (``__inference_NAME_N``), the recorded graphs it can be:
-    those named NAME; the one of its trace where the log's traces of NAME and the recorded graphs named
-    NAME are as many (both in trace order: N is TensorFlow's trace counter)."""
-    counters: dict[str, set[int]] = {}
-    for function in {p.graph for p in placements if p.graph}:
-        m = _TRACE.fullmatch(function or "")
-        if m:
-            counters.setdefault(m.group(1), set()).add(int(m.group(2)))
-    found: dict[str | None, frozenset[int]] = {}
-    for name, numbers in counters.items():
-        candidates = [i for i, n in enumerate(graph_names) if n == name]
-        ordered = sorted(numbers)
-        for number in ordered:
-            one = len(candidates) == len(ordered)
-            found[f"__inference_{name}_{number}"] = frozenset(
-                (candidates[ordered.index(number)],) if one else candidates)
-    return found
 
 
 def _callees(placements: tuple[Placement, ...], graphs: tuple[Mapping[tuple[str, str | None], NodeFacts], ...],

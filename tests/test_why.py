@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from placement_cli.devices import parse_device
 from placement_cli.model import AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, Placement, reason_counts
+from placement_cli.tfrules import arg_name
 from placement_cli.why import UNKNOWN, Facts, NodeFacts, Span, explain, has_kernel, merge_nodes
 
 CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
@@ -441,6 +442,29 @@ def test_an_eager_op_s_wrapper_is_one_also_where_a_tf_function_has_a_node_of_its
     rows = {p.line: p for p in explain(log, facts)}
     assert rows[2].wrapper and rows[2].status == LOGGED  # not train_step's Cast's request: no record of its own
     assert [line for line, p in rows.items() if p.wrapper] == [2]
+
+
+def test_a_function_s_arguments_are_found_by_the_names_tensorflow_gives_them() -> None:
+    """keras fit's initialize_variables: its captured variables' placeholders are AssignVariableOp/resource,
+    AssignVariableOp_1/resource ..., its _Arg lines assignvariableop_resource ...; no recorded graph had
+    those names, so the block was taken for an eager op's wrapper, and its AssignVariableOp (a later
+    eager AssignVariableOp "executing" it) hidden as plumbing, its request unknown."""
+    assert arg_name("AssignVariableOp/resource") == "assignvariableop_resource"
+    assert (arg_name("dense/Kernel:0"), arg_name("_x"), arg_name("123"), arg_name("")) == \
+        ("dense_kernel_0", "x", "unknown", "unknown")
+    init = nodes(NodeFacts("AssignVariableOp/resource", "Placeholder"), NodeFacts("AssignVariableOp_1/resource", "Placeholder"),
+                 NodeFacts("1", "Placeholder"), NodeFacts("2", "Placeholder"),
+                 NodeFacts("AssignVariableOp", "AssignVariableOp", "/device:CPU:0"), NodeFacts("AssignVariableOp_1", "AssignVariableOp"))
+    facts = Facts(nodes=init, available=(CPU0,), kernels=KERNELS, graphs_known=True, graphs=(init,), graph_names=("init",))
+    call = "__inference_init_7"
+    log = (*(replace(placed(name, "_Arg", CPU0, line), graph=call) for line, name in enumerate(
+               ("assignvariableop_resource", "assignvariableop_1_resource", "unknown", "unknown_0"), 1)),
+           replace(placed("AssignVariableOp", "AssignVariableOp", CPU0, 5), graph=call),
+           replace(placed("AssignVariableOp_1", "AssignVariableOp", CPU0, 6), graph=call),
+           placed(None, call, CPU0, 7, kind="eager"), placed(None, "AssignVariableOp", CPU0, 8, kind="eager"))
+    rows = {p.line: p for p in explain(log, facts)}
+    assert (rows[5].status, rows[5].requested, rows[5].wrapper) == (AS_REQUESTED, "/device:CPU:0", False)
+    assert (rows[6].status, rows[6].wrapper) == (FREE, False)
 
 
 def test_a_session_s_graph_is_explained_with_the_session_s_devices() -> None:
