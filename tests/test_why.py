@@ -349,6 +349,19 @@ def test_a_wrapper_takes_the_request_of_its_own_threads_eager_op() -> None:
     assert [(p.status, p.wrapper) for p in found] == [(LOGGED, True), (SOFT_FALLBACK, True), (SOFT_FALLBACK, False)]
 
 
+def test_a_wrapper_whose_placement_stands_at_its_bare_copy_takes_its_threads_eager_op() -> None:
+    """trace's log holds TensorFlow's stdout copy of each placer line (no thread named) before its glog
+    twin; the placement stands at the bare copy. The wrapper then had no thread and took no record: its
+    request unknown though its eager op's was recorded (keras-io's loop: 22 VarHandleOp wrappers)."""
+    prefix = "I0000 00:00:1795232759.847888 {:>8} {}] "
+    log = f"Abs: (Abs): {CPU0}\n" + "".join(prefix.format(7, where) + text + "\n" for where, text in (
+        ("placer.cc:162", f"Abs: (Abs): {CPU0}"), ("execute.cc:1775", f"Executing op Abs in device {CPU0}")))
+    placements = (placed("Abs", "Abs", CPU0, 1), placed(None, "Abs", CPU0, 3, kind="eager"))
+    recorded = {"pairs": [["Abs", "/device:GPU:1"]], "threads": {"7": [0]}}
+    found = explain(placements, Facts(available=(CPU0,), graphs_known=True, eager=recorded), log)
+    assert [(p.status, p.wrapper) for p in found] == [(SOFT_FALLBACK, True), (SOFT_FALLBACK, False)]
+
+
 def test_a_py_function_is_recorded_after_the_eager_ops_it_ran() -> None:
     log, placements = _eager_log((7, "EagerPyFunc", CPU0), (7, "Mul", CPU0), (7, "IteratorGetNext", CPU0),
                                  (7, "Abs", CPU0))
