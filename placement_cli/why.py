@@ -229,6 +229,7 @@ class _Explainer:
         self._runs = runs
         wrappers = _wrapper_lines(placements, self.facts, blocks) if self.facts.graphs_known else {}
         eager = self.eager
+        following = _next_eager(placements, self.threads)
         for p in placements:
             span = self.span_of(p.line)
             if span is not None:
@@ -238,7 +239,7 @@ class _Explainer:
                 yield self.eager_op(p, eager[p.line])
                 continue
             op_line = wrappers.get(p.line)
-            if op_line in eager and self.threads.get(p.line) == self.threads.get(op_line):  # same thread's op:
+            if op_line in eager and following.get(p.line) == op_line:  # its thread's very next op:
                 yield replace(self.eager_op(p, eager[op_line]), wrapper=True)  # the wrapper asked what it asked
                 continue
             own = p.kind != "eager" and p.line not in wrappers  # a wrapper takes no graph's facts
@@ -549,6 +550,20 @@ def _wrapper_lines(placements: tuple[Placement, ...], facts: Facts,
             wrappers.update((line, p.line) for name, line in shadowed if name in ops)
             shadowed.clear()
     return wrappers
+
+
+def _next_eager(placements: tuple[Placement, ...], threads: Mapping[int, int | None]) -> dict[int, int]:
+    """Placer line -> the first eager line after it written by its thread, where both name the thread:
+    TensorFlow places an eager op's wrapper function just before it runs the op, in the same thread."""
+    found: dict[int, int] = {}
+    waiting: dict[int, list[int]] = {}
+    for p in sorted(placements, key=lambda p: p.line):
+        thread = threads.get(p.line)
+        if thread is not None and p.kind == "placer":
+            waiting.setdefault(thread, []).append(p.line)
+        elif thread is not None and p.kind == "eager":
+            found.update(dict.fromkeys(waiting.pop(thread, ()), p.line))
+    return found
 
 
 def has_kernel(kernels: Mapping[str, frozenset[str]] | None, op: str, device_type: str) -> bool:

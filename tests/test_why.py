@@ -362,6 +362,22 @@ def test_a_wrapper_whose_placement_stands_at_its_bare_copy_takes_its_threads_eag
     assert [(p.status, p.wrapper) for p in found] == [(SOFT_FALLBACK, True), (SOFT_FALLBACK, False)]
 
 
+def test_a_node_named_after_its_op_takes_no_record_of_a_later_eager_op_of_that_type() -> None:
+    """MirroredStrategy's multi-device iterator: a function of RemoteCall, NoOp and Identity is placed and
+    never logged as executed; a later eager Identity (under /CPU:0) is no op of its: only an op its thread
+    runs right after a wrapper's lines is the wrapper's (the Identity said `soft fallback` otherwise)."""
+    prefix = "I0000 00:00:1795232759.847888 {:>8} {}] "
+    cpu1 = "/job:localhost/replica:0/task:0/device:CPU:1"
+    log = f"Identity: (Identity): {cpu1}\n" + "".join(prefix.format(7, where) + text + "\n" for where, text in (
+        ("placer.cc:162", f"Identity: (Identity): {cpu1}"), ("execute.cc:1775", f"Executing op Abs in device {CPU0}"),
+        ("execute.cc:1775", f"Executing op Identity in device {CPU0}")))
+    placements = (placed("Identity", "Identity", cpu1, 1), placed(None, "Abs", CPU0, 3, kind="eager"),
+                  placed(None, "Identity", CPU0, 4, kind="eager"))
+    recorded = {"pairs": [["Abs", ""], ["Identity", "/device:CPU:0"]], "threads": {"7": [0, 1]}}
+    found = explain(placements, Facts(available=(CPU0, cpu1), graphs_known=True, eager=recorded), log)
+    assert [p.status for p in found] == [LOGGED, FREE, AS_REQUESTED]
+
+
 def test_a_py_function_is_recorded_after_the_eager_ops_it_ran() -> None:
     log, placements = _eager_log((7, "EagerPyFunc", CPU0), (7, "Mul", CPU0), (7, "IteratorGetNext", CPU0),
                                  (7, "Abs", CPU0))
