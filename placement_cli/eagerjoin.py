@@ -18,6 +18,7 @@ _UNRECORDED = frozenset({"_EagerConst"})
 # Ops that run the program's Python, whose eager ops are recorded before the op that ran them (its
 # record comes when it ends): left out of the pairing, their own requests unknown.
 _NESTING = frozenset({"EagerPyFunc", "PyFunc", "PyFuncStateless"})
+_TWIN_LINES = 64  # how far after a placer line's bare copy its glog twin is looked for
 
 
 def eager_records(placements: Iterable[Placement], log: str, recorded: Mapping[str, Any]
@@ -46,7 +47,8 @@ def eager_records(placements: Iterable[Placement], log: str, recorded: Mapping[s
     by_thread: dict[int | None, list[Placement]] = {}
     for p in sorted(placements, key=lambda p: p.line):
         match = _THREAD.match(texts[p.line - 1]) if 0 < p.line <= len(texts) else None
-        writer[p.line] = thread = int(match.group(1)) if match else None
+        writer[p.line] = thread = int(match.group(1)) if match else \
+            _twin_thread(texts, p.line - 1) if p.kind == "placer" and 0 < p.line <= len(texts) else None
         if p.kind == "eager" and p.op and p.op not in _UNRECORDED and p.op not in _NESTING:
             by_thread.setdefault(thread, []).append(p)
     found: dict[int, EagerRecord] = {}
@@ -88,3 +90,15 @@ def _pairing(logged: list[str], ran: list[str]) -> dict[int, int]:
         latest[i] = at
         at -= 1
     return {first: i for i, (first, last) in enumerate(zip(earliest, latest)) if first == last}
+
+
+def _twin_thread(texts: list[str], index: int) -> int | None:
+    """The thread of a placer line's bare copy (TensorFlow prints each on stdout too, naming no thread;
+    a placement stands at its bare copy where that came first): its glog twin's, the first line soon
+    after it that ends as it does."""
+    bare = "] " + texts[index]
+    for text in texts[index + 1:index + 1 + _TWIN_LINES]:
+        match = _THREAD.match(text)
+        if match and text.endswith(bare):
+            return int(match.group(1))
+    return None

@@ -1,10 +1,12 @@
 """TensorFlow's own rules that put an op where it did not ask, whatever soft placement says: an eager op
 that takes a resource runs where the resource lives (MaybePinToResourceDevice, eager/placement_utils.cc);
 a tf.function compiled by XLA (jit_compile=True) runs its whole body in one XLA cluster on the call's
-device, and TensorFlow logs only the call. No TensorFlow here: reasons from what was recorded."""
+device, and TensorFlow logs only the call. And how TensorFlow names what its placer logs of a tf.function:
+its traces (``__inference_NAME_N``), its arguments. No TensorFlow here: reasons from what was recorded."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -99,3 +101,40 @@ def compiled_reason(p: Placement, body: tuple[tuple[str, str, str], ...]) -> Mes
         return Message(messages.XLA_CLUSTER, count=count, device=p.short)
     shown = ", ".join(moved[:3]) + (", ..." if len(moved) > 3 else "")
     return Message(messages.XLA_MOVED, count=count, device=p.short, moved=shown)
+
+
+_TRACE = re.compile(r"__inference_(.+)_(\d+)")
+
+
+def function_traces(placements: tuple[Placement, ...], graph_names: tuple[str | None, ...]) -> dict[str | None, frozenset[int]]:
+    """For each tf.function the placer lines name (``__inference_NAME_N``), the recorded graphs it can be:
+    those named NAME; the one of its trace where the log's traces of NAME and the recorded graphs named
+    NAME are as many (both in trace order: N is TensorFlow's trace counter)."""
+    counters: dict[str, set[int]] = {}
+    for function in {p.graph for p in placements if p.graph}:
+        m = _TRACE.fullmatch(function or "")
+        if m:
+            counters.setdefault(m.group(1), set()).add(int(m.group(2)))
+    found: dict[str | None, frozenset[int]] = {}
+    for name, numbers in counters.items():
+        candidates = [i for i, n in enumerate(graph_names) if n == name]
+        ordered = sorted(numbers)
+        for number in ordered:
+            one = len(candidates) == len(ordered)
+            found[f"__inference_{name}_{number}"] = frozenset(
+                (candidates[ordered.index(number)],) if one else candidates)
+    return found
+
+
+_NOT_ALNUM = re.compile(r"[^a-z0-9]")
+_LETTER = re.compile(r"[a-z]")
+
+
+def arg_name(node: str) -> str:
+    """The name TensorFlow gives a function's argument made of placeholder ``node``, as its placer lines
+    show it (graph_to_functiondef.cc, NodeNameMapping::Normalize): lower case, each other character but
+    a letter or digit ``_``, from its first letter on; ``unknown`` without one. One that would repeat an
+    earlier argument's name gets ``_0``, ``_1`` ... after it."""
+    name = _NOT_ALNUM.sub("_", node.lower())
+    letter = _LETTER.search(name)
+    return name[letter.start():] if letter else "unknown"

@@ -13,8 +13,8 @@ from placement_cli.devices import DeviceSpec, try_parse
 from placement_cli.filters import onednn_base
 from placement_cli.model import AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH_RESOURCE, Placement
 from placement_cli.eagerjoin import eager_records
-from placement_cli.tfrules import (EagerRecord, call_functions, compiled_bodies, compiled_reason, resource_reason,
-                                   session_devices)
+from placement_cli.tfrules import (EagerRecord, arg_name, call_functions, compiled_bodies, compiled_reason,
+                                   function_traces, resource_reason, session_devices)
 from placement_cli import messages
 from placement_cli.i18n import Message
 from placement_cli.messages import UNKNOWN
@@ -229,6 +229,7 @@ class _Explainer:
         self._runs = runs
         wrappers = _wrapper_lines(placements, self.facts, blocks) if self.facts.graphs_known else {}
         eager = self.eager
+        following = _next_eager(placements, self.threads)
         for p in placements:
             span = self.span_of(p.line)
             if span is not None:
@@ -238,10 +239,11 @@ class _Explainer:
                 yield self.eager_op(p, eager[p.line])
                 continue
             op_line = wrappers.get(p.line)
-            if op_line in eager and self.threads.get(p.line) == self.threads.get(op_line):  # same thread's op:
+            if op_line in eager and following.get(p.line) == op_line:  # its thread's very next op:
                 yield replace(self.eager_op(p, eager[op_line]), wrapper=True)  # the wrapper asked what it asked
                 continue
-            explained = self.one(p, self.lookup(p, blocks.get(p.line)) if p.kind != "eager" else None,
+            own = p.kind != "eager" and p.line not in wrappers  # a wrapper takes no graph's facts
+            explained = self.one(p, self.lookup(p, blocks.get(p.line)) if own else None,
                                  self.specs_of(blocks.get(p.line)) if p.kind != "eager" else None)
             explained = self.variable_named(explained, blocks.get(p.line))
             yield replace(explained, wrapper=True) if p.line in wrappers else explained
@@ -322,19 +324,24 @@ class _Explainer:
         """The facts of a placer node in the recorded graphs its lines can come from (``graphs``; None:
         any), also when TF inlined its function into a caller: the node is then named
         ``<call node>/<name>`` and, having no device of its own, takes the call node's."""
-        nodes = self.nodes_of(graphs)
-        name = p.node or ""
-        found = nodes.get((name, p.op))
+        return self._resolve(p.line, self.nodes_of(graphs), p.node or "", (p.op,))
+
+    def _resolve(self, line: int, nodes: Mapping[tuple[str, str | None], NodeFacts], name: str,
+                 ops: tuple[str | None, ...]) -> NodeFacts | None:
+        """The facts of the node ``name`` (of one of ``ops``) placed at ``line``. A call node may itself sit
+        in a body TF inlined or lowered (a tf.cond in a tf.while_loop's body, ``while/body/_1/while/cond``;
+        a tf.function called by another one): it is resolved the same way, so a body's node that asked
+        for nothing takes the request its innermost call node had, however deep."""
+        found = next((nodes[(name, op)] for op in ops if (name, op) in nodes), None)
         for prefix, caller, rest, _lowered in calls_in(name):
             if found is not None:
                 break
-            callee = self._callees.get((self._runs.get(p.line, -1), prefix))
-            inner = self.nodes_of(callee).get((rest, p.op))
+            callee = self.nodes_of(self._callees.get((self._runs.get(line, -1), prefix)))
+            inner = next((callee[(rest, op)] for op in ops if (rest, op) in callee), None)
             if inner is None or inner.requested:
                 found = inner
                 continue
-            calls = [nodes.get((caller, op)) for op in _CALL_OPS]
-            call = next((c for c in calls if c is not None), None)
+            call = self._resolve(line, nodes, caller, _CALL_OPS)
             if call is not None:  # a call that asked for no device leaves the body free, as the graph has it
                 found = replace(inner, requested=call.requested)
         return found
@@ -405,6 +412,7 @@ class _Explainer:
 
 
 _ARGS = frozenset({"_Arg", "_DeviceArg"})
+_UNIQUE = re.compile(r"(.+)_\d+")  # TensorFlow's suffix that keeps a function's argument names apart
 _RETVALS = frozenset({"_Retval", "_DeviceRetval"})
 
 
@@ -426,9 +434,10 @@ def _graph_blocks(placements: tuple[Placement, ...], graphs: tuple[Mapping[tuple
     fits, the recorded graphs named NAME: the k-th trace of NAME in the log, the k-th recorded, where
     both count the same."""
     names = [{name for name, _ in graph} for graph in graphs]
+    args = [{arg_name(name) for name, op in graph if op == "Placeholder"} for graph in graphs]  # as TF names them
     sessions = set(session_runs)
     queue = list(session_runs)
-    traced = _traces(placements, graph_names)
+    traced = function_traces(placements, graph_names)
     everywhere = set().union(*names) if names else set()
     calls = [{name for name, op in graph if op in _CALL_OPS} for graph in graphs]
     any_call = set().union(*calls) if calls else set()
@@ -437,8 +446,10 @@ def _graph_blocks(placements: tuple[Placement, ...], graphs: tuple[Mapping[tuple
         name = p.node or ""
         if p.op in _RETVALS:
             return None
-        if p.op in _ARGS:
-            return frozenset(i for i, known in enumerate(names) if name in known)
+        if p.op in _ARGS:  # a placeholder's name, or the argument TensorFlow made of it (AssignVariableOp/resource:
+            unique = _UNIQUE.fullmatch(name)  # assignvariableop_resource; a second one: ..._resource_0)
+            return frozenset(i for i, known in enumerate(names) if name in known or name in args[i]
+                             or unique is not None and unique.group(1) in args[i])
         found = {i for i, graph in enumerate(graphs) if (name, p.op) in graph}
         callers = [caller for _prefix, caller, _rest, lowered in calls_in(name) if not lowered or caller in any_call]
         found.update(i for i, known in enumerate(calls) if any(c in known for c in callers))
@@ -495,29 +506,6 @@ def _graph_blocks(placements: tuple[Placement, ...], graphs: tuple[Mapping[tuple
     return found, runs
 
 
-_TRACE = re.compile(r"__inference_(.+)_(\d+)")
-
-
-def _traces(placements: tuple[Placement, ...], graph_names: tuple[str | None, ...]) -> dict[str | None, frozenset[int]]:
-    """For each tf.function the placer lines name (``__inference_NAME_N``), the recorded graphs it can be:
-    those named NAME; the one of its trace where the log's traces of NAME and the recorded graphs named
-    NAME are as many (both in trace order: N is TensorFlow's trace counter)."""
-    counters: dict[str, set[int]] = {}
-    for function in {p.graph for p in placements if p.graph}:
-        m = _TRACE.fullmatch(function or "")
-        if m:
-            counters.setdefault(m.group(1), set()).add(int(m.group(2)))
-    found: dict[str | None, frozenset[int]] = {}
-    for name, numbers in counters.items():
-        candidates = [i for i, n in enumerate(graph_names) if n == name]
-        ordered = sorted(numbers)
-        for number in ordered:
-            one = len(candidates) == len(ordered)
-            found[f"__inference_{name}_{number}"] = frozenset(
-                (candidates[ordered.index(number)],) if one else candidates)
-    return found
-
-
 def _callees(placements: tuple[Placement, ...], graphs: tuple[Mapping[tuple[str, str | None], NodeFacts], ...],
              blocks: Mapping[int, frozenset[int] | None], runs: Mapping[int, int]) -> dict[tuple[int, str], frozenset[int]]:
     """For each run of placer lines and each function call TF inlined in it (``<call node>/<name>``
@@ -541,18 +529,41 @@ def _wrapper_lines(placements: tuple[Placement, ...], facts: Facts,
                    blocks: Mapping[int, frozenset[int] | None]) -> dict[int, int]:
     """Placer lines of the single-op functions TF 2.x wraps eager ops in: a node named after its
     op type that no recorded graph placed there has, and that the log then shows executing eagerly
-    (each with the line of that eager op)."""
+    (each with the line of that eager op). One that recorded tf.functions have too (a Cast, a NoOp) is
+    one where the log ties it to no function (no ``graph``) and the very next eager line runs its op."""
     wrappers: dict[int, int] = {}
     waiting: dict[str, list[int]] = {}
+    shadowed: list[tuple[str, int]] = []  # such nodes since the last eager line
+    names = facts.graph_names
     for p in sorted(placements, key=lambda p: p.line):
         fit = blocks.get(p.line)
         unrecorded = (p.node, p.op) not in facts.nodes if fit is None else not fit
         if p.kind == "placer" and p.node and p.node == p.op and unrecorded:
             waiting.setdefault(p.node, []).append(p.line)
+        elif p.kind == "placer" and p.node and p.node == p.op and p.graph is None and fit \
+                and all(i < len(names) and names[i] for i in fit):
+            shadowed.append((p.node, p.line))
         elif p.kind == "eager" and p.op:
-            for name in (p.op, onednn_base(p.op)):
+            ops = (p.op, onednn_base(p.op))
+            for name in ops:
                 wrappers.update(dict.fromkeys(waiting.pop(name, ()), p.line))
+            wrappers.update((line, p.line) for name, line in shadowed if name in ops)
+            shadowed.clear()
     return wrappers
+
+
+def _next_eager(placements: tuple[Placement, ...], threads: Mapping[int, int | None]) -> dict[int, int]:
+    """Placer line -> the first eager line after it written by its thread, where both name the thread:
+    TensorFlow places an eager op's wrapper function just before it runs the op, in the same thread."""
+    found: dict[int, int] = {}
+    waiting: dict[int, list[int]] = {}
+    for p in sorted(placements, key=lambda p: p.line):
+        thread = threads.get(p.line)
+        if thread is not None and p.kind == "placer":
+            waiting.setdefault(thread, []).append(p.line)
+        elif thread is not None and p.kind == "eager":
+            found.update(dict.fromkeys(waiting.pop(thread, ()), p.line))
+    return found
 
 
 def has_kernel(kernels: Mapping[str, frozenset[str]] | None, op: str, device_type: str) -> bool:

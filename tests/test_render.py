@@ -130,6 +130,29 @@ def test_digest_counts_per_op_and_scope_per_device() -> None:
     assert re.search(r"tower_2/model\s+│\s+120\s+│\s+-\s+│\s+-\s+│\s+120", per_scope)
 
 
+def test_the_digest_says_what_its_op_and_scope_counts_leave_out_that_per_device_counts() -> None:
+    """A traced Keras training loop: Per device counted 977 placements, Per op type and per name scope
+    715, without a word (TensorFlow's _Arg/_Retval and eager ops' wrapper functions are left out of
+    those two). The digest now says how many, so the tables add up."""
+    report = big_report()
+    extra = [placed(f"step/arg_{i}", "_Arg", CPU0, 1000 + i) for i in range(7)]
+    extra += [replace(placed("Abs", "Abs", CPU0, 1100 + i), wrapper=True) for i in range(3)]
+    lines = text_of(report_group(replace(report, placements=report.placements + tuple(extra)), run=True), 200).splitlines()
+    text = " ".join(" ".join(lines).split())
+    assert "Per op type and per name scope leave out 10 placements of TensorFlow's plumbing" in text
+    assert "which Per device counts (--json has all)" in text
+
+    def column(title: str, index: int) -> int:  # the sum of a column of the table titled so
+        start = next(i for i, line in enumerate(lines) if line.strip().startswith(title))
+        end = next(i for i in range(start, len(lines)) if lines[i].startswith("└"))
+        cells = [line.strip(" │").split("│") for line in lines[start + 4:end] if line.startswith("│")]
+        return sum(int(row[index].strip().rstrip("%")) for row in cells)
+
+    assert column("Per device", -2) == len(report.placements) + 10  # ops, share
+    assert column("Per op type and device", -1) == len(report.placements)
+    assert "leave out" not in " ".join(text_of(report_group(report, run=True), 200).split())  # nothing left out
+
+
 def test_scope_counts_in_one_pass_are_the_counts_at_the_chosen_depth() -> None:
     """scope_counts reads each row once (a big diff's rows are made as they are read) and gives what
     choosing the depth first, then counting at it, gives."""

@@ -66,6 +66,16 @@ def test_an_eager_op_that_takes_a_resource_runs_with_it_and_that_is_no_fallback(
     assert not {"ReadVariableOp", "AssignAddVariableOp"} & set(json.loads(out)["failures"][0]["examples"])
 
 
+def test_an_eager_op_s_wrapper_asked_what_its_op_asked(traced: Any) -> None:
+    """The wrapper function of the eager updates under /CPU:0 (placer line `AssignAddVariableOp:
+    (AssignAddVariableOp)`, placed once): its placement stands at TensorFlow's stdout copy, which names no
+    thread, so it took no record and said `logged` (keras-io's loop: 22 VarHandleOp wrappers). Now its op's."""
+    data, _saved = traced[3]
+    wrappers = [p for p in data["placements"] if p["kind"] == "placer" and p["node"] == p["op"] == "AssignAddVariableOp"
+                and "graph" not in p]
+    assert wrappers and {p["status"] for p in wrappers} == {"with its resource"}, wrappers
+
+
 def test_eager_reads_of_mirrored_variables_run_with_each_component(traced: Any) -> None:
     data, _saved = traced[3]
     reads = {(p["canonical"], p["reason"].split(":")[0]) for p in data["placements"] if p["kind"] == "eager"
@@ -100,6 +110,10 @@ def test_lowered_cond_and_while_branches_keep_their_requests(traced: Any) -> Non
     assert branch["status"] == "soft fallback" and branch["reason"].startswith("GPU:5 does not exist")
     body = next(p for p in data["placements"] if p["node"] and p["node"].endswith("/while/loopmul"))
     assert body["node"].startswith("while/body/_") and body["status"] == "free"
+    for name in ("neg_first", "id_later"):  # a branch of a tf.cond inside the body: lowered twice (was: logged)
+        nested = next(p for p in data["placements"] if p["node"] and p["node"].endswith(f"/while/cond/{name}"))
+        assert nested["node"].startswith("while/body/_") and "/while/cond/" in nested["node"][len("while/body/_"):]
+        assert (nested["status"], nested["requested"]) == ("free", None)
     code, out, _err = check(saved, "--no-fallback", "--ignore", "^far$|^xla_mm$")
     assert code == 1 and "mm_true" in out
 

@@ -1,15 +1,18 @@
 """`placement trace` on a hostile TensorFlow script: its own log level, output that looks like
-TensorFlow's, and a placement error it does not catch. One TensorFlow start-up."""
+TensorFlow's, and a placement error it does not catch; and one with an eager op named like a node of a
+tf.function and an error TensorFlow traces to the lines that defined the op. Two TensorFlow start-ups."""
 
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from conftest import is_matmul
-from trace_helpers import TRACE, assert_clean, run, write
+from trace_helpers import TRACE, assert_clean, environment, run, write
 
 pytestmark = pytest.mark.tf
 CPU = "/job:localhost/replica:0/task:0/device:CPU:0"
@@ -77,3 +80,70 @@ def test_a_hostile_tensorflow_script(tmp_path: Path) -> None:
     asked = [p for p in data["placements"] if p["requested"] == "/device:GPU:99"]
     assert [(p["node"], p["status"]) for p in asked] == [("MatMul", "soft fallback")]
     assert_clean(tmp_path)
+
+
+SHADOWED = '''
+import tensorflow as tf
+@tf.function
+def step(x):  # its graph has a node named Cast, of op type Cast: as an eager tf.cast's wrapper has
+    return tf.cast(x, tf.float32) * 2.0
+print("step", step(tf.constant([1, 2])).numpy().sum())
+print("eager", tf.cast(tf.constant([3]), tf.float32).numpy().sum())
+v = tf.Variable(1.0)
+@tf.function
+def reset():  # its _Arg is assignvariableop_resource: TensorFlow's name for placeholder AssignVariableOp/resource
+    v.assign(0.0)
+reset()
+v.assign(2.0)  # an eager AssignVariableOp after the function's lines
+@tf.function
+def out_of_range(x):
+    return tf.gather(x, [5], name="far_gather")
+out_of_range(tf.ones([2]))  # TensorFlow's error names the lines that defined the failing op
+'''
+
+
+@pytest.fixture(scope="module")
+def shadowed(tmp_path_factory: pytest.TempPathFactory) -> subprocess.CompletedProcess[bytes]:
+    tmp = tmp_path_factory.mktemp("shadowed")
+    write(tmp, SHADOWED)
+    proc = run([*TRACE, "--all", "prog.py"], tmp, timeout=300, env={**environment(tmp), "COLUMNS": "200"})
+    assert proc.returncode == 1, proc.stderr[-3000:]  # the program's uncaught InvalidArgumentError
+    return proc
+
+
+def test_an_eager_op_s_wrapper_named_like_a_tf_function_s_node_stays_plumbing(shadowed: Any) -> None:
+    """The keras-io training loop (found by tutorial runs): an eager Cast's wrapper function was taken for
+    the tf.function's node Cast, shown as its row (times 2) and counted twice with the eager op."""
+    rows = _rows(shadowed, "Cast")
+    assert [row["node"] for row in rows] == ["Cast", "-"], rows  # the function's node; the eager op
+    assert all(row.get("times", "1") in ("", "1") for row in rows), rows  # each once (before: Cast's row, times 2)
+
+
+def test_a_function_s_arguments_named_as_tensorflow_names_them_find_its_graph(shadowed: Any) -> None:
+    """keras fit's initialize_variables: the _Arg assignvariableop_resource was found in no recorded graph,
+    so the function's AssignVariableOp was taken for the wrapper of the eager AssignVariableOp after it:
+    hidden, its request unknown. Now the function's row, free as its graph has it."""
+    rows = [row for row in _rows(shadowed, "AssignVariableOp") if row["node"] == "AssignVariableOp"]
+    assert [row["status"] for row in rows] == ["free"], rows
+
+
+def test_tensorflow_s_defined_at_stacks_show_the_program_s_frames_only(shadowed: Any) -> None:
+    """TensorFlow keeps each op's stack for its errors ("Detected at node X defined at"): trace's hook on
+    tf.function tracing showed in it (placement_cli/runtime/facts.py, in recording), found on the
+    tf.distribute tutorial's error. As plain python: the program's lines only."""
+    program = shadowed.stderr.decode()
+    detected = program[program.index("Detected at node far_gather defined at (most recent call last):"):]
+    stack = detected[: detected.index("indices[0] = 5 is not in [0, 2)")]
+    frames = [line.strip() for line in stack.splitlines() if line.strip().startswith("File ")]
+    assert [frame.split(", in ")[-1] for frame in frames] == ["<module>", "out_of_range"], stack
+    assert "placement_cli" not in stack and all("prog.py" in frame for frame in frames)
+
+
+def _rows(proc: subprocess.CompletedProcess[bytes], op: str) -> list[dict[str, str]]:
+    """The placement table's rows of op type ``op``, by column (node, op, requested, assigned, status, ...)."""
+    table = proc.stdout.decode().split("Placements")[1].split("Per device")[0]
+    header = next([cell.strip() for cell in line.strip().strip("┃").split("┃")] for line in table.splitlines()
+                  if line.startswith("┃"))
+    rows = [dict(zip(header, (cell.strip() for cell in line.strip().strip("│").split("│")), strict=True))
+            for line in table.splitlines() if line.startswith("│")]
+    return [row for row in rows if row["op"] == op]

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from placement_cli.devices import parse_device
 from placement_cli.model import AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, Placement, reason_counts
+from placement_cli.tfrules import arg_name
 from placement_cli.why import UNKNOWN, Facts, NodeFacts, Span, explain, has_kernel, merge_nodes
 
 CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
@@ -348,6 +349,35 @@ def test_a_wrapper_takes_the_request_of_its_own_threads_eager_op() -> None:
     assert [(p.status, p.wrapper) for p in found] == [(LOGGED, True), (SOFT_FALLBACK, True), (SOFT_FALLBACK, False)]
 
 
+def test_a_wrapper_whose_placement_stands_at_its_bare_copy_takes_its_threads_eager_op() -> None:
+    """trace's log holds TensorFlow's stdout copy of each placer line (no thread named) before its glog
+    twin; the placement stands at the bare copy. The wrapper then had no thread and took no record: its
+    request unknown though its eager op's was recorded (keras-io's loop: 22 VarHandleOp wrappers)."""
+    prefix = "I0000 00:00:1795232759.847888 {:>8} {}] "
+    log = f"Abs: (Abs): {CPU0}\n" + "".join(prefix.format(7, where) + text + "\n" for where, text in (
+        ("placer.cc:162", f"Abs: (Abs): {CPU0}"), ("execute.cc:1775", f"Executing op Abs in device {CPU0}")))
+    placements = (placed("Abs", "Abs", CPU0, 1), placed(None, "Abs", CPU0, 3, kind="eager"))
+    recorded = {"pairs": [["Abs", "/device:GPU:1"]], "threads": {"7": [0]}}
+    found = explain(placements, Facts(available=(CPU0,), graphs_known=True, eager=recorded), log)
+    assert [(p.status, p.wrapper) for p in found] == [(SOFT_FALLBACK, True), (SOFT_FALLBACK, False)]
+
+
+def test_a_node_named_after_its_op_takes_no_record_of_a_later_eager_op_of_that_type() -> None:
+    """MirroredStrategy's multi-device iterator: a function of RemoteCall, NoOp and Identity is placed and
+    never logged as executed; a later eager Identity (under /CPU:0) is no op of its: only an op its thread
+    runs right after a wrapper's lines is the wrapper's (the Identity said `soft fallback` otherwise)."""
+    prefix = "I0000 00:00:1795232759.847888 {:>8} {}] "
+    cpu1 = "/job:localhost/replica:0/task:0/device:CPU:1"
+    log = f"Identity: (Identity): {cpu1}\n" + "".join(prefix.format(7, where) + text + "\n" for where, text in (
+        ("placer.cc:162", f"Identity: (Identity): {cpu1}"), ("execute.cc:1775", f"Executing op Abs in device {CPU0}"),
+        ("execute.cc:1775", f"Executing op Identity in device {CPU0}")))
+    placements = (placed("Identity", "Identity", cpu1, 1), placed(None, "Abs", CPU0, 3, kind="eager"),
+                  placed(None, "Identity", CPU0, 4, kind="eager"))
+    recorded = {"pairs": [["Abs", ""], ["Identity", "/device:CPU:0"]], "threads": {"7": [0, 1]}}
+    found = explain(placements, Facts(available=(CPU0, cpu1), graphs_known=True, eager=recorded), log)
+    assert [p.status for p in found] == [LOGGED, FREE, AS_REQUESTED]
+
+
 def test_a_py_function_is_recorded_after_the_eager_ops_it_ran() -> None:
     log, placements = _eager_log((7, "EagerPyFunc", CPU0), (7, "Mul", CPU0), (7, "IteratorGetNext", CPU0),
                                  (7, "Abs", CPU0))
@@ -380,6 +410,90 @@ def test_lowered_cond_and_while_branches_take_their_branch_graph_s_requests() ->
     assert (rows[5].status, rows[6].status, rows[7].status, rows[10].status) == (FREE, FREE, FREE, FREE)
     assert (rows[8].status, rows[8].requested) == (AS_REQUESTED, "/device:CPU:0")  # the while node's request
     assert (rows[2].status, rows[3].status) == (LOGGED, LOGGED)  # TensorFlow's own nodes: unknown
+
+
+def test_a_branch_lowered_inside_another_body_takes_its_innermost_call_s_request() -> None:
+    """The TF guide's fizzbuzz: a tf.cond inside a tf.while_loop's body is lowered twice, its nodes named
+    while/body/_1/while/cond/else/_59/while/cond/mod; the If node they take their request from,
+    while/cond, is a node of the body graph, not of the outer one. Before: logged, ? (only the outer
+    graph was searched for the call node). So for a tf.function inlined in an inlined one."""
+    outer = nodes(NodeFacts("while", "StatelessWhile", "/device:CPU:0"), NodeFacts("loop", "While"),
+                  NodeFacts("StatefulPartitionedCall", "StatefulPartitionedCall", "/device:CPU:0"))
+    body = nodes(NodeFacts("while/mul", "Mul"), NodeFacts("while/cond", "StatelessIf"))
+    then = nodes(NodeFacts("while/cond/mm", "MatMul", "/device:GPU:5"), NodeFacts("while/cond/Identity", "Identity"))
+    other = nodes(NodeFacts("while/cond/mod", "FloorMod"), NodeFacts("while/cond/Identity", "Identity"))
+    free_body = nodes(NodeFacts("loop/sub", "Sub"), NodeFacts("loop/cond", "If"))
+    free_branch = nodes(NodeFacts("loop/cond/add", "AddV2"), NodeFacts("loop/cond/neg", "Neg"))
+    middle = nodes(NodeFacts("PartitionedCall", "PartitionedCall"), NodeFacts("m", "Mul"))
+    inner = nodes(NodeFacts("x", "Exp"), NodeFacts("y", "Log"))
+    graphs = (outer, body, then, other, free_body, free_branch, middle, inner)
+    facts = Facts(nodes=merge_nodes(n for g in graphs for n in g.values()), available=(CPU0,), kernels=KERNELS,
+                  graphs_known=True, graphs=graphs)
+    names = (("while/body/_1/while/mul", "Mul"), ("while/body/_1/while/cond/then/_2/while/cond/mm", "MatMul"),
+             ("while/body/_1/while/cond/then/_2/while/cond/Identity", "Identity"),
+             ("while/body/_1/while/cond/else/_3/while/cond/mod", "FloorMod"),
+             ("while/body/_1/while/cond/else/_3/while/cond/Identity", "Identity"),
+             ("loop/body/_4/loop/sub", "Sub"), ("loop/body/_4/loop/cond/then/_5/loop/cond/add", "AddV2"),
+             ("loop/body/_4/loop/cond/then/_5/loop/cond/neg", "Neg"), ("StatefulPartitionedCall/m", "Mul"),
+             ("StatefulPartitionedCall/PartitionedCall/x", "Exp"), ("StatefulPartitionedCall/PartitionedCall/y", "Log"),
+             ("while/body/_1/while/cond/else/_3/while/cond/pivot_f/_6", "Identity"))
+    rows = {p.node: p for p in explain(tuple(placed(n, op, CPU0, i) for i, (n, op) in enumerate(names, 1)), facts)}
+
+    def said(name: str) -> tuple[str, str | None]:
+        return str(rows[name].status), rows[name].requested
+
+    assert said("while/body/_1/while/mul") == (AS_REQUESTED, "/device:CPU:0")
+    assert said("while/body/_1/while/cond/then/_2/while/cond/mm") == (SOFT_FALLBACK, "/device:GPU:5")
+    for name in ("while/body/_1/while/cond/then/_2/while/cond/Identity", "while/body/_1/while/cond/else/_3/while/cond/mod",
+                 "while/body/_1/while/cond/else/_3/while/cond/Identity", "StatefulPartitionedCall/PartitionedCall/x"):
+        assert said(name) == (AS_REQUESTED, "/device:CPU:0"), name  # the outermost call's request, through the If
+    for name in ("loop/body/_4/loop/sub", "loop/body/_4/loop/cond/then/_5/loop/cond/add"):
+        assert said(name) == (FREE, None), name  # nothing asked at any level
+    assert said("while/body/_1/while/cond/else/_3/while/cond/pivot_f/_6")[0] == LOGGED  # TensorFlow's own
+
+
+def test_an_eager_op_s_wrapper_is_one_also_where_a_tf_function_has_a_node_of_its_name() -> None:
+    """The keras-io training loop: an eager Cast's wrapper function (x, Cast, y_RetVal, then `Executing op
+    Cast`) was taken for train_step's own node Cast, shown as a row and counted twice with its eager op.
+    A block the log ties to the function (its `graph`) stays the function's; so does one whose next eager
+    line runs another op."""
+    step = nodes(NodeFacts("Cast", "Cast"), NodeFacts("NoOp", "NoOp"), NodeFacts("x", "Placeholder"))
+    facts = Facts(nodes=step, available=(CPU0,), kernels=KERNELS, graphs_known=True, graphs=(step,),
+                  graph_names=("train_step",))
+    in_step = "__inference_train_step_9"
+    log = (placed("x", "_Arg", CPU0, 1), placed("Cast", "Cast", CPU0, 2), placed("y_RetVal", "_Retval", CPU0, 3),
+           placed(None, "Cast", CPU0, 4, kind="eager"),  # the wrapper of an eager Cast
+           replace(placed("x", "_Arg", CPU0, 5), graph=in_step), replace(placed("Cast", "Cast", CPU0, 6), graph=in_step),
+           replace(placed("NoOp", "NoOp", CPU0, 7), graph=in_step), placed(None, in_step, CPU0, 8, kind="eager"),
+           placed("NoOp", "NoOp", CPU0, 9), placed(None, "Abs", CPU0, 10, kind="eager"),  # not NoOp's own line
+           placed("Cast", "Cast", CPU0, 11), placed(None, "Abs", CPU0, 12, kind="eager"),
+           placed(None, "Cast", CPU0, 13, kind="eager"))  # a later Cast does not make line 11 its wrapper
+    rows = {p.line: p for p in explain(log, facts)}
+    assert rows[2].wrapper and rows[2].status == LOGGED  # not train_step's Cast's request: no record of its own
+    assert [line for line, p in rows.items() if p.wrapper] == [2]
+
+
+def test_a_function_s_arguments_are_found_by_the_names_tensorflow_gives_them() -> None:
+    """keras fit's initialize_variables: its captured variables' placeholders are AssignVariableOp/resource,
+    AssignVariableOp_1/resource ..., its _Arg lines assignvariableop_resource ...; no recorded graph had
+    those names, so the block was taken for an eager op's wrapper, and its AssignVariableOp (a later
+    eager AssignVariableOp "executing" it) hidden as plumbing, its request unknown."""
+    assert arg_name("AssignVariableOp/resource") == "assignvariableop_resource"
+    assert (arg_name("dense/Kernel:0"), arg_name("_x"), arg_name("123"), arg_name("")) == \
+        ("dense_kernel_0", "x", "unknown", "unknown")
+    init = nodes(NodeFacts("AssignVariableOp/resource", "Placeholder"), NodeFacts("AssignVariableOp_1/resource", "Placeholder"),
+                 NodeFacts("1", "Placeholder"), NodeFacts("2", "Placeholder"),
+                 NodeFacts("AssignVariableOp", "AssignVariableOp", "/device:CPU:0"), NodeFacts("AssignVariableOp_1", "AssignVariableOp"))
+    facts = Facts(nodes=init, available=(CPU0,), kernels=KERNELS, graphs_known=True, graphs=(init,), graph_names=("init",))
+    call = "__inference_init_7"
+    log = (*(replace(placed(name, "_Arg", CPU0, line), graph=call) for line, name in enumerate(
+               ("assignvariableop_resource", "assignvariableop_1_resource", "unknown", "unknown_0"), 1)),
+           replace(placed("AssignVariableOp", "AssignVariableOp", CPU0, 5), graph=call),
+           replace(placed("AssignVariableOp_1", "AssignVariableOp", CPU0, 6), graph=call),
+           placed(None, call, CPU0, 7, kind="eager"), placed(None, "AssignVariableOp", CPU0, 8, kind="eager"))
+    rows = {p.line: p for p in explain(log, facts)}
+    assert (rows[5].status, rows[5].requested, rows[5].wrapper) == (AS_REQUESTED, "/device:CPU:0", False)
+    assert (rows[6].status, rows[6].wrapper) == (FREE, False)
 
 
 def test_a_session_s_graph_is_explained_with_the_session_s_devices() -> None:

@@ -157,6 +157,11 @@ def digest_renderables(report: Report, visible: list[Placement], rows: int, *, r
     levels = _("first level") if depth == 1 else _("first {depth} levels").format(depth=depth)
     parts.append(CrossTab(_("Per name scope ({levels}) and device").format(levels=levels), _("scope"), by_scope,
                           view.fit))
+    hidden = len(report.placements) - len(visible)
+    if hidden:  # Per device counts every placement; these two count the rows a table would show
+        parts.append(Text(_("Per op type and per name scope leave out {hidden} placements of TensorFlow's plumbing "
+                            "(_Arg/_Retval, eager ops' wrapper functions), which Per device counts ({everything})")
+                          .format(hidden=hidden, everything=view.everything), style="italic"))
     if run:
         parts.append(_worth_a_look(visible, run, view))
     else:

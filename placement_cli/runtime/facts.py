@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import nullcontext
 from typing import Any
 
 from placement_cli.devices import try_parse
@@ -99,9 +100,13 @@ class GraphRecorder:
             self.functions_recorded = False
             return lambda: None
         original = func_graph.func_graph_from_py_func
+        own_frames = private.frame_filter() or nullcontext  # made here: this module's frames left out
 
         def recording(*args: Any, **kwargs: Any) -> Any:
-            graph = original(*args, **kwargs)
+            # the program's ops are created under this frame: TensorFlow keeps their stacks for its errors
+            # ("Detected at node X defined at"), which show the program's frames, never placement's
+            with own_frames():
+                graph = original(*args, **kwargs)
             self.add(graph)
             return graph
 

@@ -129,6 +129,18 @@ def func_graph_module() -> Any:
     return _get("func_graph", load)
 
 
+def frame_filter() -> Any:
+    """tensorflow.python.util.tf_stack.CurrentModuleFilter: made in a module, it keeps that module's frames
+    out of the stacks TensorFlow keeps of the ops created while it is entered (the "defined at" of its
+    errors). Not one of ``APIS``: where it is missing nothing is unknown, placement's frame only shows."""
+    try:
+        from tensorflow.python.util import tf_stack  # noqa: PLC0415
+
+        return tf_stack.CurrentModuleFilter
+    except Exception:  # noqa: BLE001 - any failure: no filter
+        return None
+
+
 def base_session(tf: Any) -> Any:
     """The class whose ``run`` every v1 Session (and InteractiveSession) uses."""
 
