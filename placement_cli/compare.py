@@ -4,7 +4,7 @@ name, eager ops counted per op and device; pure, no TensorFlow.
 Identity: a node is its graph and its name. The graph is the tf.function that holds it, named without
 TensorFlow's global trace counter (``__inference_step_17`` is ``step`` whatever else was traced before
 it; a function traced twice is ``step`` and ``step#2``, in trace order); a Session's graph, where a log
-names none. The task a node was placed on is where it went, not who it is: a node placed several times
+names none, the second Session to place a name on a task ``#2`` (records.number_repeats). The task a node was placed on is where it went, not who it is: a node placed several times
 (the copies of one graph each worker of a between-graph cluster placed on its own task) is the multiset
 of its devices, paired device for device, then within a task, then in order."""
 
@@ -23,7 +23,7 @@ from placement_cli.exceptions import UsageProblem
 from placement_cli.filters import Filters, compile_node, device_matcher, onednn_base, op_matcher
 from placement_cli.i18n import _
 from placement_cli.logparse.functions import function_key, trace_counters
-from placement_cli.logparse.records import Records, escaped_name, name_text
+from placement_cli.logparse.records import Records, Repeats, escaped_name, name_text, paired_repeats
 from placement_cli.logparse.saved import Tallied, record_fields
 from placement_cli.model import LOGGED, Change, DiffSide, PlacementDiff, link_totals
 from placement_cli.model.diff import Changes, Entry, RowAfters, pair_devices, plain_rows, same_op
@@ -96,6 +96,7 @@ def _report_records(side: Tallied) -> _Records:
                             [p.op for p in side.report.placements if p.kind == "eager"])
     key = _graph_key(traces)
     keys: dict[str, bytes] = {}
+    repeats = Repeats()
     for p in side.report.placements:
         status = None if p.status == LOGGED else str(p.status)
         if p.node is None or p.kind == "eager":
@@ -110,6 +111,8 @@ def _report_records(side: Tallied) -> _Records:
         graph = keys.get(p.graph or "")
         if graph is None:
             graph = keys[p.graph or ""] = key(p.graph.encode("utf-8", "surrogatepass")) if p.graph else b""
+        if not p.graph:  # a Session's node placed again on its task: ``#k``, as a log's (records.number_repeats)
+            graph = repeats.graph(p.node, p.canonical.encode("utf-8", "surrogatepass"))
         lines.append(graph + b"\0" + _node_bytes(p.node) + b"\0" + code)
     lines.sort()
     return _Records(lines, rests.__getitem__, eager, lambda r: r, traces,  # type: ignore[arg-type,return-value]
@@ -495,6 +498,7 @@ def _compare(old: Tallied, new: Tallied, filters: Filters) -> PlacementDiff:
     for tallied in (old, new):
         records = _report_records(tallied) if tallied.saved else _log_records(tallied)
         sides.append(_filtered(records, filters))
+    sides[0].lines, sides[1].lines = paired_repeats(sides[0].lines, sides[1].lines)
     counts_only = [t.saved and not t.report.placements and t.report.placement_count > 0 for t in (old, new)]
     if filters.active and any(counts_only):
         name = (old, new)[counts_only.index(True)].name

@@ -378,3 +378,36 @@ def test_a_saved_report_names_the_op_that_moved_as_its_log_does(tmp_path: Path) 
         data = diff_json(a, b, expect=1)
         assert [(r["node"], r["op"], r["from"], r["to"]) for r in data["moved"]] == [("n", "Identity", GPU0, CPU)]
         assert data["summary"]["unchanged"] == 1
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_two_sessions_nodes_that_swap_devices_are_two_moves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            split: bool) -> None:
+    """Two Sessions whose graphs both hold ``MatMul`` (the k-th Session to place it), swapped between
+    two runs (CPU:1 <-> CPU:2): diff said "Same placements" with exit 0, their multisets being equal. The
+    second Session's node is ``#2`` (as a retraced function's is ``f#2``), in logs, saved reports and
+    both mixed, read in one pass or in halves; one Session's repeats are still one node."""
+    cpu1, cpu2 = CPU.replace("CPU:0", "CPU:1"), CPU.replace("CPU:0", "CPU:2")
+    if split:
+        monkeypatch.setattr(parallel.os, "cpu_count", lambda: 2)
+        monkeypatch.setattr(engine, "CHUNK", 4096)
+        monkeypatch.setattr(parallel, "SPLIT_MIN", 1)
+
+    def run(first: str, second: str) -> str:
+        filler = "".join(placed(f"s{i}/x", "Const", CPU) for i in range(40))  # enough to be split
+        return filler + placed("MatMul", "MatMul", first) + placed("a", "Const", first) + \
+            placed("MatMul", "MatMul", second) + placed("a", "Const", second)
+
+    old = write(tmp_path, "old.log", run(cpu1, cpu2))
+    new = write(tmp_path, "new.log", run(cpu2, cpu1))
+    for a, b in ((old, new), (saved(tmp_path, old), new), (old, saved(tmp_path, new)),
+                 (saved(tmp_path, old), saved(tmp_path, new))):
+        data = diff_json(a, b, expect=1)
+        assert sorted((r["graph"] or "", r["node"], r["from"], r["to"]) for r in data["moved"]) == [
+            ("", "MatMul", cpu1, cpu2), ("", "a", cpu1, cpu2), ("#2", "MatMul", cpu2, cpu1), ("#2", "a", cpu2, cpu1)
+        ], (a, b)
+        assert data["summary"]["unchanged"] == 40
+    same = diff_json(old, saved(tmp_path, old), expect=0)
+    assert same["summary"]["unchanged"] == 44
+    table = runner.invoke(app, ["diff", old, new])
+    assert table.exit_code == 1 and "#2: MatMul" in table.stdout
