@@ -126,7 +126,7 @@ def _node_bytes(node: str) -> bytes:
 def _group_names(group: bytes) -> tuple[str | None, str | None]:
     """A record's ``GRAPH\0NODE`` as a row's graph and node (None: a Session's graph)."""
     graph, _sep, node = group.partition(b"\0")
-    return name_text(graph) or None, name_text(node) or None
+    return name_text(graph) or None, name_text(node)  # a node "" (a saved report's) is one, not eager ops
 
 
 def _filtered(records: _Records, filters: Filters) -> _Records:
@@ -212,7 +212,7 @@ def _names(key: Group, eager: bool) -> tuple[str | None, str | None]:
     if isinstance(key, tuple):
         return key
     graph, _sep, node = key.partition("\0")
-    return (None, None) if eager else (graph or None, node or None)
+    return (None, None) if eager else (graph or None, node)
 
 
 def _one_side(key: Group, entries: list[Entry], eager: bool, old: bool, into: list[Change],
@@ -429,7 +429,7 @@ class _Walk:
             if graph is None and graph_key:
                 graph = graphs[graph_key] = name_text(graph_key)
             op, canonical, status = self.said(side, rest)
-            name = name_text(node) or None
+            name = name_text(node)
             return (Change(name, op, canonical, None, status, None, n, False, graph) if side == 0 else
                     Change(name, op, None, canonical, None, status, n, False, graph))
 
@@ -449,8 +449,7 @@ class _Walk:
             after = afters(quote)
             fast = plain_rows(items, quote, self.lines_in[side] == len(self.rows[side]))
             if fast is not None:  # the usual rows: a line each, names JSON takes as they are
-                return [f'{{"node": "{node.decode()}", {after[graph, rest]}' if node else
-                        f'{{"node": null, {after[graph, rest]}' for graph, node, rest in fast]
+                return [f'{{"node": "{node.decode()}", {after[graph, rest]}' for graph, node, rest in fast]
             found: list[str | None] = []
             append = found.append
             for item in items:  # a million rows: each line's own work only
@@ -459,8 +458,7 @@ class _Walk:
                     append(None)
                     continue
                 graph_key, node, rest = parts
-                name = name_text(node)
-                append('{"node": ' + (quote(name) if name else "null") + ", " + after[graph_key, rest])
+                append('{"node": ' + quote(name_text(node)) + ", " + after[graph_key, rest])
             return found
 
         def count(items: list[Any]) -> int:

@@ -411,3 +411,29 @@ def test_two_sessions_nodes_that_swap_devices_are_two_moves(tmp_path: Path, monk
     assert same["summary"]["unchanged"] == 44
     table = runner.invoke(app, ["diff", old, new])
     assert table.exit_code == 1 and "#2: MatMul" in table.stdout
+
+
+def test_a_node_named_empty_is_a_node_not_eager_ops(tmp_path: Path) -> None:
+    """A saved report may name a graph node "" (hand-made, or another tool's): its move was shown as
+    "(eager ops) MatMul" and its JSON row said ``"node": null``, an eager op's, in every kind of row.
+    It is the node "" (its own row, never counted with eager ops)."""
+    many = "".join(placed(f"s/n{i}", "Const", CPU) for i in range(45))  # more rows than the digest's 40
+    log = write(tmp_path, "run.log", placed("mm", "MatMul", CPU) + placed("c", "Const", CPU) + many)
+    report = json.loads(Path(saved(tmp_path, log)).read_text())
+    for p in report["placements"]:
+        if p["node"] == "mm":
+            p["node"] = ""
+    before = write(tmp_path, "before.json", json.dumps(report))
+    for p in report["placements"]:
+        if p["node"] == "" or p["node"].startswith("s/"):
+            p.update(device=GPU0, canonical=GPU0, device_type="GPU")
+    after = write(tmp_path, "after.json", json.dumps(report))
+    data = diff_json(before, after, expect=1)
+    assert [(r["node"], r["from"], r["to"]) for r in data["moved"]][0] == ("", CPU, GPU0)
+    only = diff_json(before, log, expect=1)  # "" only in OLD, mm only in NEW
+    assert [r["node"] for r in only["removed"]] == [""] and [r["node"] for r in only["added"]] == ["mm"]
+    renamed = write(tmp_path, "renamed.log", placed("c", "Const", CPU) + many.replace("s/n", "t/n"))
+    for args in ((before, after), (before, log), (before, renamed)):
+        for every in (["--all"], []):  # every row, and the digest of a report longer than a screen
+            table = runner.invoke(app, ["diff", *every, *args])
+            assert table.exit_code == 1 and "eager ops" not in table.stdout, table.stdout
