@@ -15,7 +15,7 @@ from placement_cli.i18n import _
 
 @command()
 def parse(
-    files: Annotated[list[str], typer.Argument(metavar="FILE...", callback=named, help="Log files; - reads standard input.", show_default=False)],
+    files: Annotated[list[str], typer.Argument(metavar="FILE...", callback=named, help="Log files, or one report saved with --json; - reads standard input.", show_default=False)],
     summary: Annotated[bool, typer.Option("--summary", help="Only the counts per device.")] = False,
     device: DeviceFilterOpt = None,
     op: OpFilterOpt = None,
@@ -34,16 +34,21 @@ def parse(
     """
     from placement_cli.filters import Filters, apply  # noqa: PLC0415
     from placement_cli.logparse import parse_paths  # noqa: PLC0415
+    from placement_cli.logparse.saved import knows_requests, saved_among  # noqa: PLC0415
 
     drawn = pictures("placement parse", as_json=as_json, force=force, svg=svg, protect=tuple(files))
     filters = Filters(device, op, node, top)
-    narrowed = apply(parse_paths(files, keep=not summary or filters.active, note=say), filters, hide_plumbing=False)
+    saved, stdin = saved_among(files)  # a report saved with --json is shown as it was saved, statuses too
+    report = saved if saved is not None else parse_paths(files, keep=not summary or filters.active, note=say,
+                                                         stdin=stdin)
+    narrowed = apply(report, filters, hide_plumbing=False)
     notices = ()
     if not narrowed.total:
         names = ", ".join("standard input" if f == "-" else f for f in files)
         notices = (_("no placements found in {names}").format(names=names) if not narrowed.report.ignored else
                    _("no placements found in {names}, only {n} device requests TensorFlow ignored (listed)").format(
                        names=names, n=len(narrowed.report.ignored)),)
-    return Outcome(output=shown.report_output(narrowed.report, as_json=as_json, run=False, summary=summary,
+    run = saved is not None and knows_requests(saved)
+    return Outcome(output=shown.report_output(narrowed.report, as_json=as_json, run=run, summary=summary,
                                               all_rows=all_rows, filtered=narrowed),
                    pictures=drawn, notices=notices)

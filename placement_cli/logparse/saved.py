@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import codecs
 import importlib
+import io
 import json
 import os
 import re
@@ -116,6 +117,55 @@ class Tallied:
     @property
     def saved(self) -> bool:
         return self.records is None
+
+
+def saved_among(paths: list[str]) -> tuple[Report | None, BinaryIO | None]:
+    """``parse``'s inputs told apart: the Report of a lone input saved with --json (None: logs; text that
+    only starts like JSON, such as JSON lines, is read as a log, as parse always read it), and standard
+    input's bytes again where they were read to tell. InputError for JSON that is no report, or for a
+    report among other inputs (a report is no log to read in one stream with others)."""
+    stdin: BinaryIO | None = None
+    for path in paths:
+        if path == "-":
+            if stdin is not None:  # a second "-" reads what the first left: nothing
+                continue
+            head, stdin, start = _text_head(sys.stdin.buffer)
+        elif os.path.isfile(path):
+            try:
+                with open(path, "rb") as stream:
+                    head, _raw, start = _text_head(stream)
+            except OSError:  # parse says why it cannot read it
+                continue
+        else:
+            continue
+        if not (head and _looks_saved(start)):
+            continue
+        name = "standard input" if path == "-" else path
+        if stdin is not None and path == "-":
+            whole = stdin.read()
+            stdin, raw = io.BytesIO(whole), io.BytesIO(whole)
+            data = _json_or_none(raw, name)
+        else:
+            with open(path, "rb") as stream:
+                data = _json_or_none(_text_head(stream)[1], name)
+        if data is _NOT_JSON:
+            continue
+        report = report_from_dict(data, name)
+        if len(paths) > 1:
+            raise InputError(_("{name}: a report saved with --json, which parse reads alone, not in one stream with "
+                               "other inputs (diff compares two)").format(name=name))
+        return report, stdin
+    return None, stdin
+
+
+_NOT_JSON = object()
+
+
+def _json_or_none(raw: BinaryIO, name: str) -> Any:
+    try:
+        return _load_json(raw, name)
+    except InputError:
+        return _NOT_JSON
 
 
 def read_input(path: str, *, note: Callable[[str], None] | None = None) -> Report:
