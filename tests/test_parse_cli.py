@@ -205,9 +205,13 @@ def test_a_saved_report_is_parsed_as_the_report_it_is(tmp_path: Path) -> None:
     assert data["summary"]["placements"] == len(report["placements"]) > 0
     assert [(p["node"], p["status"]) for p in data["placements"]] == \
         [(p["node"], p["status"]) for p in report["placements"]]
-    assert parse_json("--summary", str(saved))["summary"]["by_device"] == report["summary"]["by_device"]
+    summary = parse_json("--summary", str(saved))  # counts only, as a log's --summary --json
+    assert summary["summary"]["by_device"] == report["summary"]["by_device"] and summary["placements"] == []
     assert parse_json("--op", "Sum", str(saved))["summary"]["placements"] == \
         sum(p["op"] == "Sum" for p in report["placements"])
     assert parse_json("-", stdin=saved.read_bytes())["summary"]["placements"] == len(report["placements"])
+    counts = write(tmp_path, json.dumps(summary), "counts.json")  # a --summary report: no node to filter
+    narrowed = runner.invoke(app, ["parse", "--op", "Sum", counts])
+    assert narrowed.exit_code == 2 and "holds only counts per device" in narrowed.stderr
     mixed = runner.invoke(app, ["parse", write(tmp_path, STDOUT_COPY + GLOG_COPY), str(saved)])
     assert mixed.exit_code == 2 and "saved with --json" in mixed.stderr and "no placements" not in mixed.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated
 
 import typer
@@ -10,6 +11,7 @@ from placement_cli.cli import shown
 from placement_cli.cli.app import Outcome, command, say
 from placement_cli.cli.options import (named, AllOpt, DeviceFilterOpt, ForceOpt, JsonOpt, LangOpt, NodeFilterOpt,
                                        OpFilterOpt, SvgOpt, TopOpt, pictures)
+from placement_cli.exceptions import UsageProblem
 from placement_cli.i18n import _
 
 
@@ -39,8 +41,16 @@ def parse(
     drawn = pictures("placement parse", as_json=as_json, force=force, svg=svg, protect=tuple(files))
     filters = Filters(device, op, node, top)
     saved, stdin = saved_among(files)  # a report saved with --json is shown as it was saved, statuses too
-    report = saved if saved is not None else parse_paths(files, keep=not summary or filters.active, note=say,
-                                                         stdin=stdin)
+    if saved is None:
+        report = parse_paths(files, keep=not summary or filters.active, note=say, stdin=stdin)
+    elif saved.counted is not None and filters.active:
+        name = "standard input" if files[0] == "-" else files[0]
+        raise UsageProblem(_("{name} holds only counts per device (saved with --summary): {filters} cannot narrow "
+                             "it").format(name=name, filters=filters.describe()))
+    elif summary and not filters.active:  # counts only, as a log's --summary
+        report = replace(saved, placements=(), counted=tuple(saved.by_device.items()))
+    else:
+        report = saved
     narrowed = apply(report, filters, hide_plumbing=False)
     notices = ()
     if not narrowed.total:
