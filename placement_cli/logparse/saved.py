@@ -302,10 +302,22 @@ def report_from_dict(data: Any, name: str = "<report>") -> Report:
             executed=None if not isinstance(data.get("executed_ops"), dict) else
             tuple((str(k), _count(v)) for k, v in data["executed_ops"].items()),
             compiled=None if data.get("xla_compiled") is None else tuple(map(_compiled, data["xla_compiled"])),
+            saved_filters=_filters(data.get("filters")),
+            unfiltered=_optional_int(summary.get("unfiltered_placements")),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InputError(_("{name}: a saved report with a field that is not as placement writes it ({why})").format(
             name=name, why=f"{type(exc).__name__}: {exc}"[:160])) from None
+
+
+def _filters(value: Any) -> tuple[tuple[str, Any], ...]:
+    """The filters a report was saved narrowed by (``--json``'s ``filters``), those given."""
+    if not isinstance(value, dict):
+        return ()
+    found: list[tuple[str, Any]] = [(k, _text(value[k])) for k in ("device", "op", "node") if value.get(k) is not None]
+    if value.get("top") is not None:
+        found.append(("top", _count(value["top"])))
+    return tuple(found)
 
 
 def _text(value: Any) -> str:
