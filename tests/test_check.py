@@ -775,3 +775,7 @@ def test_a_report_saved_narrowed_by_filters_is_exit_2_saying_why(tmp_path: Path,
         assert (code, out) == (2, ""), err
         assert f"was saved narrowed by {' '.join(narrowed)}" in err
     assert check(log, "--max-on", "CPU:2=0")[0] == 1  # the whole run fails it
+    again = tmp_path / "again.json"  # parse shows a saved report; what it saves says the filters still
+    again.write_text(runner.invoke(app, ["parse", "--json", str(saved)]).stdout)
+    code, _out, err = check(again, "--max-on", "CPU:2=0")
+    assert code == 2 and f"was saved narrowed by {' '.join(narrowed)}" in err and "of 4 placements" in err

@@ -52,6 +52,10 @@ def parse(
     else:
         report = saved
     narrowed = apply(report, filters, hide_plumbing=False)
+    if saved is not None and saved.saved_filters:  # what it was saved narrowed by stays said in what it shows
+        given = {kind: value for kind, value in filters.to_dict().items() if value is not None}
+        narrowed = replace(narrowed, filters=Filters(**{**dict(saved.saved_filters), **given}),
+                           total=saved.unfiltered if saved.unfiltered is not None else narrowed.total)
     notices = ()
     if not narrowed.total:
         names = ", ".join("standard input" if f == "-" else f for f in files)
