@@ -76,7 +76,7 @@ def _log_records(side: Tallied) -> _Records:
     # every function a placer line was settled to was executed: its eager lines name each trace
     traces = trace_counters(op.decode("utf-8", "replace") for op, _device in eagers)
     records = side.records if side.records is not None else Records()
-    lines = records.sorted_lines(_graph_key(traces))
+    lines = records.sorted_lines(_graph_key(traces), number=not eagers)  # see records.number_repeats
     return _Records(lines, rest, eagers, eager, traces, bool(records.named))
 
 
@@ -96,7 +96,7 @@ def _report_records(side: Tallied) -> _Records:
                             [p.op for p in side.report.placements if p.kind == "eager"])
     key = _graph_key(traces)
     keys: dict[str, bytes] = {}
-    repeats = Repeats()
+    repeats = None if any(p.kind == "eager" for p in side.report.placements) else Repeats()
     for p in side.report.placements:
         status = None if p.status == LOGGED else str(p.status)
         if p.node is None or p.kind == "eager":
@@ -111,7 +111,7 @@ def _report_records(side: Tallied) -> _Records:
         graph = keys.get(p.graph or "")
         if graph is None:
             graph = keys[p.graph or ""] = key(p.graph.encode("utf-8", "surrogatepass")) if p.graph else b""
-        if not p.graph:  # a Session's node placed again on its task: ``#k``, as a log's (records.number_repeats)
+        if not p.graph and repeats:  # a Session's node placed again on its task: ``#k`` (records.number_repeats)
             graph = repeats.graph(p.node, p.canonical.encode("utf-8", "surrogatepass"))
         lines.append(graph + b"\0" + _node_bytes(p.node) + b"\0" + code)
     lines.sort()

@@ -437,3 +437,21 @@ def test_a_node_named_empty_is_a_node_not_eager_ops(tmp_path: Path) -> None:
         for every in (["--all"], []):  # every row, and the digest of a report longer than a screen
             table = runner.invoke(app, ["diff", *every, *args])
             assert table.exit_code == 1 and "eager ops" not in table.stdout, table.stdout
+
+
+def test_eager_threads_wrappers_are_one_node_whatever_their_order(tmp_path: Path) -> None:
+    """Eager ops of two threads (MirroredStrategy's replicas, a data pipeline) wrap their ops in
+    single-op functions whose nodes share names (``a``, ``z_RetVal``) and are logged in whatever order the
+    threads ran: a log and its own saved report said "2 moved" once Sessions' nodes were told apart by
+    order. Where a side ran eager ops, its nodes of no tf.function stay one node (a multiset of devices);
+    a side that ran none holds only Sessions' graphs, told apart by order."""
+    cpu1, cpu2 = CPU.replace("CPU:0", "CPU:1"), CPU.replace("CPU:0", "CPU:2")
+    log = write(tmp_path, "threads.log", function("__inference_f_3", CPU)
+                + placed("a", "_Arg", cpu1, 11) + placed("a", "_Arg", cpu2, 22) + placed("z_RetVal", "_Retval", cpu2, 22)
+                + placed("z_RetVal", "_Retval", cpu1, 11) + executed("Mul", cpu2, 22) + executed("Mul", cpu1, 11))
+    assert diff_json(log, saved(tmp_path, log), expect=0)["summary"]["unchanged"] == 11
+    other = write(tmp_path, "other.log", function("__inference_f_3", CPU)  # the threads the other way round
+                  + placed("a", "_Arg", cpu2, 22) + placed("a", "_Arg", cpu1, 11) + placed("z_RetVal", "_Retval", cpu1, 11)
+                  + placed("z_RetVal", "_Retval", cpu2, 22) + executed("Mul", cpu1, 11) + executed("Mul", cpu2, 22))
+    for a, b in ((log, other), (saved(tmp_path, log), saved(tmp_path, other))):
+        assert diff_json(a, b, expect=0)["summary"]["unchanged"] == 11

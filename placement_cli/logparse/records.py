@@ -63,11 +63,12 @@ class Records:
         texts, so before ``lines``."""
         return Counter(line for text in self.chunks for line in bytes(text).split(b"\n")[:-1])
 
-    def lines(self, graph_key: Callable[[bytes], bytes]) -> list[bytes]:
+    def lines(self, graph_key: Callable[[bytes], bytes], number: bool = True) -> list[bytes]:
         """The records as ``GRAPH \\0 NODE \\0 REST``, each ": " of a record a NUL (REST: "(Op)\\0device",
         the guide era's "device"; GRAPH: ``graph_key`` of the record's function, b"" for none), in the
         order they were read (``sorted_lines``: sorted). Made once (the texts are released as they are
-        read); a later call returns the same list whatever its ``graph_key``."""
+        read); a later call returns the same list whatever its ``graph_key``. ``number``: a Session's node
+        placed again is ``#k`` (``number_repeats``)."""
         if self._lines is None and self._texts is not None:
             lines = []
             while self._texts:  # each text let go once split
@@ -102,7 +103,8 @@ class Records:
                     key = keys[function] = graph_key(function) if function else b""
                 lines[i] = key + b"\0" + record.replace(b": ", b"\0")
         self.chunks = [bytearray()]
-        number_repeats(lines)
+        if number:
+            number_repeats(lines)
         self._lines = lines
         return lines
 
@@ -120,10 +122,10 @@ class Records:
         self.chunks, self.named, self._sorted = state["chunks"], state["named"], state["sorted"]
         self._lines, self._texts = None, state["lines"]
 
-    def sorted_lines(self, graph_key: Callable[[bytes], bytes]) -> list[bytes]:
+    def sorted_lines(self, graph_key: Callable[[bytes], bytes], number: bool = True) -> list[bytes]:
         """``lines``, sorted (in place, once): a node's records next to each other, nodes in order of
         graph and name."""
-        lines = self.lines(graph_key)
+        lines = self.lines(graph_key, number)
         if not self._sorted:
             lines.sort()
             self._sorted = True
@@ -165,7 +167,9 @@ def number_repeats(lines: list[bytes]) -> None:
     placed again on the same task, in place: the k-th is graph ``#k`` (k >= 2). TensorFlow places a
     Session's graph once, so a node placed again on one task is another Session's same-named node (two
     Sessions of one model, a sweep over devices): its identity is its Session's order, as a retraced
-    function's is ``f#2``; a between-graph cluster's copies, one per task, stay one node."""
+    function's is ``f#2``; a between-graph cluster's copies, one per task, stay one node. Only for an
+    input that ran no eager op: else such nodes may be the single-op functions eager ops of several
+    threads are wrapped in, logged in whatever order the threads ran."""
     groups = [line[: line.find(b"\0", 1)] if line[:1] == b"\0" else None for line in lines]  # None: a function's
     functions = groups.count(None)
     if len(set(groups)) == len(groups) - functions + (functions > 0):  # no node placed twice (the usual big log)
