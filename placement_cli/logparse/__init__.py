@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import os
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from typing import BinaryIO
@@ -12,6 +11,7 @@ from typing import BinaryIO
 from placement_cli.exceptions import InputError
 from placement_cli.i18n import _
 from placement_cli.logparse.engine import parse_streams
+from placement_cli.logparse.reader import stdin_stream
 from placement_cli.model import Report
 
 __all__ = ["InputError", "parse_paths", "parse_text"]
@@ -27,7 +27,7 @@ def parse_text(text: str) -> Report:
 
 def _open(path: str, stack: ExitStack, stdin: BinaryIO | None = None) -> tuple[str, BinaryIO]:
     if path == "-":
-        return "<stdin>", stdin or sys.stdin.buffer
+        return "<stdin>", stdin or stdin_stream()
     if os.path.isdir(path):
         raise InputError(_("{path}: is a directory, not a log file").format(path=path))
     try:

@@ -9,7 +9,6 @@ import io
 import json
 import os
 import re
-import sys
 from collections import Counter
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -129,7 +128,7 @@ def saved_among(paths: list[str]) -> tuple[Report | None, BinaryIO | None]:
         if path == "-":
             if stdin is not None:  # a second "-" reads what the first left: nothing
                 continue
-            head, stdin, start = _text_head(sys.stdin.buffer)
+            head, stdin, start = _text_head(reader.stdin_stream())
         elif os.path.isfile(path):
             try:
                 with open(path, "rb") as stream:
@@ -227,7 +226,7 @@ def _read(path: str, note: Callable[[str], None] | None, tally: bool, split: boo
     name = "<stdin>" if path == "-" else path
     with ExitStack() as stack:
         if path == "-":
-            stream: BinaryIO = sys.stdin.buffer
+            stream: BinaryIO = reader.stdin_stream()
         else:
             if os.path.isdir(path):
                 raise InputError(_("{path}: is a directory, not a log file").format(path=path))
