@@ -4,7 +4,7 @@ name, eager ops counted per op and device; pure, no TensorFlow.
 Identity: a node is its graph and its name. The graph is the tf.function that holds it, named without
 TensorFlow's global trace counter (``__inference_step_17`` is ``step`` whatever else was traced before
 it; a function traced twice is ``step`` and ``step#2``, in trace order); a Session's graph, where a log
-names none. The task a node was placed on is where it went, not who it is: a node placed several times
+names none, the second Session to place a name on a task ``#2`` (records.number_repeats). The task a node was placed on is where it went, not who it is: a node placed several times
 (the copies of one graph each worker of a between-graph cluster placed on its own task) is the multiset
 of its devices, paired device for device, then within a task, then in order."""
 
@@ -23,7 +23,7 @@ from placement_cli.exceptions import UsageProblem
 from placement_cli.filters import Filters, compile_node, device_matcher, onednn_base, op_matcher
 from placement_cli.i18n import _
 from placement_cli.logparse.functions import function_key, trace_counters
-from placement_cli.logparse.records import Records, escaped_name, name_text
+from placement_cli.logparse.records import Records, Repeats, escaped_name, name_text, paired_repeats
 from placement_cli.logparse.saved import Tallied, record_fields
 from placement_cli.model import LOGGED, Change, DiffSide, PlacementDiff, link_totals
 from placement_cli.model.diff import Changes, Entry, RowAfters, pair_devices, plain_rows, same_op
@@ -76,7 +76,7 @@ def _log_records(side: Tallied) -> _Records:
     # every function a placer line was settled to was executed: its eager lines name each trace
     traces = trace_counters(op.decode("utf-8", "replace") for op, _device in eagers)
     records = side.records if side.records is not None else Records()
-    lines = records.sorted_lines(_graph_key(traces))
+    lines = records.sorted_lines(_graph_key(traces), number=not eagers)  # see records.number_repeats
     return _Records(lines, rest, eagers, eager, traces, bool(records.named))
 
 
@@ -96,6 +96,7 @@ def _report_records(side: Tallied) -> _Records:
                             [p.op for p in side.report.placements if p.kind == "eager"])
     key = _graph_key(traces)
     keys: dict[str, bytes] = {}
+    repeats = None if any(p.kind == "eager" for p in side.report.placements) else Repeats()
     for p in side.report.placements:
         status = None if p.status == LOGGED else str(p.status)
         if p.node is None or p.kind == "eager":
@@ -110,6 +111,8 @@ def _report_records(side: Tallied) -> _Records:
         graph = keys.get(p.graph or "")
         if graph is None:
             graph = keys[p.graph or ""] = key(p.graph.encode("utf-8", "surrogatepass")) if p.graph else b""
+        if not p.graph and repeats:  # a Session's node placed again on its task: ``#k`` (records.number_repeats)
+            graph = repeats.graph(p.node, p.canonical.encode("utf-8", "surrogatepass"))
         lines.append(graph + b"\0" + _node_bytes(p.node) + b"\0" + code)
     lines.sort()
     return _Records(lines, rests.__getitem__, eager, lambda r: r, traces,  # type: ignore[arg-type,return-value]
@@ -123,7 +126,7 @@ def _node_bytes(node: str) -> bytes:
 def _group_names(group: bytes) -> tuple[str | None, str | None]:
     """A record's ``GRAPH\0NODE`` as a row's graph and node (None: a Session's graph)."""
     graph, _sep, node = group.partition(b"\0")
-    return name_text(graph) or None, name_text(node) or None
+    return name_text(graph) or None, name_text(node)  # a node "" (a saved report's) is one, not eager ops
 
 
 def _filtered(records: _Records, filters: Filters) -> _Records:
@@ -209,7 +212,7 @@ def _names(key: Group, eager: bool) -> tuple[str | None, str | None]:
     if isinstance(key, tuple):
         return key
     graph, _sep, node = key.partition("\0")
-    return (None, None) if eager else (graph or None, node or None)
+    return (None, None) if eager else (graph or None, node)
 
 
 def _one_side(key: Group, entries: list[Entry], eager: bool, old: bool, into: list[Change],
@@ -426,7 +429,7 @@ class _Walk:
             if graph is None and graph_key:
                 graph = graphs[graph_key] = name_text(graph_key)
             op, canonical, status = self.said(side, rest)
-            name = name_text(node) or None
+            name = name_text(node)
             return (Change(name, op, canonical, None, status, None, n, False, graph) if side == 0 else
                     Change(name, op, None, canonical, None, status, n, False, graph))
 
@@ -446,8 +449,7 @@ class _Walk:
             after = afters(quote)
             fast = plain_rows(items, quote, self.lines_in[side] == len(self.rows[side]))
             if fast is not None:  # the usual rows: a line each, names JSON takes as they are
-                return [f'{{"node": "{node.decode()}", {after[graph, rest]}' if node else
-                        f'{{"node": null, {after[graph, rest]}' for graph, node, rest in fast]
+                return [f'{{"node": "{node.decode()}", {after[graph, rest]}' for graph, node, rest in fast]
             found: list[str | None] = []
             append = found.append
             for item in items:  # a million rows: each line's own work only
@@ -456,8 +458,7 @@ class _Walk:
                     append(None)
                     continue
                 graph_key, node, rest = parts
-                name = name_text(node)
-                append('{"node": ' + (quote(name) if name else "null") + ", " + after[graph_key, rest])
+                append('{"node": ' + quote(name_text(node)) + ", " + after[graph_key, rest])
             return found
 
         def count(items: list[Any]) -> int:
@@ -495,6 +496,7 @@ def _compare(old: Tallied, new: Tallied, filters: Filters) -> PlacementDiff:
     for tallied in (old, new):
         records = _report_records(tallied) if tallied.saved else _log_records(tallied)
         sides.append(_filtered(records, filters))
+    sides[0].lines, sides[1].lines = paired_repeats(sides[0].lines, sides[1].lines)
     counts_only = [t.saved and not t.report.placements and t.report.placement_count > 0 for t in (old, new)]
     if filters.active and any(counts_only):
         name = (old, new)[counts_only.index(True)].name

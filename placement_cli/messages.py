@@ -150,13 +150,17 @@ def term_label(what: object) -> object:
 
 
 # How text from a user or a log is made safe to show, and cut to fit a line: one home for each.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # control characters, but for tab and newline
-_NOT_IN_A_LINE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# invisible format characters a terminal obeys instead of showing: bidi marks, embeddings, overrides and
+# isolates (U+202E reverses the rest of a table row), zero-width spaces and joiners, the BOM
+_FORMAT = "\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff"
+_CONTROL = re.compile(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f{_FORMAT}]")  # control characters, but for tab and newline
+_NOT_IN_A_LINE = re.compile(f"[\\x00-\\x1f\\x7f-\\x9f{_FORMAT}]")
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # a saved report's string may hold one; no stream encodes it
 
 
 def clean(text: str | None) -> str:
-    """Log text made safe to show: no escape sequences or other control characters (U+FFFD instead)."""
+    """Log text made safe to show: no escape sequences, other control characters or invisible format
+    characters (U+FFFD instead)."""
     return _CONTROL.sub("\N{REPLACEMENT CHARACTER}", text) if text else ""
 
 

@@ -757,3 +757,25 @@ def test_a_failure_stays_one_line_whatever_its_examples_hold(tmp_path: Path) -> 
     lines = out.splitlines()
     assert code == 1 and len(lines) == 2 and lines[0].startswith("--max-on CPU:0=0 failed:"), out
     assert "[red]f: [bold]y\ufffd[31m\ufffdz" in lines[0] and "g\ufffdh: " in lines[0] and "\x1b" not in out, out
+
+
+@pytest.mark.parametrize("narrowed", [["--device", "CPU:1"], ["--op", "Const"], ["--node", "^a"], ["--top", "1"]])
+def test_a_report_saved_narrowed_by_filters_is_exit_2_saying_why(tmp_path: Path, narrowed: list[str]) -> None:
+    """A report saved with ``parse --json --device CPU:1`` holds CPU:1's placements only: ``--expect
+    "^b$=CPU:1"`` passed (exit 0) though the run put another ``b`` on CPU:2, and ``--max-on CPU:2=0``
+    passed on a run with two ops there. The rules judge a whole run: exit 2, saying which filters."""
+    cpu1, cpu2 = (f"/job:localhost/replica:0/task:0/device:CPU:{i}" for i in (1, 2))
+    log = tmp_path / "run.log"
+    log.write_text("".join(f"{n}: ({op}): {d}\n" for n, op, d in (("a", "Const", cpu1), ("b", "MatMul", cpu1),
+                                                                  ("b", "MatMul", cpu2), ("c", "Const", cpu2))))
+    saved = tmp_path / "narrowed.json"
+    saved.write_text(runner.invoke(app, ["parse", "--json", *narrowed, str(log)]).stdout)
+    for rule in (["--expect", "^b$=CPU:1"], ["--max-on", "CPU:2=0"]):
+        code, out, err = check(saved, *rule)
+        assert (code, out) == (2, ""), err
+        assert f"was saved narrowed by {' '.join(narrowed)}" in err
+    assert check(log, "--max-on", "CPU:2=0")[0] == 1  # the whole run fails it
+    again = tmp_path / "again.json"  # parse shows a saved report; what it saves says the filters still
+    again.write_text(runner.invoke(app, ["parse", "--json", str(saved)]).stdout)
+    code, _out, err = check(again, "--max-on", "CPU:2=0")
+    assert code == 2 and f"was saved narrowed by {' '.join(narrowed)}" in err and "of 4 placements" in err

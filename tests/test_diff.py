@@ -531,3 +531,31 @@ def test_the_moves_digest_names_each_example_with_its_function() -> None:
     console.print(moved_digest(changes, fit=True))
     text = console.export_text()
     assert "train_step: MatMul" in text and "eval_step: MatMul" in text, text
+
+
+def test_a_report_saved_narrowed_by_filters_is_compared_with_the_other_side_narrowed_alike(tmp_path: Path) -> None:
+    """``parse --json --device CPU:1`` holds only CPU:1's placements: against the whole log of the same run,
+    diff said "4 only in NEW" (every placement the filter had left out) with exit 1. The other side is now
+    narrowed by the same filters (those the command line did not give), and a line says so; two reports
+    narrowed differently are exit 2; one saved with --top holds only its first rows, which a line says."""
+    cpu1, cpu2 = CPU.replace("CPU:0", "CPU:1"), CPU.replace("CPU:0", "CPU:2")
+    run = glog("a", "Const", cpu1) + glog("b", "MatMul", cpu1) + glog("c", "Const", cpu2) + glog("d", "AddV2", cpu2)
+    log = write(tmp_path, "run.log", run)
+    moved = write(tmp_path, "moved.log", run.replace(f"b: (MatMul): {cpu1}", f"b: (MatMul): {cpu2}"))
+
+    def saved(name: str, *filters: str) -> str:
+        result = runner.invoke(app, ["parse", "--json", *filters, log])
+        assert result.exit_code == 0, result.stderr
+        return write(tmp_path, name, result.stdout)
+
+    on_cpu1 = saved("cpu1.json", "--device", "CPU:1")
+    same = diff(on_cpu1, log, expect=0)
+    assert "cpu1.json was saved narrowed by --device CPU:1 (2 of 4 placements)" in same.stderr
+    data = diff_json(on_cpu1, moved, expect=1)
+    assert [(r["node"], r["from"], r["to"]) for r in data["moved"]] == [("b", cpu1, cpu2)]
+    assert data["added"] == data["removed"] == []
+    assert diff_json(log, saved("matmul.json", "--op", "MatMul"), expect=0)["summary"]["unchanged"] == 1
+    clash = diff(on_cpu1, saved("cpu2.json", "--device", "CPU:2"), expect=2)
+    assert "narrowed by different filters" in clash.stderr
+    top = diff(saved("top.json", "--top", "2"), log, expect=1)
+    assert "top.json was saved with --top 2: it holds only its first 2 placements (of 4)" in top.stderr

@@ -378,3 +378,80 @@ def test_a_saved_report_names_the_op_that_moved_as_its_log_does(tmp_path: Path) 
         data = diff_json(a, b, expect=1)
         assert [(r["node"], r["op"], r["from"], r["to"]) for r in data["moved"]] == [("n", "Identity", GPU0, CPU)]
         assert data["summary"]["unchanged"] == 1
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_two_sessions_nodes_that_swap_devices_are_two_moves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            split: bool) -> None:
+    """Two Sessions whose graphs both hold ``MatMul`` (the k-th Session to place it), swapped between
+    two runs (CPU:1 <-> CPU:2): diff said "Same placements" with exit 0, their multisets being equal. The
+    second Session's node is ``#2`` (as a retraced function's is ``f#2``), in logs, saved reports and
+    both mixed, read in one pass or in halves; one Session's repeats are still one node."""
+    cpu1, cpu2 = CPU.replace("CPU:0", "CPU:1"), CPU.replace("CPU:0", "CPU:2")
+    if split:
+        monkeypatch.setattr(parallel.os, "cpu_count", lambda: 2)
+        monkeypatch.setattr(engine, "CHUNK", 4096)
+        monkeypatch.setattr(parallel, "SPLIT_MIN", 1)
+
+    def run(first: str, second: str) -> str:
+        filler = "".join(placed(f"s{i}/x", "Const", CPU) for i in range(40))  # enough to be split
+        return filler + placed("MatMul", "MatMul", first) + placed("a", "Const", first) + \
+            placed("MatMul", "MatMul", second) + placed("a", "Const", second)
+
+    old = write(tmp_path, "old.log", run(cpu1, cpu2))
+    new = write(tmp_path, "new.log", run(cpu2, cpu1))
+    for a, b in ((old, new), (saved(tmp_path, old), new), (old, saved(tmp_path, new)),
+                 (saved(tmp_path, old), saved(tmp_path, new))):
+        data = diff_json(a, b, expect=1)
+        assert sorted((r["graph"] or "", r["node"], r["from"], r["to"]) for r in data["moved"]) == [
+            ("", "MatMul", cpu1, cpu2), ("", "a", cpu1, cpu2), ("#2", "MatMul", cpu2, cpu1), ("#2", "a", cpu2, cpu1)
+        ], (a, b)
+        assert data["summary"]["unchanged"] == 40
+    same = diff_json(old, saved(tmp_path, old), expect=0)
+    assert same["summary"]["unchanged"] == 44
+    table = runner.invoke(app, ["diff", old, new])
+    assert table.exit_code == 1 and "#2: MatMul" in table.stdout
+
+
+def test_a_node_named_empty_is_a_node_not_eager_ops(tmp_path: Path) -> None:
+    """A saved report may name a graph node "" (hand-made, or another tool's): its move was shown as
+    "(eager ops) MatMul" and its JSON row said ``"node": null``, an eager op's, in every kind of row.
+    It is the node "" (its own row, never counted with eager ops)."""
+    many = "".join(placed(f"s/n{i}", "Const", CPU) for i in range(45))  # more rows than the digest's 40
+    log = write(tmp_path, "run.log", placed("mm", "MatMul", CPU) + placed("c", "Const", CPU) + many)
+    report = json.loads(Path(saved(tmp_path, log)).read_text())
+    for p in report["placements"]:
+        if p["node"] == "mm":
+            p["node"] = ""
+    before = write(tmp_path, "before.json", json.dumps(report))
+    for p in report["placements"]:
+        if p["node"] == "" or p["node"].startswith("s/"):
+            p.update(device=GPU0, canonical=GPU0, device_type="GPU")
+    after = write(tmp_path, "after.json", json.dumps(report))
+    data = diff_json(before, after, expect=1)
+    assert [(r["node"], r["from"], r["to"]) for r in data["moved"]][0] == ("", CPU, GPU0)
+    only = diff_json(before, log, expect=1)  # "" only in OLD, mm only in NEW
+    assert [r["node"] for r in only["removed"]] == [""] and [r["node"] for r in only["added"]] == ["mm"]
+    renamed = write(tmp_path, "renamed.log", placed("c", "Const", CPU) + many.replace("s/n", "t/n"))
+    for args in ((before, after), (before, log), (before, renamed)):
+        for every in (["--all"], []):  # every row, and the digest of a report longer than a screen
+            table = runner.invoke(app, ["diff", *every, *args])
+            assert table.exit_code == 1 and "eager ops" not in table.stdout, table.stdout
+
+
+def test_eager_threads_wrappers_are_one_node_whatever_their_order(tmp_path: Path) -> None:
+    """Eager ops of two threads (MirroredStrategy's replicas, a data pipeline) wrap their ops in
+    single-op functions whose nodes share names (``a``, ``z_RetVal``) and are logged in whatever order the
+    threads ran: a log and its own saved report said "2 moved" once Sessions' nodes were told apart by
+    order. Where a side ran eager ops, its nodes of no tf.function stay one node (a multiset of devices);
+    a side that ran none holds only Sessions' graphs, told apart by order."""
+    cpu1, cpu2 = CPU.replace("CPU:0", "CPU:1"), CPU.replace("CPU:0", "CPU:2")
+    log = write(tmp_path, "threads.log", function("__inference_f_3", CPU)
+                + placed("a", "_Arg", cpu1, 11) + placed("a", "_Arg", cpu2, 22) + placed("z_RetVal", "_Retval", cpu2, 22)
+                + placed("z_RetVal", "_Retval", cpu1, 11) + executed("Mul", cpu2, 22) + executed("Mul", cpu1, 11))
+    assert diff_json(log, saved(tmp_path, log), expect=0)["summary"]["unchanged"] == 11
+    other = write(tmp_path, "other.log", function("__inference_f_3", CPU)  # the threads the other way round
+                  + placed("a", "_Arg", cpu2, 22) + placed("a", "_Arg", cpu1, 11) + placed("z_RetVal", "_Retval", cpu1, 11)
+                  + placed("z_RetVal", "_Retval", cpu2, 22) + executed("Mul", cpu1, 11) + executed("Mul", cpu2, 22))
+    for a, b in ((log, other), (saved(tmp_path, log), saved(tmp_path, other))):
+        assert diff_json(a, b, expect=0)["summary"]["unchanged"] == 11

@@ -193,3 +193,25 @@ def test_pairing_blocks_do_not_cut_records(tmp_path: Path, monkeypatch: pytest.M
     data = parse_json(write(tmp_path, "\n".join(lines) + "\n"))
     assert data["device_mapping"][0]["description"].endswith("pci bus id: 0000:05:00.0")
     assert data["summary"]["placements"] == 3
+
+
+def test_a_saved_report_is_parsed_as_the_report_it_is(tmp_path: Path) -> None:
+    """``parse report.json`` (a report saved with --json, which diff and check read) said "no placements
+    found" with exit 0: the JSON was read as a log, one long line. It shows the report's placements (its
+    statuses and reasons kept), filtered and summarised as a log's; with other files it is exit 2."""
+    saved = Path(__file__).parent / "fixtures" / "saved" / "trace.json"
+    report = json.loads(saved.read_text())
+    data = parse_json(str(saved))
+    assert data["summary"]["placements"] == len(report["placements"]) > 0
+    assert [(p["node"], p["status"]) for p in data["placements"]] == \
+        [(p["node"], p["status"]) for p in report["placements"]]
+    summary = parse_json("--summary", str(saved))  # counts only, as a log's --summary --json
+    assert summary["summary"]["by_device"] == report["summary"]["by_device"] and summary["placements"] == []
+    assert parse_json("--op", "Sum", str(saved))["summary"]["placements"] == \
+        sum(p["op"] == "Sum" for p in report["placements"])
+    assert parse_json("-", stdin=saved.read_bytes())["summary"]["placements"] == len(report["placements"])
+    counts = write(tmp_path, json.dumps(summary), "counts.json")  # a --summary report: no node to filter
+    narrowed = runner.invoke(app, ["parse", "--op", "Sum", counts])
+    assert narrowed.exit_code == 2 and "holds only counts per device" in narrowed.stderr
+    mixed = runner.invoke(app, ["parse", write(tmp_path, STDOUT_COPY + GLOG_COPY), str(saved)])
+    assert mixed.exit_code == 2 and "saved with --json" in mixed.stderr and "no placements" not in mixed.stderr

@@ -7,6 +7,7 @@ import codecs
 import gzip
 import json
 import lzma
+import os
 from pathlib import Path
 
 import pytest
@@ -141,3 +142,19 @@ def test_captured_text_is_read_as_the_text_it_is(start: str) -> None:
 
     report = parse_text(start + "\nMatMul: (MatMul): /job:localhost/replica:0/task:0/device:CPU:0\n")
     assert [p.node for p in report.placements] == ["MatMul"]
+
+
+@pytest.mark.parametrize("args", [["parse", "-"], ["diff", "-", "OTHER"], ["check", "-", "--max-on", "CPU=1"]])
+def test_a_closed_stdin_is_exit_2_saying_so(tmp_path: Path, args: list[str]) -> None:
+    """``placement parse - <&-`` (standard input closed: Python's sys.stdin is None) was an internal error,
+    exit 3 (AttributeError). Nothing to read is bad input: exit 2, saying standard input is closed."""
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    other = tmp_path / "other.log"
+    other.write_text("MatMul: (MatMul): /job:localhost/replica:0/task:0/device:CPU:0\n")
+    command = [sys.executable, "-m", "placement_cli", *[str(other) if a == "OTHER" else a for a in args]]
+    result = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+                            preexec_fn=lambda: os.close(0), cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "standard input is closed" in result.stderr and "internal error" not in result.stderr

@@ -11,6 +11,7 @@ import pytest
 from rich.cells import cell_len
 from rich.console import Console
 
+from placement_cli.messages import one_line
 from placement_cli.model import PlacementFailure, Report
 from placement_cli.render.console import AsciiSafe, make_console, screen_rows
 from placement_cli.render.digest import MAX_KEYS, MAX_SCOPE_DEPTH, scope_counts, scope_depth, scope_of
@@ -304,3 +305,17 @@ def test_a_cluster_start_up_event_is_a_model_value_said_in_one_line() -> None:
     assert "ports listen on every interface" in progress_line(ClusterEvent("isolation", isolated=False, why="w"))
     assert progress_line(ClusterEvent("isolation", isolated=True)) is None
     assert progress_line(ClusterEvent("started", task="ps/0")) is None
+
+
+@pytest.mark.parametrize("mark", ["\u202e", "\u2066", "\u200f", "\u200b", "\ufeff", "\u061c"])
+def test_invisible_and_bidi_format_characters_are_shown_not_obeyed(mark: str) -> None:
+    """A name with U+202E (right-to-left override) reversed the rest of its table row on a terminal
+    ("CPU:1" read "1:UPC"), and one with U+200B looked like the name without it; on an ASCII stream
+    the zero-width mark became a "?" the column had no room for. Such marks are shown, as U+FFFD, as
+    control characters are, in every table and in one-line names."""
+    name = f"evil{mark}/MatMul"
+    report = Report(placements=(replace(placed(name, "MatMul", CPU0, 1), reason=name),),
+                    title=f"trace of {name} (exit code 0)")
+    text = text_of(report_group(report, run=True), 200)
+    assert mark not in text and "evil\ufffd/MatMul" in text
+    assert mark not in one_line(name)

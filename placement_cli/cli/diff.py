@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -43,6 +43,7 @@ def diff(
     drawn = pictures("placement diff", as_json=as_json, force=force, svg=svg, protect=(old, new))
     filters = Filters(device, op, node)
     sides = read_pair(old, new, note=say, prepare=prepared)
+    filters, narrowed = _narrowed(sides, filters)
     if not any(side.report.placement_count for side in sides):  # nothing compared is no "same placements"
         raise InputError(_("no placements found in {old} or in {new}: nothing to compare").format(
             old=sides[0].name, new=sides[1].name))
@@ -57,6 +58,7 @@ def diff(
                     else _("{name}: no placements match {filters} (of {total})").format(
                         name=side.name, filters=filters.describe(), total=read.report.placement_count)
                     for side, read in zip((result.old, result.new), sides) if not side.placements)
+    notices += narrowed
     if result.unnamed is not None:
         notices += (_("{name} names no node's graph (a report saved before placement recorded graphs): nodes were "
                       "matched by name alone, so same-named nodes of different tf.functions count as one").format(
@@ -69,3 +71,43 @@ def diff(
     from placement_cli.render.diff import diff_group  # noqa: PLC0415
 
     return Outcome(code=code, output=[diff_group(result, view(all_rows=all_rows))], pictures=drawn, notices=notices)
+
+
+def _narrowed(sides: Any, filters: Any) -> tuple[Any, tuple[str, ...]]:
+    """The filters the two sides are compared with: the command line's, and, for the kinds it left out,
+    those a saved report was narrowed by (it holds nothing else: the other side is narrowed alike), with a
+    line for each such report; UsageProblem where the two were saved narrowed differently."""
+    from dataclasses import replace  # noqa: PLC0415
+
+    from placement_cli.exceptions import UsageProblem  # noqa: PLC0415
+
+    saved = [dict(side.report.saved_filters) for side in sides]
+    adopted: dict[str, str] = {}
+    for kind in ("device", "op", "node"):
+        values = {d[kind] for d in saved if kind in d}
+        if getattr(filters, kind) is not None or not values:
+            continue
+        if len(values) > 1:
+            raise UsageProblem(_("{old} and {new} were saved narrowed by different filters ({a}; {b}): they hold "
+                                 "nothing alike to compare").format(
+                old=sides[0].name, new=sides[1].name, a=_described(saved[0]), b=_described(saved[1])))
+        adopted[kind] = values.pop()
+    lines = []
+    for side, other, said in ((sides[0], sides[1], saved[0]), (sides[1], sides[0], saved[1])):
+        total = side.report.unfiltered if side.report.unfiltered is not None else side.report.placement_count
+        if any(kind in said for kind in adopted):
+            lines.append(_("{name} was saved narrowed by {filters} ({count} of {total} placements): {other} is "
+                           "compared narrowed alike").format(name=side.name, filters=_described(said),
+                                                             count=side.report.placement_count, total=total,
+                                                             other=other.name))
+        if "top" in said:
+            lines.append(_("{name} was saved with --top {n}: it holds only its first {n} placements (of {total}), so "
+                           "rows only in {other} may be in its run too").format(name=side.name, n=said["top"],
+                                                                                total=total, other=other.name))
+    return (replace(filters, **adopted) if adopted else filters), tuple(lines)
+
+
+def _described(saved: dict[str, Any]) -> str:
+    from placement_cli.filters import Filters  # noqa: PLC0415
+
+    return Filters(saved.get("device"), saved.get("op"), saved.get("node")).describe() or "-"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated
 
 import typer
@@ -10,12 +11,13 @@ from placement_cli.cli import shown
 from placement_cli.cli.app import Outcome, command, say
 from placement_cli.cli.options import (named, AllOpt, DeviceFilterOpt, ForceOpt, JsonOpt, LangOpt, NodeFilterOpt,
                                        OpFilterOpt, SvgOpt, TopOpt, pictures)
+from placement_cli.exceptions import UsageProblem
 from placement_cli.i18n import _
 
 
 @command()
 def parse(
-    files: Annotated[list[str], typer.Argument(metavar="FILE...", callback=named, help="Log files; - reads standard input.", show_default=False)],
+    files: Annotated[list[str], typer.Argument(metavar="FILE...", callback=named, help="Log files, or one report saved with --json; - reads standard input.", show_default=False)],
     summary: Annotated[bool, typer.Option("--summary", help="Only the counts per device.")] = False,
     device: DeviceFilterOpt = None,
     op: OpFilterOpt = None,
@@ -34,16 +36,33 @@ def parse(
     """
     from placement_cli.filters import Filters, apply  # noqa: PLC0415
     from placement_cli.logparse import parse_paths  # noqa: PLC0415
+    from placement_cli.logparse.saved import knows_requests, saved_among  # noqa: PLC0415
 
     drawn = pictures("placement parse", as_json=as_json, force=force, svg=svg, protect=tuple(files))
     filters = Filters(device, op, node, top)
-    narrowed = apply(parse_paths(files, keep=not summary or filters.active, note=say), filters, hide_plumbing=False)
+    saved, stdin = saved_among(files)  # a report saved with --json is shown as it was saved, statuses too
+    if saved is None:
+        report = parse_paths(files, keep=not summary or filters.active, note=say, stdin=stdin)
+    elif saved.counted is not None and filters.active:
+        name = "standard input" if files[0] == "-" else files[0]
+        raise UsageProblem(_("{name} holds only counts per device (saved with --summary): {filters} cannot narrow "
+                             "it").format(name=name, filters=filters.describe()))
+    elif summary and not filters.active:  # counts only, as a log's --summary
+        report = replace(saved, placements=(), counted=tuple(saved.by_device.items()))
+    else:
+        report = saved
+    narrowed = apply(report, filters, hide_plumbing=False)
+    if saved is not None and saved.saved_filters:  # what it was saved narrowed by stays said in what it shows
+        given = {kind: value for kind, value in filters.to_dict().items() if value is not None}
+        narrowed = replace(narrowed, filters=Filters(**{**dict(saved.saved_filters), **given}),
+                           total=saved.unfiltered if saved.unfiltered is not None else narrowed.total)
     notices = ()
     if not narrowed.total:
         names = ", ".join("standard input" if f == "-" else f for f in files)
         notices = (_("no placements found in {names}").format(names=names) if not narrowed.report.ignored else
                    _("no placements found in {names}, only {n} device requests TensorFlow ignored (listed)").format(
                        names=names, n=len(narrowed.report.ignored)),)
-    return Outcome(output=shown.report_output(narrowed.report, as_json=as_json, run=False, summary=summary,
+    run = saved is not None and knows_requests(saved)
+    return Outcome(output=shown.report_output(narrowed.report, as_json=as_json, run=run, summary=summary,
                                               all_rows=all_rows, filtered=narrowed),
                    pictures=drawn, notices=notices)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import os
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from typing import BinaryIO
@@ -12,6 +11,7 @@ from typing import BinaryIO
 from placement_cli.exceptions import InputError
 from placement_cli.i18n import _
 from placement_cli.logparse.engine import parse_streams
+from placement_cli.logparse.reader import stdin_stream
 from placement_cli.model import Report
 
 __all__ = ["InputError", "parse_paths", "parse_text"]
@@ -25,9 +25,9 @@ def parse_text(text: str) -> Report:
     return parse_streams([("<text>", io.BytesIO(text.encode("utf-8", "replace")))], known_text=True)
 
 
-def _open(path: str, stack: ExitStack) -> tuple[str, BinaryIO]:
+def _open(path: str, stack: ExitStack, stdin: BinaryIO | None = None) -> tuple[str, BinaryIO]:
     if path == "-":
-        return "<stdin>", sys.stdin.buffer
+        return "<stdin>", stdin or stdin_stream()
     if os.path.isdir(path):
         raise InputError(_("{path}: is a directory, not a log file").format(path=path))
     try:
@@ -38,11 +38,13 @@ def _open(path: str, stack: ExitStack) -> tuple[str, BinaryIO]:
         raise InputError(_("{path}: cannot read ({why})").format(path=path, why=exc.strerror or exc)) from None
 
 
-def parse_paths(paths: list[str], *, keep: bool = True, note: Callable[[str], None] | None = None) -> Report:
+def parse_paths(paths: list[str], *, keep: bool = True, note: Callable[[str], None] | None = None,
+                stdin: BinaryIO | None = None) -> Report:
     """Parse files (``-`` is standard input) as one stream; InputError if unreadable.
 
     Compressed files (gzip, bzip2, xz) are read decompressed, and ``note`` is told so.
-    A second ``-`` reads what is left of standard input: nothing, as ``cat - -`` does."""
+    A second ``-`` reads what is left of standard input: nothing, as ``cat - -`` does. ``stdin``: standard
+    input's bytes, where some were read already to tell what it is."""
     if not keep and len(paths) == 1 and paths[0] != "-":
         from placement_cli.logparse import parallel  # noqa: PLC0415
 
@@ -52,6 +54,6 @@ def parse_paths(paths: list[str], *, keep: bool = True, note: Callable[[str], No
     with ExitStack() as stack:
         def sources() -> Iterator[tuple[str, BinaryIO]]:
             for path in paths:
-                yield _open(path, stack)
+                yield _open(path, stack, stdin)
 
         return parse_streams(sources(), keep=keep, note=note)

@@ -9,6 +9,7 @@ import importlib
 import os
 import re
 import stat
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -71,6 +72,15 @@ class Layout:
     compression: str | None = None
     wrap: int | None = None  # the width a console hard-wrapped every longer line at
 
+
+
+def stdin_stream() -> BinaryIO:
+    """Standard input's bytes, for an input named ``-``; InputError (exit 2) where it is closed (``<&-``:
+    Python leaves sys.stdin None)."""
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:
+        raise InputError(_("standard input is closed: nothing to read from -"))
+    return stream
 
 def newline(encoding: str) -> bytes:
     """The bytes of "\\n" in an encoding, so a file can be split at a line."""

@@ -8,6 +8,8 @@ that; ``lines`` turns the text into what a comparison walks, once."""
 
 from __future__ import annotations
 
+import re
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -61,11 +63,12 @@ class Records:
         texts, so before ``lines``."""
         return Counter(line for text in self.chunks for line in bytes(text).split(b"\n")[:-1])
 
-    def lines(self, graph_key: Callable[[bytes], bytes]) -> list[bytes]:
+    def lines(self, graph_key: Callable[[bytes], bytes], number: bool = True) -> list[bytes]:
         """The records as ``GRAPH \\0 NODE \\0 REST``, each ": " of a record a NUL (REST: "(Op)\\0device",
         the guide era's "device"; GRAPH: ``graph_key`` of the record's function, b"" for none), in the
         order they were read (``sorted_lines``: sorted). Made once (the texts are released as they are
-        read); a later call returns the same list whatever its ``graph_key``."""
+        read); a later call returns the same list whatever its ``graph_key``. ``number``: a Session's node
+        placed again is ``#k`` (``number_repeats``)."""
         if self._lines is None and self._texts is not None:
             lines = []
             while self._texts:  # each text let go once split
@@ -100,6 +103,8 @@ class Records:
                     key = keys[function] = graph_key(function) if function else b""
                 lines[i] = key + b"\0" + record.replace(b": ", b"\0")
         self.chunks = [bytearray()]
+        if number:
+            number_repeats(lines)
         self._lines = lines
         return lines
 
@@ -117,14 +122,110 @@ class Records:
         self.chunks, self.named, self._sorted = state["chunks"], state["named"], state["sorted"]
         self._lines, self._texts = None, state["lines"]
 
-    def sorted_lines(self, graph_key: Callable[[bytes], bytes]) -> list[bytes]:
+    def sorted_lines(self, graph_key: Callable[[bytes], bytes], number: bool = True) -> list[bytes]:
         """``lines``, sorted (in place, once): a node's records next to each other, nodes in order of
         graph and name."""
-        lines = self.lines(graph_key)
+        lines = self.lines(graph_key, number)
         if not self._sorted:
             lines.sort()
             self._sorted = True
         return lines
+
+
+_TASK = re.compile(rb"/job:([^/\s]*)(?:/replica:(\d+))?(?:/task:(\d+))?")
+
+
+def task_key(device: bytes) -> tuple[bytes, int, int]:
+    """The task a device string names (job, replica, task; none named: localhost's)."""
+    m = _TASK.search(device)
+    if m is None:
+        return b"localhost", 0, 0
+    job, replica, task = m.groups()
+    return job or b"localhost", int(replica or 0), int(task or 0)
+
+
+def repeat_graph(n: int) -> bytes:
+    """The graph of the ``n``-th graph without a function name (a Session's) to place a node on one task."""
+    return b"#%d" % n
+
+
+class Repeats:
+    """A saved report's placements of no tf.function, in order, numbered as ``number_repeats`` numbers a
+    log's records."""
+
+    def __init__(self) -> None:
+        self.seen: dict[tuple[str, tuple[bytes, int, int]], int] = {}
+
+    def graph(self, node: str, device: bytes) -> bytes:
+        place = (node, task_key(device))
+        n = self.seen[place] = self.seen.get(place, 0) + 1
+        return repeat_graph(n) if n > 1 else b""
+
+
+def number_repeats(lines: list[bytes]) -> None:
+    """Records (``GRAPH \\0 NODE \\0 REST``, in the order they were read) of a node of no tf.function
+    placed again on the same task, in place: the k-th is graph ``#k`` (k >= 2). TensorFlow places a
+    Session's graph once, so a node placed again on one task is another Session's same-named node (two
+    Sessions of one model, a sweep over devices): its identity is its Session's order, as a retraced
+    function's is ``f#2``; a between-graph cluster's copies, one per task, stay one node. Only for an
+    input that ran no eager op: else such nodes may be the single-op functions eager ops of several
+    threads are wrapped in, logged in whatever order the threads ran."""
+    groups = [line[: line.find(b"\0", 1)] if line[:1] == b"\0" else None for line in lines]  # None: a function's
+    functions = groups.count(None)
+    if len(set(groups)) == len(groups) - functions + (functions > 0):  # no node placed twice (the usual big log)
+        return
+    first: dict[bytes, int] = {}
+    repeats: dict[bytes, list[int]] = {}
+    for i, group in enumerate(groups):
+        if group is None:
+            continue
+        at = first.setdefault(group, i)
+        if at != i:
+            found = repeats.get(group)
+            if found is None:
+                repeats[group] = [at, i]
+            else:
+                found.append(i)
+    del groups, first
+    tasks: dict[bytes, tuple[bytes, int, int]] = {}
+    for group, indices in repeats.items():
+        seen: dict[tuple[bytes, int, int], int] = {}
+        for i in indices:
+            rest = lines[i][len(group) + 1:]
+            task = tasks.get(rest)
+            if task is None:
+                task = tasks[rest] = task_key(rest)
+            n = seen[task] = seen.get(task, 0) + 1
+            if n > 1:
+                lines[i] = repeat_graph(n) + lines[i]
+
+
+def paired_repeats(a: list[bytes], b: list[bytes]) -> tuple[list[bytes], list[bytes]]:
+    """Two sides' sorted records, a Session's node known by its order (``#k``, see ``number_repeats``) only
+    where both sides place it as often: else (one more Session on one side, a node one side lacks) its
+    records are one node's again, a multiset of devices, as they were before Sessions were told apart."""
+    def numbered(lines: list[bytes]) -> tuple[int, int, dict[bytes, set[bytes]]]:
+        start, end = bisect_left(lines, b"#"), bisect_left(lines, b"$")
+        found: dict[bytes, set[bytes]] = {}
+        for line in lines[start:end]:
+            graph, _sep, rest = line.partition(b"\0")
+            found.setdefault(rest[: rest.find(b"\0")], set()).add(graph)
+        return start, end, found
+
+    sides = numbered(a), numbered(b)
+    nodes = sides[0][2].keys() | sides[1][2].keys()
+    loose = {node for node in nodes if sides[0][2].get(node) != sides[1][2].get(node)}
+    if not loose:
+        return a, b
+    out = []
+    for lines, (start, end, _found) in zip((a, b), sides):
+        kept, freed = [], []
+        for line in lines[start:end]:
+            rest = line[line.find(b"\0"):]
+            (freed if rest[1: rest.find(b"\0", 1)] in loose else kept).append(line)
+        freed = [line[line.find(b"\0"):] for line in freed]
+        out.append(sorted(lines[:start] + freed) + kept + lines[end:])
+    return out[0], out[1]
 
 
 # A NUL in a graph's or node's name (a saved report may hold any string; a log's never holds one) is

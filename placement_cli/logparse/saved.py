@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import codecs
 import importlib
+import io
 import json
 import os
 import re
-import sys
 from collections import Counter
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -118,6 +118,55 @@ class Tallied:
         return self.records is None
 
 
+def saved_among(paths: list[str]) -> tuple[Report | None, BinaryIO | None]:
+    """``parse``'s inputs told apart: the Report of a lone input saved with --json (None: logs; text that
+    only starts like JSON, such as JSON lines, is read as a log, as parse always read it), and standard
+    input's bytes again where they were read to tell. InputError for JSON that is no report, or for a
+    report among other inputs (a report is no log to read in one stream with others)."""
+    stdin: BinaryIO | None = None
+    for path in paths:
+        if path == "-":
+            if stdin is not None:  # a second "-" reads what the first left: nothing
+                continue
+            head, stdin, start = _text_head(reader.stdin_stream())
+        elif os.path.isfile(path):
+            try:
+                with open(path, "rb") as stream:
+                    head, _raw, start = _text_head(stream)
+            except OSError:  # parse says why it cannot read it
+                continue
+        else:
+            continue
+        if not (head and _looks_saved(start)):
+            continue
+        name = "standard input" if path == "-" else path
+        if stdin is not None and path == "-":
+            whole = stdin.read()
+            stdin, raw = io.BytesIO(whole), io.BytesIO(whole)
+            data = _json_or_none(raw, name)
+        else:
+            with open(path, "rb") as stream:
+                data = _json_or_none(_text_head(stream)[1], name)
+        if data is _NOT_JSON:
+            continue
+        report = report_from_dict(data, name)
+        if len(paths) > 1:
+            raise InputError(_("{name}: a report saved with --json, which parse reads alone, not in one stream with "
+                               "other inputs (diff compares two)").format(name=name))
+        return report, stdin
+    return None, stdin
+
+
+_NOT_JSON = object()
+
+
+def _json_or_none(raw: BinaryIO, name: str) -> Any:
+    try:
+        return _load_json(raw, name)
+    except InputError:
+        return _NOT_JSON
+
+
 def read_input(path: str, *, note: Callable[[str], None] | None = None) -> Report:
     """A log (``parse`` reads it), ``-`` for standard input, or a report saved with ``--json`` by any
     command; InputError (exit 2) for input that is neither."""
@@ -177,7 +226,7 @@ def _read(path: str, note: Callable[[str], None] | None, tally: bool, split: boo
     name = "<stdin>" if path == "-" else path
     with ExitStack() as stack:
         if path == "-":
-            stream: BinaryIO = sys.stdin.buffer
+            stream: BinaryIO = reader.stdin_stream()
         else:
             if os.path.isdir(path):
                 raise InputError(_("{path}: is a directory, not a log file").format(path=path))
@@ -252,10 +301,22 @@ def report_from_dict(data: Any, name: str = "<report>") -> Report:
             executed=None if not isinstance(data.get("executed_ops"), dict) else
             tuple((str(k), _count(v)) for k, v in data["executed_ops"].items()),
             compiled=None if data.get("xla_compiled") is None else tuple(map(_compiled, data["xla_compiled"])),
+            saved_filters=_filters(data.get("filters")),
+            unfiltered=_optional_int(summary.get("unfiltered_placements")),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InputError(_("{name}: a saved report with a field that is not as placement writes it ({why})").format(
             name=name, why=f"{type(exc).__name__}: {exc}"[:160])) from None
+
+
+def _filters(value: Any) -> tuple[tuple[str, Any], ...]:
+    """The filters a report was saved narrowed by (``--json``'s ``filters``), those given."""
+    if not isinstance(value, dict):
+        return ()
+    found: list[tuple[str, Any]] = [(k, _text(value[k])) for k in ("device", "op", "node") if value.get(k) is not None]
+    if value.get("top") is not None:
+        found.append(("top", _count(value["top"])))
+    return tuple(found)
 
 
 def _text(value: Any) -> str:

@@ -280,6 +280,10 @@ class Report:
     edges: tuple[Edge, ...] | None = None
     # runs that recorded it (trace, capture()): the tf.functions XLA compiled, whose bodies TensorFlow does not log
     compiled: tuple[Compiled, ...] | None = None
+    # a saved report: the filters it was saved narrowed by (device, op, node, top: those given), and how many
+    # placements it held before them
+    saved_filters: tuple[tuple[str, Any], ...] = ()
+    unfiltered: int | None = None
 
     @property
     def by_device(self) -> dict[str, int]:

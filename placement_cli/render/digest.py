@@ -33,7 +33,7 @@ def scope_of(node: str | None, depth: int) -> str:
 
 def _scopes(node: str | None, deepest: int) -> list[str]:
     """A node's name scope at each level from 1 to ``deepest``, its name split once."""
-    if not node:
+    if node is None:  # eager ops (a node "" is a node at the top)
         return [EAGER_SCOPE] * deepest
     parts = node.split("/", deepest)
     last = len(parts) - 1  # a scope is a name up to a "/", never the whole name

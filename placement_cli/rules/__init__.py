@@ -243,6 +243,12 @@ def judge(report: Report, rules: Rules, *, name: str = "the input") -> CheckResu
         raise RuleError(_("no placements found in {name}: nothing to check").format(name=name)
                         + (_(" (placement errors it reports: {count})").format(count=len(report.errors))
                            if report.errors else ""))
+    if report.saved_filters:  # what the filters left out is still where the run put it
+        said = " ".join(f"--{kind} {value}" for kind, value in report.saved_filters)
+        raise RuleError(_("{name} was saved narrowed by {filters} ({count} of {total} placements): the rules judge a "
+                          "whole run, so save the report without filters").format(
+            name=name, filters=said, count=len(report.placements),
+            total=report.unfiltered if report.unfiltered is not None else "?"))
     if report.run_error is not None:
         raise RuleError(_("{name} records a run that did not finish ({why}): its placements may be partial, so the "
                           "rules cannot be judged").format(name=name, why=report.run_error))
