@@ -22,9 +22,12 @@ _TWIN_LINES = 64  # how far after a placer line's bare copy its glog twin is loo
 
 
 def eager_records(placements: Iterable[Placement], log: str, recorded: Mapping[str, Any]
-                  ) -> tuple[dict[int, EagerRecord], dict[int, int | None]]:
-    """Line -> the record of the op that ran it, for each eager line joined to one; and line -> the
-    thread that wrote it, of every line (None: no thread id in it).
+                  ) -> tuple[dict[int, EagerRecord], dict[int, int | None], dict[int, int]]:
+    """Line -> the record of the op that ran it, for each eager line joined to one; line -> the
+    thread that wrote it, of every line (None: no thread id in it); and, for a placement that stands
+    at a placer line's bare copy, that line -> the line of its glog twin: where it came in its
+    thread's order (the copies of several placer lines may all come before the first of their twins,
+    and the eager ops those twins came between).
 
     A thread's eager lines (absl's prefix names the thread) and its records are in the same order:
     the record is made right after the op's line is written, in the same thread. A line may have no
@@ -41,14 +44,21 @@ def eager_records(placements: Iterable[Placement], log: str, recorded: Mapping[s
         pairs = [EagerRecord(*(str(field) for field in pair[:5])) for pair in recorded["pairs"]]
         threads = {int(tid): found for tid, found in recorded["threads"].items()}
     except (KeyError, TypeError, ValueError, AttributeError):
-        return {}, {}
+        return {}, {}, {}
     texts = log.split("\n")
     writer: dict[int, int | None] = {}
+    twins: dict[int, int] = {}
+    taken: set[int] = set()
     by_thread: dict[int | None, list[Placement]] = {}
     for p in sorted(placements, key=lambda p: p.line):
         match = _THREAD.match(texts[p.line - 1]) if 0 < p.line <= len(texts) else None
-        writer[p.line] = thread = int(match.group(1)) if match else \
-            _twin_thread(texts, p.line - 1) if p.kind == "placer" and 0 < p.line <= len(texts) else None
+        thread = int(match.group(1)) if match else None
+        if match is None and p.kind == "placer" and 0 < p.line <= len(texts):
+            twin = _twin(texts, p.line - 1, taken)
+            if twin is not None:
+                twins[p.line], thread = twin
+                taken.add(twin[0])
+        writer[p.line] = thread
         if p.kind == "eager" and p.op and p.op not in _UNRECORDED and p.op not in _NESTING:
             by_thread.setdefault(thread, []).append(p)
     found: dict[int, EagerRecord] = {}
@@ -63,7 +73,7 @@ def eager_records(placements: Iterable[Placement], log: str, recorded: Mapping[s
         kept = [i for i in indices if pairs[i].op not in _NESTING]
         for at, i in _pairing(logged, [pairs[i].op for i in kept]).items():
             found[lines[at].line] = pairs[kept[i]]
-    return found, writer
+    return found, writer, twins
 
 
 def _pairing(logged: list[str], ran: list[str]) -> dict[int, int]:
@@ -92,13 +102,13 @@ def _pairing(logged: list[str], ran: list[str]) -> dict[int, int]:
     return {first: i for i, (first, last) in enumerate(zip(earliest, latest)) if first == last}
 
 
-def _twin_thread(texts: list[str], index: int) -> int | None:
-    """The thread of a placer line's bare copy (TensorFlow prints each on stdout too, naming no thread;
-    a placement stands at its bare copy where that came first): its glog twin's, the first line soon
-    after it that ends as it does."""
+def _twin(texts: list[str], index: int, taken: set[int]) -> tuple[int, int] | None:
+    """The glog twin of a placer line's bare copy (TensorFlow prints each on stdout too, naming no
+    thread; a placement stands at its bare copy where that came first): the first line soon after it
+    that ends as it does and is no earlier copy's twin, as (its line, its thread)."""
     bare = "] " + texts[index]
-    for text in texts[index + 1:index + 1 + _TWIN_LINES]:
+    for at, text in enumerate(texts[index + 1:index + 1 + _TWIN_LINES], start=index + 2):
         match = _THREAD.match(text)
-        if match and text.endswith(bare):
-            return int(match.group(1))
+        if match and text.endswith(bare) and at not in taken:
+            return at, int(match.group(1))
     return None

@@ -318,6 +318,7 @@ class _Block:
         self._note_logging_stays_on()
         if not traced:  # under trace, the reason is said above
             problems.extend(self._logging_problems(report))
+            problems.extend(_functions_placed_before(report))
         notes.extend(self._logging_notes())
         self.result.report = report
         self.result.problems = tuple(problems)
@@ -367,6 +368,26 @@ class _Block:
                          "placement lines outside capture() too (tf.compat.v1.Sessions do not). Restart Python (the "
                          "notebook's kernel) to stop them.")
         return notes
+
+
+def _functions_placed_before(report: Report) -> list[str]:
+    """The block called tf.functions whose bodies TensorFlow placed before it began (it logs a function's
+    placements once, as it first places it): their ops are missing, the capture is incomplete."""
+    from placement_cli.runtime.facts import placed_before  # noqa: PLC0415
+
+    calls = [p.op for p in report.placements if p.kind == "eager" and p.op]
+    logged = [(p.node, p.op) for p in report.placements if p.kind != "eager" and p.node and p.op]
+    try:
+        found = placed_before(calls, logged) if calls else []
+    except Exception:  # noqa: BLE001 - the placements stand; whether some are missing stays unsaid
+        found = []
+    if not found:
+        return []
+    return [f"The block called {', '.join(found)}, which TensorFlow had placed before the block began (it logs a "
+            "tf.function's placements once, when it first runs it, not at later calls): the ops of its body are "
+            "missing from this report. Capture the function's first call (in pytest: a test that calls a tf.function "
+            "other tests ran already sees only its call; make the function in the test, or capture where it first "
+            "runs)."]
 
 
 def log_from_the_start(tf: Any) -> bool:

@@ -159,15 +159,15 @@ def explain(placements: Iterable[Placement], facts: Facts, log: str | None = Non
     """Each placement with what was requested, its status and, where one is due, the reason. ``log``:
     the text the placements' line numbers count in, where eager ops were recorded (``facts.eager``)."""
     placements = tuple(placements)
-    eager, threads = eager_records(placements, log, facts.eager) if facts.eager is not None and log is not None \
-        else ({}, {})
+    eager, threads, twins = eager_records(placements, log, facts.eager) \
+        if facts.eager is not None and log is not None else ({}, {}, {})
     where: dict[str, set[str]] = {}
     for p in placements:
         if p.node:
             where.setdefault(p.node, set()).add(p.canonical)
     specs = _specs(facts.available)
     gpu_exists = any(s.device_type == "GPU" for s in specs) or any(p.spec.device_type == "GPU" for p in placements)
-    explained = _Explainer(facts, specs, where, gpu_exists, eager, threads).all(placements)
+    explained = _Explainer(facts, specs, where, gpu_exists, eager, threads, twins).all(placements)
     compiled, lines = facts.compiled or {}, xla_lines(placements, facts)
     return tuple(replace(p, reason=compiled_reason(p, compiled[lines[p.line]])) if p.line in lines and not p.reason
                  else p for p in explained)
@@ -204,6 +204,7 @@ class _Explainer:
     gpu_exists: bool
     eager: Mapping[int, EagerRecord]  # line -> what was recorded as that eager op ran
     threads: Mapping[int, int | None]  # line -> the thread that wrote it (where eager ops were recorded)
+    twins: Mapping[int, int] = field(default_factory=dict)  # a bare copy's line -> its glog twin's: where it came
     _nodes_of: dict[frozenset[int], Mapping[tuple[str, str | None], NodeFacts]] = field(default_factory=dict)
     _runs: dict[int, int] = field(default_factory=dict)  # line -> its run of placer lines
     _callees: dict[tuple[int, str], frozenset[int]] = field(default_factory=dict)  # (run, call node) -> graphs
@@ -227,9 +228,10 @@ class _Explainer:
                                          self.facts.graph_names)
             self._callees = _callees(placements, self.facts.graphs, blocks, runs)
         self._runs = runs
-        wrappers = _wrapper_lines(placements, self.facts, blocks) if self.facts.graphs_known else {}
+        ordered = sorted(placements, key=lambda p: self.twins.get(p.line, p.line))  # as their threads wrote them
+        wrappers = _wrapper_lines(ordered, self.facts, blocks) if self.facts.graphs_known else {}
         eager = self.eager
-        following = _next_eager(placements, self.threads)
+        following = _next_eager(ordered, self.threads)
         for p in placements:
             span = self.span_of(p.line)
             if span is not None:
@@ -525,17 +527,18 @@ def _callees(placements: tuple[Placement, ...], graphs: tuple[Mapping[tuple[str,
     return {key: graphs_ for key, graphs_ in found.items() if graphs_}
 
 
-def _wrapper_lines(placements: tuple[Placement, ...], facts: Facts,
+def _wrapper_lines(ordered: list[Placement], facts: Facts,
                    blocks: Mapping[int, frozenset[int] | None]) -> dict[int, int]:
     """Placer lines of the single-op functions TF 2.x wraps eager ops in: a node named after its
     op type that no recorded graph placed there has, and that the log then shows executing eagerly
     (each with the line of that eager op). One that recorded tf.functions have too (a Cast, a NoOp) is
-    one where the log ties it to no function (no ``graph``) and the very next eager line runs its op."""
+    one where the log ties it to no function (no ``graph``) and the very next eager line runs its op.
+    ``ordered``: the placements in the order they were written (a bare copy where its glog twin came)."""
     wrappers: dict[int, int] = {}
     waiting: dict[str, list[int]] = {}
     shadowed: list[tuple[str, int]] = []  # such nodes since the last eager line
     names = facts.graph_names
-    for p in sorted(placements, key=lambda p: p.line):
+    for p in ordered:
         fit = blocks.get(p.line)
         unrecorded = (p.node, p.op) not in facts.nodes if fit is None else not fit
         if p.kind == "placer" and p.node and p.node == p.op and unrecorded:
@@ -552,12 +555,13 @@ def _wrapper_lines(placements: tuple[Placement, ...], facts: Facts,
     return wrappers
 
 
-def _next_eager(placements: tuple[Placement, ...], threads: Mapping[int, int | None]) -> dict[int, int]:
+def _next_eager(ordered: list[Placement], threads: Mapping[int, int | None]) -> dict[int, int]:
     """Placer line -> the first eager line after it written by its thread, where both name the thread:
-    TensorFlow places an eager op's wrapper function just before it runs the op, in the same thread."""
+    TensorFlow places an eager op's wrapper function just before it runs the op, in the same thread.
+    ``ordered``: the placements in the order they were written (a bare copy where its glog twin came)."""
     found: dict[int, int] = {}
     waiting: dict[int, list[int]] = {}
-    for p in sorted(placements, key=lambda p: p.line):
+    for p in ordered:
         thread = threads.get(p.line)
         if thread is not None and p.kind == "placer":
             waiting.setdefault(thread, []).append(p.line)

@@ -150,6 +150,56 @@ def test_the_fixture_sees_every_op_after_other_tensorflow_tests(pytester: pytest
 
 
 @pytest.mark.tf
+def test_a_gate_that_calls_a_function_an_earlier_test_ran_never_passes(pytester: pytest.Pytester) -> None:
+    """TensorFlow logs a tf.function's placements once, when it first places it: a gate that calls a
+    model function an earlier test already ran sees only its call line, and its rules passed on the
+    call alone (`max_on={"GPU": 0}` with the body unseen). The capture says it is incomplete; a function
+    traced before the block but first run inside it is seen whole."""
+    pytester.makepyfile(shared_model="""
+        import tensorflow as tf
+
+
+        @tf.function
+        def model(x):
+            return tf.reduce_sum(tf.nn.relu(tf.matmul(x, x, name="body_matmul")))
+
+
+        @tf.function
+        def fresh(x):
+            return tf.abs(x, name="fresh_abs") * 2.0
+    """, test_a_first="""
+        import tensorflow as tf
+        from shared_model import model
+
+
+        def test_train(placement):
+            assert float(model(tf.ones([2, 2]))) == 8.0
+    """, test_b_gate="""
+        import tensorflow as tf
+        from shared_model import fresh, model
+
+
+        def test_gate_on_a_function_run_before(placement):
+            with placement.capture() as report:
+                model(tf.ones([2, 2]))
+            assert not any(p.node == "body_matmul" for p in report.placements)  # TensorFlow did not log it again
+            report.check(max_on={"GPU": 0})
+
+
+        def test_gate_on_a_function_traced_before_and_run_inside(placement):
+            fresh.get_concrete_function(tf.TensorSpec([2], tf.float32))
+            with placement.capture() as report:
+                fresh(tf.ones([2]))
+            assert report.complete, report.problems
+            report.check(expect={"^fresh_abs$": "CPU"})
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly", timeout=300)
+    result.assert_outcomes(passed=2, failed=1)
+    text = result.stdout.str()
+    assert "the capture is incomplete" in text and "which TensorFlow had placed before the block began" in text, text
+
+
+@pytest.mark.tf
 def test_a_capture_after_an_op_at_import_says_what_to_do_in_pytest(pytester: pytest.Pytester) -> None:
     """An op run while the tests are collected (at a module's import) comes before the plugin can
     switch logging on: the gate fails, with advice for pytest (not a notebook's kernel restart)."""

@@ -773,3 +773,55 @@ def test_a_worker_that_fails_after_the_chief_exited_0_fails_the_run(tmp_path: Pa
     assert done.returncode == 5, err
     assert re.search(r"^placement: worker/0 \(pid \d+\) exited with code 5", err, re.M), err
     assert _leftovers(str(script)) == []
+
+
+EAGER_SLEEPER = """
+import time
+import tensorflow as tf
+with tf.device("/CPU:0"):
+    x = tf.abs(tf.constant([-1.0, 2.0]))
+    y = tf.reduce_sum(x * x)
+print("ready", float(y), flush=True)
+time.sleep(600)
+"""
+
+
+def test_ctrl_c_still_reports_what_every_task_placed_until_then(tmp_path: Path) -> None:
+    """Ctrl-C on a cluster that hangs (a worker that left before the others connected, a task stuck in
+    a collective) is how a user ends it: the placements of each task until then are reported, as
+    `trace` reports a script that was interrupted, and the run exits 130."""
+    script = tmp_path / "eager_sleeper.py"
+    script.write_text(EAGER_SLEEPER)
+    env = environment(tmp_path)
+    proc = subprocess.Popen([*TRACE, "--cluster", "worker=1", "--json", "--save-log", str(tmp_path / "logs"),
+                             str(script)], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    seen = b""
+    deadline = time.monotonic() + patience(180)
+    try:
+        while b"| ready 5.0\n" not in seen and time.monotonic() < deadline:  # --json: the task's stdout on stderr
+            ready, _, _ = select.select([proc.stderr], [], [], 1.0)
+            if ready:
+                chunk = os.read(proc.stderr.fileno(), 65536)
+                if not chunk:
+                    break
+                seen += chunk
+        assert b"worker/0 | ready 5.0\n" in seen, seen.decode()[-2000:]
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=patience(60))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    err = (seen + err).decode()
+    assert proc.returncode == 130, err
+    assert "placement: interrupted" in err
+    document = json.loads(out)
+    assert document["exit_code"] == 130 and document["error"] is None
+    log = (tmp_path / "logs" / "worker-0.log").read_text()
+    executed = re.findall(r"Executing op (\w+) in device (\S+)", log)
+    assert executed and len(document["placements"]) == len(executed) + len(
+        re.findall(r"^\S+: \(\w+\): /job:\S+$", log, re.MULTILINE))
+    assert {(p["op"], p["job"], p["task"]) for p in document["placements"] if p["op"] == "Abs"} == {("Abs", "worker", 0)}
+    assert _leftovers(str(script)) == []
+    assert list(Path(env["TMPDIR"]).iterdir()) == []

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from placement_cli.devices import parse_device
-from placement_cli.model import AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, Placement, reason_counts
+from placement_cli.model import AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH_RESOURCE, Placement, reason_counts
 from placement_cli.tfrules import arg_name
 from placement_cli.why import UNKNOWN, Facts, NodeFacts, Span, explain, has_kernel, merge_nodes
 
@@ -360,6 +360,31 @@ def test_a_wrapper_whose_placement_stands_at_its_bare_copy_takes_its_threads_eag
     recorded = {"pairs": [["Abs", "/device:GPU:1"]], "threads": {"7": [0]}}
     found = explain(placements, Facts(available=(CPU0,), graphs_known=True, eager=recorded), log)
     assert [(p.status, p.wrapper) for p in found] == [(SOFT_FALLBACK, True), (SOFT_FALLBACK, False)]
+
+
+def test_wrappers_whose_bare_copies_came_together_take_the_eager_op_their_twin_came_before() -> None:
+    """MirroredStrategy's cross-replica assign_add (and any eager op on one copy after another): TF's
+    stdout copies of both wrappers' placer lines come before their glog twins, and the twins come each
+    just before its own eager op. The CPU:1 wrapper took the CPU:0 op's record (its bare copy comes
+    before that op) and said `soft fallback` from CPU:0; each wrapper's place is where its twin came.
+    The same for a read of the copy on CPU:1 under a CPU:0 scope: with its resource, never a fallback."""
+    prefix = "I0000 00:00:1795232759.847888 {:>8} {}] "
+    cpu1 = "/job:localhost/replica:0/task:0/device:CPU:1"
+    for op, second_scope in (("AssignAddVariableOp", "/device:CPU:1"), ("ReadVariableOp", "/device:CPU:0")):
+        log = f"{op}: ({op}): {CPU0}\n{op}: ({op}): {cpu1}\n" + "".join(
+            prefix.format(7, where) + text + "\n" for where, text in (
+                ("placer.cc:162", f"{op}: ({op}): {CPU0}"), ("execute.cc:1775", f"Executing op {op} in device {CPU0}"),
+                ("execute.cc:1775", f"Executing op _EagerConst in device {cpu1}"),
+                ("placer.cc:162", f"{op}: ({op}): {cpu1}"), ("execute.cc:1775", f"Executing op {op} in device {cpu1}")))
+        placements = (placed(op, op, CPU0, 1), placed(op, op, cpu1, 2), placed(None, op, CPU0, 4, kind="eager"),
+                      placed(None, "_EagerConst", cpu1, 5, kind="eager"), placed(None, op, cpu1, 7, kind="eager"))
+        recorded = {"pairs": [[op, "/device:CPU:0", CPU0, "VarHandleOp", "v"],
+                              [op, second_scope, cpu1, "VarHandleOp", "v/replica_1"]], "threads": {"7": [0, 1]}}
+        found = explain(placements, Facts(available=(CPU0, cpu1), graphs_known=True, eager=recorded), log)
+        second = AS_REQUESTED if second_scope.endswith("CPU:1") else WITH_RESOURCE
+        assert [(p.status, p.requested, p.wrapper) for p in found] == [
+            (AS_REQUESTED, "/device:CPU:0", True), (second, second_scope, True), (AS_REQUESTED, "/device:CPU:0", False),
+            (LOGGED, None, False), (second, second_scope, False)], op
 
 
 def test_a_node_named_after_its_op_takes_no_record_of_a_later_eager_op_of_that_type() -> None:

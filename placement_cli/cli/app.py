@@ -164,6 +164,14 @@ _OUTPUT_ERRNOS = frozenset({errno.EPIPE, errno.ENOSPC, errno.EBADF, errno.EIO, e
 _TERMINATING = {"SIGTERM": N_("terminated"), "SIGHUP": N_("hung up")}
 
 
+def signal_said(signum: int) -> str:
+    """What placement says when a signal it received (and passed on) ended the run: interrupted, terminated, hung up."""
+    import signal  # noqa: PLC0415
+
+    name = signal.Signals(signum).name
+    return _("interrupted") if name == "SIGINT" else translated(_TERMINATING.get(name, name))
+
+
 def _usage_error(exc: BaseException) -> bool:
     from placement_cli.exceptions import DeviceSpecError, InputError, UsageProblem  # noqa: PLC0415
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 from placement_cli.cli import shown
-from placement_cli.cli.app import Json, Outcome, Verbatim, say
+from placement_cli.cli.app import Json, Outcome, Verbatim, say, signal_said
 from placement_cli.exceptions import UsageProblem
 from placement_cli.i18n import _
 
@@ -100,6 +100,8 @@ def trace_cluster(script: str, args: list[str], *, cluster: str | None, cluster_
         raise
     for note in traced.notes:
         say(note)
+    if traced.signalled is not None:  # every task had the signal; what they placed until then is reported
+        say(signal_said(traced.signalled))
     if traced.problem is not None:
         from placement_cli.i18n import shown as shown_message  # noqa: PLC0415
 

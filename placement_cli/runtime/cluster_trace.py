@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, BinaryIO
 
-from placement_cli.exceptions import Terminated, UsageProblem
+from placement_cli.exceptions import UsageProblem
 from placement_cli.i18n import N_, Message, _
 from placement_cli.messages import TRACE, one_line
 from placement_cli.logparse.error_messages import cause as cause_of
@@ -105,6 +105,7 @@ class ClusterTraceResult:
     notes: tuple[str, ...] = ()
     output_closed: bool = False
     cause: Cause | None = None  # the failed task's cause in TensorFlow's words
+    signalled: int | None = None  # the signal placement received (Ctrl-C...) and passed to every task
 
 
 class _Run:
@@ -501,15 +502,20 @@ class _Run:
                                   pid=t.pid, exit_code=t.status, ended_by_placement=t.ended,
                                   cuda_visible_devices=self.visible.get(t.name, os.environ.get("CUDA_VISIBLE_DEVICES")))
                       for t in self.tasks)
+        signalled = self.signalled  # the tasks ended because placement passed them the signal: no task's failure
         return ClusterTraceResult(report=report, graph=graph, exit_code=code, tasks=tasks, isolated=self.isolated,
-                                  isolation_note=self.isolation_note, problem=self._failure_said(),
-                                  cause=self._cause(),
+                                  isolation_note=self.isolation_note,
+                                  problem=self._failure_said() if signalled is None else None,
+                                  cause=self._cause() if signalled is None else None,
                                   notes=tuple(self.notes),
-                                  output_closed=self.stdout_fd in self.out.dead)
+                                  output_closed=self.stdout_fd in self.out.dead, signalled=signalled)
 
     def _exit_code(self) -> int:
         """The chief's when it failed, else the first failing task's (1 for one placement ended: a task
-        found stopped, or cut off at work), else 0; a signal as the shell gives it (128 + N)."""
+        found stopped, or cut off at work), else 0; a signal as the shell gives it (128 + N). A signal
+        placement received and passed to the tasks ends the run as that signal (Ctrl-C: 130)."""
+        if self.signalled is not None:
+            return 128 + self.signalled
         chief = self.by_name.get("chief/0")
         if chief is not None and chief.status is not None and not chief.ended and chief.status != 0:
             code = chief.status
@@ -538,7 +544,8 @@ def run_cluster_traced(script: str, args: list[str], jobs: list[tuple[str, int]]
                        saved: dict[str, dict[str, BinaryIO]] | None = None, copies: bool = False,
                        visible: dict[str, str] | None = None, grace: float = CHIEF_GRACE) -> ClusterTraceResult:
     """Run every task of the cluster to its end (or placement's), then parse and explain what each placed.
-    A signal placement received ends the run after the tasks had it: KeyboardInterrupt or Terminated."""
+    A signal placement received ends the run after the tasks had it; the report of what they placed until
+    then still comes (``signalled``), as `trace` reports a script that was interrupted."""
     run = _Run(script, args, jobs, cluster, stdout_fd=stdout_fd, echo_log=echo_log, saved=saved or {}, copies=copies,
                visible=visible, grace=grace)
     try:
@@ -550,8 +557,4 @@ def run_cluster_traced(script: str, args: list[str], jobs: list[tuple[str, int]]
         task, port = run.busy
         raise UsageProblem(_("port {port} is in use: another program listens on it ({task} of the cluster spec; "
                              "give a free port)").format(port=port, task=task))
-    if run.signalled == signal.SIGINT:
-        raise KeyboardInterrupt
-    if run.signalled is not None:
-        raise Terminated(run.signalled)
     return run.result()

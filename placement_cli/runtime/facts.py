@@ -206,3 +206,30 @@ def _body(get: Callable[[str], Any], fdef: Any, prefix: str, seen: set[str]) -> 
                     continue
                 nodes.extend(_body(get, inner, f"{prefix}{node.name}/", seen | {callee}))
     return nodes
+
+
+def placed_before(calls: Iterable[str], logged: Iterable[tuple[str, str]]) -> list[str] | None:
+    """Of the functions a capture()'s block called (its eager ops' types), those whose body TensorFlow
+    had placed before the block: TensorFlow logs a function's placements once, when it first places
+    it, not at each call, so a function that ran before the block shows only its call line in it.
+    A function counts as placed in the block when any node of its body (name, op type) has a placer
+    line there; one XLA compiles is never logged (its body is read from the library instead), and one
+    with no node of its own (an identity) tells nothing. None: the function library could not be read."""
+    get = private.function_def()
+    if get is None:
+        return None
+    seen = set(logged)
+    found = []
+    for name in sorted(set(calls)):
+        if not name.startswith(("__inference_", "__forward_")):
+            continue
+        try:
+            fdef = get(name)
+        except Exception:  # noqa: BLE001 - no function TensorFlow knows by that name: nothing to say of it
+            continue
+        if _MUST_COMPILE in fdef.attr and fdef.attr[_MUST_COMPILE].b:
+            continue
+        body = {(node.name, node.op) for node in fdef.node_def}
+        if body and not body & seen:
+            found.append(name)
+    return found
