@@ -179,6 +179,36 @@ def device_matcher(value: str) -> Callable[[DeviceSpec], bool]:
     return lambda got: got.short.upper() == upper
 
 
+def narrows(kind: str, given: str, saved: str) -> bool:
+    """Whether the filter ``--KIND given`` keeps no placement that ``--KIND saved`` leaves out (a report saved
+    narrowed by ``saved`` narrowed again by ``given`` then holds what ``given`` alone says). Devices by what
+    they name (``CPU:1`` within ``CPU``, ``ps/0 CPU:0`` within ``/job:ps``); ops and regexes only when equal."""
+    if " ".join(given.split()).upper() == " ".join(saved.split()).upper():
+        return True
+    if kind != "device":
+        return False
+    mine, theirs = _spec_of(given), _spec_of(saved)
+    if mine is None or theirs is None:
+        return False
+    fields = ("job", "replica", "task", "device_type", "device_index")
+    for field in fields:
+        want = getattr(theirs, field)
+        if want is None:
+            continue
+        got = getattr(mine, field)
+        if got is None or str(got).upper() != str(want).upper():
+            return False
+    return True
+
+
+def _spec_of(value: str) -> DeviceSpec | None:
+    """What a --device value names, as a spec whose unset fields match anything; None where unknown."""
+    want = " ".join(value.split())
+    if _BARE_TYPE.fullmatch(want):
+        return DeviceSpec(device_type=want)
+    return short_task(want) or try_parse(want) or _short_device(want)
+
+
 def short_task(value: str) -> DeviceSpec | None:
     """A task as the tables name it (``ps/0``, ``ps/0 CPU:0``) as a device spec; None for anything else."""
     found = _SHORT_TASK.fullmatch(" ".join(value.split()))

@@ -559,3 +559,36 @@ def test_a_report_saved_narrowed_by_filters_is_compared_with_the_other_side_narr
     assert "narrowed by different filters" in clash.stderr
     top = diff(saved("top.json", "--top", "2"), log, expect=1)
     assert "top.json was saved with --top 2: it holds only its first 2 placements (of 4)" in top.stderr
+
+
+def test_a_narrowed_report_narrowed_again_by_a_wider_value_is_refused_not_mislabelled(tmp_path: Path) -> None:
+    """A report saved with ``--device CPU:1``, re-saved by ``parse --json --device CPU``, said it held every CPU
+    placement ("filters": {"device": "CPU"}) while it held CPU:1's only: diffed against the run's own log it
+    said "2 only in NEW" (exit 1), and ``diff CPU1.json LOG --device CPU`` alike, since the command line's
+    --device replaced the saved one on the other side. A value of the same filter that is not within the
+    saved one is exit 2 now; one within it (``CPU:1`` again, its full name, ``cpu:1``) still narrows, and
+    --top given again keeps the smaller N (the report holds no more)."""
+    cpu1, cpu2 = CPU.replace("CPU:0", "CPU:1"), CPU.replace("CPU:0", "CPU:2")
+    run = glog("a", "Const", cpu1) + glog("b", "MatMul", cpu1) + glog("c", "Const", cpu2) + glog("d", "AddV2", cpu2)
+    log = write(tmp_path, "run.log", run)
+
+    def parse(source: str, *filters: str, expect: int = 0) -> Any:
+        result = runner.invoke(app, ["parse", "--json", *filters, source])
+        assert result.exit_code == expect, (result.stdout, result.stderr)
+        return result
+
+    on_cpu1 = write(tmp_path, "cpu1.json", parse(log, "--device", "CPU:1").stdout)
+    wider = parse(on_cpu1, "--device", "CPU", expect=2)
+    assert "cpu1.json was saved narrowed by --device CPU:1: --device CPU cannot narrow it again" in wider.stderr
+    assert parse(on_cpu1, "--op", "Const", "--node", "b", expect=0).stdout  # other kinds still narrow it
+    for within in ("CPU:1", "cpu:1", cpu1):
+        assert json.loads(parse(on_cpu1, "--device", within).stdout)["filters"]["device"] == within
+    matmul = write(tmp_path, "matmul.json", parse(log, "--op", "MatMul").stdout)
+    assert "--op MatMul: --op Const cannot" in parse(matmul, "--op", "Const", expect=2).stderr
+    top = write(tmp_path, "top.json", parse(log, "--top", "2").stdout)
+    again = json.loads(parse(top, "--top", "3").stdout)
+    assert again["filters"]["top"] == 2 and len(again["placements"]) == 2
+    clash = diff(on_cpu1, log, "--device", "CPU", expect=2)
+    assert "cpu1.json was saved narrowed by --device CPU:1: --device CPU would compare what it left out" in clash.stderr
+    assert "--op MatMul: --op Const would" in diff(log, matmul, "--op", "Const", expect=2).stderr
+    assert diff_json(on_cpu1, log, "--device", "CPU:1", expect=0)["summary"]["unchanged"] == 2
