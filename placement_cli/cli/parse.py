@@ -40,9 +40,11 @@ def parse(
 
     drawn = pictures("placement parse", as_json=as_json, force=force, svg=svg, protect=tuple(files))
     filters = Filters(device, op, node, top)
-    saved, stdin = saved_among(files)  # a report saved with --json is shown as it was saved, statuses too
+    saved, stdin, refused = saved_among(files)  # a report saved with --json is shown as it was saved, statuses too
     if saved is None:
         report = parse_paths(files, keep=not summary or filters.active, note=say, stdin=stdin)
+        if refused is not None and not (report.placement_count or report.errors or report.ignored):
+            raise refused  # text that starts like JSON, is none (a truncated report, JSON lines) and holds no log
     elif saved.counted is not None and filters.active:
         name = "standard input" if files[0] == "-" else files[0]
         raise UsageProblem(_("{name} holds only counts per device (saved with --summary): {filters} cannot narrow "
