@@ -75,7 +75,8 @@ class Filtered:
 
     @property
     def nothing_matched(self) -> bool:
-        return self.filters.active and self.total > 0 and not self.report.placements
+        # a report of counts only (a saved narrowed report shown with --summary) matched what it counts
+        return self.filters.active and self.total > 0 and not self.report.placements and not self.report.placement_count
 
 
 OPTION_LIKE = re.compile(r"--?[A-Za-z]")  # a value that is an option the user meant as one

@@ -262,3 +262,28 @@ def test_text_that_starts_like_json_is_a_log_where_it_holds_placements_and_refus
                 result = runner.invoke(app, args, input=stdin)
                 assert result.exit_code == 2 and words in result.stderr, (name, args, result.stdout, result.stderr)
                 assert "no placements found" not in result.stderr
+
+
+def test_a_narrowed_report_shown_as_counts_says_no_false_nothing_matched(tmp_path: Path) -> None:
+    """``parse --summary`` of a report saved with ``--device CPU:1`` (and its ``--summary --json``) showed the 2
+    placements it counts, yet said "no placements match --device CPU:1 (of 4)" on standard error."""
+    from typer.testing import CliRunner  # noqa: PLC0415
+
+    from placement_cli.cli import app  # noqa: PLC0415
+
+    runner = CliRunner()
+    cpu = "/job:localhost/replica:0/task:0/device:CPU:"
+    log = tmp_path / "run.log"
+    log.write_text("".join(f"{n}: ({op}): {cpu}{d}\n" for n, op, d in
+                           (("a", "Const", 1), ("b", "MatMul", 1), ("c", "Const", 0), ("d", "AddV2", 0))))
+    narrowed = tmp_path / "cpu1.json"
+    narrowed.write_text(runner.invoke(app, ["parse", "--json", "--device", "CPU:1", str(log)]).stdout)
+    for args in (["--summary"], ["--summary", "--json"]):
+        result = runner.invoke(app, ["parse", *args, str(narrowed)])
+        assert result.exit_code == 0 and "no placements match" not in result.stderr, result.stderr
+    counts = json.loads(runner.invoke(app, ["parse", "--summary", "--json", str(narrowed)]).stdout)
+    assert counts["summary"]["by_device"] == {f"{cpu}1": 2} and counts["filters"]["device"] == "CPU:1"
+    shown = runner.invoke(app, ["parse", "--summary", str(narrowed)])
+    assert "2 of 4 placements match --device CPU:1" in shown.stdout
+    nothing = runner.invoke(app, ["parse", "--summary", "--device", "GPU", str(log)])
+    assert "no placements match --device GPU (of 4)" in nothing.stderr  # a filter that matched nothing still says so
