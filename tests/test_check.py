@@ -207,7 +207,7 @@ def test_every_rule_at_once_in_text() -> None:
 def test_a_pass_prints_only_the_summary() -> None:
     code, out, _err = check(TF1, "--max-on", "GPU=0")
     assert code == 0
-    assert out == ("4 placements: 1 on ps/0 CPU:0, 1 on worker/1 CPU:0, 1 on XLA_GPU:0, 1 on worker/0 CPU:0; "
+    assert out == ("4 placements: 1 on XLA_GPU:0, 1 on ps/0 CPU:0, 1 on worker/0 CPU:0, 1 on worker/1 CPU:0; "
                    "1 rule, 0 failed\n")
 
 
