@@ -498,7 +498,7 @@ def _compare(old: Tallied, new: Tallied, filters: Filters) -> PlacementDiff:
         sides.append(_filtered(records, filters))
     sides[0].lines, sides[1].lines = paired_repeats(sides[0].lines, sides[1].lines)
     counts_only = [t.saved and not t.report.placements and t.report.placement_count > 0 for t in (old, new)]
-    if filters.active and any(counts_only):
+    if (filters.op or filters.node) and any(counts_only):  # counts per device are narrowed by --device alone
         name = (old, new)[counts_only.index(True)].name
         raise UsageProblem(_("{name} holds only counts per device (saved with --summary): {filters} cannot narrow "
                              "it").format(name=name, filters=filters.describe()))

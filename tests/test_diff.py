@@ -208,9 +208,21 @@ def test_a_counts_only_report_compares_counts(tmp_path: Path) -> None:
         {"old": 3, "new": 0}
 
 
-def test_filters_cannot_narrow_a_counts_only_report(tmp_path: Path) -> None:
-    result = diff("--device", "GPU", str(GUIDE_TF0), counts_report(tmp_path, GUIDE_TF1), expect=2)
-    assert "holds only counts per device" in result.stderr and "--device GPU" in result.stderr
+def test_only_device_filters_narrow_a_counts_only_report(tmp_path: Path) -> None:
+    """Counts per device are narrowed by --device (the counts on it), never by --op or --node. A report saved
+    narrowed by --device CPU:1 and then with --summary was exit 2 against its own run's log, "--device CPU:1
+    cannot narrow it", a filter the user never gave: its counts are compared with the log's on CPU:1."""
+    counts = counts_report(tmp_path, GUIDE_TF1)
+    assert diff_json("--device", "GPU", str(GUIDE_TF0), counts, expect=0)["summary"]["new"]["counts_only"] is True
+    assert diff_json("--device", "GPU", str(PLAIN_TF2), counts, expect=1)["by_device"] == {GPU0: {"old": 0, "new": 3}}
+    result = diff("--op", "MatMul", str(GUIDE_TF0), counts, expect=2)
+    assert "holds only counts per device" in result.stderr and "--op MatMul" in result.stderr
+    cpu1 = CPU.replace("CPU:0", "CPU:1")
+    log = write(tmp_path, "run.log", glog("a", "Const", cpu1) + glog("b", "MatMul", cpu1) + glog("c", "Const", CPU))
+    narrowed = write(tmp_path, "cpu1.json", runner.invoke(app, ["parse", "--json", "--device", "CPU:1", log]).stdout)
+    summed = write(tmp_path, "sum.json", runner.invoke(app, ["parse", "--summary", "--json", narrowed]).stdout)
+    same = diff_json(summed, log, expect=0)
+    assert same["by_device"] == {cpu1: {"old": 2, "new": 2}} and same["summary"]["old"]["counts_only"] is True
 
 
 @pytest.mark.parametrize("log", sorted(LOGS.rglob("*.log")), ids=lambda p: f"{p.parent.name}/{p.name}")
