@@ -573,6 +573,20 @@ def test_a_report_saved_narrowed_by_filters_is_compared_with_the_other_side_narr
     assert "top.json was saved with --top 2: it holds only its first 2 placements (of 4)" in top.stderr
 
 
+@pytest.mark.parametrize("saved", [{"node": "(a"}, {"node": "(a)\\1"}, {"node": "--all"}, {"node": ""},
+                                   {"device": "!!"}, {"device": "  "}, {"op": "a b"}])
+def test_a_report_saved_narrowed_by_a_filter_that_is_none_is_an_input_error(tmp_path: Path, saved: dict) -> None:
+    """A report whose ``filters`` hold what no command line takes (hand-edited: a regex that does not compile,
+    one with a backreference, an option) was an internal error (exit 3) when diff narrowed the other side
+    alike, or "nothing to compare" / "saved narrowed by -": exit 2 naming the report and the filter."""
+    report = json.loads(runner.invoke(app, ["parse", "--json", str(PLAIN_TF2)]).stdout)
+    path = write(tmp_path, "edited.json", json.dumps({**report, "filters": saved}))
+    for args in ((path, str(PLAIN_TF2)), (str(PLAIN_TF2), path)):
+        result = diff(*args, expect=2)
+        assert "edited.json: saved narrowed by a filter that is none" in result.stderr, result.stderr
+        assert "internal error" not in result.stderr
+
+
 def test_a_narrowed_report_narrowed_again_by_a_wider_value_is_refused_not_mislabelled(tmp_path: Path) -> None:
     """A report saved with ``--device CPU:1``, re-saved by ``parse --json --device CPU``, said it held every CPU
     placement ("filters": {"device": "CPU"}) while it held CPU:1's only: diffed against the run's own log it
