@@ -254,6 +254,7 @@ def apply(report: Report, filters: Filters, *, hide_plumbing: bool = True) -> Fi
     total = report.placement_count if report.counted is not None else len(report.placements)
     if not filters.active:
         return Filtered(report, filters, total)
+    report = _sessions_numbered(report)
     placements: list[Placement] = list(report.placements)
     if filters.device:
         matches = device_matcher(filters.device)
@@ -270,6 +271,26 @@ def apply(report: Report, filters: Filters, *, hide_plumbing: bool = True) -> Fi
             placements = [p for p in placements if not is_plumbing(p)]
         placements = placements[: filters.top]
     return Filtered(replace(report, placements=tuple(placements), counted=None), filters, total)
+
+
+def _sessions_numbered(report: Report) -> Report:
+    """The report with each Session's node placed again on its task named by its order (graph ``#2``, as
+    diff names it), before filters leave out the placements that order was counted over; as it was where
+    that order means nothing (a run that executed eager ops: see records.number_repeats) or is lost
+    already (narrowed before)."""
+    if report.sessions_numbered or report.saved_filters or report.counted is not None \
+            or any(p.kind == "eager" for p in report.placements):
+        return report
+    seen: dict[tuple[Any, ...], int] = {}
+    numbered = []
+    for p in report.placements:
+        if p.node is not None and not p.graph:
+            place = (p.node, p.spec.job or "localhost", p.spec.replica or 0, p.spec.task or 0)
+            n = seen[place] = seen.get(place, 0) + 1
+            if n > 1:
+                p = replace(p, graph=f"#{n}")
+        numbered.append(p)
+    return replace(report, placements=tuple(numbered), sessions_numbered=True)
 
 
 def filtered(report: Report, device: str | None, op: str | None, node: str | None, top: int | None) -> Report:

@@ -618,3 +618,35 @@ def test_a_narrowed_report_narrowed_again_by_a_wider_value_is_refused_not_mislab
     assert "cpu1.json was saved narrowed by --device CPU:1: --device CPU would compare what it left out" in clash.stderr
     assert "--op MatMul: --op Const would" in diff(log, matmul, "--op", "Const", expect=2).stderr
     assert diff_json(on_cpu1, log, "--device", "CPU:1", expect=0)["summary"]["unchanged"] == 2
+
+
+def test_a_report_narrowed_from_a_sessions_run_keeps_each_sessions_order(tmp_path: Path) -> None:
+    """Two Sessions of one model, MatMul on CPU:0 then CPU:1; the other run swaps them. ``diff`` of the logs
+    with --device CPU:1 says two moves, but the first run's report saved with ``--device CPU:1`` holds only the
+    second Session's MatMul, which read alone is the first to place that name: against the swapped run's log
+    it said "Same placements" (exit 0). A report narrowed from a run that executed no eager op now names such
+    a node by its order in the whole run (graph "#2", ``summary.sessions_numbered``), kept when narrowed again."""
+    cpu1 = CPU.replace("CPU:0", "CPU:1")
+
+    def sessions(*devices: str) -> str:
+        return "".join(glog("MatMul", "MatMul", d) + glog("out", "AddV2", CPU) for d in devices)
+
+    first = write(tmp_path, "first.log", sessions(CPU, cpu1))
+    swapped = write(tmp_path, "swapped.log", sessions(cpu1, CPU))
+    assert diff_json(first, swapped, "--device", "CPU:1", expect=1)["summary"]["moved"] == 2
+    saved = runner.invoke(app, ["parse", "--json", "--device", "CPU:1", first])
+    data = json.loads(saved.stdout)
+    assert [(p["node"], p.get("graph")) for p in data["placements"]] == [("MatMul", "#2")]
+    assert data["summary"]["sessions_numbered"] is True
+    narrowed = write(tmp_path, "cpu1.json", saved.stdout)
+    moved = diff_json(narrowed, swapped, expect=1)
+    assert [(m["node"], m["graph"], m["from"], m["to"]) for m in moved["moved"]] == [("MatMul", "#2", cpu1, CPU)]
+    assert [(r["node"], r["graph"], r["device"]) for r in moved["added"]] == [("MatMul", None, cpu1)]
+    assert diff_json(narrowed, first, expect=0)["summary"]["unchanged"] == 1
+    again = write(tmp_path, "again.json", runner.invoke(app, ["parse", "--json", "--op", "MatMul", narrowed]).stdout)
+    assert json.loads(Path(again).read_text())["placements"][0]["graph"] == "#2"
+    assert diff(again, swapped, expect=1).exit_code == 1
+    # a run that executed eager ops keeps its multiset (its nodes of no function may be eager ops' wrappers)
+    mixed = write(tmp_path, "mixed.log", sessions(CPU, cpu1) + eager("MatMul", CPU))
+    plain = json.loads(runner.invoke(app, ["parse", "--json", "--device", "CPU:1", mixed]).stdout)
+    assert "sessions_numbered" not in plain["summary"] and "graph" not in plain["placements"][0]

@@ -323,6 +323,7 @@ def report_from_dict(data: Any, name: str = "<report>") -> Report:
             compiled=None if data.get("xla_compiled") is None else tuple(map(_compiled, data["xla_compiled"])),
             saved_filters=_filters(data.get("filters")),
             unfiltered=_optional_int(summary.get("unfiltered_placements")),
+            sessions_numbered=summary.get("sessions_numbered") is True,
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InputError(_("{name}: a saved report with a field that is not as placement writes it ({why})").format(
