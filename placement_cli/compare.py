@@ -96,7 +96,8 @@ def _report_records(side: Tallied) -> _Records:
                             [p.op for p in side.report.placements if p.kind == "eager"])
     key = _graph_key(traces)
     keys: dict[str, bytes] = {}
-    repeats = None if any(p.kind == "eager" for p in side.report.placements) else Repeats()
+    repeats = None if side.report.sessions_numbered or any(p.kind == "eager" for p in side.report.placements) \
+        else Repeats()  # a report narrowed after its Sessions' nodes were numbered holds their numbers
     for p in side.report.placements:
         status = None if p.status == LOGGED else str(p.status)
         if p.node is None or p.kind == "eager":
@@ -496,9 +497,10 @@ def _compare(old: Tallied, new: Tallied, filters: Filters) -> PlacementDiff:
     for tallied in (old, new):
         records = _report_records(tallied) if tallied.saved else _log_records(tallied)
         sides.append(_filtered(records, filters))
-    sides[0].lines, sides[1].lines = paired_repeats(sides[0].lines, sides[1].lines)
+    vouched = any(t.report.sessions_numbered for t in (old, new))  # its numbers are the whole run's
+    sides[0].lines, sides[1].lines = paired_repeats(sides[0].lines, sides[1].lines, keep=vouched)
     counts_only = [t.saved and not t.report.placements and t.report.placement_count > 0 for t in (old, new)]
-    if filters.active and any(counts_only):
+    if (filters.op or filters.node) and any(counts_only):  # counts per device are narrowed by --device alone
         name = (old, new)[counts_only.index(True)].name
         raise UsageProblem(_("{name} holds only counts per device (saved with --summary): {filters} cannot narrow "
                              "it").format(name=name, filters=filters.describe()))

@@ -75,7 +75,8 @@ class Filtered:
 
     @property
     def nothing_matched(self) -> bool:
-        return self.filters.active and self.total > 0 and not self.report.placements
+        # a report of counts only (a saved narrowed report shown with --summary) matched what it counts
+        return self.filters.active and self.total > 0 and not self.report.placements and not self.report.placement_count
 
 
 OPTION_LIKE = re.compile(r"--?[A-Za-z]")  # a value that is an option the user meant as one
@@ -179,6 +180,36 @@ def device_matcher(value: str) -> Callable[[DeviceSpec], bool]:
     return lambda got: got.short.upper() == upper
 
 
+def narrows(kind: str, given: str, saved: str) -> bool:
+    """Whether the filter ``--KIND given`` keeps no placement that ``--KIND saved`` leaves out (a report saved
+    narrowed by ``saved`` narrowed again by ``given`` then holds what ``given`` alone says). Devices by what
+    they name (``CPU:1`` within ``CPU``, ``ps/0 CPU:0`` within ``/job:ps``); ops and regexes only when equal."""
+    if " ".join(given.split()).upper() == " ".join(saved.split()).upper():
+        return True
+    if kind != "device":
+        return False
+    mine, theirs = _spec_of(given), _spec_of(saved)
+    if mine is None or theirs is None:
+        return False
+    fields = ("job", "replica", "task", "device_type", "device_index")
+    for field in fields:
+        want = getattr(theirs, field)
+        if want is None:
+            continue
+        got = getattr(mine, field)
+        if got is None or str(got).upper() != str(want).upper():
+            return False
+    return True
+
+
+def _spec_of(value: str) -> DeviceSpec | None:
+    """What a --device value names, as a spec whose unset fields match anything; None where unknown."""
+    want = " ".join(value.split())
+    if _BARE_TYPE.fullmatch(want):
+        return DeviceSpec(device_type=want)
+    return short_task(want) or try_parse(want) or _short_device(want)
+
+
 def short_task(value: str) -> DeviceSpec | None:
     """A task as the tables name it (``ps/0``, ``ps/0 CPU:0``) as a device spec; None for anything else."""
     found = _SHORT_TASK.fullmatch(" ".join(value.split()))
@@ -223,6 +254,7 @@ def apply(report: Report, filters: Filters, *, hide_plumbing: bool = True) -> Fi
     total = report.placement_count if report.counted is not None else len(report.placements)
     if not filters.active:
         return Filtered(report, filters, total)
+    report = _sessions_numbered(report)
     placements: list[Placement] = list(report.placements)
     if filters.device:
         matches = device_matcher(filters.device)
@@ -239,6 +271,26 @@ def apply(report: Report, filters: Filters, *, hide_plumbing: bool = True) -> Fi
             placements = [p for p in placements if not is_plumbing(p)]
         placements = placements[: filters.top]
     return Filtered(replace(report, placements=tuple(placements), counted=None), filters, total)
+
+
+def _sessions_numbered(report: Report) -> Report:
+    """The report with each Session's node placed again on its task named by its order (graph ``#2``, as
+    diff names it), before filters leave out the placements that order was counted over; as it was where
+    that order means nothing (a run that executed eager ops: see records.number_repeats) or is lost
+    already (narrowed before)."""
+    if report.sessions_numbered or report.saved_filters or report.counted is not None \
+            or any(p.kind == "eager" for p in report.placements):
+        return report
+    seen: dict[tuple[Any, ...], int] = {}
+    numbered = []
+    for p in report.placements:
+        if p.node is not None and not p.graph:
+            place = (p.node, p.spec.job or "localhost", p.spec.replica or 0, p.spec.task or 0)
+            n = seen[place] = seen.get(place, 0) + 1
+            if n > 1:
+                p = replace(p, graph=f"#{n}")
+        numbered.append(p)
+    return replace(report, placements=tuple(numbered), sessions_numbered=True)
 
 
 def filtered(report: Report, device: str | None, op: str | None, node: str | None, top: int | None) -> Report:

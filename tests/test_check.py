@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -206,7 +207,7 @@ def test_every_rule_at_once_in_text() -> None:
 def test_a_pass_prints_only_the_summary() -> None:
     code, out, _err = check(TF1, "--max-on", "GPU=0")
     assert code == 0
-    assert out == ("4 placements: 1 on ps/0 CPU:0, 1 on worker/1 CPU:0, 1 on XLA_GPU:0, 1 on worker/0 CPU:0; "
+    assert out == ("4 placements: 1 on XLA_GPU:0, 1 on ps/0 CPU:0, 1 on worker/0 CPU:0, 1 on worker/1 CPU:0; "
                    "1 rule, 0 failed\n")
 
 
@@ -779,3 +780,22 @@ def test_a_report_saved_narrowed_by_filters_is_exit_2_saying_why(tmp_path: Path,
     again.write_text(runner.invoke(app, ["parse", "--json", str(saved)]).stdout)
     code, _out, err = check(again, "--max-on", "CPU:2=0")
     assert code == 2 and f"was saved narrowed by {' '.join(narrowed)}" in err and "of 4 placements" in err
+
+
+def test_the_summary_orders_devices_of_equal_counts_by_name_whatever_the_order_of_the_input(tmp_path: Path) -> None:
+    """A log and its own saved report said "2 on CPU:1, 2 on CPU:2" and "2 on CPU:2, 2 on CPU:1": devices of
+    equal distinct counts came in the order of a set of strings, which changes from process to process
+    (PYTHONHASHSEED). They are now in name order, the same line every run."""
+    cpu = "/job:localhost/replica:0/task:0/device:CPU:"
+    rows = [("a", "Const", 2), ("b", "MatMul", 2), ("c", "Const", 1), ("d", "MatMul", 1), ("h", "Const", 3),
+            ("i", "MatMul", 3), ("e", "AddV2", 0), ("e", "AddV2", 0), ("f", "AddV2", 0), ("g", "AddV2", 0)]
+    log = tmp_path / "run.log"
+    log.write_text("".join(f"{n}: ({op}): {cpu}{d}\n" for n, op, d in rows))
+    lines = set()
+    for seed in range(6):
+        done = subprocess.run([sys.executable, "-m", "placement_cli", "check", str(log), "--max-on", "CPU=99"],
+                              capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": str(seed)},
+                              timeout=patience(60))
+        assert done.returncode == 0, done.stderr
+        lines.add(done.stdout.strip().splitlines()[-1])
+    assert len(lines) == 1 and "3 on CPU:0, 2 on CPU:1, 2 on CPU:2, 2 on CPU:3" in lines.pop()

@@ -208,9 +208,21 @@ def test_a_counts_only_report_compares_counts(tmp_path: Path) -> None:
         {"old": 3, "new": 0}
 
 
-def test_filters_cannot_narrow_a_counts_only_report(tmp_path: Path) -> None:
-    result = diff("--device", "GPU", str(GUIDE_TF0), counts_report(tmp_path, GUIDE_TF1), expect=2)
-    assert "holds only counts per device" in result.stderr and "--device GPU" in result.stderr
+def test_only_device_filters_narrow_a_counts_only_report(tmp_path: Path) -> None:
+    """Counts per device are narrowed by --device (the counts on it), never by --op or --node. A report saved
+    narrowed by --device CPU:1 and then with --summary was exit 2 against its own run's log, "--device CPU:1
+    cannot narrow it", a filter the user never gave: its counts are compared with the log's on CPU:1."""
+    counts = counts_report(tmp_path, GUIDE_TF1)
+    assert diff_json("--device", "GPU", str(GUIDE_TF0), counts, expect=0)["summary"]["new"]["counts_only"] is True
+    assert diff_json("--device", "GPU", str(PLAIN_TF2), counts, expect=1)["by_device"] == {GPU0: {"old": 0, "new": 3}}
+    result = diff("--op", "MatMul", str(GUIDE_TF0), counts, expect=2)
+    assert "holds only counts per device" in result.stderr and "--op MatMul" in result.stderr
+    cpu1 = CPU.replace("CPU:0", "CPU:1")
+    log = write(tmp_path, "run.log", glog("a", "Const", cpu1) + glog("b", "MatMul", cpu1) + glog("c", "Const", CPU))
+    narrowed = write(tmp_path, "cpu1.json", runner.invoke(app, ["parse", "--json", "--device", "CPU:1", log]).stdout)
+    summed = write(tmp_path, "sum.json", runner.invoke(app, ["parse", "--summary", "--json", narrowed]).stdout)
+    same = diff_json(summed, log, expect=0)
+    assert same["by_device"] == {cpu1: {"old": 2, "new": 2}} and same["summary"]["old"]["counts_only"] is True
 
 
 @pytest.mark.parametrize("log", sorted(LOGS.rglob("*.log")), ids=lambda p: f"{p.parent.name}/{p.name}")
@@ -559,3 +571,82 @@ def test_a_report_saved_narrowed_by_filters_is_compared_with_the_other_side_narr
     assert "narrowed by different filters" in clash.stderr
     top = diff(saved("top.json", "--top", "2"), log, expect=1)
     assert "top.json was saved with --top 2: it holds only its first 2 placements (of 4)" in top.stderr
+
+
+@pytest.mark.parametrize("saved", [{"node": "(a"}, {"node": "(a)\\1"}, {"node": "--all"}, {"node": ""},
+                                   {"device": "!!"}, {"device": "  "}, {"op": "a b"}])
+def test_a_report_saved_narrowed_by_a_filter_that_is_none_is_an_input_error(tmp_path: Path, saved: dict) -> None:
+    """A report whose ``filters`` hold what no command line takes (hand-edited: a regex that does not compile,
+    one with a backreference, an option) was an internal error (exit 3) when diff narrowed the other side
+    alike, or "nothing to compare" / "saved narrowed by -": exit 2 naming the report and the filter."""
+    report = json.loads(runner.invoke(app, ["parse", "--json", str(PLAIN_TF2)]).stdout)
+    path = write(tmp_path, "edited.json", json.dumps({**report, "filters": saved}))
+    for args in ((path, str(PLAIN_TF2)), (str(PLAIN_TF2), path)):
+        result = diff(*args, expect=2)
+        assert "edited.json: saved narrowed by a filter that is none" in result.stderr, result.stderr
+        assert "internal error" not in result.stderr
+
+
+def test_a_narrowed_report_narrowed_again_by_a_wider_value_is_refused_not_mislabelled(tmp_path: Path) -> None:
+    """A report saved with ``--device CPU:1``, re-saved by ``parse --json --device CPU``, said it held every CPU
+    placement ("filters": {"device": "CPU"}) while it held CPU:1's only: diffed against the run's own log it
+    said "2 only in NEW" (exit 1), and ``diff CPU1.json LOG --device CPU`` alike, since the command line's
+    --device replaced the saved one on the other side. A value of the same filter that is not within the
+    saved one is exit 2 now; one within it (``CPU:1`` again, its full name, ``cpu:1``) still narrows, and
+    --top given again keeps the smaller N (the report holds no more)."""
+    cpu1, cpu2 = CPU.replace("CPU:0", "CPU:1"), CPU.replace("CPU:0", "CPU:2")
+    run = glog("a", "Const", cpu1) + glog("b", "MatMul", cpu1) + glog("c", "Const", cpu2) + glog("d", "AddV2", cpu2)
+    log = write(tmp_path, "run.log", run)
+
+    def parse(source: str, *filters: str, expect: int = 0) -> Any:
+        result = runner.invoke(app, ["parse", "--json", *filters, source])
+        assert result.exit_code == expect, (result.stdout, result.stderr)
+        return result
+
+    on_cpu1 = write(tmp_path, "cpu1.json", parse(log, "--device", "CPU:1").stdout)
+    wider = parse(on_cpu1, "--device", "CPU", expect=2)
+    assert "cpu1.json was saved narrowed by --device CPU:1: --device CPU cannot narrow it again" in wider.stderr
+    assert parse(on_cpu1, "--op", "Const", "--node", "b", expect=0).stdout  # other kinds still narrow it
+    for within in ("CPU:1", "cpu:1", cpu1):
+        assert json.loads(parse(on_cpu1, "--device", within).stdout)["filters"]["device"] == within
+    matmul = write(tmp_path, "matmul.json", parse(log, "--op", "MatMul").stdout)
+    assert "--op MatMul: --op Const cannot" in parse(matmul, "--op", "Const", expect=2).stderr
+    top = write(tmp_path, "top.json", parse(log, "--top", "2").stdout)
+    again = json.loads(parse(top, "--top", "3").stdout)
+    assert again["filters"]["top"] == 2 and len(again["placements"]) == 2
+    clash = diff(on_cpu1, log, "--device", "CPU", expect=2)
+    assert "cpu1.json was saved narrowed by --device CPU:1: --device CPU would compare what it left out" in clash.stderr
+    assert "--op MatMul: --op Const would" in diff(log, matmul, "--op", "Const", expect=2).stderr
+    assert diff_json(on_cpu1, log, "--device", "CPU:1", expect=0)["summary"]["unchanged"] == 2
+
+
+def test_a_report_narrowed_from_a_sessions_run_keeps_each_sessions_order(tmp_path: Path) -> None:
+    """Two Sessions of one model, MatMul on CPU:0 then CPU:1; the other run swaps them. ``diff`` of the logs
+    with --device CPU:1 says two moves, but the first run's report saved with ``--device CPU:1`` holds only the
+    second Session's MatMul, which read alone is the first to place that name: against the swapped run's log
+    it said "Same placements" (exit 0). A report narrowed from a run that executed no eager op now names such
+    a node by its order in the whole run (graph "#2", ``summary.sessions_numbered``), kept when narrowed again."""
+    cpu1 = CPU.replace("CPU:0", "CPU:1")
+
+    def sessions(*devices: str) -> str:
+        return "".join(glog("MatMul", "MatMul", d) + glog("out", "AddV2", CPU) for d in devices)
+
+    first = write(tmp_path, "first.log", sessions(CPU, cpu1))
+    swapped = write(tmp_path, "swapped.log", sessions(cpu1, CPU))
+    assert diff_json(first, swapped, "--device", "CPU:1", expect=1)["summary"]["moved"] == 2
+    saved = runner.invoke(app, ["parse", "--json", "--device", "CPU:1", first])
+    data = json.loads(saved.stdout)
+    assert [(p["node"], p.get("graph")) for p in data["placements"]] == [("MatMul", "#2")]
+    assert data["summary"]["sessions_numbered"] is True
+    narrowed = write(tmp_path, "cpu1.json", saved.stdout)
+    moved = diff_json(narrowed, swapped, expect=1)
+    assert [(m["node"], m["graph"], m["from"], m["to"]) for m in moved["moved"]] == [("MatMul", "#2", cpu1, CPU)]
+    assert [(r["node"], r["graph"], r["device"]) for r in moved["added"]] == [("MatMul", None, cpu1)]
+    assert diff_json(narrowed, first, expect=0)["summary"]["unchanged"] == 1
+    again = write(tmp_path, "again.json", runner.invoke(app, ["parse", "--json", "--op", "MatMul", narrowed]).stdout)
+    assert json.loads(Path(again).read_text())["placements"][0]["graph"] == "#2"
+    assert diff(again, swapped, expect=1).exit_code == 1
+    # a run that executed eager ops keeps its multiset (its nodes of no function may be eager ops' wrappers)
+    mixed = write(tmp_path, "mixed.log", sessions(CPU, cpu1) + eager("MatMul", CPU))
+    plain = json.loads(runner.invoke(app, ["parse", "--json", "--device", "CPU:1", mixed]).stdout)
+    assert "sessions_numbered" not in plain["summary"] and "graph" not in plain["placements"][0]

@@ -220,3 +220,70 @@ def test_a_functions_name_across_the_scans_block_boundary_is_found(tmp_path: Pat
     plain = tmp_path / "plain.log"
     plain.write_bytes(b"x" * ((1 << 20) - 4) + b"infer\n" + b"MatMul: (MatMul): /job:localhost/replica:0/task:0/device:CPU:0\n")
     assert not holds_functions(str(plain))
+
+
+def test_text_that_starts_like_json_is_a_log_where_it_holds_placements_and_refused_where_not(tmp_path: Path) -> None:
+    """parse, diff and check read one input alike. A log whose program printed its config first (``{'lr': 0.1}``,
+    a JSON line) was refused by diff and check ("not valid JSON", exit 2) while parse read its placements; a
+    truncated saved report, or a JSON-lines log (its messages escaped in JSON strings), was "no placements
+    found" with exit 0 for parse while diff and check said why it was unreadable. Now each is a log where it
+    holds placements, and exit 2 with the JSON's reason where it holds none, in all three, from files and
+    standard input, compressed too."""
+    from typer.testing import CliRunner  # noqa: PLC0415
+
+    from placement_cli.cli import app  # noqa: PLC0415
+
+    runner = CliRunner()
+    log = (LOGS / "tf2.21" / "guide_matmul_plain.log").read_text()
+    saved = runner.invoke(app, ["parse", "--json", str(LOGS / "tf2.21" / "guide_matmul_plain.log")]).stdout
+    logs = {"config.log": "{'lr': 0.1, 'epochs': 3}\n" + log, "jsonline.log": '{"lr": 0.1}\n' + log,
+            "array.log": '[{"step": 1}]\n' + log}
+    bad = {"truncated.json": (saved[: len(saved) // 2], "not valid JSON"),
+           "lines.log": ("".join(json.dumps({"message": line}) + "\n" for line in log.splitlines()), "JSON lines")}
+    for name, text in {**logs, **{k: v[0] for k, v in bad.items()}}.items():
+        (tmp_path / name).write_text(text)
+        (tmp_path / (name + ".gz")).write_bytes(gzip.compress(text.encode()))
+    plain = str(LOGS / "tf2.21" / "guide_matmul_plain.log")
+
+    def commands(path: str) -> list[list[str]]:
+        return [["parse", "--summary", path], ["parse", path], ["diff", path, plain], ["check", path, "--max-on", "CPU=9"]]
+
+    for name in logs:
+        for source, stdin in ((str(tmp_path / name), None), (str(tmp_path / (name + ".gz")), None),
+                              ("-", (tmp_path / name).read_bytes())):
+            for args in commands(source):
+                result = runner.invoke(app, args, input=stdin)
+                assert result.exit_code == 0, (name, args, result.stdout, result.stderr)
+                assert "not valid JSON" not in result.stderr and "JSON lines" not in result.stderr
+    for name, (_text, words) in bad.items():
+        for source, stdin in ((str(tmp_path / name), None), (str(tmp_path / (name + ".gz")), None),
+                              ("-", (tmp_path / name).read_bytes())):
+            for args in commands(source):
+                result = runner.invoke(app, args, input=stdin)
+                assert result.exit_code == 2 and words in result.stderr, (name, args, result.stdout, result.stderr)
+                assert "no placements found" not in result.stderr
+
+
+def test_a_narrowed_report_shown_as_counts_says_no_false_nothing_matched(tmp_path: Path) -> None:
+    """``parse --summary`` of a report saved with ``--device CPU:1`` (and its ``--summary --json``) showed the 2
+    placements it counts, yet said "no placements match --device CPU:1 (of 4)" on standard error."""
+    from typer.testing import CliRunner  # noqa: PLC0415
+
+    from placement_cli.cli import app  # noqa: PLC0415
+
+    runner = CliRunner()
+    cpu = "/job:localhost/replica:0/task:0/device:CPU:"
+    log = tmp_path / "run.log"
+    log.write_text("".join(f"{n}: ({op}): {cpu}{d}\n" for n, op, d in
+                           (("a", "Const", 1), ("b", "MatMul", 1), ("c", "Const", 0), ("d", "AddV2", 0))))
+    narrowed = tmp_path / "cpu1.json"
+    narrowed.write_text(runner.invoke(app, ["parse", "--json", "--device", "CPU:1", str(log)]).stdout)
+    for args in (["--summary"], ["--summary", "--json"]):
+        result = runner.invoke(app, ["parse", *args, str(narrowed)])
+        assert result.exit_code == 0 and "no placements match" not in result.stderr, result.stderr
+    counts = json.loads(runner.invoke(app, ["parse", "--summary", "--json", str(narrowed)]).stdout)
+    assert counts["summary"]["by_device"] == {f"{cpu}1": 2} and counts["filters"]["device"] == "CPU:1"
+    shown = runner.invoke(app, ["parse", "--summary", str(narrowed)])
+    assert "2 of 4 placements match --device CPU:1" in shown.stdout
+    nothing = runner.invoke(app, ["parse", "--summary", "--device", "GPU", str(log)])
+    assert "no placements match --device GPU (of 4)" in nothing.stderr  # a filter that matched nothing still says so

@@ -83,15 +83,25 @@ def _narrowed(sides: Any, filters: Any) -> tuple[Any, tuple[str, ...]]:
 
     saved = [dict(side.report.saved_filters) for side in sides]
     adopted: dict[str, str] = {}
+    from placement_cli.filters import narrows  # noqa: PLC0415
+
     for kind in ("device", "op", "node"):
         values = {d[kind] for d in saved if kind in d}
-        if getattr(filters, kind) is not None or not values:
+        given = getattr(filters, kind)
+        for side, said in zip(sides, saved):  # the other side narrowed by the command line's value alone
+            if given is not None and kind in said and not narrows(kind, given, said[kind]):
+                raise UsageProblem(_("{name} was saved narrowed by --{kind} {saved}: --{kind} {given} would compare "
+                                     "what it left out (give --{kind} {saved}, a narrower one, or a report saved "
+                                     "without --{kind})").format(name=side.name, kind=kind, saved=said[kind],
+                                                                given=given))
+        if given is not None or not values:
             continue
         if len(values) > 1:
             raise UsageProblem(_("{old} and {new} were saved narrowed by different filters ({a}; {b}): they hold "
                                  "nothing alike to compare").format(
                 old=sides[0].name, new=sides[1].name, a=_described(saved[0]), b=_described(saved[1])))
-        adopted[kind] = values.pop()
+        adopted[kind] = value = values.pop()
+        _check_saved(kind, value, next(side.name for side, said in zip(sides, saved) if kind in said))
     lines = []
     for side, other, said in ((sides[0], sides[1], saved[0]), (sides[1], sides[0], saved[1])):
         total = side.report.unfiltered if side.report.unfiltered is not None else side.report.placement_count
@@ -111,3 +121,16 @@ def _described(saved: dict[str, Any]) -> str:
     from placement_cli.filters import Filters  # noqa: PLC0415
 
     return Filters(saved.get("device"), saved.get("op"), saved.get("node")).describe() or "-"
+
+
+def _check_saved(kind: str, value: str, name: str) -> None:
+    """InputError where the filter a report says it was saved narrowed by is none the command line takes (a
+    hand-edited report's ``"node": "(a"``): the other side cannot be narrowed alike."""
+    from placement_cli.exceptions import FilterError, InputError  # noqa: PLC0415
+    from placement_cli.filters import check_device, check_op, compile_node  # noqa: PLC0415
+
+    try:
+        {"device": check_device, "op": check_op, "node": compile_node}[kind](value)
+    except FilterError as exc:
+        raise InputError(_("{name}: saved narrowed by a filter that is none ({why}): the other side cannot be "
+                           "narrowed alike").format(name=name, why=exc)) from None

@@ -40,9 +40,11 @@ def parse(
 
     drawn = pictures("placement parse", as_json=as_json, force=force, svg=svg, protect=tuple(files))
     filters = Filters(device, op, node, top)
-    saved, stdin = saved_among(files)  # a report saved with --json is shown as it was saved, statuses too
+    saved, stdin, refused = saved_among(files)  # a report saved with --json is shown as it was saved, statuses too
     if saved is None:
         report = parse_paths(files, keep=not summary or filters.active, note=say, stdin=stdin)
+        if refused is not None and not (report.placement_count or report.errors or report.ignored):
+            raise refused  # text that starts like JSON, is none (a truncated report, JSON lines) and holds no log
     elif saved.counted is not None and filters.active:
         name = "standard input" if files[0] == "-" else files[0]
         raise UsageProblem(_("{name} holds only counts per device (saved with --summary): {filters} cannot narrow "
@@ -51,10 +53,15 @@ def parse(
         report = replace(saved, placements=(), counted=tuple(saved.by_device.items()))
     else:
         report = saved
+    if saved is not None and saved.saved_filters:
+        _check_renarrowed(files[0], dict(saved.saved_filters), filters)
     narrowed = apply(report, filters, hide_plumbing=False)
     if saved is not None and saved.saved_filters:  # what it was saved narrowed by stays said in what it shows
+        said = dict(saved.saved_filters)
         given = {kind: value for kind, value in filters.to_dict().items() if value is not None}
-        narrowed = replace(narrowed, filters=Filters(**{**dict(saved.saved_filters), **given}),
+        if "top" in given and "top" in said:  # the first N of its first M placements: the first min(N, M)
+            given["top"] = min(given["top"], said["top"])
+        narrowed = replace(narrowed, filters=Filters(**{**said, **given}),
                            total=saved.unfiltered if saved.unfiltered is not None else narrowed.total)
     notices = ()
     if not narrowed.total:
@@ -66,3 +73,17 @@ def parse(
     return Outcome(output=shown.report_output(narrowed.report, as_json=as_json, run=run, summary=summary,
                                               all_rows=all_rows, filtered=narrowed),
                    pictures=drawn, notices=notices)
+
+
+def _check_renarrowed(path: str, said: dict[str, object], filters: object) -> None:
+    """UsageProblem where a filter given again would make the report name one value and hold another: a
+    report saved narrowed by ``--device CPU:1`` narrowed by ``--device CPU`` holds CPU:1's placements only."""
+    from placement_cli.filters import narrows  # noqa: PLC0415
+
+    name = "standard input" if path == "-" else path
+    for kind in ("device", "op", "node"):
+        given, saved = getattr(filters, kind), said.get(kind)
+        if given is not None and saved is not None and not narrows(kind, str(given), str(saved)):
+            raise UsageProblem(_("{name} was saved narrowed by --{kind} {saved}: --{kind} {given} cannot narrow it "
+                                 "again (the report would name one and hold the other); narrow a report saved "
+                                 "without --{kind}").format(name=name, kind=kind, saved=saved, given=given))

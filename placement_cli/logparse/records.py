@@ -200,7 +200,7 @@ def number_repeats(lines: list[bytes]) -> None:
                 lines[i] = repeat_graph(n) + lines[i]
 
 
-def paired_repeats(a: list[bytes], b: list[bytes]) -> tuple[list[bytes], list[bytes]]:
+def paired_repeats(a: list[bytes], b: list[bytes], keep: bool = False) -> tuple[list[bytes], list[bytes]]:
     """Two sides' sorted records, a Session's node known by its order (``#k``, see ``number_repeats``) only
     where both sides place it as often: else (one more Session on one side, a node one side lacks) its
     records are one node's again, a multiset of devices, as they were before Sessions were told apart."""
@@ -212,6 +212,8 @@ def paired_repeats(a: list[bytes], b: list[bytes]) -> tuple[list[bytes], list[by
             found.setdefault(rest[: rest.find(b"\0")], set()).add(graph)
         return start, end, found
 
+    if keep:  # a side narrowed by filters holds some of its numbers: numbered in its whole run, they stand
+        return a, b
     sides = numbered(a), numbered(b)
     nodes = sides[0][2].keys() | sides[1][2].keys()
     loose = {node for node in nodes if sides[0][2].get(node) != sides[1][2].get(node)}

@@ -118,12 +118,15 @@ class Tallied:
         return self.records is None
 
 
-def saved_among(paths: list[str]) -> tuple[Report | None, BinaryIO | None]:
+def saved_among(paths: list[str]) -> tuple[Report | None, BinaryIO | None, InputError | None]:
     """``parse``'s inputs told apart: the Report of a lone input saved with --json (None: logs; text that
     only starts like JSON, such as JSON lines, is read as a log, as parse always read it), and standard
-    input's bytes again where they were read to tell. InputError for JSON that is no report, or for a
-    report among other inputs (a report is no log to read in one stream with others)."""
+    input's bytes again where they were read to tell, and why the first input that starts like JSON is
+    none (raised where the logs hold no placement: a truncated report, JSON lines). InputError for JSON
+    that is no report, or for a report among other inputs (a report is no log to read in one stream with
+    others)."""
     stdin: BinaryIO | None = None
+    refused: InputError | None = None
     for path in paths:
         if path == "-":
             if stdin is not None:  # a second "-" reads what the first left: nothing
@@ -147,24 +150,23 @@ def saved_among(paths: list[str]) -> tuple[Report | None, BinaryIO | None]:
         else:
             with open(path, "rb") as stream:
                 data = _json_or_none(_text_head(stream)[1], name)
-        if data is _NOT_JSON:
+        if isinstance(data, InputError):  # read as a log: where it holds no placement, this says why
+            refused = refused or data
             continue
         report = report_from_dict(data, name)
         if len(paths) > 1:
             raise InputError(_("{name}: a report saved with --json, which parse reads alone, not in one stream with "
                                "other inputs (diff compares two)").format(name=name))
-        return report, stdin
-    return None, stdin
-
-
-_NOT_JSON = object()
+        return report, stdin, None
+    return None, stdin, refused
 
 
 def _json_or_none(raw: BinaryIO, name: str) -> Any:
+    """The JSON document, or the InputError that says why the text is none."""
     try:
         return _load_json(raw, name)
-    except InputError:
-        return _NOT_JSON
+    except InputError as exc:
+        return exc
 
 
 def read_input(path: str, *, note: Callable[[str], None] | None = None) -> Report:
@@ -240,20 +242,38 @@ def _read(path: str, note: Callable[[str], None] | None, tally: bool, split: boo
         shown = "standard input" if path == "-" else path
         if not head:
             raise InputError(_("{name}: empty input (0 bytes)").format(name=shown))
+        refused: InputError | None = None  # text that starts like JSON but is none: a log, if it holds placements
         if _looks_saved(start):
-            return Tallied(shown, report_from_dict(_load_json(raw, shown), shown))
-        if tally and split and path != "-":
-            from placement_cli.logparse import parallel  # noqa: PLC0415
+            whole = raw.read() if path == "-" else b""  # standard input is read again as a log where it is no JSON
+            try:
+                data = _load_json(io.BytesIO(whole) if path == "-" else raw, shown)
+            except InputError as exc:
+                refused = exc
+                raw = io.BytesIO(whole) if path == "-" else _text_head(stack.enter_context(open(path, "rb")))[1]
+            else:
+                return Tallied(shown, report_from_dict(data, shown))
+        read = _read_log(path, name, raw, note, tally, split)
+        if refused is not None and not (read.report.placement_count or read.report.errors or read.report.ignored):
+            raise refused  # a truncated report, JSON lines: no log either
+        return read
 
-            if parallel.can_split(path):  # a big file: its halves at once, as parse --summary counts it
-                split = parallel.split_tally(path)
-                if split is not None:
-                    release(split[1].tally)
-                    return Tallied(shown, split[0], split[1].tally, split[1].eager_tally)
-        known = path == "-" or not tally or holds_functions(path)
-        report, parser = tally_streams([(name, raw)], note=note, keep=not tally, tally=tally, functions_known=known)
-        release(parser.tally)
-        return Tallied(shown, report, parser.tally, parser.eager_tally) if tally else Tallied(shown, report)
+
+def _read_log(path: str, name: str, raw: BinaryIO, note: Callable[[str], None] | None, tally: bool,
+              split: bool) -> Tallied:
+    """``raw`` (``path``'s bytes) read as a log: a big file in two halves at once where ``split``."""
+    shown = "standard input" if path == "-" else path
+    if tally and split and path != "-":
+        from placement_cli.logparse import parallel  # noqa: PLC0415
+
+        if parallel.can_split(path):  # a big file: its halves at once, as parse --summary counts it
+            halves = parallel.split_tally(path)
+            if halves is not None:
+                release(halves[1].tally)
+                return Tallied(shown, halves[0], halves[1].tally, halves[1].eager_tally)
+    known = path == "-" or not tally or holds_functions(path)
+    report, parser = tally_streams([(name, raw)], note=note, keep=not tally, tally=tally, functions_known=known)
+    release(parser.tally)
+    return Tallied(shown, report, parser.tally, parser.eager_tally) if tally else Tallied(shown, report)
 
 
 def _what(data: Any) -> str | None:
@@ -303,6 +323,7 @@ def report_from_dict(data: Any, name: str = "<report>") -> Report:
             compiled=None if data.get("xla_compiled") is None else tuple(map(_compiled, data["xla_compiled"])),
             saved_filters=_filters(data.get("filters")),
             unfiltered=_optional_int(summary.get("unfiltered_placements")),
+            sessions_numbered=summary.get("sessions_numbered") is True,
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InputError(_("{name}: a saved report with a field that is not as placement writes it ({why})").format(

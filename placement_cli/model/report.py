@@ -284,6 +284,9 @@ class Report:
     # placements it held before them
     saved_filters: tuple[tuple[str, Any], ...] = ()
     unfiltered: int | None = None
+    # narrowed by filters from a run that executed no eager op: a Session's node placed again on its task
+    # holds its order as its graph (``#2``), which the placements the filters left out no longer say
+    sessions_numbered: bool = False
 
     @property
     def by_device(self) -> dict[str, int]:

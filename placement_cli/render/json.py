@@ -23,6 +23,8 @@ def report_dict(report: Report, *, run: bool = False, filtered: Filtered | None 
     if filtered is not None and filtered.filters.active:
         data["filters"] = filtered.filters.to_dict()
         data["summary"]["unfiltered_placements"] = filtered.total
+        if filtered.report.sessions_numbered:
+            data["summary"]["sessions_numbered"] = True
     return data
 
 

@@ -308,13 +308,13 @@ def judge(report: Report, rules: Rules, *, name: str = "the input") -> CheckResu
     unique = distinct(judged)
     unknown = Counter(_unknown_kind(p) for p in judged if p.status == LOGGED) if requests else Counter()
     return CheckResult(rules=described, failures=tuple(failures), placements=len(judged),
-                       by_device=tuple(by_device.most_common()),
+                       by_device=_most_first(by_device),
                        soft_fallbacks=len(fallbacks) if requests else None,
                        plumbing_fallbacks=sum(p.status == SOFT_FALLBACK for p in report.placements if plumbing(p)),
                        plumbing=len(report.placements) - len(kept), ignored=len(kept) - len(judged),
                        errors=len(report.errors), config=rules.source,
                        unknown_requests=sum(unknown.values()), unknown_kinds=tuple(unknown.most_common()),
-                       distinct=len(unique), distinct_by_device=tuple(Counter(k[-1] for k in unique).most_common()),
+                       distinct=len(unique), distinct_by_device=_most_first(Counter(k[-1] for k in unique)),
                        repeats=repeats(judged, unique), xla_moved=len(moved))
 
 
@@ -430,3 +430,14 @@ def assert_holds(report: Report, *, name: str = "the report", **rules: Any) -> C
     if not result.passed:
         raise AssertionError(failure_text(result))
     return result
+
+
+def _most_first(counts: Counter[str]) -> tuple[tuple[str, int], ...]:
+    """Devices by count, most first, ties by task and device (worker/2 before worker/10): the same input says the same line whatever order the
+    placements came in (a log and its saved report; a set's order, which changes from run to run)."""
+    def order(item: tuple[str, int]) -> tuple[Any, ...]:
+        spec = try_parse(item[0]) or DeviceSpec()
+        return (-item[1], spec.job or "localhost", spec.replica or 0, spec.task or 0, spec.device_type or "",
+                -1 if spec.device_index is None else spec.device_index, item[0])  # worker/2 before worker/10
+
+    return tuple(sorted(counts.items(), key=order))
