@@ -4,9 +4,10 @@ name, eager ops counted per op and device; pure, no TensorFlow.
 Identity: a node is its graph and its name. The graph is the tf.function that holds it, named without
 TensorFlow's global trace counter (``__inference_step_17`` is ``step`` whatever else was traced before
 it; a function traced twice is ``step`` and ``step#2``, in trace order); a Session's graph, where a log
-names none, the second Session to place a name on a task ``#2`` (records.number_repeats). The task a node was placed on is where it went, not who it is: a node placed several times
-(the copies of one graph each worker of a between-graph cluster placed on its own task) is the multiset
-of its devices, paired device for device, then within a task, then in order."""
+names none, the second Session to place a name on a task ``#2`` (records.number_repeats). The task a
+node was placed on is where it went, not who it is: a node placed several times (the copies of one graph
+each worker of a between-graph cluster placed on its own task) is the multiset of its devices, paired
+device for device, then within a task, then in order."""
 
 from __future__ import annotations
 
@@ -113,7 +114,7 @@ def _report_records(side: Tallied) -> _Records:
         if graph is None:
             graph = keys[p.graph or ""] = key(p.graph.encode("utf-8", "surrogatepass")) if p.graph else b""
         if not p.graph and repeats:  # a Session's node placed again on its task: ``#k`` (records.number_repeats)
-            graph = repeats.graph(p.node, p.canonical.encode("utf-8", "surrogatepass"))
+            graph = repeats.graph(p.node, p.canonical)
         lines.append(graph + b"\0" + _node_bytes(p.node) + b"\0" + code)
     lines.sort()
     return _Records(lines, rests.__getitem__, eager, lambda r: r, traces,  # type: ignore[arg-type,return-value]
@@ -176,7 +177,7 @@ def _decoded(records: dict[Hashable, int], fields: Callable[[Hashable], Fields],
         place = places.get(device)
         if place is None:
             spec = devices.spec(device)
-            place = places[device] = (spec.job or "localhost", spec.replica or 0, spec.task or 0), spec.canonical
+            place = places[device] = spec.task_key, spec.canonical
         if eager:
             key = "\0" + (function_key(onednn_base(op or "") or op, traces) or "")
         else:  # "graph\0name": one string, which sorts fast (a million of them)
@@ -526,7 +527,7 @@ def _compare(old: Tallied, new: Tallied, filters: Filters) -> PlacementDiff:
         by_device = [counted(t) for t in (old, new)]
     if on is not None:
         by_device = [Counter({d: n for d, n in counts.items() if on(d)}) for counts in by_device]
-    task_of = _task_of(devices)
+    task_of = devices.task
     walk = _Walk(*sides, devices, on, task_of)
     # a report saved before placement recorded graphs is matched with a side that names graphs by names
     # alone: it ran tf.functions (its eager ops call them) yet names no node's graph. A log, or a report
@@ -567,14 +568,6 @@ def _compare(old: Tallied, new: Tallied, filters: Filters) -> PlacementDiff:
     )
 
 
-def _task_of(devices: DeviceNames) -> Callable[[str], tuple[Any, ...]]:
-    def task(canonical: str) -> tuple[Any, ...]:
-        spec = devices.spec(canonical)
-        return spec.job or "localhost", spec.replica or 0, spec.task or 0
-
-    return task
-
-
 def _sorted(keys: Iterable[str]) -> list[str]:
     """Groups by graph and name."""
     return sorted(keys)
@@ -586,9 +579,7 @@ def _row_order(change: Change) -> tuple[Any, ...]:
 
 def _device_order(devices: DeviceNames) -> Callable[[str], tuple[Any, ...]]:
     def order(canonical: str) -> tuple[Any, ...]:
-        spec = devices.spec(canonical)
-        return (spec.job or "localhost", spec.replica or 0, spec.task or 0, spec.device_type or "",
-                spec.device_index if spec.device_index is not None else -1, canonical)
+        return (*devices.spec(canonical).order, canonical)
 
     return order
 

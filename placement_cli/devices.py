@@ -45,6 +45,16 @@ class DeviceSpec:
         return f"/job:{job}/replica:{replica}/task:{task}{tail}"
 
     @property
+    def task_key(self) -> tuple[str, int, int]:
+        """The task it belongs to: (job, replica, task), TensorFlow's defaults filled in."""
+        return self.job or "localhost", self.replica or 0, self.task or 0
+
+    @property
+    def order(self) -> tuple[str, int, int, str, int]:
+        """Where it sorts among devices: task by task (worker/2 before worker/10), then type and index."""
+        return (*self.task_key, self.device_type or "", -1 if self.device_index is None else self.device_index)
+
+    @property
     def spec(self) -> str:
         """Only the fields that were given, in TensorFlow's modern spelling."""
         parts = []
@@ -143,6 +153,10 @@ class DeviceNames:
                 spec = DeviceSpec(device_type=device)
             self.specs[device] = spec
         return spec
+
+    def task(self, device: str) -> tuple[str, int, int]:
+        """The task ``device`` names (job, replica, task; where it names none, localhost's)."""
+        return self.spec(device).task_key
 
 
 def _set_type_index(fields: dict[str, object], kind: str, index: str, raw: str) -> None:

@@ -12,6 +12,7 @@ from placement_cli.devices import DeviceSpec, try_parse
 from placement_cli.exceptions import FilterError
 from placement_cli.i18n import _
 from placement_cli.logparse import placer
+from placement_cli.logparse.records import Repeats
 from placement_cli.messages import cut
 from placement_cli.model import Placement, Report
 
@@ -281,14 +282,13 @@ def _sessions_numbered(report: Report) -> Report:
     if report.sessions_numbered or report.saved_filters or report.counted is not None \
             or any(p.kind == "eager" for p in report.placements):
         return report
-    seen: dict[tuple[Any, ...], int] = {}
+    repeats = Repeats()
     numbered = []
     for p in report.placements:
         if p.node is not None and not p.graph:
-            place = (p.node, p.spec.job or "localhost", p.spec.replica or 0, p.spec.task or 0)
-            n = seen[place] = seen.get(place, 0) + 1
-            if n > 1:
-                p = replace(p, graph=f"#{n}")
+            graph = repeats.graph(p.node, p.canonical)
+            if graph:
+                p = replace(p, graph=graph.decode())
         numbered.append(p)
     return replace(report, placements=tuple(numbered), sessions_numbered=True)
 

@@ -8,12 +8,12 @@ that; ``lines`` turns the text into what a comparison walks, once."""
 
 from __future__ import annotations
 
-import re
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
+from placement_cli.devices import DeviceNames
 from placement_cli.logparse.functions import SEPARATOR
 
 
@@ -132,32 +132,21 @@ class Records:
         return lines
 
 
-_TASK = re.compile(rb"/job:([^/\s]*)(?:/replica:(\d+))?(?:/task:(\d+))?")
-
-
-def task_key(device: bytes) -> tuple[bytes, int, int]:
-    """The task a device string names (job, replica, task; none named: localhost's)."""
-    m = _TASK.search(device)
-    if m is None:
-        return b"localhost", 0, 0
-    job, replica, task = m.groups()
-    return job or b"localhost", int(replica or 0), int(task or 0)
-
-
 def repeat_graph(n: int) -> bytes:
     """The graph of the ``n``-th graph without a function name (a Session's) to place a node on one task."""
     return b"#%d" % n
 
 
 class Repeats:
-    """A saved report's placements of no tf.function, in order, numbered as ``number_repeats`` numbers a
-    log's records."""
+    """Placements of no tf.function, in the order they were read, numbered: the k-th of one node on one
+    task (k >= 2) is graph ``#k`` (``number_repeats``; a saved report's placements alike)."""
 
     def __init__(self) -> None:
-        self.seen: dict[tuple[str, tuple[bytes, int, int]], int] = {}
+        self.seen: dict[tuple[Hashable, tuple[str, int, int]], int] = {}
+        self.devices = DeviceNames()
 
-    def graph(self, node: str, device: bytes) -> bytes:
-        place = (node, task_key(device))
+    def graph(self, node: Hashable, device: str) -> bytes:
+        place = (node, self.devices.task(device))
         n = self.seen[place] = self.seen.get(place, 0) + 1
         return repeat_graph(n) if n > 1 else b""
 
@@ -174,30 +163,14 @@ def number_repeats(lines: list[bytes]) -> None:
     functions = groups.count(None)
     if len(set(groups)) == len(groups) - functions + (functions > 0):  # no node placed twice (the usual big log)
         return
-    first: dict[bytes, int] = {}
-    repeats: dict[bytes, list[int]] = {}
+    counts = Counter(group for group in groups if group is not None)
+    repeats = Repeats()
     for i, group in enumerate(groups):
-        if group is None:
-            continue
-        at = first.setdefault(group, i)
-        if at != i:
-            found = repeats.get(group)
-            if found is None:
-                repeats[group] = [at, i]
-            else:
-                found.append(i)
-    del groups, first
-    tasks: dict[bytes, tuple[bytes, int, int]] = {}
-    for group, indices in repeats.items():
-        seen: dict[tuple[bytes, int, int], int] = {}
-        for i in indices:
-            rest = lines[i][len(group) + 1:]
-            task = tasks.get(rest)
-            if task is None:
-                task = tasks[rest] = task_key(rest)
-            n = seen[task] = seen.get(task, 0) + 1
-            if n > 1:
-                lines[i] = repeat_graph(n) + lines[i]
+        if group is not None and counts[group] > 1:  # the device: the rest's last field (REST has no NUL
+            device = lines[i][len(group) + 1:].rpartition(b"\0")[2]  # in the guide era's "device")
+            graph = repeats.graph(group, device.decode("utf-8", "replace"))
+            if graph:
+                lines[i] = graph + lines[i]
 
 
 def paired_repeats(a: list[bytes], b: list[bytes], keep: bool = False) -> tuple[list[bytes], list[bytes]]:

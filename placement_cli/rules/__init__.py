@@ -433,11 +433,10 @@ def assert_holds(report: Report, *, name: str = "the report", **rules: Any) -> C
 
 
 def _most_first(counts: Counter[str]) -> tuple[tuple[str, int], ...]:
-    """Devices by count, most first, ties by task and device (worker/2 before worker/10): the same input says the same line whatever order the
-    placements came in (a log and its saved report; a set's order, which changes from run to run)."""
+    """Devices by count, most first, ties by task and device (worker/2 before worker/10): the same input says
+    the same line whatever order the placements came in (a log and its saved report; a set's order, which
+    changes from run to run)."""
     def order(item: tuple[str, int]) -> tuple[Any, ...]:
-        spec = try_parse(item[0]) or DeviceSpec()
-        return (-item[1], spec.job or "localhost", spec.replica or 0, spec.task or 0, spec.device_type or "",
-                -1 if spec.device_index is None else spec.device_index, item[0])  # worker/2 before worker/10
+        return (-item[1], *(try_parse(item[0]) or DeviceSpec()).order, item[0])
 
     return tuple(sorted(counts.items(), key=order))
