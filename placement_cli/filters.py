@@ -203,6 +203,16 @@ def narrows(kind: str, given: str, saved: str) -> bool:
     return True
 
 
+def widened(said: dict[str, Any], filters: Filters) -> tuple[str, str, str] | None:
+    """The first filter given again that ``narrows`` not the one a report was saved narrowed by (``--device
+    CPU`` on a report saved with ``--device CPU:1``), as (kind, given, saved); None where none does."""
+    for kind in ("device", "op", "node"):
+        given, saved = getattr(filters, kind), said.get(kind)
+        if given is not None and saved is not None and not narrows(kind, str(given), str(saved)):
+            return kind, str(given), str(saved)
+    return None
+
+
 def _spec_of(value: str) -> DeviceSpec | None:
     """What a --device value names, as a spec whose unset fields match anything; None where unknown."""
     want = " ".join(value.split())

@@ -80,20 +80,20 @@ def _narrowed(sides: Any, filters: Any) -> tuple[Any, tuple[str, ...]]:
     from dataclasses import replace  # noqa: PLC0415
 
     from placement_cli.exceptions import UsageProblem  # noqa: PLC0415
+    from placement_cli.filters import widened  # noqa: PLC0415
 
     saved = [dict(side.report.saved_filters) for side in sides]
+    for side, said in zip(sides, saved):  # the other side narrowed by the command line's value alone
+        found = widened(said, filters)
+        if found is not None:
+            kind, given, was = found
+            raise UsageProblem(_("{name} was saved narrowed by --{kind} {saved}: --{kind} {given} would compare "
+                                 "what it left out (give --{kind} {saved}, a narrower one, or a report saved "
+                                 "without --{kind})").format(name=side.name, kind=kind, saved=was, given=given))
     adopted: dict[str, str] = {}
-    from placement_cli.filters import narrows  # noqa: PLC0415
-
     for kind in ("device", "op", "node"):
         values = {d[kind] for d in saved if kind in d}
         given = getattr(filters, kind)
-        for side, said in zip(sides, saved):  # the other side narrowed by the command line's value alone
-            if given is not None and kind in said and not narrows(kind, given, said[kind]):
-                raise UsageProblem(_("{name} was saved narrowed by --{kind} {saved}: --{kind} {given} would compare "
-                                     "what it left out (give --{kind} {saved}, a narrower one, or a report saved "
-                                     "without --{kind})").format(name=side.name, kind=kind, saved=said[kind],
-                                                                given=given))
         if given is not None or not values:
             continue
         if len(values) > 1:

@@ -78,12 +78,12 @@ def parse(
 def _check_renarrowed(path: str, said: dict[str, object], filters: object) -> None:
     """UsageProblem where a filter given again would make the report name one value and hold another: a
     report saved narrowed by ``--device CPU:1`` narrowed by ``--device CPU`` holds CPU:1's placements only."""
-    from placement_cli.filters import narrows  # noqa: PLC0415
+    from placement_cli.filters import widened  # noqa: PLC0415
 
-    name = "standard input" if path == "-" else path
-    for kind in ("device", "op", "node"):
-        given, saved = getattr(filters, kind), said.get(kind)
-        if given is not None and saved is not None and not narrows(kind, str(given), str(saved)):
-            raise UsageProblem(_("{name} was saved narrowed by --{kind} {saved}: --{kind} {given} cannot narrow it "
-                                 "again (the report would name one and hold the other); narrow a report saved "
-                                 "without --{kind}").format(name=name, kind=kind, saved=saved, given=given))
+    found = widened(said, filters)  # type: ignore[arg-type]
+    if found is not None:
+        kind, given, saved = found
+        name = "standard input" if path == "-" else path
+        raise UsageProblem(_("{name} was saved narrowed by --{kind} {saved}: --{kind} {given} cannot narrow it "
+                             "again (the report would name one and hold the other); narrow a report saved "
+                             "without --{kind}").format(name=name, kind=kind, saved=saved, given=given))
