@@ -128,28 +128,27 @@ def saved_among(paths: list[str]) -> tuple[Report | None, BinaryIO | None, Input
     stdin: BinaryIO | None = None
     refused: InputError | None = None
     for path in paths:
+        name = "standard input" if path == "-" else path
         if path == "-":
             if stdin is not None:  # a second "-" reads what the first left: nothing
                 continue
             head, stdin, start = _text_head(reader.stdin_stream())
+            if not (head and _looks_saved(start)):
+                continue
+            whole = stdin.read()
+            stdin = io.BytesIO(whole)
+            data = _json_or_none(io.BytesIO(whole), name)
         elif os.path.isfile(path):
             try:
                 with open(path, "rb") as stream:
-                    head, _raw, start = _text_head(stream)
+                    head, raw, start = _text_head(stream)
+                    if not (head and _looks_saved(start)):
+                        continue
+                    data = _json_or_none(raw, name)
             except OSError:  # parse says why it cannot read it
                 continue
         else:
             continue
-        if not (head and _looks_saved(start)):
-            continue
-        name = "standard input" if path == "-" else path
-        if stdin is not None and path == "-":
-            whole = stdin.read()
-            stdin, raw = io.BytesIO(whole), io.BytesIO(whole)
-            data = _json_or_none(raw, name)
-        else:
-            with open(path, "rb") as stream:
-                data = _json_or_none(_text_head(stream)[1], name)
         if isinstance(data, InputError):  # read as a log: where it holds no placement, this says why
             refused = refused or data
             continue
