@@ -12,8 +12,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 
@@ -28,6 +29,20 @@ pytestmark = pytest.mark.cpu_devices("CPU lessons of trace --cluster")
 SCRIPTS = Path(__file__).parent / "fixtures" / "distributed"
 MWMS = str(SCRIPTS / "mwms.py")
 PSS = str(SCRIPTS / "pss.py")
+
+
+def _read_until(stream: IO[bytes], done: Callable[[bytes], bool]) -> bytes:
+    """What ``stream`` gave until ``done`` holds of all of it, it ended, or the test's patience ran out."""
+    seen = b""
+    deadline = time.monotonic() + patience(180)
+    while not done(seen) and time.monotonic() < deadline:
+        ready, _, _ = select.select([stream], [], [], 1.0)
+        if ready:
+            chunk = os.read(stream.fileno(), 65536)
+            if not chunk:
+                break
+            seen += chunk
+    return seen
 
 
 def _leftovers(marker: str) -> list[str]:
@@ -197,18 +212,12 @@ def test_a_signal_to_placement_ends_every_task_and_leaves_nothing(tmp_path: Path
     proc = subprocess.Popen([*TRACE, "--cluster", "worker=1,ps=1", str(script)], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert proc.stdout is not None
-    ports: set[int] = set()
-    seen = b""
-    deadline = time.monotonic() + patience(180)
+    def ports_of(seen: bytes) -> set[int]:
+        return {int(p) for p in re.findall(rb"\| serving (\d+)\n", seen)}
+
     try:
-        while len(ports) < 2 and time.monotonic() < deadline:
-            ready, _, _ = select.select([proc.stdout], [], [], 1.0)
-            if ready:
-                chunk = os.read(proc.stdout.fileno(), 65536)
-                if not chunk:
-                    break
-                seen += chunk
-                ports = {int(p) for p in re.findall(rb"\| serving (\d+)\n", seen)}
+        seen = _read_until(proc.stdout, lambda seen: len(ports_of(seen)) >= 2)
+        ports = ports_of(seen)
         assert len(ports) == 2, seen.decode()[-2000:]
         tasks = [pid for pid in (int(line.split(":")[0]) for line in _leftovers(str(script))) if pid != proc.pid]
         launchers = {_parent(pid) for pid in tasks} - {proc.pid}
@@ -796,16 +805,8 @@ def test_ctrl_c_still_reports_what_every_task_placed_until_then(tmp_path: Path) 
     proc = subprocess.Popen([*TRACE, "--cluster", "worker=1", "--json", "--save-log", str(tmp_path / "logs"),
                              str(script)], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None and proc.stderr is not None
-    seen = b""
-    deadline = time.monotonic() + patience(180)
-    try:
-        while b"| ready 5.0\n" not in seen and time.monotonic() < deadline:  # --json: the task's stdout on stderr
-            ready, _, _ = select.select([proc.stderr], [], [], 1.0)
-            if ready:
-                chunk = os.read(proc.stderr.fileno(), 65536)
-                if not chunk:
-                    break
-                seen += chunk
+    try:  # --json: the task's stdout on stderr
+        seen = _read_until(proc.stderr, lambda seen: b"| ready 5.0\n" in seen)
         assert b"worker/0 | ready 5.0\n" in seen, seen.decode()[-2000:]
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=patience(60))
