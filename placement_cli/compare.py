@@ -24,7 +24,8 @@ from placement_cli.exceptions import UsageProblem
 from placement_cli.filters import Filters, compile_node, device_matcher, onednn_base, op_matcher
 from placement_cli.i18n import _
 from placement_cli.logparse.functions import function_key, trace_counters
-from placement_cli.logparse.records import Records, Repeats, escaped_name, name_text, paired_repeats
+from placement_cli.logparse.records import (Records, Repeats, adjacent_repeats, escaped_name, name_text, node_groups,
+                                           paired_repeats)
 from placement_cli.logparse.saved import Tallied, record_fields
 from placement_cli.model import LOGGED, Change, DiffSide, PlacementDiff, link_totals
 from placement_cli.model.diff import Changes, Entry, RowAfters, pair_devices, plain_rows, same_op
@@ -49,6 +50,7 @@ class _Records:
     eager_fields: Callable[[Hashable], Fields]
     traces: dict[str, list[int]]  # each function's trace counters on this side (see functions.function_key)
     named: bool = False  # some node's graph is known (a report saved before graphs were recorded names none)
+    unique: bool = False  # known: no node has two records (records.Records.unique)
 
 
 def _graph_key(traces: dict[str, list[int]]) -> Callable[[bytes], bytes]:
@@ -78,7 +80,7 @@ def _log_records(side: Tallied) -> _Records:
     traces = trace_counters(op.decode("utf-8", "replace") for op, _device in eagers)
     records = side.records if side.records is not None else Records()
     lines = records.sorted_lines(_graph_key(traces), number=not eagers)  # see records.number_repeats
-    return _Records(lines, rest, eagers, eager, traces, bool(records.named))
+    return _Records(lines, rest, eagers, eager, traces, bool(records.named), records.unique)
 
 
 def prepared(side: Tallied) -> None:
@@ -156,7 +158,7 @@ def _filtered(records: _Records, filters: Filters) -> _Records:
 
     return _Records([line for line in records.lines if keep_line(line)],
                     records.rest, Counter({r: n for r, n in records.eager.items() if keep_eager(r)}),
-                    records.eager_fields, records.traces, records.named)
+                    records.eager_fields, records.traces, records.named, records.unique)
 
 
 # A group as rows name it: an eager op's key (see _decoded), or a graph record's (graph, node).
@@ -399,10 +401,11 @@ class _Walk:
         if not lines:
             return
         into = self.rows[side]
-        groups = [line[: line.find(b"\0", line.find(b"\0") + 1)] for line in lines]
-        if self.on is None and len(set(groups)) == len(groups):  # a record per node: the lines are the rows
-            into.extend(lines)
-            self.lines_in[side] += len(lines)
+        groups = [] if self.sides[side].unique else node_groups(lines)
+        if not groups or self.on is None and not adjacent_repeats(groups):  # a record per node: lines are rows
+            kept = lines if self.on is None else [line for line in lines if self.kept(side, line)]
+            into.extend(kept)
+            self.lines_in[side] += len(kept)
             return
         start = 0
         while start < len(lines):

@@ -8,9 +8,11 @@ that; ``lines`` turns the text into what a comparison walks, once."""
 
 from __future__ import annotations
 
+import operator
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable
+from itertools import islice
 from typing import Any
 
 from placement_cli.devices import DeviceNames
@@ -25,7 +27,7 @@ class Records:
     """One input's placer records, in the order they were settled, repeats kept: texts (``chunks``),
     one per part of the input read apart."""
 
-    __slots__ = ("chunks", "named", "_lines", "_sorted", "_texts")
+    __slots__ = ("chunks", "named", "unique", "_lines", "_sorted", "_texts")
 
     def __init__(self) -> None:
         self.chunks = [bytearray()]
@@ -33,6 +35,8 @@ class Records:
         self._lines: list[bytes] | None = None
         self._sorted = False
         self._texts: list[bytes] | None = None  # lines as texts, from a pickle
+        self.unique = False  # known: no node has two records (``number_repeats`` tells, on the core that
+        # read the input: a comparison's rows are then the records themselves)
 
     @property
     def size(self) -> int:
@@ -104,7 +108,7 @@ class Records:
                 lines[i] = key + b"\0" + record.replace(b": ", b"\0")
         self.chunks = [bytearray()]
         if number:
-            number_repeats(lines)
+            self.unique = number_repeats(lines)
         self._lines = lines
         return lines
 
@@ -114,13 +118,15 @@ class Records:
         lines = self._lines
         texts = None if lines is None else [b"\n".join(lines[at : at + PIECE_LINES])
                                             for at in range(0, len(lines), PIECE_LINES)]
-        return {"chunks": self.chunks, "named": self.named, "sorted": self._sorted, "lines": texts}
+        return {"chunks": self.chunks, "named": self.named, "sorted": self._sorted, "lines": texts,
+                "unique": self.unique}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         # the texts split by ``lines`` (the unpickler holds what it made until it is done: split here,
         # the lines and all their texts would be held at once)
         self.chunks, self.named, self._sorted = state["chunks"], state["named"], state["sorted"]
         self._lines, self._texts = None, state["lines"]
+        self.unique = state["unique"]
 
     def sorted_lines(self, graph_key: Callable[[bytes], bytes], number: bool = True) -> list[bytes]:
         """``lines``, sorted (in place, once): a node's records next to each other, nodes in order of
@@ -151,18 +157,29 @@ class Repeats:
         return repeat_graph(n) if n > 1 else b""
 
 
-def number_repeats(lines: list[bytes]) -> None:
+def node_groups(lines: list[bytes]) -> list[bytes]:
+    """Each record's ``GRAPH\\0NODE`` (the line up to its second NUL): which node it is."""
+    return [line[: line.find(b"\0", line.find(b"\0") + 1)] for line in lines]
+
+
+def adjacent_repeats(groups: list[bytes]) -> bool:
+    """Some node's group is next to itself (sorted records: some node has two records)."""
+    return any(map(operator.eq, groups, islice(groups, 1, None)))
+
+
+def number_repeats(lines: list[bytes]) -> bool:
     """Records (``GRAPH \\0 NODE \\0 REST``, in the order they were read) of a node of no tf.function
     placed again on the same task, in place: the k-th is graph ``#k`` (k >= 2). TensorFlow places a
     Session's graph once, so a node placed again on one task is another Session's same-named node (two
     Sessions of one model, a sweep over devices): its identity is its Session's order, as a retraced
     function's is ``f#2``; a between-graph cluster's copies, one per task, stay one node. Only for an
     input that ran no eager op: else such nodes may be the single-op functions eager ops of several
-    threads are wrapped in, logged in whatever order the threads ran."""
+    threads are wrapped in, logged in whatever order the threads ran. True: no node placed twice and no
+    function's record (each record is its node's only one)."""
     groups = [line[: line.find(b"\0", 1)] if line[:1] == b"\0" else None for line in lines]  # None: a function's
     functions = groups.count(None)
     if len(set(groups)) == len(groups) - functions + (functions > 0):  # no node placed twice (the usual big log)
-        return
+        return not functions
     counts = Counter(group for group in groups if group is not None)
     repeats = Repeats()
     for i, group in enumerate(groups):
@@ -171,6 +188,7 @@ def number_repeats(lines: list[bytes]) -> None:
             graph = repeats.graph(group, device.decode("utf-8", "replace"))
             if graph:
                 lines[i] = graph + lines[i]
+    return False
 
 
 def paired_repeats(a: list[bytes], b: list[bytes], keep: bool = False) -> tuple[list[bytes], list[bytes]]:
