@@ -423,7 +423,7 @@ class _Walk:
 
     def changes(self, side: int) -> Changes:
         graphs: dict[bytes, str | None] = {b"": None}
-        afters_for: dict[Callable[[str], str], RowAfters] = {}  # a row's JSON after its node, per quoting
+        afters_for: dict[tuple[Callable[[str], str], bool], RowAfters] = {}  # a row's JSON after its node
 
         def make(item: Any) -> Change:
             if isinstance(item, Change):
@@ -438,23 +438,26 @@ class _Walk:
             return (Change(name, op, canonical, None, status, None, n, False, graph) if side == 0 else
                     Change(name, op, None, canonical, None, status, n, False, graph))
 
-        def afters(quote: Callable[[str], str]) -> RowAfters:
-            """The JSON of a row after its node, per (graph, rest), as ``quote`` writes strings."""
-            found = afters_for.get(quote)
+        def afters(quote: Callable[[str], str], decoded: bool = False) -> RowAfters:
+            """The JSON of a row after its node, per (graph, rest), as ``quote`` writes strings; ``decoded``:
+            graph and rest given as text (of valid UTF-8)."""
+            found = afters_for.get((quote, decoded))
             if found is None:
                 def after(graph_key: bytes, rest: bytes) -> str:
                     row = make(graph_key + b"\0\0" + rest)._replace(node=None)
                     return ", ".join(f"{quote(k)}: {'null' if v is None else quote(v) if isinstance(v, str) else v}"
                                      for k, v in list(row.side_dict().items())[1:]) + "}"
 
-                found = afters_for[quote] = RowAfters(after)
+                found = afters_for[quote, decoded] = RowAfters(
+                    (lambda graph, rest: after(graph.encode(), rest.encode())) if decoded else after)
             return found
 
         def texts(items: list[Any], quote: Callable[[str], str]) -> list[str | None]:
-            after = afters(quote)
             fast = plain_rows(items, quote, self.lines_in[side] == len(self.rows[side]))
             if fast is not None:  # the usual rows: a line each, names JSON takes as they are
-                return [f'{{"node": "{node.decode()}", {after[graph, rest]}' for graph, node, rest in fast]
+                after = afters(quote, decoded=True)
+                return [f'{{"node": "{node}", {after[graph, rest]}' for graph, node, rest in fast]
+            after = afters(quote)
             found: list[str | None] = []
             append = found.append
             for item in items:  # a million rows: each line's own work only
