@@ -134,6 +134,7 @@ def _end_quietly() -> None:
             ctypes.CDLL(None).fflush(None)
         except (OSError, AttributeError):
             pass
+        _non_blocking_again()
         import os  # noqa: PLC0415
 
         os._exit(_DECIDED[0])
@@ -163,9 +164,39 @@ def _forget_caught_interrupts() -> None:
     exec("")  # noqa: S102 - an empty string: nothing runs
 
 
+_UNBLOCKED: list[int] = []  # standard output and error, made blocking for the command (see _blocking_output)
+
+
+def _blocking_output() -> None:
+    """Standard output and error written blocking for the command: a pipe left non-blocking (O_NONBLOCK,
+    set by a parent process that shares it) refuses what does not fit at once, and Python's buffered
+    writer then drops part of it (seen: JSON with bytes missing from its middle, exit 0). Non-blocking
+    again once the command's output is flushed (_end_quietly)."""
+    import os  # noqa: PLC0415
+
+    for fd in (1, 2):
+        try:
+            if not os.get_blocking(fd):
+                os.set_blocking(fd, True)
+                _UNBLOCKED.append(fd)
+        except OSError:  # closed: what writes to it says so
+            pass
+
+
+def _non_blocking_again() -> None:
+    import os  # noqa: PLC0415
+
+    while _UNBLOCKED:
+        try:
+            os.set_blocking(_UNBLOCKED.pop(), False)
+        except OSError:
+            pass
+
+
 def main() -> None:
     """`placement` and `python -m placement_cli`."""
     _end_quietly()
+    _blocking_output()
     try:
         try:
             _catch_termination_early()

@@ -46,3 +46,37 @@ def test_a_reader_that_stops_early_is_no_error(tmp_path: object) -> None:
                           'exit ${PIPESTATUS[0]}', shell=True, executable="/bin/bash", capture_output=True, timeout=patience(120))
     assert proc.returncode == 0, proc.stderr.decode()
     assert proc.stderr.decode() == ""
+
+
+def test_a_non_blocking_pipe_gets_the_whole_output(tmp_path: object) -> None:
+    """A pipe left non-blocking by the process that started placement (O_NONBLOCK on a description
+    it shares) refused what did not fit at once, and the buffered writer dropped part of it: JSON with
+    bytes missing from its middle, exit 0. The output is written blocking, and the pipe left as it was."""
+    import fcntl  # noqa: PLC0415
+    import threading  # noqa: PLC0415
+    import time  # noqa: PLC0415
+
+    big = os.path.join(str(tmp_path), "big.log")
+    with open(big, "w") as f:
+        for i in range(20000):
+            f.write(f"n{i}: (MatMul): /job:localhost/replica:0/task:0/device:CPU:{i % 3}\n")
+    args = [sys.executable, "-m", "placement_cli", "parse", big, "--all", "--json"]
+    expected = subprocess.run(args, capture_output=True, timeout=patience(120), check=True).stdout
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, fcntl.F_SETFL, fcntl.fcntl(write_end, fcntl.F_GETFL) | os.O_NONBLOCK)
+    got = bytearray()
+
+    def slowly() -> None:  # a reader slower than the writer: the pipe fills
+        with os.fdopen(read_end, "rb", buffering=0) as pipe:
+            while chunk := pipe.read(65536):
+                got.extend(chunk)
+                time.sleep(0.002)
+
+    reader = threading.Thread(target=slowly)
+    reader.start()
+    proc = subprocess.run(args, stdout=write_end, stderr=subprocess.PIPE, timeout=patience(120), check=False)
+    assert not os.get_blocking(write_end)  # as the parent left it
+    os.close(write_end)
+    reader.join(patience(60))
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert bytes(got) == expected
