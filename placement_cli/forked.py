@@ -78,6 +78,22 @@ def started(work: Callable[[], Any]) -> Iterator[Callable[[], Any]]:
     finally:
         os.close(read_end)
         if not ended:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
+            with _signals_held():  # a second Ctrl-C or SIGTERM now would leave the child unreaped
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Ctrl-C, SIGTERM and SIGHUP held back for the block (their handlers run after it)."""
+    ending = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    try:
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, ending)
+    except (AttributeError, OSError, ValueError):  # no POSIX threads' masks: as it was
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)

@@ -311,3 +311,61 @@ def test_what_c_code_prints_while_python_ends_is_not_lost() -> None:
     done = subprocess.run([sys.executable, "-c", _C_OUTPUT_AT_EXIT], capture_output=True, text=True,
                           timeout=patience(60), env=env)
     assert (done.returncode, done.stdout) == (0, "printed by C code at exit\n"), done.stderr
+
+
+@pytest.mark.parametrize("first, second, code, line", [("SIGINT", "SIGTERM", 130, "interrupted"),
+                                                       ("SIGTERM", "SIGINT", 143, "terminated"),
+                                                       ("SIGHUP", "SIGTERM", 129, "hung up")])
+def test_the_first_signal_decides_when_a_second_lands_while_the_command_ends(
+        first: str, second: str, code: int, line: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A Ctrl-C, then a SIGTERM 50 ms later while the command ended its forked child: exit 143, 3 runs
+    in 5 (a hostile user's loop of two signals). The signal that ended the command decides its exit."""
+    from placement_cli.cli.app import guarded
+
+    def ending() -> Outcome:
+        try:
+            os.kill(os.getpid(), getattr(signal, first))
+            sum(range(100000))  # the handler runs here
+        finally:  # the command's clean-up, where the second one lands
+            os.kill(os.getpid(), getattr(signal, second))
+            sum(range(100000))
+        raise AssertionError("not reached")
+
+    mine = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL, signal.SIGHUP: signal.SIG_DFL}
+    previous = {sig: signal.signal(sig, handler) for sig, handler in mine.items()}  # as `placement` starts with them
+    try:
+        with pytest.raises(typer.Exit) as ended:
+            guarded(ending)()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    assert ended.value.exit_code == code
+    assert capsys.readouterr().err.strip() == f"placement: {line}"
+
+
+def test_a_second_signal_while_a_forked_child_is_ended_still_reaps_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Ctrl-C landing while a forked half (a diff's second log, a big JSON's second half) was being
+    ended left it unreaped (a zombie under a PID 1 that reaps none). The ending holds the signal until
+    the child is reaped; the Ctrl-C then ends the command as before."""
+    from placement_cli import forked
+
+    monkeypatch.setattr(forked, "available", lambda: True)  # beside the test runner's threads
+    kill = os.kill
+    children: list[int] = []
+
+    def kill_and_interrupt(pid: int, sig: int) -> None:
+        children.append(pid)
+        kill(pid, sig)
+        kill(os.getpid(), signal.SIGINT)  # the second signal, while the child is being ended
+        sum(range(100000))
+
+    monkeypatch.setattr(forked.os, "kill", kill_and_interrupt)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt), forked.started(lambda: __import__("time").sleep(60)):
+            raise KeyboardInterrupt  # the first Ctrl-C: the child's result is never taken
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert children
+    with pytest.raises(ChildProcessError):  # reaped: no such child is left, not even a zombie
+        os.waitpid(children[0], os.WNOHANG)

@@ -217,8 +217,8 @@ def _signal_behind(exc: BaseException) -> BaseException:
     seen: set[int] = set()
     behind: BaseException | None = exc
     while behind is not None and id(behind) not in seen:
-        if isinstance(behind, (KeyboardInterrupt, Terminated)):
-            return behind
+        if isinstance(behind, (KeyboardInterrupt, Terminated)):  # the first signal decides: a second one
+            return signal_exception(ARRIVED[0]) if ARRIVED else behind  # raised over it as the command ended
         seen.add(id(behind))
         behind = behind.__cause__ or behind.__context__
     if ARRIVED and isinstance(exc, Exception):  # told as another error, its cause lost (TensorFlow's lazy imports)
