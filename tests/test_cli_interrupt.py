@@ -240,7 +240,6 @@ def test_an_error_a_signal_caused_without_saying_so_is_that_signal(name: str, co
     naming it in words only, no exception chained (`demo`'s first step, 1 run in 6 of a loop of
     Ctrl-Cs): "internal error: RuntimeError: ... Previous exceptions: [... 'initialization failed' ...]",
     exit 3. The signal arrived while the command ran: it ends the command as that signal does."""
-    from placement_cli.cli.app import guarded
 
     def loading() -> Outcome:
         failures = []
@@ -251,15 +250,7 @@ def test_an_error_a_signal_caused_without_saying_so_is_that_signal(name: str, co
             failures.append(str(exc))
         raise RuntimeError(f"Could not import original test/binary location. Previous exceptions: {failures}")
 
-    mine = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL, signal.SIGHUP: signal.SIG_DFL}
-    previous = {sig: signal.signal(sig, handler) for sig, handler in mine.items()}  # as `placement` starts with them
-    try:
-        with pytest.raises(typer.Exit) as ended:
-            guarded(loading)()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    assert ended.value.exit_code == code
+    assert _exit_of(loading) == code
     assert capsys.readouterr().err.strip() == f"placement: {line}"
 
 
@@ -320,7 +311,6 @@ def test_the_first_signal_decides_when_a_second_lands_while_the_command_ends(
         first: str, second: str, code: int, line: str, capsys: pytest.CaptureFixture[str]) -> None:
     """A Ctrl-C, then a SIGTERM 50 ms later while the command ended its forked child: exit 143, 3 runs
     in 5 (a hostile user's loop of two signals). The signal that ended the command decides its exit."""
-    from placement_cli.cli.app import guarded
 
     def ending() -> Outcome:
         try:
@@ -331,15 +321,7 @@ def test_the_first_signal_decides_when_a_second_lands_while_the_command_ends(
             sum(range(100000))
         raise AssertionError("not reached")
 
-    mine = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL, signal.SIGHUP: signal.SIG_DFL}
-    previous = {sig: signal.signal(sig, handler) for sig, handler in mine.items()}  # as `placement` starts with them
-    try:
-        with pytest.raises(typer.Exit) as ended:
-            guarded(ending)()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    assert ended.value.exit_code == code
+    assert _exit_of(ending) == code
     assert capsys.readouterr().err.strip() == f"placement: {line}"
 
 
@@ -369,3 +351,18 @@ def test_a_second_signal_while_a_forked_child_is_ended_still_reaps_it(monkeypatc
     assert children
     with pytest.raises(ChildProcessError):  # reaped: no such child is left, not even a zombie
         os.waitpid(children[0], os.WNOHANG)
+
+
+def _exit_of(command: Any) -> int:
+    """The exit code ``command`` ends with, run as a command with the signal handlers `placement` starts with."""
+    from placement_cli.cli.app import guarded
+
+    mine = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL, signal.SIGHUP: signal.SIG_DFL}
+    previous = {sig: signal.signal(sig, handler) for sig, handler in mine.items()}
+    try:
+        with pytest.raises(typer.Exit) as ended:
+            guarded(command)()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return ended.value.exit_code
