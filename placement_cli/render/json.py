@@ -88,7 +88,7 @@ def _long(data: Any) -> set[str]:
 
 def write(data: Any, out: Any, *, ascii_only: bool = False) -> None:
     """``dumps(data)`` written to ``out`` piece by piece. Long lists of HALVES rows in all: a forked child
-    writes the second half of their rows while this process writes the first (``_halves``)."""
+    writes the last of their rows while this process writes the first MINE percent (``_halves``)."""
     long = _long(data)
     if not long:
         out.write(dumps(data, ascii_only=ascii_only))
@@ -144,7 +144,7 @@ def _write_rows(value: Any, path: str, row: Callable[[Any, int], Any], quote: Ca
 
 
 # A document whose long lists hold this many rows in all is written by two processes (on two cores):
-# a forked child writes the second half of the rows into a file, this process the first half, then
+# this process writes the first MINE percent of the rows, a forked child the rest into a file, then
 # the child's text follows (copied by the kernel where the output takes it, COPIED bytes at a time else).
 HALVES = 200_000
 MINE = 55  # percent of the rows this process writes: the forked child writes its rows slower (20-40%
@@ -197,17 +197,19 @@ class _Theirs:
 @contextlib.contextmanager
 def _halves(data: dict[str, Any], long: set[str], row: Callable[[Any, int], Any], quote: Callable[[str], str]
             ) -> Iterator[_Theirs]:
-    """The child that writes the second half of the long lists' rows (taken in order: the lists after
-    the middle whole, the one across it from a BATCH boundary on), started where forking is possible and
-    worth it; gone, and its file with it, however the block ends."""
+    """The child that writes the long lists' rows after the first MINE percent (taken in order: the lists
+    after that point whole, the one across it from a BATCH boundary on), started where forking is possible
+    and worth it; gone, and its file with it, however the block ends."""
     total = sum(len(data[key]) for key in long)
-    starts, before = {}, 0
-    for key in (key for key in data if key in long and len(data[key])):  # the rows' second half, in order:
-        start = max(0, -(-(total * MINE // 100 - before) // BATCH) * BATCH)  # this process writes all it holds
-        if start < len(data[key]):  # before it waits for the child
-            starts[key] = start
-        before += len(data[key])
-    if total < HALVES or not starts or not forked.available():
+    starts: dict[str, int] = {}
+    if total >= HALVES and forked.available():
+        before = 0
+        for key in (key for key in data if key in long and len(data[key])):  # the child's rows come last:
+            start = max(0, -(-(total * MINE // 100 - before) // BATCH) * BATCH)  # this process writes all
+            if start < len(data[key]):  # its own before it waits for the child
+                starts[key] = start
+            before += len(data[key])
+    if not starts:
         yield _Theirs(data, {}, row, quote)
         return
     with tempfile.TemporaryFile() as file:  # unnamed: nothing is left behind, however this process ends
