@@ -314,8 +314,13 @@ class _Walk:
     def in_place(self, a: list[bytes], b: list[bytes]) -> tuple[list[bytes], list[bytes]]:
         """The records the two sides hold at the same place of their sorted order (two runs of one program
         place mostly the same nodes the same way) stay; what is left of each side (sorted still), to be
-        matched by node."""
+        matched by node. Where none is at the start, middle and end (two logs whose names all differ, or
+        one with nodes the other lacks early in the order), the two sides as they are: the walk matches
+        what is the same, at its own pace."""
         n = min(len(a), len(b))
+        samples = {0, max(0, n // 2 - STRETCH // 2), max(0, n - STRETCH)}
+        if not any(any(map(operator.eq, a[at : at + STRETCH], b[at : at + STRETCH])) for at in samples):
+            return a, b
         left: tuple[list[bytes], list[bytes]] = ([], [])
         for start in range(0, n, STRETCH):
             end = min(start + STRETCH, n)
@@ -338,9 +343,7 @@ class _Walk:
         return left
 
     def run(self) -> None:
-        a, b = self.in_place(self.sides[0].lines, self.sides[1].lines)
-        a.sort()  # sorted already where both sides' lines were: one pass
-        b.sort()
+        a, b = self.in_place(self.sides[0].lines, self.sides[1].lines)  # each sorted, as each side's lines are
         i = j = 0
         na, nb = len(a), len(b)
         while i < na and j < nb:
@@ -439,35 +442,40 @@ class _Walk:
                     Change(name, op, None, canonical, None, status, n, False, graph))
 
         def afters(quote: Callable[[str], str], decoded: bool = False) -> RowAfters:
-            """The JSON of a row after its node, per (graph, rest), as ``quote`` writes strings; ``decoded``:
-            graph and rest given as text (of valid UTF-8)."""
+            """The JSON of a row after its node's string (``, "op": ...}``), per (graph, rest), as ``quote``
+            writes strings; ``decoded``: graph and rest given as text (of valid UTF-8), and the node's
+            closing quote written first."""
             found = afters_for.get((quote, decoded))
             if found is None:
                 def after(graph_key: bytes, rest: bytes) -> str:
                     row = make(graph_key + b"\0\0" + rest)._replace(node=None)
-                    return ", ".join(f"{quote(k)}: {'null' if v is None else quote(v) if isinstance(v, str) else v}"
-                                     for k, v in list(row.side_dict().items())[1:]) + "}"
+                    return "".join(f", {quote(k)}: {'null' if v is None else quote(v) if isinstance(v, str) else v}"
+                                   for k, v in list(row.side_dict().items())[1:]) + "}"
 
                 found = afters_for[quote, decoded] = RowAfters(
-                    (lambda graph, rest: after(graph.encode(), rest.encode())) if decoded else after)
+                    (lambda graph, rest: '"' + after(graph.encode(), rest.encode())) if decoded else after)
             return found
 
-        def texts(items: list[Any], quote: Callable[[str], str]) -> list[str | None]:
+        def text(items: list[Any], quote: Callable[[str], str], encode: Callable[[Any], str], separator: str) -> str:
             fast = plain_rows(items, quote, self.lines_in[side] == len(self.rows[side]))
-            if fast is not None:  # the usual rows: a line each, names JSON takes as they are
-                after = afters(quote, decoded=True)
-                return [f'{{"node": "{node}", {after[graph, rest]}' for graph, node, rest in fast]
+            if fast is not None:  # the usual rows: a line each, names JSON takes as they are; joined as one
+                graphs, nodes, rests = fast  # list of their pieces (no text of a row on its own)
+                pieces = [separator + '{"node": "'] * (3 * len(nodes))
+                pieces[0] = '{"node": "'
+                pieces[1::3] = nodes
+                pieces[2::3] = map(afters(quote, decoded=True).__getitem__, zip(graphs, rests))
+                return "".join(pieces)
             after = afters(quote)
-            found: list[str | None] = []
+            found: list[str] = []
             append = found.append
             for item in items:  # a million rows: each line's own work only
                 parts = item.split(b"\0", 2) if type(item) is bytes else ()
                 if len(parts) != 3:
-                    append(None)
+                    append(encode(item))
                     continue
                 graph_key, node, rest = parts
-                append('{"node": ' + quote(name_text(node)) + ", " + after[graph_key, rest])
-            return found
+                append('{"node": ' + quote(name_text(node)) + after[graph_key, rest])
+            return separator.join(found)
 
         def count(items: list[Any]) -> int:
             if items is self.rows[side] and self.lines_in[side] == len(items):  # lines only: a placement each
@@ -476,7 +484,7 @@ class _Walk:
             return len(items) - len(others) + sum(item.count if isinstance(item, Change) else item[1]
                                                   for item in others)
 
-        return Changes(self.rows[side], make, count, texts)
+        return Changes(self.rows[side], make, count, text)
 
 
 STRETCH = 64  # records compared at once, where the two sides are likely the same
@@ -505,7 +513,10 @@ def _compare(old: Tallied, new: Tallied, filters: Filters) -> PlacementDiff:
         records = _report_records(tallied) if tallied.saved else _log_records(tallied)
         sides.append(_filtered(records, filters))
     vouched = any(t.report.sessions_numbered for t in (old, new))  # its numbers are the whole run's
-    sides[0].lines, sides[1].lines = paired_repeats(sides[0].lines, sides[1].lines, keep=vouched)
+    paired = paired_repeats(sides[0].lines, sides[1].lines, keep=vouched)
+    for side, lines in zip(sides, paired):
+        if lines is not side.lines:  # a Session's numbered node one node again: it may have records apart
+            side.lines, side.unique = lines, False
     counts_only = [t.saved and not t.report.placements and t.report.placement_count > 0 for t in (old, new)]
     if (filters.op or filters.node) and any(counts_only):  # counts per device are narrowed by --device alone
         name = (old, new)[counts_only.index(True)].name

@@ -455,3 +455,19 @@ def test_eager_threads_wrappers_are_one_node_whatever_their_order(tmp_path: Path
                   + placed("z_RetVal", "_Retval", cpu2, 22) + executed("Mul", cpu1, 11) + executed("Mul", cpu2, 22))
     for a, b in ((log, other), (saved(tmp_path, log), saved(tmp_path, other))):
         assert diff_json(a, b, expect=0)["summary"]["unchanged"] == 11
+
+
+def test_a_sessions_node_one_side_places_twice_is_one_row(tmp_path: Path) -> None:
+    """Two Sessions of OLD place ``x`` on CPU:0, NEW's none: told apart by order (``#2``), then one node
+    again, as NEW has no such Sessions to pair them with: one row, count 2, not two rows of one; the
+    same where the log ran an eager op (no Session's numbers), and in a saved report."""
+    filler = "".join(placed(f"s{i}/c", "Const", CPU) for i in range(5))
+    for eager in ("", executed("AddV2")):
+        old = write(tmp_path, "old.log", filler + placed("x", "Const", CPU) + placed("x", "Const", CPU) + eager)
+        new = write(tmp_path, "new.log", filler + placed("y", "Const", CPU) + eager)
+        for a in (old, saved(tmp_path, old)):
+            data = diff_json(a, new, expect=1)
+            assert [(r["node"], r["device"], r["count"]) for r in data["removed"]] == [("x", CPU, 2)], (eager, a)
+            assert [(r["node"], r["count"]) for r in data["added"]] == [("y", 1)]
+            table = runner.invoke(app, ["diff", a, new])
+            assert table.exit_code == 1 and table.stdout.count(" x ") + table.stdout.count(" x\n") <= 1, table.stdout

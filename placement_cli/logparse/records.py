@@ -35,8 +35,8 @@ class Records:
         self._lines: list[bytes] | None = None
         self._sorted = False
         self._texts: list[bytes] | None = None  # lines as texts, from a pickle
-        self.unique = False  # known: no node has two records (``number_repeats`` tells, on the core that
-        # read the input: a comparison's rows are then the records themselves)
+        self.unique = False  # known: no node has two records (``number_repeats`` or ``sorted_lines`` tell,
+        # on the core that read the input: a comparison's rows are then the records themselves)
 
     @property
     def size(self) -> int:
@@ -130,11 +130,14 @@ class Records:
 
     def sorted_lines(self, graph_key: Callable[[bytes], bytes], number: bool = True) -> list[bytes]:
         """``lines``, sorted (in place, once): a node's records next to each other, nodes in order of
-        graph and name."""
+        graph and name; ``unique`` then known either way (on the core that read the input, where a
+        comparison of two logs whose names all differ would find each line's node on one core after)."""
         lines = self.lines(graph_key, number)
         if not self._sorted:
             lines.sort()
             self._sorted = True
+            if not self.unique:
+                self.unique = not adjacent_repeats(node_groups(lines))
         return lines
 
 

@@ -132,8 +132,7 @@ def _write_rows(value: Any, path: str, row: Callable[[Any, int], Any], quote: Ca
     for at in range(start, len(value) if stop is None else stop, BATCH):
         try:
             if isinstance(value, Rows):  # a diff's rows: written the fastest way they know
-                text = ",\n    ".join(value.texts(slice(at, at + BATCH), quote,
-                                                  lambda item: "".join(row(item, 0))))
+                text = value.text(slice(at, at + BATCH), quote, lambda item: "".join(row(item, 0)), ",\n    ")
             else:
                 text = ",\n    ".join(["".join(row(item, 0)) for item in value[at : at + BATCH]])
         except ValueError:
