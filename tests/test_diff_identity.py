@@ -471,3 +471,48 @@ def test_a_sessions_node_one_side_places_twice_is_one_row(tmp_path: Path) -> Non
             assert [(r["node"], r["count"]) for r in data["added"]] == [("y", 1)]
             table = runner.invoke(app, ["diff", a, new])
             assert table.exit_code == 1 and table.stdout.count(" x ") + table.stdout.count(" x\n") <= 1, table.stdout
+
+
+@pytest.mark.parametrize("ascii_only", [False, True])
+def test_rows_written_from_their_lines_are_the_rows_own_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            ascii_only: bool) -> None:
+    """A big diff's one-sided rows are written straight from the records' lines, a batch at a time: each
+    batch's bytes are those of the rows as dicts through the JSON writer, whatever the batch mixes
+    (nodes of no tf.function and a function's, TF 2.x's and the guide era's records, a node placed
+    twice; in saved reports, names in other scripts and characters JSON escapes)."""
+    import io  # noqa: PLC0415
+
+    from placement_cli.collector import paused  # noqa: PLC0415
+    from placement_cli.render import json as rendered  # noqa: PLC0415
+
+    monkeypatch.setattr(rendered, "BATCH", 7)
+
+    def run(prefix: str) -> str:
+        text = ""
+        for i in range(60):
+            text += placed(f"{prefix}{i}/mm", "MatMul", GPU0) + f"{prefix}{i}/old: {CPU}\n"
+            if i % 9 == 0:
+                text += function(f"__inference_f{prefix}{i}_{i + 3}", GPU0)
+            if i % 13 == 0:
+                text += placed(f"{prefix}{i}/twice", "Const", CPU) * 2
+        return text
+
+    logs = [write(tmp_path, f"{name}.log", run(name)) for name in ("a", "b")]
+    reports = []
+    for log in logs:
+        report = json.loads(Path(saved(tmp_path, log)).read_text())
+        for p in report["placements"]:
+            if p["node"] is not None:  # the same name the same way (a node placed twice stays one node)
+                p["node"] += ("/\u4e2d", "/caf\u00e9", '/q"uote', "/ctl\x01", "")[sum(map(ord, p["node"])) % 5]
+        reports.append(write(tmp_path, Path(log).stem + "_edited.json", json.dumps(report)))
+    for pair in (logs, reports):
+        result = compare(*(read_tallied(path) for path in pair))
+        assert len(result.added) > 100 and any(c.graph for c in result.added)
+        assert any(c.count == 2 for c in result.added)
+        texts = []
+        for lazy in (True, False):
+            out = io.StringIO()
+            with paused():
+                rendered.write(result.to_dict(lazy=lazy), out, ascii_only=ascii_only)
+            texts.append(out.getvalue())
+        assert texts[0] == texts[1], pair
