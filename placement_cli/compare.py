@@ -14,7 +14,7 @@ from __future__ import annotations
 import operator
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +28,7 @@ from placement_cli.logparse.records import (Records, Repeats, adjacent_repeats, 
                                            paired_repeats)
 from placement_cli.logparse.saved import Tallied, record_fields
 from placement_cli.model import LOGGED, Change, DiffSide, PlacementDiff, link_totals
-from placement_cli.model.diff import Changes, Entry, RowAfters, pair_devices, plain_rows, same_op
+from placement_cli.model.diff import Changes, Entry, RowAfters, pair_devices, plain_text, same_op
 
 # A record as compared: (node or None, op, device, status or None, graph or None); the device as a log
 # printed it, or a saved report's canonical name; the graph as TensorFlow named the function.
@@ -314,12 +314,11 @@ class _Walk:
     def in_place(self, a: list[bytes], b: list[bytes]) -> tuple[list[bytes], list[bytes]]:
         """The records the two sides hold at the same place of their sorted order (two runs of one program
         place mostly the same nodes the same way) stay; what is left of each side (sorted still), to be
-        matched by node. Where none is at the start, middle and end (two logs whose names all differ, or
-        one with nodes the other lacks early in the order), the two sides as they are: the walk matches
-        what is the same, at its own pace."""
+        matched by node: the two sides as they are where none is at the start, middle or end (two logs whose
+        names all differ, or one with nodes the other lacks early on: the walk matches what is the same)."""
         n = min(len(a), len(b))
-        samples = {0, max(0, n // 2 - STRETCH // 2), max(0, n - STRETCH)}
-        if not any(any(map(operator.eq, a[at : at + STRETCH], b[at : at + STRETCH])) for at in samples):
+        if not any(any(map(operator.eq, a[at : at + STRETCH], b[at : at + STRETCH]))
+                   for at in {0, max(0, n // 2 - STRETCH // 2), max(0, n - STRETCH)}):
             return a, b
         left: tuple[list[bytes], list[bytes]] = ([], [])
         for start in range(0, n, STRETCH):
@@ -457,14 +456,10 @@ class _Walk:
             return found
 
         def text(items: list[Any], quote: Callable[[str], str], encode: Callable[[Any], str], separator: str) -> str:
-            fast = plain_rows(items, quote, self.lines_in[side] == len(self.rows[side]))
-            if fast is not None:  # the usual rows: a line each, names JSON takes as they are; joined as one
-                graphs, nodes, rests = fast  # list of their pieces (no text of a row on its own)
-                pieces = [separator + '{"node": "'] * (3 * len(nodes))
-                pieces[0] = '{"node": "'
-                pieces[1::3] = nodes
-                pieces[2::3] = map(afters(quote, decoded=True).__getitem__, zip(graphs, rests))
-                return "".join(pieces)
+            fast = plain_text(items, quote, self.lines_in[side] == len(self.rows[side]), afters(quote, decoded=True),
+                              separator)
+            if fast is not None:  # the usual rows: a line each, names JSON takes as they are
+                return fast
             after = afters(quote)
             found: list[str] = []
             append = found.append
@@ -565,11 +560,11 @@ def _compare(old: Tallied, new: Tallied, filters: Filters) -> PlacementDiff:
         olds = _decoded(a.eager, a.eager_fields, devices, places, True, a.traces)
         news = _decoded(b.eager, b.eager_fields, devices, places, True, b.traces)
         both = olds.keys() & news.keys()
-        for key in _sorted(both):
+        for key in sorted(both):  # groups by graph and name
             walk.unchanged += _paired(key, olds[key], news[key], True, walk.moved, removed, added, on or _everywhere,
                                       task_of)
         for found, old_side, into in ((olds, True, removed), (news, False, added)):
-            for key in _sorted(found.keys() - both):
+            for key in sorted(found.keys() - both):
                 _one_side(key, found[key], True, old_side, into, on or _everywhere)
         walk.rows[0].extend(sorted(removed, key=_row_order))
         walk.rows[1].extend(sorted(added, key=_row_order))
@@ -583,11 +578,6 @@ def _compare(old: Tallied, new: Tallied, filters: Filters) -> PlacementDiff:
         filters=filters.to_dict() if filters.active else None,
         unnamed=(old.name if not sides[0].named else new.name) if by_name else None,
     )
-
-
-def _sorted(keys: Iterable[str]) -> list[str]:
-    """Groups by graph and name."""
-    return sorted(keys)
 
 
 def _row_order(change: Change) -> tuple[Any, ...]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from operator import itemgetter
@@ -123,6 +123,22 @@ def plain_rows(items: list[Any], quote: Callable[[str], str], lines: bool = Fals
     if len(cut) != n or not all(map(itemgetter(1), cut)):
         return None
     return graphs, list(map(itemgetter(0), cut)), list(map(itemgetter(2), cut))
+
+
+def plain_text(items: list[Any], quote: Callable[[str], str], lines: bool, tails: Mapping[tuple[str, str], str],
+               separator: str) -> str | None:
+    """``items``' rows as JSON joined by ``separator``, where ``plain_rows`` cuts them: made as one list of
+    pieces (no text of a row on its own), each node followed by its ``tails`` of (graph, rest) (the row
+    after the node's name: ``", "op": ...}``); None where ``plain_rows`` cannot."""
+    found = plain_rows(items, quote, lines)
+    if found is None:
+        return None
+    graphs, nodes, rests = found
+    pieces = [separator + '{"node": "'] * (3 * len(nodes))
+    pieces[0] = '{"node": "'
+    pieces[1::3] = nodes
+    pieces[2::3] = map(tails.__getitem__, zip(graphs, rests))
+    return "".join(pieces)
 
 
 class RowAfters(dict[tuple[Any, Any], str]):
