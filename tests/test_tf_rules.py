@@ -76,6 +76,23 @@ def test_an_eager_op_s_wrapper_asked_what_its_op_asked(traced: Any) -> None:
     assert wrappers and {p["status"] for p in wrappers} == {"with its resource"}, wrappers
 
 
+def test_a_saved_report_says_which_placements_are_eager_ops_wrappers(traced: Any) -> None:
+    """Run tables hide the single-op functions TensorFlow wraps eager ops in; the JSON did not say which
+    placements those were, so a reader of it could not count what the tables show, and `check` of the
+    saved report judged them as the program's placements (plumbing undercounted). Each says
+    ``"wrapper": true``, and a report read back keeps it."""
+    from placement_cli.rules import PLUMBING_OPS  # noqa: PLC0415
+
+    data, saved = traced[3]
+    wrappers = [p for p in data["placements"] if p.get("wrapper")]
+    assert any(p["node"] == p["op"] == "AssignAddVariableOp" and "graph" not in p for p in wrappers), wrappers
+    assert all(p["kind"] == "placer" and p["wrapper"] is True for p in wrappers)
+    assert not any("wrapper" in p for p in data["placements"] if not p.get("wrapper"))  # only where true
+    code, out, _err = check(saved, "--json", "--max-on", "CPU=100000")
+    plumbing = sum(p["op"] in PLUMBING_OPS or bool(p.get("wrapper")) for p in data["placements"])
+    assert code == 0 and json.loads(out)["summary"]["left_out"]["plumbing"] == plumbing
+
+
 def test_eager_reads_of_mirrored_variables_run_with_each_component(traced: Any) -> None:
     data, _saved = traced[3]
     reads = {(p["canonical"], p["reason"].split(":")[0]) for p in data["placements"] if p["kind"] == "eager"

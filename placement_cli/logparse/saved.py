@@ -398,6 +398,7 @@ def _placement(p: Any) -> Placement:
         reason=_optional_text(p.get("reason")),
         group=_optional_text(p.get("group")),
         graph=_optional_text(p.get("graph")),
+        wrapper=p.get("wrapper") is True,
     )
 
 

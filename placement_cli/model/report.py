@@ -72,6 +72,8 @@ class Placement:
             data.update(requested=self.requested, status=self.status, reason=self.reason, group=self.group)
         elif self.requested is not None or self.status != LOGGED:  # a log that says it (an ignored request's line)
             data.update(requested=self.requested, status=self.status, reason=self.reason)
+        if self.wrapper:  # only where a run told (a reader of the JSON counts what the tables show)
+            data["wrapper"] = True
         return data
 
 
