@@ -281,12 +281,22 @@ def test_unreadable_input_or_nothing_to_check_is_exit_2(tmp_path: Path, content:
     assert why in err and err.startswith("placement: ") and "Traceback" not in err
 
 
-def test_a_log_with_only_a_placement_error_has_nothing_to_check(tmp_path: Path) -> None:
+def test_a_log_with_only_a_placement_error_fails_the_gate(tmp_path: Path) -> None:
+    """A program whose first op could not be placed logs the error and no placement: that is what the gate
+    is for (docs/check.md: exit 1 whatever the other rules say), not "nothing to check" (exit 2, as a
+    missing file). With --allow-placement-errors there is nothing left to judge: exit 2."""
     log = tmp_path / "failed.log"
     log.write_text("InvalidArgumentError: Cannot assign a device for operation MatMul: {{node MatMul}} was explicitly "
                    "assigned to /device:GPU:2 but available devices are [ /job:localhost/replica:0/task:0/device:CPU:0 "
                    "]. Make sure the device specification refers to a valid device.\n")
     code, out, err = check(log, "--max-on", "CPU=1")
+    assert code == 1 and "--fail-placement-errors failed: placement errors in the input: 1" in out, (out, err)
+    assert "(for example MatMul)" in out and "1 placement error" in out and "name right" not in err
+    code, out, err = check(log, "--max-on", "CPU=1", "--json")
+    data = json.loads(out)
+    assert code == 1 and data["passed"] is False and data["summary"]["errors"] == 1
+    assert [f["rule"] for f in data["failures"]] == ["--fail-placement-errors"]
+    code, out, err = check(log, "--max-on", "CPU=1", "--allow-placement-errors")
     assert (code, out) == (2, "")
     assert "nothing to check (placement errors it reports: 1)" in err
 

@@ -54,7 +54,7 @@ def check(
     name = "standard input" if source == "-" else source
     report = read_input(source, note=say)
     result = judge(report, rules, name=name)
-    for device in devices_on_nothing(report, rules):
+    for device in devices_on_nothing(report, rules) if report.placements else ():  # (none at all: the errors say why)
         say(_("no placement in {name} is on {device}: is the name right?").format(
             name=name, device=device))
     code = ExitCode.OK if result.passed else ExitCode.PLACEMENT_FAILED

@@ -239,6 +239,10 @@ def judge(report: Report, rules: Rules, *, name: str = "the input") -> CheckResu
     if not report.placements and report.counted:
         raise RuleError(_("{name} holds only counts per device (a `parse --summary` report): the rules judge each "
                           "placement, so save the report without --summary").format(name=name))
+    if not report.placements and report.errors and not rules.allow_placement_errors:  # nothing could be placed:
+        return CheckResult(rules=(*rules.described(), PLACEMENT_ERRORS_RULE),  # that fails the gate (exit 1)
+                           failures=(_placement_errors(report),), placements=0, by_device=(), soft_fallbacks=None,
+                           plumbing=0, ignored=0, errors=len(report.errors), config=rules.source, distinct=0)
     if not report.placements:
         raise RuleError(_("no placements found in {name}: nothing to check").format(name=name)
                         + (_(" (placement errors it reports: {count})").format(count=len(report.errors))
@@ -301,9 +305,7 @@ def judge(report: Report, rules: Rules, *, name: str = "the input") -> CheckResu
     described = rules.described()
     if report.errors and not rules.allow_placement_errors:  # the graph could not be placed: no gate passes that
         described = (*described, PLACEMENT_ERRORS_RULE)
-        failures.append(RuleFailure(PLACEMENT_ERRORS_RULE, Message(messages.CHECK_PLACEMENT_ERRORS,
-                                                                   count=len(report.errors)),
-                                    tuple(dict.fromkeys(e.node or e.kind for e in report.errors))[:EXAMPLES]))
+        failures.append(_placement_errors(report))
     by_device = Counter(p.canonical for p in judged)
     unique = distinct(judged)
     unknown = Counter(_unknown_kind(p) for p in judged if p.status == LOGGED) if requests else Counter()
@@ -316,6 +318,11 @@ def judge(report: Report, rules: Rules, *, name: str = "the input") -> CheckResu
                        unknown_requests=sum(unknown.values()), unknown_kinds=tuple(unknown.most_common()),
                        distinct=len(unique), distinct_by_device=_most_first(Counter(k[-1] for k in unique)),
                        repeats=repeats(judged, unique), xla_moved=len(moved))
+
+
+def _placement_errors(report: Report) -> RuleFailure:
+    return RuleFailure(PLACEMENT_ERRORS_RULE, Message(messages.CHECK_PLACEMENT_ERRORS, count=len(report.errors)),
+                       tuple(dict.fromkeys(e.node or e.kind for e in report.errors))[:EXAMPLES])
 
 
 Identity = tuple[bool, str | None, str | None, str | None, str]
