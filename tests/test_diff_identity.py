@@ -498,14 +498,19 @@ def test_rows_written_from_their_lines_are_the_rows_own_json(tmp_path: Path, mon
         return text
 
     logs = [write(tmp_path, f"{name}.log", run(name)) for name in ("a", "b")]
-    reports = []
-    for log in logs:
+
+    def edited(log: str, suffixes: tuple[str, ...], graph_end: str) -> str:
         report = json.loads(Path(saved(tmp_path, log)).read_text())
         for p in report["placements"]:
             if p["node"] is not None:  # the same name the same way (a node placed twice stays one node)
-                p["node"] += ("/\u4e2d", "/caf\u00e9", '/q"uote', "/ctl\x01", "")[sum(map(ord, p["node"])) % 5]
-        reports.append(write(tmp_path, Path(log).stem + "_edited.json", json.dumps(report)))
-    for pair in (logs, reports):
+                p["node"] += suffixes[sum(map(ord, p["node"])) % len(suffixes)]
+            if p.get("graph") and sum(map(ord, p["node"] or "")) % 3 == 0:
+                p["graph"] += graph_end  # (a newline: where a record's line would end)
+        return write(tmp_path, f"{Path(log).stem}_{len(suffixes)}.json", json.dumps(report))
+
+    escaped = [edited(log, ("/\u4e2d", "/caf\u00e9", '/q"uote', "/ctl\x01", ""), "") for log in logs]
+    newlines = [edited(log, ("", "", "", "", "/new\nline", "\n", "\nfirst"), "\n") for log in logs]
+    for pair in (logs, escaped, newlines):
         result = compare(*(read_tallied(path) for path in pair))
         assert len(result.added) > 100 and any(c.graph for c in result.added)
         assert any(c.count == 2 for c in result.added)

@@ -100,8 +100,8 @@ def plain_rows(items: list[Any], quote: Callable[[str], str], lines: bool = Fals
     if not items or not lines and list(map(type, items)).count(bytes) != len(items):
         return None
     batch = b"\n".join(items)
-    if len(batch.translate(None, _JSON_ESCAPED)) != len(batch):
-        return None
+    if len(batch.translate(None, _JSON_ESCAPED)) != len(batch) or batch.count(b"\n") != len(items) - 1:
+        return None  # (a newline of a saved report's name: its own line would be cut there)
     try:
         text = batch.decode("utf-8")  # an escaped NUL (an invalid sequence) fails here too
     except UnicodeDecodeError:
