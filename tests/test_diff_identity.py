@@ -521,3 +521,24 @@ def test_rows_written_from_their_lines_are_the_rows_own_json(tmp_path: Path, mon
                 rendered.write(result.to_dict(lazy=lazy), out, ascii_only=ascii_only)
             texts.append(out.getvalue())
         assert texts[0] == texts[1], pair
+
+
+def test_a_function_called_late_in_a_log_is_still_known(tmp_path: Path) -> None:
+    """diff reads a log as one that runs no tf.function (at a count's speed) until it executes one, then
+    reads it again line by thread: a body placed after thousands of plain lines still belongs to its
+    function, and what reading the file says (it is compressed) is said once."""
+    import gzip  # noqa: PLC0415
+
+    plain = "".join(placed(f"s{i}/c", "Const", CPU) + executed("AddV2") for i in range(3000))
+    paths = []
+    for name, mm in (("old", CPU), ("new", GPU0)):
+        path = tmp_path / f"{name}.log.gz"
+        path.write_bytes(gzip.compress((plain + function("__inference_f_7", mm)).encode()))
+        paths.append(str(path))
+    result = runner.invoke(app, ["diff", "--json", *paths])
+    assert result.exit_code == 1, result.stderr
+    assert moves(json.loads(result.stdout)) == [("f", "MatMul", CPU, GPU0)]
+    for path in paths:
+        assert result.stderr.count(f"{path}: gzip-compressed") == 1, result.stderr
+    plain_only = write(tmp_path, "plain.log", plain.replace("s1/", "forward/"))  # the word alone runs nothing
+    assert diff_json(plain_only, plain_only, expect=0)["summary"]["unchanged"] == 6000  # and 3000 eager ops

@@ -150,10 +150,11 @@ class _Parser:
     or one next to it; its block's bare copies are settled when the next block ends.
     """
 
-    def __init__(self, keep: bool, tally: bool = False, functions_known: bool = True) -> None:
+    def __init__(self, keep: bool, tally: bool = False, functions_known: bool = True, watch: bool = False) -> None:
         self.keep = keep
         # tally: read where each placer line is, to know its tf.function (False: the text runs none)
         self.attribute = keep or (tally and functions_known)
+        self.watch = watch and not self.attribute  # FunctionsRun at the first executed tf.function
         # tally (with keep False): also count each placement's whole record ("node: (Op): device",
         # eager ones as (op, device)), which is all a comparison needs, at a count's speed
         self.tally: Records | None = Records() if tally and not keep else None
@@ -293,6 +294,8 @@ class _Parser:
             self.block_keys.update(map(itemgetter(0), glog))
             self.block_bare += bare
             if self.tally is not None:  # a text that runs no tf.function: no line belongs to one
+                if self.watch and any(functions.function_of(op) for op, _device in eagers):
+                    raise FunctionsRun
                 self.tally.update(map(itemgetter(0), glog))
                 self.eager_tally.update(eagers)
 
@@ -471,13 +474,18 @@ def holds_functions(path: str) -> bool:
     return False
 
 
+class FunctionsRun(Exception):  # noqa: N818 - a signal to read again, not an error
+    """(``watch``) The text executed a tf.function: its placer lines are to be read by thread."""
+
+
 def tally_streams(sources: Iterable[tuple[str, BinaryIO]], *, keep: bool = True, note: Note | None = None,
-                  known_text: bool = False, tally: bool = False, functions_known: bool = True
+                  known_text: bool = False, tally: bool = False, functions_known: bool = True, watch: bool = False
                   ) -> tuple[Report, _Parser]:
     """Parse one or more logs as one stream (line numbers run on across them). A source
     named ``<stdin>`` that was already read to its end (``parse - -``) adds nothing;
-    ``known_text``: never refuse the input as binary (a log placement captured itself)."""
-    parser = _Parser(keep, tally, functions_known)
+    ``known_text``: never refuse the input as binary (a log placement captured itself); ``watch`` (a tally
+    with ``functions_known`` False): FunctionsRun where the text executes a tf.function after all."""
+    parser = _Parser(keep, tally, functions_known, watch)
     stdin_read = False
     for name, stream in sources:
         _feed_source(parser, stream, name, note, empty_ok=name == "<stdin>" and stdin_read, known_text=known_text)

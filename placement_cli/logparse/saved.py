@@ -19,7 +19,7 @@ from placement_cli.devices import DeviceSpec, try_parse
 from placement_cli.exceptions import InputError
 from placement_cli.i18n import N_, _, translated
 from placement_cli.logparse import reader
-from placement_cli.logparse.engine import holds_functions, tally_streams
+from placement_cli.logparse.engine import FunctionsRun, tally_streams
 from placement_cli.logparse.records import Records, release
 from placement_cli.model import (AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH_RESOURCE, Cause, Compiled, CompiledOp,
                                  Copy, DeviceMapping, IgnoredRequest, Placement, PlacementFailure, Report)
@@ -269,8 +269,20 @@ def _read_log(path: str, name: str, raw: BinaryIO, note: Callable[[str], None] |
             if halves is not None:
                 release(halves[1].tally)
                 return Tallied(shown, halves[0], halves[1].tally, halves[1].eager_tally)
-    known = path == "-" or not tally or holds_functions(path)
-    report, parser = tally_streams([(name, raw)], note=note, keep=not tally, tally=tally, functions_known=known)
+    if not tally or path == "-" or not os.path.isfile(path):  # read once: each placer line by its thread
+        report, parser = tally_streams([(name, raw)], note=note, keep=not tally, tally=tally)
+    else:  # read as a text that runs no tf.function (at a count's speed), again by thread where it runs one
+        said: list[str] = []  # (what the reading says: once, from the reading that counts)
+        try:
+            report, parser = tally_streams([(name, raw)], note=said.append, tally=True, keep=False,
+                                           functions_known=False, watch=True)
+        except FunctionsRun:
+            said = []
+            with open(path, "rb") as again:
+                report, parser = tally_streams([(name, _text_head(again)[1])], note=note, keep=False, tally=True)
+        finally:
+            for line in said if note is not None else ():
+                note(line)
     release(parser.tally)
     return Tallied(shown, report, parser.tally, parser.eager_tally) if tally else Tallied(shown, report)
 
