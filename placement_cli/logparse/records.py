@@ -134,10 +134,14 @@ class Records:
         comparison of two logs whose names all differ would find each line's node on one core after)."""
         lines = self.lines(graph_key, number)
         if not self._sorted:
+            if not self.unique:  # told before sorting: the lines read in the order they lie in memory (sorted, 0.15 s
+                # for a million-line log's; this way 0.1 s, and a set's 20 MiB more at the peak of a diff)
+                nodes = {line[: line.find(b"\0", 1)] for line in lines} if not (self.named or number) else \
+                    set(node_groups(lines))  # (unnamed and unnumbered, each line is "\0NODE\0REST")
+                self.unique = len(nodes) == len(lines)
+                del nodes
             lines.sort()
             self._sorted = True
-            if not self.unique:
-                self.unique = not adjacent_repeats(node_groups(lines))
         return lines
 
 
