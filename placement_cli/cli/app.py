@@ -424,9 +424,6 @@ def emit(outcome: Outcome) -> None:
             # the slides keep what was shown; nothing shown yet: a file --force would replace stays as it is
             if isinstance(exc, (KeyboardInterrupt, Terminated)) and pictures.svg is not None and printer.printed:
                 _save_pictures(printer, pictures, None, code, keep_code=True)
-            if isinstance(exc, BrokenPipeError):  # | head -1 took what it wanted: what stderr was to say stands
-                for notice in notices:
-                    say(notice)
             raise
         if outcome.finish is not None:
             ending = outcome.finish()
