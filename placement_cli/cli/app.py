@@ -111,6 +111,9 @@ class Outcome(NamedTuple):
     keep_code: bool = False  # a picture that cannot be written is said, the code stays (trace: the script's)
     finish: Callable[[], Ending] | None = None
     output_closed: bool = False  # nowhere to print (trace: the script closed its stdout): exit with the code
+    # the output is a program's too (trace): once a reader closed it, placement says nothing more after the
+    # program's own last words; else the notices still say what they say of the inputs
+    program_output: bool = False
 
 
 # --- diagnostics and exit codes -------------------------------------------------------------------
@@ -424,6 +427,9 @@ def emit(outcome: Outcome) -> None:
             # the slides keep what was shown; nothing shown yet: a file --force would replace stays as it is
             if isinstance(exc, (KeyboardInterrupt, Terminated)) and pictures.svg is not None and printer.printed:
                 _save_pictures(printer, pictures, None, code, keep_code=True)
+            if isinstance(exc, BrokenPipeError) and not outcome.program_output:  # | head -c took what it wanted
+                for notice in notices:
+                    say(notice)
             raise
         if outcome.finish is not None:
             ending = outcome.finish()

@@ -125,7 +125,8 @@ def trace(
     output = _json(traced, narrowed) if as_json else _tables(traced, narrowed, name, all_rows)
     notices = shown.found_nothing(traced.report, name, copies)
     return Outcome(code=traced.exit_code, output=output, pictures=drawn, graph=narrowed.report,
-                   notices=tuple(notices), keep_code=True)  # the script ran: its exit code is the user's
+                   notices=tuple(notices), keep_code=True,  # the script ran: its exit code is the user's
+                   program_output=True)
 
 
 def _json(traced: Any, narrowed: Any) -> list[Any]:

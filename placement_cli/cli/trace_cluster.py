@@ -122,7 +122,7 @@ def trace_cluster(script: str, args: list[str], *, cluster: str | None, cluster_
         notices.append(_("no private network namespace ({why}): the tasks' servers, if any, listened on every "
                          "interface, unauthenticated, while they ran").format(why=traced.isolation_note))
     return Outcome(code=traced.exit_code, output=output, pictures=drawn, graph=_graph(traced, filters),
-                   notices=tuple(notices), keep_code=True)
+                   notices=tuple(notices), keep_code=True, program_output=True)
 
 
 def _split(jobs: list[tuple[str, int]], gpu_list: str | None) -> tuple[dict[str, str], list[str]]:
