@@ -523,22 +523,28 @@ def test_rows_written_from_their_lines_are_the_rows_own_json(tmp_path: Path, mon
         assert texts[0] == texts[1], pair
 
 
-def test_a_function_called_late_in_a_log_is_still_known(tmp_path: Path) -> None:
-    """diff reads a log as one that runs no tf.function (at a count's speed) until it executes one, then
-    reads it again line by thread: a body placed after thousands of plain lines still belongs to its
-    function, and what reading the file says (it is compressed) is said once."""
+def test_a_function_called_late_in_a_log_is_still_known(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """diff reads a log whose first bytes name no tf.function as one that runs none (at a count's speed)
+    until it executes one, then reads it again line by thread: a body placed after thousands of plain
+    lines still belongs to its function, in a plain file and a compressed one (read by thread at once),
+    and what reading a file says (it is compressed) is said once."""
     import gzip  # noqa: PLC0415
 
+    from placement_cli.logparse import saved as saved_module  # noqa: PLC0415
+
+    monkeypatch.setattr(saved_module, "FUNCTIONS_HEAD", 4096)  # (8 MiB of plain lines, as a test's few)
     plain = "".join(placed(f"s{i}/c", "Const", CPU) + executed("AddV2") for i in range(3000))
-    paths = []
-    for name, mm in (("old", CPU), ("new", GPU0)):
-        path = tmp_path / f"{name}.log.gz"
-        path.write_bytes(gzip.compress((plain + function("__inference_f_7", mm)).encode()))
-        paths.append(str(path))
-    result = runner.invoke(app, ["diff", "--json", *paths])
-    assert result.exit_code == 1, result.stderr
-    assert moves(json.loads(result.stdout)) == [("f", "MatMul", CPU, GPU0)]
-    for path in paths:
-        assert result.stderr.count(f"{path}: gzip-compressed") == 1, result.stderr
+    for compressed in (False, True):
+        paths = []
+        for name, mm in (("old", CPU), ("new", GPU0)):
+            text = (plain + function("__inference_f_7", mm)).encode()
+            path = tmp_path / (f"{name}.log.gz" if compressed else f"{name}.log")
+            path.write_bytes(gzip.compress(text) if compressed else text)
+            paths.append(str(path))
+        result = runner.invoke(app, ["diff", "--json", *paths])
+        assert result.exit_code == 1, result.stderr
+        assert moves(json.loads(result.stdout)) == [("f", "MatMul", CPU, GPU0)], compressed
+        for path in paths:
+            assert result.stderr.count(f"{path}: gzip-compressed") == compressed, result.stderr
     plain_only = write(tmp_path, "plain.log", plain.replace("s1/", "forward/"))  # the word alone runs nothing
     assert diff_json(plain_only, plain_only, expect=0)["summary"]["unchanged"] == 6000  # and 3000 eager ops

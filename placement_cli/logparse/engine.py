@@ -449,9 +449,9 @@ def parse_streams(sources: Iterable[tuple[str, BinaryIO]], *, keep: bool = True,
     return tally_streams(sources, keep=keep, note=note, known_text=known_text)[0]
 
 
-def holds_functions(path: str) -> bool:
+def holds_functions(path: str, limit: int | None = None) -> bool:
     """Whether a file may run a tf.function (its placer lines then need their place read, to know
-    whose they are); any compressed or re-encoded file may."""
+    whose they are); any compressed or re-encoded file may. ``limit``: its first bytes only."""
     try:
         if not os.path.isfile(path):
             return True
@@ -467,7 +467,7 @@ def holds_functions(path: str) -> bool:
     overlap = max(map(len, needles)) - 1
     with open(path, "rb") as f:
         before = b""
-        while block := f.read(1 << 20):
+        while block := f.read(1 << 20 if limit is None else min(1 << 20, limit - f.tell())):
             if any(needle in block or needle in before + block[:overlap] for needle in needles):
                 return True
             before = block[-overlap:]

@@ -19,7 +19,7 @@ from placement_cli.devices import DeviceSpec, try_parse
 from placement_cli.exceptions import InputError
 from placement_cli.i18n import N_, _, translated
 from placement_cli.logparse import reader
-from placement_cli.logparse.engine import FunctionsRun, tally_streams
+from placement_cli.logparse.engine import FunctionsRun, holds_functions, tally_streams
 from placement_cli.logparse.records import Records, release
 from placement_cli.model import (AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH_RESOURCE, Cause, Compiled, CompiledOp,
                                  Copy, DeviceMapping, IgnoredRequest, Placement, PlacementFailure, Report)
@@ -257,6 +257,12 @@ def _read(path: str, note: Callable[[str], None] | None, tally: bool, split: boo
         return read
 
 
+# The first bytes of a log that are looked at for a tf.function's name before it is read: where one is, the
+# log is read by thread from its start; where none is, as one that runs no tf.function, again by thread if
+# it runs one after all (a log whose first call comes late is read about twice).
+FUNCTIONS_HEAD = 8 << 20
+
+
 def _read_log(path: str, name: str, raw: BinaryIO, note: Callable[[str], None] | None, tally: bool,
               split: bool) -> Tallied:
     """``raw`` (``path``'s bytes) read as a log: a big file in two halves at once where ``split``."""
@@ -269,20 +275,22 @@ def _read_log(path: str, name: str, raw: BinaryIO, note: Callable[[str], None] |
             if halves is not None:
                 release(halves[1].tally)
                 return Tallied(shown, halves[0], halves[1].tally, halves[1].eager_tally)
-    if not tally or path == "-" or not os.path.isfile(path):  # read once: each placer line by its thread
+    if not tally or path == "-" or holds_functions(path, limit=FUNCTIONS_HEAD):  # each placer line by its thread
         report, parser = tally_streams([(name, raw)], note=note, keep=not tally, tally=tally)
     else:  # read as a text that runs no tf.function (at a count's speed), again by thread where it runs one
         said: list[str] = []  # (what the reading says: once, from the reading that counts)
+        again = False
         try:
             report, parser = tally_streams([(name, raw)], note=said.append, tally=True, keep=False,
                                            functions_known=False, watch=True)
         except FunctionsRun:
-            said = []
-            with open(path, "rb") as again:
-                report, parser = tally_streams([(name, _text_head(again)[1])], note=note, keep=False, tally=True)
+            again, said = True, []
         finally:
             for line in said if note is not None else ():
                 note(line)
+        if again:  # (out of the handler: the first reading's state is let go before the second's)
+            with open(path, "rb") as stream:
+                report, parser = tally_streams([(name, _text_head(stream)[1])], note=note, keep=False, tally=True)
     release(parser.tally)
     return Tallied(shown, report, parser.tally, parser.eager_tally) if tally else Tallied(shown, report)
 
