@@ -108,19 +108,19 @@ def plain_rows(items: list[Any], quote: Callable[[str], str], lines: bool = Fals
         return None
     if not text.isascii() and quote("\u00e9") != '"\u00e9"':  # --ascii: every other letter escaped
         return None
-    n = len(items)
+    n = len(items)  # lines, as the batch's newlines are (counted above): no name holds one
     graphs: Iterable[str]
-    unnamed = text[1:].split("\n\0") if text[:1] == "\0" else ()  # a line holds no newline: n parts where
+    unnamed = text[1:].split("\n\0") if text[:1] == "\0" else ()
     if len(unnamed) == n:  # every line begins with a NUL, its graph's ("", no tf.function's): "NODE\0REST" each
         cut = list(map(str.partition, unnamed, repeat("\0")))
         graphs = repeat("", n)
     else:
         first = list(map(str.partition, text.split("\n"), repeat("\0")))
-        if len(first) != n or not all(map(itemgetter(1), first)):
+        if not all(map(itemgetter(1), first)):
             return None
         graphs = map(itemgetter(0), first)
         cut = list(map(str.partition, map(itemgetter(2), first), repeat("\0")))
-    if len(cut) != n or not all(map(itemgetter(1), cut)):
+    if not all(map(itemgetter(1), cut)):
         return None
     return graphs, list(map(itemgetter(0), cut)), list(map(itemgetter(2), cut))
 
