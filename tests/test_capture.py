@@ -353,8 +353,10 @@ def test_tensorflow_s_last_words_are_told_when_it_ends_the_process_inside_a_capt
 def test_a_capture_that_ends_leaves_no_watcher_and_says_nothing() -> None:
     script = ("import os, sys\nfrom placement_cli.runtime.fdcapture import capture_fds\n"
               "with capture_fds():\n    os.write(2, b'F0000 00:00:1.5    1 x.cc:1] not the end\\n')\n"
-              "print(os.listdir('/proc/self/task') and len([p for p in os.listdir('/proc') if p.isdigit() and "
-              "open(f'/proc/{p}/stat').read().split()[3] == str(os.getpid())]))\n")
+              "def parent(pid):\n    try:\n        with open(f'/proc/{pid}/stat', 'rb') as f:\n"
+              "            return int(f.read().rsplit(b')', 1)[1].split()[1])\n"
+              "    except (OSError, IndexError, ValueError):\n        return None  # ended while /proc was read\n"
+              "print(len([p for p in os.listdir('/proc') if p.isdigit() and parent(p) == os.getpid()]))\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=patience(60))
     assert (done.returncode, done.stdout, done.stderr) == (0, "0\n", "")
 

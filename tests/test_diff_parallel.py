@@ -222,9 +222,12 @@ def test_a_child_ends_when_its_parent_is_killed() -> None:
     parent.wait()
     deadline = time.monotonic() + patience(60)
     while os.path.exists(f"/proc/{child}") and time.monotonic() < deadline:
-        with open(f"/proc/{child}/stat") as stat:
-            if stat.read().rsplit(")", 1)[1].split()[0] == "Z":  # ended, waiting for init to reap it
-                break
+        try:
+            with open(f"/proc/{child}/stat") as stat:
+                if stat.read().rsplit(")", 1)[1].split()[0] == "Z":  # ended, waiting for init to reap it
+                    break
+        except FileNotFoundError:  # reaped between the two looks
+            break
         time.sleep(0.05)
     else:
         if os.path.exists(f"/proc/{child}"):
