@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from parse_bench import generate  # noqa: E402 - the same mixed log parse's benchmark reads
+from parse_bench import generate
 
 _BLOCK = re.compile(rb"block_(\d+)/")
 # the command as a child of this one, its peak memory (its own and its forked half's) on stderr's last line

@@ -21,8 +21,8 @@ from pathlib import Path
 SCRIPT = str(Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "distributed" / "mwms.py")
 # By hand, placement logging is switched on as a user would: in the script's environment through a
 # sitecustomize-free one-liner before the script runs (the same logging work as traced).
-LOGGING = "import tensorflow as tf, runpy, sys; tf.debugging.set_log_device_placement(True); " \
-          "sys.argv = [sys.argv[1]]; runpy.run_path(sys.argv[0], run_name='__main__')"
+LOGGING = ("import tensorflow as tf, runpy, sys; tf.debugging.set_log_device_placement(True); "
+           "sys.argv = [sys.argv[1]]; runpy.run_path(sys.argv[0], run_name='__main__')")
 
 
 def by_hand() -> float:

@@ -225,8 +225,7 @@ def _address(value: Any, where: str) -> str:
     if not isinstance(value, str):
         raise UsageProblem(f"{where}: the address must be a string such as \"localhost:2222\"")
     text = value.strip()
-    if text.startswith("grpc://"):
-        text = text[len("grpc://"):]
+    text = text.removeprefix("grpc://")
     match = _ADDRESS.fullmatch(text)
     if match is None or not 0 < int(match["port"]) < 65536:
         raise UsageProblem(f"{where}: {cut(value, 80)!r} is not HOST:PORT with a port from 1 to 65535")

@@ -364,7 +364,7 @@ class _Walk:
                     else:
                         j = end
                     continue
-            i, j = self.node(gx if gx <= gy else gy, (a, b), i, j)
+            i, j = self.node(min(gx, gy), (a, b), i, j)
         self.one_side(0, a[i:])
         self.one_side(1, b[j:])
 
@@ -404,7 +404,7 @@ class _Walk:
             return
         into = self.rows[side]
         groups = [] if self.sides[side].unique else node_groups(lines)
-        if not groups or self.on is None and not adjacent_repeats(groups):  # a record per node: lines are rows
+        if not groups or (self.on is None and not adjacent_repeats(groups)):  # a record per node: lines are rows
             kept = lines if self.on is None else [line for line in lines if self.kept(side, line)]
             into.extend(kept)
             self.lines_in[side] += len(kept)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from placement_cli.caps import LESSON_DEVICES, MAX_CPUS, MAX_VIRTUAL_GPUS  # the table, kept light for the CLI
+from placement_cli.caps import LESSON_DEVICES, MAX_CPUS  # the table, kept light for the CLI
 from placement_cli.exceptions import DeviceSpecError
 from placement_cli.messages import cut
 

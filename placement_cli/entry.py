@@ -31,7 +31,7 @@ def _say(signum: int) -> None:
         pass
 
 
-def _interrupted() -> None:  # noqa: D103
+def _interrupted() -> None:
     _say(_SIGINT)
     raise SystemExit(130)
 

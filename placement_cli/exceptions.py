@@ -23,7 +23,7 @@ class InspectorFailed(RuntimeError):
     (exit 3, an internal error)."""
 
 
-class Terminated(BaseException):  # noqa: N818 - like KeyboardInterrupt: not an Exception, so nothing swallows it
+class Terminated(BaseException):
     """SIGTERM or SIGHUP arrived: unwind like Ctrl-C (cleanups run, children are ended), then exit
     128 + the signal's number with one line."""
 
@@ -59,7 +59,7 @@ def swallowed(since: int) -> None:
 
 def signal_exception(signum: int) -> BaseException:
     """What a command raises for ``signum``: KeyboardInterrupt for Ctrl-C, Terminated for the others."""
-    return KeyboardInterrupt() if signum == 2 else Terminated(signum)  # noqa: PLR2004 - SIGINT
+    return KeyboardInterrupt() if signum == 2 else Terminated(signum)
 
 
 class RuleError(UsageProblem, ValueError):

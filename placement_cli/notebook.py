@@ -333,8 +333,8 @@ class _Block:
         logged = _eager_ops_logged(self.recorder.tf)
         if logged is None and self.started is None:
             why = private.unavailable().get("context_initialized", "a private API is missing")
-            return ["No eager placements were logged, and whether TensorFlow had started before capture() cannot "
-                    f"be told ({why}): if it had, eager ops and tf.functions inside the block are missing."]
+            return [("No eager placements were logged, and whether TensorFlow had started before capture() cannot "
+                    f"be told ({why}): if it had, eager ops and tf.functions inside the block are missing.")]
         if logged is not False:
             return []
         level = pystreams.tf_log_level()
@@ -383,11 +383,11 @@ def _functions_placed_before(report: Report) -> list[str]:
         found = []
     if not found:
         return []
-    return [f"The block called {', '.join(found)}, which TensorFlow had placed before the block began (it logs a "
+    return [(f"The block called {', '.join(found)}, which TensorFlow had placed before the block began (it logs a "
             "tf.function's placements once, when it first runs it, not at later calls): the ops of its body are "
             "missing from this report. Capture the function's first call (in pytest: a test that calls a tf.function "
             "other tests ran already sees only its call; make the function in the test, or capture where it first "
-            "runs)."]
+            "runs).")]
 
 
 def log_from_the_start(tf: Any) -> bool:

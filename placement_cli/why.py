@@ -451,7 +451,7 @@ def _graph_blocks(placements: tuple[Placement, ...], graphs: tuple[Mapping[tuple
         if p.op in _ARGS:  # a placeholder's name, or the argument TensorFlow made of it (AssignVariableOp/resource:
             unique = _UNIQUE.fullmatch(name)  # assignvariableop_resource; a second one: ..._resource_0)
             return frozenset(i for i, known in enumerate(names) if name in known or name in args[i]
-                             or unique is not None and unique.group(1) in args[i])
+                             or (unique is not None and unique.group(1) in args[i]))
         found = {i for i, graph in enumerate(graphs) if (name, p.op) in graph}
         callers = [caller for _prefix, caller, _rest, lowered in calls_in(name) if not lowered or caller in any_call]
         found.update(i for i, known in enumerate(calls) if any(c in known for c in callers))

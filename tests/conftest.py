@@ -84,11 +84,11 @@ def run_json(*args: str, expect: int = 0) -> dict[str, Any]:
 VISIBLE = "CUDA_VISIBLE_DEVICES"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _machines_gpus() -> int:
     """The NVIDIA GPUs of this machine, asked once, as trace --cluster --split-gpus finds them (the
     driver's list, or nvidia-smi), whatever CUDA_VISIBLE_DEVICES says."""
-    from placement_cli.runtime.gpu_policy import present  # noqa: PLC0415 - imports no TensorFlow
+    from placement_cli.runtime.gpu_policy import present
 
     return len(present({}))
 
@@ -170,9 +170,9 @@ def matmul_count(executed_ops: dict[str, int]) -> int:
 
 # ------------------------------------------------------------------------------- a tiny DOT reader
 
-_CLUSTER = re.compile(r"subgraph (cluster_\d+) \{\n(.*?)\n  \}", re.S)
-_NODE = re.compile(r'^\s*(n\d+) \[label="((?:[^"\\]|\\.)*)".*fillcolor="(#[0-9a-f]{6})"', re.M)
-_EDGE = re.compile(r"^\s*(n\d+) -> (n\d+)(?: \[(.*)\])?;$", re.M)
+_CLUSTER = re.compile(r"subgraph (cluster_\d+) \{\n(.*?)\n  \}", re.DOTALL)
+_NODE = re.compile(r'^\s*(n\d+) \[label="((?:[^"\\]|\\.)*)".*fillcolor="(#[0-9a-f]{6})"', re.MULTILINE)
+_EDGE = re.compile(r"^\s*(n\d+) -> (n\d+)(?: \[(.*)\])?;$", re.MULTILINE)
 _LABEL = re.compile(r'label="((?:[^"\\]|\\.)*)"')
 
 

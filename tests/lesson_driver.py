@@ -76,7 +76,7 @@ def main() -> None:
     # TensorFlow's Python logger keeps the stderr of the first command CliRunner ran, closed since:
     # its deprecation warnings would print "Logging error" tracebacks into later commands' stderr.
     logging.raiseExceptions = False
-    runs = [run(args, None) for args in LESSONS + [["errors"]]]
+    runs = [run(args, None) for args in [*LESSONS, ["errors"]]]
     runs += [run(args, api) for api in private.APIS for args in WITHOUT_EACH_API]
     out = json.dumps({"runs": runs, "partitions": executed})
     os.write(1, out.encode())  # not sys.stdout: CliRunner swapped it in and out

@@ -110,7 +110,7 @@ def checkout_first(*first: str) -> str:
     suite runs with, which is kept: where TensorFlow or placement's dependencies are found through it
     (a machine set up with PYTHONPATH, as tools/gpu_check.sh's GPU machines are), a test that replaced it
     started processes that could not import them."""
-    from pathlib import Path  # noqa: PLC0415
+    from pathlib import Path
 
     root = str(Path(__file__).resolve().parents[1])
     return os.pathsep.join(p for p in (root, *first, os.environ.get("PYTHONPATH", "")) if p)

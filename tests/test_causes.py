@@ -50,16 +50,16 @@ CUBLAS_LOG = ("I0000 00:00:1795665599.171620   10818 gpu_device.cc:2020] Created
 
 # (a line TensorFlow writes or raises, the kind it names)
 WORDINGS = [
-    ("OOM when allocating tensor with shape[10000,10000] and type float on /job:localhost/replica:0/task:0/device:"
-     "GPU:0 by allocator GPU_0_bfc", "gpu_memory"),
-    ("2017-05-02 10:11:12.123456: E tensorflow/stream_executor/cuda/cuda_driver.cc:1002] failed to allocate 3.77G "
-     "(4046333952 bytes) from device: CUDA_ERROR_OUT_OF_MEMORY", "gpu_memory"),
-    ("W tensorflow/core/common_runtime/bfc_allocator.cc:270] Allocator (GPU_0_bfc) ran out of memory trying to "
-     "allocate 1.00GiB (rounded to 1073741824)", "gpu_memory"),
+    (("OOM when allocating tensor with shape[10000,10000] and type float on /job:localhost/replica:0/task:0/device:"
+     "GPU:0 by allocator GPU_0_bfc"), "gpu_memory"),
+    (("2017-05-02 10:11:12.123456: E tensorflow/stream_executor/cuda/cuda_driver.cc:1002] failed to allocate 3.77G "
+     "(4046333952 bytes) from device: CUDA_ERROR_OUT_OF_MEMORY"), "gpu_memory"),
+    (("W tensorflow/core/common_runtime/bfc_allocator.cc:270] Allocator (GPU_0_bfc) ran out of memory trying to "
+     "allocate 1.00GiB (rounded to 1073741824)"), "gpu_memory"),
     ("Dst tensor is not initialized.", "gpu_memory"),
     ("CUDA runtime implicit initialization on GPU:0 failed. Status: out of memory", "gpu_memory"),
-    ("2017-12-30 21:18:15.134786: E tensorflow/stream_executor/cuda/cuda_blas.cc:366] failed to create cublas handle: "
-     "CUBLAS_STATUS_NOT_INITIALIZED", "gpu_library"),
+    (("2017-12-30 21:18:15.134786: E tensorflow/stream_executor/cuda/cuda_blas.cc:366] failed to create cublas handle: "
+     "CUBLAS_STATUS_NOT_INITIALIZED"), "gpu_library"),
     ("Attempting to perform BLAS operation using StreamExecutor without BLAS support [Op:MatMul]", "gpu_library"),
     ("Blas GEMM launch failed : a.shape=(100, 784), b.shape=(784, 10), m=100, n=10, k=784", "gpu_library"),
     ("Blas xGEMMBatched launch failed : a.shape=[1,2,2], b.shape=[1,2,2], m=2, n=2, k=2, batch_size=1",
@@ -67,16 +67,16 @@ WORDINGS = [
     ("E tensorflow/stream_executor/cuda/cuda_dnn.cc:329] Could not create cudnn handle: CUDNN_STATUS_INTERNAL_ERROR",
      "gpu_library"),
     ("could not create cudnn handle: CUDNN_STATUS_NOT_INITIALIZED", "gpu_library"),
-    ("Failed to get convolution algorithm. This is probably because cuDNN failed to initialize, so try looking to "
-     "see if a warning log message was printed above.", "gpu_library"),
+    (("Failed to get convolution algorithm. This is probably because cuDNN failed to initialize, so try looking to "
+     "see if a warning log message was printed above."), "gpu_library"),
     ("DNN library initialization failed. Look at the errors above for more details.", "gpu_library"),
     ("Failed to create cuFFT batched plan with scratch allocator", "gpu_library"),
     ("Failed to create cuSolverDN instance.", "gpu_library"),
     ("CUDNN_STATUS_ALLOC_FAILED", "gpu_memory"),
     ("CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered", "gpu"),
     # a machine without a GPU says these at every start: never a cause
-    ("E0000 00:00:1795665604.298090   10818 cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA error: "
-     "Failed call to cuInit: UNKNOWN ERROR (303)", None),
+    (("E0000 00:00:1795665604.298090   10818 cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA error: "
+     "Failed call to cuInit: UNKNOWN ERROR (303)"), None),
     ("Could not find cuda drivers on your machine, GPU will not be used.", None),
     ("Cannot assign a device for operation a: Operation was explicitly assigned to /device:GPU:0", None),
 ]
@@ -131,7 +131,7 @@ def test_the_cluster_supervisor_says_the_cause_and_keeps_it(tmp_path: Path) -> N
 
 
 def _panel_text(failure: PlacementFailure) -> str:
-    console = Console(record=True, width=120, color_system=None, file=open(os.devnull, "w"))  # noqa: SIM115
+    console = Console(record=True, width=120, color_system=None, file=open(os.devnull, "w"))
     console.print(failure_panel(failure, True, Hints.run_command(soft=False)))
     return " ".join(console.export_text().replace("│", " ").split())
 
@@ -141,7 +141,7 @@ def test_a_run_that_failed_shows_the_cause_and_the_gpu_remedy() -> None:
     from placement_cli.runtime.run import Trial, outcome
 
     trial = Trial(error=RECORDED_SUMMARY, error_class="InternalError")
-    (failure,), run_error = outcome((), trial, CUBLAS_LOG)
+    (failure,), _run_error = outcome((), trial, CUBLAS_LOG)
     assert failure.kind == "run_failed" and failure.cause is not None and failure.cause.gpu_taken
     assert failure.to_dict()["cause"]["log_line"] == "failed to create cublas handle: CUBLAS_STATUS_NOT_INITIALIZED"
     text = _panel_text(failure)
@@ -208,7 +208,7 @@ def test_a_training_that_stopped_shows_the_cause_and_the_remedy() -> None:
                         losses=(1.0,), error=RECORDED, cause=found)
     report = Report(training=training)
     assert report.to_dict(run=True)["training"]["cause"]["kind"] == "gpu_library"
-    console = Console(record=True, width=200, color_system=None, file=open(os.devnull, "w"))  # noqa: SIM115
+    console = Console(record=True, width=200, color_system=None, file=open(os.devnull, "w"))
     console.print(training_group(report, View()))
     text = " ".join(console.export_text().replace("│", " ").split())
     assert "1 of 5 steps ran. TensorFlow says: INTERNAL: Blas xGEMM launch failed" in text

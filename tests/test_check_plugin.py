@@ -50,8 +50,8 @@ def test_a_users_test_run_loads_the_plugin_without_tensorflow(pytester: pytest.P
     result.stdout.fnmatch_lines([
         "*AssertionError: placement check failed: 2 of 2 rules",
         "*--max-on CPU:1=1: placements on CPU:1: 2, at most 1 allowed (e.g. x, ones_1)",
-        "*--no-fallback: soft fallbacks (ops placed elsewhere than they asked): 3 "
-        "(e.g. pinned, AssignAddVariableOp, ReadVariableOp)",
+        ("*--no-fallback: soft fallbacks (ops placed elsewhere than they asked): 3 "
+        "(e.g. pinned, AssignAddVariableOp, ReadVariableOp)"),
     ])
     text = result.stdout.str()
     assert "ones_2" not in text.replace("^ones_2$", "")  # ignored
@@ -243,9 +243,9 @@ def test_a_fixture_asked_for_as_the_test_runs_gets_its_own_advice(monkeypatch: p
     """Before: a test that asked with request.getfixturevalue("placement") after other tests ran TF ops
     was told of "an op at import or collection"; no collected test had asked for the fixture, so the
     plugin had not switched logging on: the advice names that and its remedy."""
-    from types import SimpleNamespace  # noqa: PLC0415
+    from types import SimpleNamespace
 
-    from placement_cli import pytest_plugin  # noqa: PLC0415
+    from placement_cli import pytest_plugin
 
     monkeypatch.setattr(pytest_plugin, "_STATE", {"hook": None, "on": None, "asked": None})
     pytest_plugin.pytest_collection_finish(SimpleNamespace(items=[SimpleNamespace(fixturenames=["request"])]))

@@ -13,7 +13,7 @@ import pytest
 from conftest import LOGS
 from processes import patience
 
-LOG = sorted(LOGS.rglob("*.log"))[0]
+LOG = min(LOGS.rglob("*.log"))
 
 
 @pytest.mark.parametrize("args", [

@@ -331,7 +331,7 @@ def test_on_a_terminal_it_pauses_and_ctrl_c_exits_130(tmp_path) -> None:
     try:  # the terminal may close (EIO) a moment before the process is gone: wait for it, then judge
         proc.wait(timeout=max(5.0, end - time.monotonic()))
     except subprocess.TimeoutExpired:
-        from trace_helpers import _where  # noqa: PLC0415
+        from trace_helpers import _where
 
         where = _where(proc.pid)
         proc.send_signal(signal.SIGABRT)

@@ -427,7 +427,7 @@ def test_a_json_array_is_no_report_and_no_log(tmp_path: Path, data: str) -> None
 # --- Chinese, rendered ------------------------------------------------------------------------------
 
 def render(view: View, width: int = 80) -> str:
-    console = Console(record=True, width=width, color_system=None, file=open(os.devnull, "w"))  # noqa: SIM115
+    console = Console(record=True, width=width, color_system=None, file=open(os.devnull, "w"))
     # the names as a user in the repository would type them (the golden text is the same on any machine)
     old = replace(read_tallied(str(GUIDE_TF0)), name="guide_default.log")
     result = compare(old, replace(read_tallied(str(SAVED / "trace.json")), name="trace.json"))
@@ -490,9 +490,9 @@ def test_big_diff_rows_written_from_records_equal_their_dicts(tmp_path: Path, as
     """A big diff's rows are written straight from its records, a batch at a time where every name is
     plain; each row must read back as the dict its Change makes, whatever a name holds (quotes,
     backslashes, control characters, NUL, other scripts) and wherever it falls among the batches."""
-    from io import StringIO  # noqa: PLC0415
+    from io import StringIO
 
-    from placement_cli.render.json import BATCH, write  # noqa: PLC0415
+    from placement_cli.render.json import BATCH, write
 
     saved = json.loads((FIXTURES / "saved" / "show.json").read_text())
     model = saved["placements"][0]
@@ -534,8 +534,8 @@ def test_a_name_with_a_line_break_or_tab_stays_on_its_row(tmp_path: Path) -> Non
 
 def test_the_moves_digest_names_each_example_with_its_function() -> None:
     """Two tf.functions' MatMuls are two nodes: the digest's examples say whose each one is."""
-    from placement_cli.model import Change  # noqa: PLC0415
-    from placement_cli.render.diff import moved_digest  # noqa: PLC0415
+    from placement_cli.model import Change
+    from placement_cli.render.diff import moved_digest
 
     cpu, gpu = "/job:localhost/replica:0/task:0/device:CPU:0", "/job:localhost/replica:0/task:0/device:GPU:0"
     changes = [Change("MatMul", "MatMul", gpu, cpu, graph="train_step"), Change("MatMul", "MatMul", gpu, cpu, graph="eval_step")]

@@ -299,7 +299,7 @@ def test_a_lone_surrogate_in_a_big_diffs_names_comes_back_as_given(tmp_path: Pat
     once the rows were written a batch at a time (an op's name), and the table view's too; a name came
     back as three U+FFFD. Every row reads back with the names as the reports hold them; the table shows
     the surrogate as U+FFFD."""
-    from placement_cli.render.json import BATCH  # noqa: PLC0415
+    from placement_cli.render.json import BATCH
 
     log = write(tmp_path, "run.log", placed("mm", "MatMul", CPU))
     report = json.loads(Path(saved(tmp_path, log)).read_text())
@@ -429,7 +429,7 @@ def test_a_node_named_empty_is_a_node_not_eager_ops(tmp_path: Path) -> None:
             p.update(device=GPU0, canonical=GPU0, device_type="GPU")
     after = write(tmp_path, "after.json", json.dumps(report))
     data = diff_json(before, after, expect=1)
-    assert [(r["node"], r["from"], r["to"]) for r in data["moved"]][0] == ("", CPU, GPU0)
+    assert next((r["node"], r["from"], r["to"]) for r in data["moved"]) == ("", CPU, GPU0)
     only = diff_json(before, log, expect=1)  # "" only in OLD, mm only in NEW
     assert [r["node"] for r in only["removed"]] == [""] and [r["node"] for r in only["added"]] == ["mm"]
     renamed = write(tmp_path, "renamed.log", placed("c", "Const", CPU) + many.replace("s/n", "t/n"))
@@ -480,10 +480,10 @@ def test_rows_written_from_their_lines_are_the_rows_own_json(tmp_path: Path, mon
     batch's bytes are those of the rows as dicts through the JSON writer, whatever the batch mixes
     (nodes of no tf.function and a function's, TF 2.x's and the guide era's records, a node placed
     twice; in saved reports, names in other scripts and characters JSON escapes)."""
-    import io  # noqa: PLC0415
+    import io
 
-    from placement_cli.collector import paused  # noqa: PLC0415
-    from placement_cli.render import json as rendered  # noqa: PLC0415
+    from placement_cli.collector import paused
+    from placement_cli.render import json as rendered
 
     monkeypatch.setattr(rendered, "BATCH", 7)
 
@@ -528,9 +528,9 @@ def test_a_function_called_late_in_a_log_is_still_known(tmp_path: Path, monkeypa
     until it executes one, then reads it again line by thread: a body placed after thousands of plain
     lines still belongs to its function, in a plain file and a compressed one (read by thread at once),
     and what reading a file says (it is compressed) is said once."""
-    import gzip  # noqa: PLC0415
+    import gzip
 
-    from placement_cli.logparse import saved as saved_module  # noqa: PLC0415
+    from placement_cli.logparse import saved as saved_module
 
     monkeypatch.setattr(saved_module, "FUNCTIONS_HEAD", 4096)  # (8 MiB of plain lines, as a test's few)
     plain = "".join(placed(f"s{i}/c", "Const", CPU) + executed("AddV2") for i in range(3000))

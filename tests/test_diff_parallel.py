@@ -208,11 +208,11 @@ with forked.started(work) as theirs:
 def test_a_child_ends_when_its_parent_is_killed() -> None:
     """SIGKILL gives the parent no chance to end its child: the kernel does (a child working on for no
     one, seconds long on a big log, is an orphan a user finds in ps)."""
-    import subprocess  # noqa: PLC0415
-    import sys  # noqa: PLC0415
-    import time  # noqa: PLC0415
+    import subprocess
+    import sys
+    import time
 
-    from processes import patience  # noqa: PLC0415
+    from processes import patience
 
     parent = subprocess.Popen([sys.executable, "-c", _PARENT_KILLED_WHILE_ITS_CHILD_WORKS], stdout=subprocess.PIPE,
                               text=True)

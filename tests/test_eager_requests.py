@@ -152,13 +152,13 @@ def _check_requests(data: dict[str, Any], output: str) -> None:
 
 
 def test_trace_gives_eager_ops_their_requests(traced: tuple[dict[str, Any], str, Path]) -> None:
-    data, program, tmp = traced
+    data, program, _tmp = traced
     assert data["exit_code"] == 0 and "own saw" in program  # the script's own output (--json: on stderr)
     _check_requests(data, program)
 
 
 def test_trace_leaves_the_program_its_environment_and_nothing_behind(traced: tuple[dict[str, Any], str, Path]) -> None:
-    data, program, tmp = traced
+    _data, program, tmp = traced
     assert "flags at start None" in program  # trace set no TF_XLA_FLAGS: the XLA devices are the script's doing
     assert "Executing op" not in program and "placer.cc" not in program  # its log level 3 held for it
     assert_clean(tmp)

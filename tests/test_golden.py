@@ -28,7 +28,7 @@ WIDTHS = [40, 80, 120]
 
 def render_report(report: Report, *, run: bool, width: int = 100, summary: bool = False,
                   view: View | None = None) -> str:
-    console = Console(record=True, width=width, color_system=None, file=open(os.devnull, "w"))  # noqa: SIM115
+    console = Console(record=True, width=width, color_system=None, file=open(os.devnull, "w"))
     console.print(report_group(report, run=run, summary=summary, view=view), crop=False)
     return console.export_text()
 

@@ -39,7 +39,7 @@ def test_help_names_values_as_the_text_does(command: str) -> None:
     assert not re.search(r"\{[a-z_]+\}|<str>|<int[^>]*>|<text>|<integer>", result.stdout), result.stdout
     click_command = typer.main.get_command(app).commands[command]
     for param in click_command.params:
-        if getattr(param, "is_flag", False) or param.param_type_name == "option" and param.type.name == "choice":
+        if getattr(param, "is_flag", False) or (param.param_type_name == "option" and param.type.name == "choice"):
             continue
         assert param.metavar and param.metavar.strip("[].").replace(",", "").replace("|", "").replace("-", "").isupper(), \
             (command, param.name, param.metavar)

@@ -24,7 +24,7 @@ from placement_cli.render.table import View
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
-import catalogue  # noqa: E402
+import catalogue
 from processes import checkout_first, patience
 
 FIELD = re.compile(r"\{[^}]*\}")
@@ -162,7 +162,7 @@ def test_chinese_is_shown_whenever_the_output_encoding_can_show_it(encoding: str
     assert ("English is used" in err) is not chinese, err
     assert ("┏" in out and "│" in out) is frames, out  # rich's frames, else its ASCII ones
     if not frames:
-        assert "+--" in out and "|" in out and out.isascii() or encoding == "big5", out
+        assert ("+--" in out and "|" in out and out.isascii()) or encoding == "big5", out
     code, out, err = _output_in(encoding, terminal, "parse", str(LOGS / "tf1.x" / "errors_mixed.log"), "--lang", "zh")
     assert code == 0 and "Traceback" not in err and ("放置" in out + err) is chinese
 

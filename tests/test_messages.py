@@ -20,7 +20,7 @@ from placement_cli.render.table import report_group
 from reports import trace_report
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-import layers  # noqa: E402
+import layers
 
 
 @pytest.fixture

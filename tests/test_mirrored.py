@@ -204,7 +204,7 @@ def test_a_diverged_mirrored_training_says_so_and_exits_1(monkeypatch: pytest.Mo
 def test_the_one_json_writer_writes_strict_json_and_says_which_numbers_were_not_finite() -> None:
     """Every command's JSON goes through render.json.dumps (reports, the notebook's to_json, cluster,
     errors, devices, demo): NaN and Infinity, which no strict parser reads, become null, each named."""
-    from placement_cli.render.json import dumps  # noqa: PLC0415
+    from placement_cli.render.json import dumps
 
     data = {"losses": [1.0, float("nan")], "check": {"max_rel_diff": float("inf")}, "by_device": {"a/b": -float("inf")},
             "fine": [1, 2.5, None]}

@@ -608,7 +608,7 @@ def test_kernel_reports_equal_the_script_s_also_when_the_cell_runs_again(runs: d
         assert report["complete"], report["problems"]
         kinds = {row[0] for row in report["rows"]}
         assert kinds == {"eager", "placer"}
-        assert ["placer", "MatMul", "pinned"] == report_row(report, "pinned")[:3]
+        assert report_row(report, "pinned")[:3] == ["placer", "MatMul", "pinned"]
         assert report_row(report, "in_session")  # a Session whose config did not ask for logging
         assert not any(row[1] == "Lookalike" for row in report["rows"])  # the user's line is no placement
         assert not report["user_in_log"] and report["log_lines"]  # the user's output is theirs, not the log's

@@ -180,7 +180,7 @@ def test_an_inspect_target_is_read_or_refused_in_one_line(target: str) -> None:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(path=_PATHS, force=st.booleans())
 def test_a_save_log_file_is_opened_or_refused_in_one_line(folder: Path, path: str, force: bool) -> None:
-    from placement_cli.runtime.tracer import open_save_log  # noqa: PLC0415
+    from placement_cli.runtime.tracer import open_save_log
 
     if path.startswith(("fifo", "/dev/stdin", "/proc")) or path == "/dev/stdout":  # opened as a shell's > opens them
         return
@@ -193,8 +193,8 @@ def test_a_save_log_file_is_opened_or_refused_in_one_line(folder: Path, path: st
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(paths=st.lists(_PATHS, min_size=1, max_size=3), keep=st.booleans())
 def test_a_log_file_is_parsed_or_refused_in_one_line(folder: Path, paths: list[str], keep: bool) -> None:
-    from placement_cli.exceptions import InputError  # noqa: PLC0415
-    from placement_cli.logparse import parse_paths  # noqa: PLC0415
+    from placement_cli.exceptions import InputError
+    from placement_cli.logparse import parse_paths
 
     if any(p.startswith(("fifo", "/dev/stdin", "/dev/stdout", "/proc", "/dev/full")) for p in paths):
         return  # read as cat reads them: until a writer closes

@@ -40,8 +40,7 @@ def test_a_closed_stdout_is_exit_2_with_one_line(extra: list[str]) -> None:
 def test_a_reader_that_stops_early_is_no_error(tmp_path: object) -> None:
     big = os.path.join(str(tmp_path), "big.log")
     with open(big, "w") as f:
-        for i in range(20000):
-            f.write(f"n{i}: (MatMul): /job:localhost/replica:0/task:0/device:CPU:{i % 3}\n")
+        f.writelines(f"n{i}: (MatMul): /job:localhost/replica:0/task:0/device:CPU:{i % 3}\n" for i in range(20000))
     proc = subprocess.run(f'"{sys.executable}" -m placement_cli parse "{big}" --all --json | head -c 10; '
                           'exit ${PIPESTATUS[0]}', shell=True, executable="/bin/bash", capture_output=True, timeout=patience(120))
     assert proc.returncode == 0, proc.stderr.decode()
@@ -52,14 +51,13 @@ def test_a_non_blocking_pipe_gets_the_whole_output(tmp_path: object) -> None:
     """A pipe left non-blocking by the process that started placement (O_NONBLOCK on a description
     it shares) refused what did not fit at once, and the buffered writer dropped part of it: JSON with
     bytes missing from its middle, exit 0. The output is written blocking, and the pipe left as it was."""
-    import fcntl  # noqa: PLC0415
-    import threading  # noqa: PLC0415
-    import time  # noqa: PLC0415
+    import fcntl
+    import threading
+    import time
 
     big = os.path.join(str(tmp_path), "big.log")
     with open(big, "w") as f:
-        for i in range(20000):
-            f.write(f"n{i}: (MatMul): /job:localhost/replica:0/task:0/device:CPU:{i % 3}\n")
+        f.writelines(f"n{i}: (MatMul): /job:localhost/replica:0/task:0/device:CPU:{i % 3}\n" for i in range(20000))
     args = [sys.executable, "-m", "placement_cli", "parse", big, "--all", "--json"]
     expected = subprocess.run(args, capture_output=True, timeout=patience(120), check=True).stdout
     read_end, write_end = os.pipe()

@@ -28,33 +28,33 @@ WORDINGS = [
     (GROUP, "Adagrad/update_baby_names/embedding_lookup/params/SparseApplyAdagrad", None,
      "/job:localhost/replica:0/task:0/GPU:0"),
     # TF 1.x, tensorflow#21115: a pin the group overrides
-    ("Cannot assign a device for operation 'global_step/Assign': Could not satisfy explicit device specification "
+    (("Cannot assign a device for operation 'global_step/Assign': Could not satisfy explicit device specification "
      "'/job:worker/task:0' because the node was colocated with a group of nodes that required incompatible device "
-     "'/job:ps/task:0'", "global_step/Assign", "/job:worker/task:0", "/job:ps/task:0"),
+     "'/job:ps/task:0'"), "global_step/Assign", "/job:worker/task:0", "/job:ps/task:0"),
     # TF 1.14+ / 2.x: the node named {{colocation_node X}}, the devices listed after
-    ("Cannot assign a device for operation emb/Adam: Could not satisfy explicit device specification '' because the "
+    (("Cannot assign a device for operation emb/Adam: Could not satisfy explicit device specification '' because the "
      "node {{colocation_node emb/Adam}} was colocated with a group of nodes that required incompatible device "
      "'/job:localhost/replica:0/task:0/device:GPU:0'. All available devices [/job:localhost/replica:0/task:0/device:CPU:0, "
-     "/job:localhost/replica:0/task:0/device:GPU:0]. ", "emb/Adam", None, "/job:localhost/replica:0/task:0/device:GPU:0"),
+     "/job:localhost/replica:0/task:0/device:GPU:0]. "), "emb/Adam", None, "/job:localhost/replica:0/task:0/device:GPU:0"),
     # TF 1.14, tensorflow#33447: the device assignments active during the op's creation come first
-    ("Cannot assign a device for operation conv/kernel/Initializer/random_normal/mul: Could not satisfy explicit device "
+    (("Cannot assign a device for operation conv/kernel/Initializer/random_normal/mul: Could not satisfy explicit device "
      "specification '' because the node {{colocation_node conv/kernel/Initializer/random_normal/mul}} placed on device "
-     "Device assignments active during op 'conv/kernel/Initializer/random_normal/mul' creation:",
+     "Device assignments active during op 'conv/kernel/Initializer/random_normal/mul' creation:"),
      "conv/kernel/Initializer/random_normal/mul", None, None),
-    ("Cannot place the graph because a reference or resource edge connects colocation groups with incompatible "
-     "assigned devices: /job:worker/replica:0/task:0/device:GPU:0 vs /job:worker/replica:0/task:0/device:CPU:0",
+    (("Cannot place the graph because a reference or resource edge connects colocation groups with incompatible "
+     "assigned devices: /job:worker/replica:0/task:0/device:GPU:0 vs /job:worker/replica:0/task:0/device:CPU:0"),
      None, None, None),
-    ("Cannot place the graph because a reference or resource edge connects colocation groups with incompatible "
-     "resource devices: /job:ps/replica:0/task:7/device:CPU:0 vs /job:ps/replica:0/task:8/device:CPU:0", None, None, None),
-    ("Cannot assign a device for operation 'Adam/update_w/ApplyAdam': Could not colocate node with its resource and "
-     "reference inputs; devices /job:ps/task:0 and /job:ps/task:1 are not compatible.", "Adam/update_w/ApplyAdam",
+    (("Cannot place the graph because a reference or resource edge connects colocation groups with incompatible "
+     "resource devices: /job:ps/replica:0/task:7/device:CPU:0 vs /job:ps/replica:0/task:8/device:CPU:0"), None, None, None),
+    (("Cannot assign a device for operation 'Adam/update_w/ApplyAdam': Could not colocate node with its resource and "
+     "reference inputs; devices /job:ps/task:0 and /job:ps/task:1 are not compatible."), "Adam/update_w/ApplyAdam",
      None, None),
-    ("Nodes were connected by a reference connection (requiring them to be on the same device), but the two nodes "
+    (("Nodes were connected by a reference connection (requiring them to be on the same device), but the two nodes "
      "were assigned two different devices: Cannot colocate nodes {{colocation_node w/Assign}} and "
-     "{{colocation_node w}}: Cannot merge devices with incompatible jobs: '/job:worker' and '/job:ps'", "w/Assign",
+     "{{colocation_node w}}: Cannot merge devices with incompatible jobs: '/job:worker' and '/job:ps'"), "w/Assign",
      None, None),
-    ("Cannot colocate nodes {{colocation_node Variable/read}} and {{colocation_node Variable}}: Cannot merge devices "
-     "with incompatible types: '/device:CPU:0' and '/device:GPU:0'", "Variable/read", None, None),
+    (("Cannot colocate nodes {{colocation_node Variable/read}} and {{colocation_node Variable}}: Cannot merge devices "
+     "with incompatible types: '/device:CPU:0' and '/device:GPU:0'"), "Variable/read", None, None),
     ("Node 'save/SaveV2' expects to be colocated with unknown node 'v'", "save/SaveV2", None, None),
 ]
 
@@ -95,7 +95,7 @@ def test_an_ignored_colocation_is_no_failure() -> None:
 
 def test_the_panel_names_the_group_and_no_pin() -> None:
     report = parse_paths([str(LOGS / "tf0.x/colocation_group.log")])
-    (failure,) = report.errors
+    (_failure,) = report.errors
     text = render_report(report, run=False, width=100)
     assert "Placement error in the log (colocation)" in text
     assert "group requires" in text and "GPU:0" in text

@@ -148,8 +148,8 @@ def test_captured_text_is_read_as_the_text_it_is(start: str) -> None:
 def test_a_closed_stdin_is_exit_2_saying_so(tmp_path: Path, args: list[str]) -> None:
     """``placement parse - <&-`` (standard input closed: Python's sys.stdin is None) was an internal error,
     exit 3 (AttributeError). Nothing to read is bad input: exit 2, saying standard input is closed."""
-    import subprocess  # noqa: PLC0415
-    import sys  # noqa: PLC0415
+    import subprocess
+    import sys
 
     other = tmp_path / "other.log"
     other.write_text("MatMul: (MatMul): /job:localhost/replica:0/task:0/device:CPU:0\n")

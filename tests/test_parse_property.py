@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("hypothesis", reason="the property tests need hypothesis (pip install -e '.[test]')")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from conftest import LOGS  # noqa: E402
+from conftest import LOGS
 from placement_cli.exceptions import InputError
 from placement_cli.logparse import engine, parallel
 from placement_cli.logparse.engine import parse_streams

@@ -104,7 +104,7 @@ def test_notebook_fragments_join_only_when_certain() -> None:
         "xy",
         "c: ",
         "(AddV2): " + DEV,  # "c: " and "xyc: " both would make a placement: not certain, not joined
-        f"I0000 00:00:1795232759.847888    3899 placer.cc:162] Mat",
+        "I0000 00:00:1795232759.847888    3899 placer.cc:162] Mat",
         f"Mul: (MatMul): {DEV}",  # completes the truncated glog copy, not a node "Mul"
         f"b: (Const): {DEV[:-8]}",
         DEV[-8:],

@@ -29,6 +29,7 @@ from placement_cli.outputs import check_file, write_file
 from placement_cli.render.graph import depths, dot_string, render_dot, render_graph_svg
 from placement_cli.render.svg import FONT_STACK, fit_cells, offline
 from processes import patience
+import itertools
 
 SVG = "{http://www.w3.org/2000/svg}"
 TOWER = ["tower", "--devices", "/cpu:1,/cpu:2", "--cpus", "3", "--copies"]
@@ -122,7 +123,7 @@ def _check_cells(svg: str) -> None:
     width = cell.pop()
     for _, _, length, text in runs:
         assert length == pytest.approx(cell_len(text) * width), text
-    for (y, x, length, _), (y2, x2, _, text) in zip(runs, runs[1:]):
+    for (y, x, length, _), (y2, x2, _, text) in itertools.pairwise(runs):
         assert y2 != y or x2 >= x + length - 1e-6, text  # no run drawn over the one before it
 
 
@@ -202,7 +203,7 @@ def _hostile_report() -> Report:
     devices = ["/job:localhost/replica:0/task:0/device:CPU:0", "/job:localhost/replica:0/task:0/device:CPU:1"]
     placements = tuple(Placement(n, "Op", devices[i % 2], try_parse(devices[i % 2]), "placer", i + 1)
                        for i, n in enumerate(names))
-    edges = tuple(Edge(a, b) for a, b in zip(names, names[1:]))
+    edges = tuple(Edge(a, b) for a, b in itertools.pairwise(names))
     copies = (Copy("say \"hi\":0", devices[0], devices[1], dtype="float32", bytes=24, producer='say "hi"'),)
     return Report(placements=placements, edges=edges, copies=copies, title="t")
 
@@ -698,7 +699,7 @@ def test_a_short_graph_svg_is_as_wide_as_its_title_and_notes(lang: str) -> None:
     """A graph of a few unjoined nodes (--top 25 of a parsed run) was one column, 210 px: its title and
     notes were cut at the edge. The canvas holds every text at least at an average glyph's width
     (0.6 em a cell bold, 0.55 em plain; a Chinese character is two cells)."""
-    from placement_cli import i18n  # noqa: PLC0415
+    from placement_cli import i18n
 
     device = "/job:localhost/replica:0/task:0/device:CPU:0"
     spec = try_parse(device)

@@ -29,7 +29,7 @@ CONTEXTS = {
 
 
 def text_of(renderable: object, width: int = 80) -> str:
-    console = Console(record=True, width=width, color_system=None, file=open(os.devnull, "w"))  # noqa: SIM115
+    console = Console(record=True, width=width, color_system=None, file=open(os.devnull, "w"))
     console.print(renderable, crop=False)
     return console.export_text()
 
@@ -97,7 +97,7 @@ def test_the_digest_says_how_many_ops_run_with_their_resource_instead_of_listing
     digest = "\n".join(lines_of(replace(report, placements=tuple(ruled)), 200))
     count = sum(p.status == WITH_RESOURCE for p in ruled)
     assert f"{count} ops run with their resource" in " ".join(digest.split())
-    quiet = [p for p in ruled if p.status == WITH_RESOURCE or p.op == "MatMul" and p.node.startswith("tower_0")]
+    quiet = [p for p in ruled if p.status == WITH_RESOURCE or (p.op == "MatMul" and p.node.startswith("tower_0"))]
     alone = "\n".join(lines_of(replace(report, placements=tuple(quiet)), 200))
     assert "Every op sits where it asked" not in alone and "run with their resource" in " ".join(alone.split())
 

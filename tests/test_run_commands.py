@@ -160,7 +160,7 @@ def test_eager_ops_pinned_to_missing_gpus_are_soft_fallbacks_with_a_reason(drive
 @pytest.mark.parametrize("mode", ["graph", "eager"])
 def test_one_tower_says_nothing_was_summed(driven: dict[str, Any], mode: str) -> None:
     args = ("tower", "--devices", "/cpu:0", "--reduce-on", "/gpu:3")
-    run = ran(driven, *(args[:1] + ("--mode", "eager") + args[1:] if mode == "eager" else args))
+    run = ran(driven, *((*args[:1], "--mode", "eager", *args[1:]) if mode == "eager" else args))
     report = run["report"]
     assert run["exit_code"] == 0 and report["result"] == RESULT
     assert "one tower" in report["title"] and "summed on" not in report["title"] and "/gpu:3" not in report["title"]

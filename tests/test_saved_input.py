@@ -130,7 +130,7 @@ def test_standard_input_either_way(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
 
 
 @pytest.mark.parametrize("encode", [
-    lambda b: gzip.compress(b), bz2.compress, lzma.compress,
+    gzip.compress, bz2.compress, lzma.compress,
     lambda b: codecs.BOM_UTF16_LE + b.decode().encode("utf-16-le"), lambda b: codecs.BOM_UTF8 + b,
     lambda b: b"\n\n  " + b,
 ], ids=["gzip", "bzip2", "xz", "utf16", "utf8-bom", "leading-blanks"])
@@ -229,9 +229,9 @@ def test_text_that_starts_like_json_is_a_log_where_it_holds_placements_and_refus
     found" with exit 0 for parse while diff and check said why it was unreadable. Now each is a log where it
     holds placements, and exit 2 with the JSON's reason where it holds none, in all three, from files and
     standard input, compressed too."""
-    from typer.testing import CliRunner  # noqa: PLC0415
+    from typer.testing import CliRunner
 
-    from placement_cli.cli import app  # noqa: PLC0415
+    from placement_cli.cli import app
 
     runner = CliRunner()
     log = (LOGS / "tf2.21" / "guide_matmul_plain.log").read_text()
@@ -267,9 +267,9 @@ def test_text_that_starts_like_json_is_a_log_where_it_holds_placements_and_refus
 def test_a_narrowed_report_shown_as_counts_says_no_false_nothing_matched(tmp_path: Path) -> None:
     """``parse --summary`` of a report saved with ``--device CPU:1`` (and its ``--summary --json``) showed the 2
     placements it counts, yet said "no placements match --device CPU:1 (of 4)" on standard error."""
-    from typer.testing import CliRunner  # noqa: PLC0415
+    from typer.testing import CliRunner
 
-    from placement_cli.cli import app  # noqa: PLC0415
+    from placement_cli.cli import app
 
     runner = CliRunner()
     cpu = "/job:localhost/replica:0/task:0/device:CPU:"

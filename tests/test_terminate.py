@@ -24,7 +24,7 @@ def test_a_signal_mid_demo_is_one_line_and_its_exit_code(tmp_path: Path, sig: in
         if "2" in shown and ("/" in shown or "step" in shown.lower()) and shown.strip():
             break
     child.send_signal(sig)
-    out, err = child.communicate(timeout=patience(120))
+    _out, err = child.communicate(timeout=patience(120))
     lines = [x for x in err.splitlines() if x.startswith("placement:")]
     assert child.returncode == code, err[-2000:]
     assert lines == [f"placement: {line}"], err[-2000:]

@@ -81,7 +81,7 @@ def test_a_saved_report_says_which_placements_are_eager_ops_wrappers(traced: Any
     placements those were, so a reader of it could not count what the tables show, and `check` of the
     saved report judged them as the program's placements (plumbing undercounted). Each says
     ``"wrapper": true``, and a report read back keeps it."""
-    from placement_cli.rules import PLUMBING_OPS  # noqa: PLC0415
+    from placement_cli.rules import PLUMBING_OPS
 
     data, saved = traced[3]
     wrappers = [p for p in data["placements"] if p.get("wrapper")]
@@ -145,7 +145,7 @@ def test_a_graph_node_with_a_resource_input_runs_with_it_and_that_is_no_fallback
     assert read["reason"].startswith("with its reference input kept on CPU:1: TensorFlow's placer puts a node")
     (ignored,) = [r for r in data["ignored_requests"] if r["node"] == "kept_read"]
     assert (ignored["cause"], ignored["source"]) == ("reference_input", "kept")
-    code, out, _err = check(saved, "--no-fallback", "--ignore", "mm_true|^far$|^xla_mm$")
+    _code, out, _err = check(saved, "--no-fallback", "--ignore", "mm_true|^far$|^xla_mm$")
     assert "kept_read" not in out
 
 
@@ -163,7 +163,7 @@ def test_a_function_s_node_with_a_resource_input_runs_with_it_and_that_is_no_fal
             assert p["status"] == "with its resource"
             assert p["reason"].startswith("with its variable weights (its resource input ") and " on CPU:1: " in p["reason"]
         assert node(data, "fn_value")["canonical"] == CPU + "0"
-        code, out, _err = check(saved, "--no-fallback", "--ignore", "mm_true|^far$|^xla_mm$")
+        _code, out, _err = check(saved, "--no-fallback", "--ignore", "mm_true|^far$|^xla_mm$")
         assert "fn_read" not in out and "fn_update" not in out
 
 
@@ -179,7 +179,7 @@ def test_max_on_counts_distinct_placements_at_any_step_count(traced: Any) -> Non
     assert len(traced[30][0]["placements"]) > len(traced[3][0]["placements"]) + 50  # the log grows with the steps
     summaries = []
     for saved in (few, many):
-        code, out, _err = check(saved, "--max-on", "CPU:1=1000", "--json")
+        _code, out, _err = check(saved, "--max-on", "CPU:1=1000", "--json")
         summaries.append(json.loads(out)["summary"])
     assert summaries[0]["distinct"] == summaries[1]["distinct"]
     assert summaries[0]["distinct_by_device"] == summaries[1]["distinct_by_device"]
@@ -195,10 +195,10 @@ def test_max_on_counts_distinct_placements_at_any_step_count(traced: Any) -> Non
 
 def test_unknown_requests_are_said_by_what_they_are(traced: Any) -> None:
     _data, saved = traced[3]
-    code, out, _err = check(saved, "--no-fallback", "--json")
+    _code, out, _err = check(saved, "--no-fallback", "--json")  # the code: whatever this machine's devices make it
     kinds = json.loads(out)["summary"]["unknown_request_kinds"]
     assert kinds.get("eager_const", 0) > 0 and kinds.get("graph", 0) > 0  # _EagerConst; lowered control flow
     assert "eager" not in kinds  # one thread: every eager op of the program was recorded
-    code, out, _err = check(saved, "--no-fallback")
+    _code, out, _err = check(saved, "--no-fallback")
     assert "another thread" not in out
     assert "_EagerConst: " in out and "(constants TensorFlow makes from Python values" in out

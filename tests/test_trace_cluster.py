@@ -109,7 +109,7 @@ def test_mwms_runs_every_worker_with_its_output_prefixed_and_its_tf_config(mwms:
     err = done.stderr.decode()
     for i in (0, 1):  # --json: the tasks' stdout goes to stderr, each line after its task
         assert f"worker/{i} | hello from worker {i}\n" in err
-        assert re.search(rf"^worker/{i} \| worker {i} loss \d", err, re.M)
+        assert re.search(rf"^worker/{i} \| worker {i} loss \d", err, re.MULTILINE)
     doc = mwms["doc"]
     assert doc["exit_code"] == 0
     tasks = doc["tasks"]
@@ -156,7 +156,7 @@ def test_pss_chief_finishes_servers_are_ended_and_variables_live_on_ps(pss: dict
     done = pss["done"]
     out, err = done.stdout.decode(), done.stderr.decode()
     assert done.returncode == 0, err[-3000:]
-    assert re.search(r"^chief/0  \| chief done, loss \d", out, re.M)
+    assert re.search(r"^chief/0  \| chief done, loss \d", out, re.MULTILINE)
     for name in ("ps/0     | ps 0 serving", "worker/0 | worker 0 serving", "worker/1 | worker 1 serving"):
         assert name + "\n" in out
     tasks = out[out.index("Tasks ("):]
@@ -270,7 +270,7 @@ def test_lines_are_prefixed_whole_and_saved_byte_exact(tmp_path: Path) -> None:
         assert f"worker/{i} | partial worker{i} done\n".encode() in done.stdout  # a line waits for its end
         assert f"worker/{i} | \xff\xfe raw\n".encode("latin-1") in done.stdout
         assert f"worker/{i} | worker{i} to stderr\n".encode() in done.stderr
-        assert re.search(rb"^worker/%d \| no newline at the end" % i, done.stderr, re.M)
+        assert re.search(rb"^worker/%d \| no newline at the end" % i, done.stderr, re.MULTILINE)
         assert (tmp_path / "logs" / f"worker-{i}.out").read_bytes() == b"partial worker%d done\n\xff\xfe raw\n" % i
         assert (tmp_path / "logs" / f"worker-{i}.err").read_bytes() == b"worker%d to stderr\nno newline at the end" % i
     again = subprocess.run([*TRACE, "--cluster", "worker=2", "--save-log", str(tmp_path / "logs"), str(script)],
@@ -349,7 +349,7 @@ def test_a_stopped_task_is_named_and_every_task_is_ended(tmp_path: Path) -> None
     done, script = _cheap(tmp_path, "stops.py", STOPS, "--cluster", "worker=2")
     err = done.stderr.decode()
     assert done.returncode == 1
-    assert re.search(r"^placement: worker/1 \(pid \d+\) was found stopped \(process state [Tt]", err, re.M), err
+    assert re.search(r"^placement: worker/1 \(pid \d+\) was found stopped \(process state [Tt]", err, re.MULTILINE), err
     assert _leftovers(str(script)) == []
 
 
@@ -422,7 +422,7 @@ def test_a_reader_that_stops_early_ends_the_tasks_as_their_own_closed_stdout_wou
     said = (tmp_path / "err").read_text()
     # python's BrokenPipeError in the task, as under `trace`: 1, or 120 when its flush at exit failed too
     assert code in (1, 120), said[-2000:]
-    assert re.search(rf"^placement: worker/[01] \(pid \d+\) exited with code {code}: .*BrokenPipeError", said, re.M), said
+    assert re.search(rf"^placement: worker/[01] \(pid \d+\) exited with code {code}: .*BrokenPipeError", said, re.MULTILINE), said
     assert _leftovers(str(script)) == []
 
 
@@ -441,7 +441,7 @@ def test_an_unfinished_last_line_is_ended_before_anything_else_is_written(tmp_pa
     assert done.returncode == 1, done.stderr.decode()
     out, err = done.stdout.decode(), done.stderr.decode()
     assert "worker/0 | epoch 3/10 ... loss=0.5\n" in out, out
-    assert re.search(r"^─+ placement: \S+ exited with code 1", out, re.M), out  # the report's rule: a line of its own
+    assert re.search(r"^─+ placement: \S+ exited with code 1", out, re.MULTILINE), out  # the report's rule: a line of its own
     assert "worker/0 | half a line on stderr\nplacement: worker/0 (pid " in err, err
     assert (tmp_path / "logs" / "worker-0.out").read_bytes() == b"epoch 3/10 ... loss=0.5"  # the file: as written
 
@@ -697,7 +697,7 @@ def test_split_gpus_gives_each_task_its_own_and_otherwise_tasks_see_yours(tmp_pa
     expected = {"chief/0": "2", "worker/0": "3", "worker/1": "2", "ps/0": ""} if split else dict.fromkeys(tasks, "2,3")
     assert tasks == expected
     for name, value in expected.items():  # what each task's own process saw
-        assert re.search(rf"^{re.escape(name)}\s*\| sees {re.escape(repr(value))}$", err, re.M), err
+        assert re.search(rf"^{re.escape(name)}\s*\| sees {re.escape(repr(value))}$", err, re.MULTILINE), err
     if split:
         assert "--split-gpus: 3 tasks and 2 GPUs: one GPU each, round-robin" in err
 
@@ -780,7 +780,7 @@ def test_a_worker_that_fails_after_the_chief_exited_0_fails_the_run(tmp_path: Pa
     err = done.stderr.decode()
     assert "worker/0 | the chief is gone; failing" in done.stdout.decode(), err
     assert done.returncode == 5, err
-    assert re.search(r"^placement: worker/0 \(pid \d+\) exited with code 5", err, re.M), err
+    assert re.search(r"^placement: worker/0 \(pid \d+\) exited with code 5", err, re.MULTILINE), err
     assert _leftovers(str(script)) == []
 
 

@@ -159,7 +159,7 @@ def test_a_closed_pipe_ends_nothing_but_the_script_as_python_would(tmp_path: Pat
     python; placement neither hangs nor prints a traceback of its own."""
     write(tmp_path, "import os\nopen('pid', 'w').write(str(os.getpid()))\nfor i in range(10**7):\n    print('line', i)\n")
     results = []
-    for command in ([sys.executable, "prog.py"], TRACE + ["prog.py"]):
+    for command in ([sys.executable, "prog.py"], [*TRACE, "prog.py"]):
         shell = subprocess.run(["sh", "-c", '"$@" | head -1; echo "status $?"', "sh", *command], cwd=tmp_path,
                                env=environment(tmp_path), capture_output=True, timeout=patience(60), check=False)
         results.append(shell)
@@ -169,7 +169,7 @@ def test_a_closed_pipe_ends_nothing_but_the_script_as_python_would(tmp_path: Pat
     assert b"placement_cli" not in traced.stderr and b"internal error" not in traced.stderr
     assert traced.stderr.splitlines()[-1] == plain.stderr.splitlines()[-1]  # the script's own BrokenPipeError
     exit_codes = []
-    for command in ([sys.executable, "prog.py"], TRACE + ["prog.py"]):
+    for command in ([sys.executable, "prog.py"], [*TRACE, "prog.py"]):
         proc = subprocess.Popen(command, cwd=tmp_path, env=environment(tmp_path), stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL)
         assert proc.stdout is not None

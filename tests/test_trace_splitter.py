@@ -184,7 +184,7 @@ def test_every_start_of_a_tf_line_is_held() -> None:
 def test_the_child_s_control_frames_are_read_whole_however_the_pipe_cuts_them(sent: list[bytes], step: int) -> None:
     """trace and trace --cluster read the child's control pipe with one reader: each frame whole,
     sized payloads with newlines in them too, whatever the reads' sizes."""
-    from placement_cli.runtime.child import frames  # noqa: PLC0415
+    from placement_cli.runtime.child import frames
 
     data, buf, got = b"".join(sent), bytearray(), []
     for at in range(0, len(data), step):

@@ -12,6 +12,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from placement_cli.render.wrap import break_offsets, wrapped
+import itertools
 
 SENTENCE = ("同一个图，设置 allow_soft_placement=True：TensorFlow 把无法运行的操作移到现有的设备上"
             "（tf.config.list_logical_devices() 会列出）。")
@@ -19,7 +20,7 @@ SENTENCE = ("同一个图，设置 allow_soft_placement=True：TensorFlow 把无
 
 def _lines(text: str, width: int) -> list[str]:
     cuts = [0, *break_offsets(text, width), len(text)]
-    return [text[a:b].rstrip() for a, b in zip(cuts, cuts[1:])]
+    return [text[a:b].rstrip() for a, b in itertools.pairwise(cuts)]
 
 
 def test_lines_are_filled_and_names_stay_whole() -> None:

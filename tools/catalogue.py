@@ -49,7 +49,7 @@ def parse_po(text: str) -> dict[str, str]:
     msgid: str | None = None
     msgstr: str | None = None
     field = None
-    for raw in text.splitlines() + [""]:
+    for raw in [*text.splitlines(), ""]:
         line = raw.strip()
         if line.startswith("msgid "):
             if msgid is not None and msgstr is not None:

@@ -31,7 +31,7 @@ new_norm = norm(new)
 new_lines = {l.rstrip() for l in new.splitlines()}
 missing, counts = [], {"sentence": 0, "code line": 0, "table row": 0, "heading": 0, "option": 0}
 
-blocks = re.split(r"(^```.*?^```)", old, flags=re.S | re.M)
+blocks = re.split(r"(^```.*?^```)", old, flags=re.DOTALL | re.MULTILINE)
 for block in blocks:
     if block.startswith("```"):
         for line in block.splitlines()[1:-1]:
@@ -70,8 +70,7 @@ for block in blocks:
     text = "\n".join(prose)
     for para in re.split(r"\n\s*\n|\n(?=- )", text):
         para = norm(para)
-        if para.startswith("- "):
-            para = para[2:]
+        para = para.removeprefix("- ")
         for sentence in re.split(r"(?<=[.;:!?])\s+(?=[A-Z`(\[*])", para):
             sentence = sentence.strip()
             if not sentence:

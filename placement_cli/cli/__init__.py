@@ -8,7 +8,7 @@ from placement_cli.cli import check, cluster, demo, diff, parse, run, trace, tra
 from placement_cli.cli.app import COMMANDS, app, app_for, command_name
 
 # --help lists them in this order; a command not named there comes last (tests/test_cli_package.py asks for its place)
-app.registered_commands.sort(key=lambda info: (COMMANDS + (command_name(info),)).index(command_name(info)))
+app.registered_commands.sort(key=lambda info: ((*COMMANDS, command_name(info))).index(command_name(info)))
 
 
 def main() -> None:

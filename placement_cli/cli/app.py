@@ -249,7 +249,7 @@ def option_callback(fn: F) -> F:
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort, typer.BadParameter):
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the one funnel: an unexpected failure becomes exit 3
             raise internal(exc) from None
 
     return wrapper  # type: ignore[return-value]
@@ -337,7 +337,7 @@ def guarded(fn: Callable[..., Outcome], *, one_machine: bool | Callable[[dict[st
         try:
             try:
                 outcome = fn(*args, **kwargs)
-            except BaseException as exc:
+            except BaseException as exc:  # noqa: BLE001 - the one funnel names every ending
                 raise funnel(exc) from None
             emit(outcome)
         finally:
@@ -437,7 +437,7 @@ def emit(outcome: Outcome) -> None:
         _save_pictures(printer, pictures, outcome.graph, code, keep_code=outcome.keep_code)
         for notice in notices:
             say(notice)
-    except BaseException as exc:
+    except BaseException as exc:  # noqa: BLE001 - the one funnel names every ending
         raise funnel(exc, code) from None
     raise typer.Exit(int(code))
 

@@ -17,8 +17,8 @@ from placement_cli.i18n import _
 
 def _load_renderers() -> None:
     """Imported while the script runs: the report is printed the moment it ends."""
-    import placement_cli.render.json  # noqa: F401, PLC0415
-    import placement_cli.render.table  # noqa: F401, PLC0415
+    import placement_cli.render.json  # noqa: PLC0415
+    import placement_cli.render.table  # noqa: PLC0415
     import placement_cli.why  # noqa: F401, PLC0415
 
 

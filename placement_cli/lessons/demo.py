@@ -286,7 +286,7 @@ def _cluster(machine: Machine) -> DemoOutcome:
         return DemoOutcome(found, ok=False, problem=found.run.error or "the cluster did not finish its steps",
                        ran=tuple(ran))
     last = max((step for w in workers for step in w.global_steps or ()), default=0)
-    where = sorted({device for device in found.variables.values()})
+    where = sorted(set(found.variables.values()))
     return _taught(found, N_("{workers} workers, each a process with its own graph, trained against "
                                         "{ps} ps task: every variable lives on {variables} (replica_device_setter), "
                                         "the compute on each worker's own task; async, so the global step counts "

@@ -136,10 +136,9 @@ def _custom_loop(tf: Any, spec: MirroredSpec, strategy: Any, model: Any, options
     lr = spec.lr
 
     def step_fn(x: Any, y: Any) -> Any:
-        with tf.GradientTape() as tape:
-            with tf.name_scope("forward"):
-                loss = tf.nn.compute_average_loss(loss_object(y, model(x, training=True)),
-                                                  global_batch_size=spec.batch)
+        with tf.GradientTape() as tape, tf.name_scope("forward"):
+            loss = tf.nn.compute_average_loss(loss_object(y, model(x, training=True)),
+                                              global_batch_size=spec.batch)
         with tf.name_scope("gradients"):
             grads = tape.gradient(loss, variables)
         context = tf.distribute.get_replica_context()
@@ -175,7 +174,7 @@ def _custom_loop(tf: Any, spec: MirroredSpec, strategy: Any, model: Any, options
     for step, (x, y) in enumerate(synthetic_batches(spec)):
         xs, ys = sharded(x), sharded(y)
         if step == 0:
-            loss = _traced_first(tf, lambda: train_step(xs, ys), options, trial)
+            loss = _traced_first(tf, lambda xs=xs, ys=ys: train_step(xs, ys), options, trial)
             graph = train_step.get_concrete_function(xs, ys).graph
             trial.step_nodes = {op.name for op in graph.get_operations()}
             if trial.copies is not None:
@@ -232,7 +231,7 @@ def _traced_first(tf: Any, call: Any, options: RunOptions, trial: _MirroredTrial
         trial.copies = list(copies_with_bytes(tf, step.partition_graphs, None, None,
                                               virtual_gpus=bool(options.virtual_gpus)))
         trial.executed = executed_ops(step.partition_graphs)
-        trial.collective = any(op.startswith("Collective") or op.startswith("Nccl") for op, _ in trial.executed)
+        trial.collective = any(op.startswith(("Collective", "Nccl")) for op, _ in trial.executed)
     else:
         trial.copies = []
     return value

@@ -29,12 +29,12 @@ CHUNK = 2 << 20  # bytes read and parsed at a time; no answer depends on it
 # twice as many, depending on where blocks of this many lines end): stdout is
 # block-buffered, so its copies lag the glog copies by a few KiB.
 PAIR_LINES = 32768
-_GLOG = lazy.Pattern(placer.glog_pattern(detailed=True), re.M)
-_BARE = lazy.Pattern(placer.bare_pattern(detailed=True), re.M)
-_GLOG_COUNT = lazy.Pattern(placer.glog_pattern(detailed=False), re.M)
-_BARE_COUNT = lazy.Pattern(placer.bare_pattern(detailed=False), re.M)
-_EAGER = lazy.Pattern(eager.PATTERN, re.M)
-_MAPPING = lazy.Pattern(mapping.PATTERN, re.M)
+_GLOG = lazy.Pattern(placer.glog_pattern(detailed=True), re.MULTILINE)
+_BARE = lazy.Pattern(placer.bare_pattern(detailed=True), re.MULTILINE)
+_GLOG_COUNT = lazy.Pattern(placer.glog_pattern(detailed=False), re.MULTILINE)
+_BARE_COUNT = lazy.Pattern(placer.bare_pattern(detailed=False), re.MULTILINE)
+_EAGER = lazy.Pattern(eager.PATTERN, re.MULTILINE)
+_MAPPING = lazy.Pattern(mapping.PATTERN, re.MULTILINE)
 
 Key = bytes  # "node: (Op)/job:..." as printed, once normalised
 Note = Callable[[str], None]
@@ -350,7 +350,7 @@ class _Parser:
         for m in _MAPPING.finditer(full):
             if m.start() + 1 >= len(data):
                 break  # the line after the piece: the next piece reads it
-            header, device, desc, cont = m.groups()
+            _header, device, desc, cont = m.groups()
             self.mapping_seen = True
             if device:
                 text = _decode(mapping.clean(desc))
@@ -474,7 +474,7 @@ def holds_functions(path: str, limit: int | None = None) -> bool:
     return False
 
 
-class FunctionsRun(Exception):  # noqa: N818 - a signal to read again, not an error
+class FunctionsRun(Exception):
     """(``watch``) The text executed a tf.function: its placer lines are to be read by thread."""
 
 

@@ -99,10 +99,7 @@ _NEW_MESSAGE = lazy.Pattern(
 )
 # The words of TensorFlow's placement errors (a console may cut any of them).
 _WORDS = frozenset(
-    "cannot assign device devices operation explicitly assigned available make sure specification refers valid "
-    "could not satisfy explicit because supported kernel kernels registered matching process colocate colocation "
-    "colocation_node nodes merge incompatible types with enable_soft_placement all debug info group following "
-    "requested assigned".split()
+    ["cannot", "assign", "device", "devices", "operation", "explicitly", "assigned", "available", "make", "sure", "specification", "refers", "valid", "could", "not", "satisfy", "explicit", "because", "supported", "kernel", "kernels", "registered", "matching", "process", "colocate", "colocation", "colocation_node", "nodes", "merge", "incompatible", "types", "with", "enable_soft_placement", "all", "debug", "info", "group", "following", "requested", "assigned"]
 )
 
 
@@ -311,7 +308,7 @@ def failure_from_text(text: str) -> PlacementFailure | None:
     lines = text.splitlines()
     for i, line in enumerate(lines):
         if _first_line(line[:MAX_CHARS]) is not None:
-            return read_failure(lambda k: lines[i + k] if i + k < len(lines) else None)[0]
+            return read_failure(lambda k, i=i: lines[i + k] if i + k < len(lines) else None)[0]
     return None
 
 

@@ -38,11 +38,11 @@ PATTERN = lazy.Pattern(
     rb" because soft placement is on[^\n]*+"
     # (its candidates on the indented lines after it; ``\n\0``: a row a wrapped line's join took, logparse.rejoin)
     rb"|(?P<resources>" + RESOURCES_LITERAL + rb"\.[^\n]*+(?:(?:\n\x00)*+\n[ \t]++[^\n]*+)*+)",
-    re.M,
+    re.MULTILINE,
 )
 _DETAILS = b"\nSee below for details of this colocation group:"
 _RESOURCE_DEVICE = lazy.Pattern(rb"resource_device_name_='([^'\n]++)'")
-_MEMBER = lazy.Pattern(rb"^[ \t]++(\S++) \([\w.]++\) (/\S++)", re.M)  # "  v (VarHandleOp) /device:CPU:7"
+_MEMBER = lazy.Pattern(rb"^[ \t]++(\S++) \([\w.]++\) (/\S++)", re.MULTILINE)  # "  v (VarHandleOp) /device:CPU:7"
 
 
 def _resources(m: re.Match[bytes], line: int) -> IgnoredRequest:

@@ -31,7 +31,7 @@ _TEXT_BYTES = bytes(b for b in range(256) if not (b <= 0x07 or 0x0E <= b <= 0x1A
 # holes (copytruncate leaves one as long as the log was).
 MAX_NUL_RUN = 256 << 20
 _REPLACEMENT = "\ufffd".encode()
-_NUL_AT_LINE_START = re.compile(rb"^\0++", re.M)
+_NUL_AT_LINE_START = re.compile(rb"^\0++", re.MULTILINE)
 _NUL_RUN = re.compile(rb"\0++")
 # Terminal control sequences (ECMA-48), as CI systems, `docker logs` and colourising loggers leave
 # them: CSI (colours, cursor moves; a final byte cut off at the line's end too), OSC/DCS/SOS/PM/APC

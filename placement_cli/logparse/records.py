@@ -27,7 +27,7 @@ class Records:
     """One input's placer records, in the order they were settled, repeats kept: texts (``chunks``),
     one per part of the input read apart."""
 
-    __slots__ = ("chunks", "named", "unique", "_lines", "_sorted", "_texts")
+    __slots__ = ("_lines", "_sorted", "_texts", "chunks", "named", "unique")
 
     def __init__(self) -> None:
         self.chunks = [bytearray()]

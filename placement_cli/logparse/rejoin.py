@@ -38,7 +38,7 @@ MAX_JOIN = 16  # rows one record may span
 CONSUMED = b"\0"  # what is left of a row that a join took
 LOOKBACK = MAX_JOIN  # lines of the previous chunk a fragment may need
 _RECORD = lazy.Pattern(rb"(?:" + placer.line_pattern() + rb"|[^\n]*?" + eager.PATTERN + rb")")
-_TAIL = lazy.Pattern(rb":\d++[ \t\r]*+$", re.M)  # a line that ends like a device name
+_TAIL = lazy.Pattern(rb":\d++[ \t\r]*+$", re.MULTILINE)  # a line that ends like a device name
 _GLOG_HEAD = lazy.Pattern(rb"placer\.cc:\d++\] ")
 # Lines that start something of their own: a log line's prefix, a mapping line, and the
 # lines of a Python traceback and of TensorFlow's node trace that follow an error.

@@ -88,7 +88,7 @@ def _looks_saved(start: str) -> bool:
 def _load_json(raw: BinaryIO, name: str) -> Any:
     """The whole input as JSON (compressed, UTF-8/16/32 as a log may be); InputError if it is none."""
     opened = reader.open_text(raw, name, SNIFF, None)
-    assert opened is not None  # noqa: S101 - open_text returns None only where empty input is allowed
+    assert opened is not None
     _layout, blocks = opened
     text = b"".join(blocks).decode("utf-8", "replace")
     try:

@@ -20,7 +20,7 @@ COPY_TAIL = re.compile(placer.COPY_TAIL)
 NODE_CHAR = re.compile(placer.NODE_CHAR)
 
 EAGER_LINE = re.compile(eager.PATTERN)  # an eager line's text, for fullmatch
-EAGER_ANYWHERE = re.compile(eager.PATTERN, re.M)
+EAGER_ANYWHERE = re.compile(eager.PATTERN, re.MULTILINE)
 
 MAPPING_HEADER_LINE = re.compile(re.escape(mapping.HEADER) + rb".*+")
 MAPPING_ENTRY_LINE = re.compile(mapping.ENTRY + rb".*+")

@@ -34,9 +34,13 @@ _LAZY = {
     **dict.fromkeys(("ExpectedBytes", "GradientCheck", "Training", "VariableCopies"), "training"),
 }
 
-__all__ = ["AS_REQUESTED", "FREE", "LOGGED", "SOFT_FALLBACK", "WITH_RESOURCE", "Cause", "Compiled", "CompiledOp",
-           "Copy", "DeviceMapping", "Edge", "IgnoredRequest", "LinkTotal",
-           "Placement", "PlacementFailure", "Report", "link_totals", "reason_counts", *_LAZY]
+__all__ = ["AS_REQUESTED", "FREE", "LOGGED", "SOFT_FALLBACK", "WITH_RESOURCE", "Cause", "Change", "CheckResult",
+           "ClusterEvent", "ClusterReport", "ClusterRun", "ClusterTask", "Compiled", "CompiledOp", "Copy",
+           "DemoOutcome", "DemoRun", "DemoStep", "DemoSteps", "DeviceMapping", "DiffSide", "Edge", "ExpectedBytes",
+           "FailureCase", "FailureCatalogue", "GpuMemory", "GradientCheck", "IgnoredRequest", "Inspection",
+           "Inventory", "LinkTotal", "LogicalDevice", "PhysicalDevice", "Placement", "PlacementDiff",
+           "PlacementFailure", "Report", "RuleFailure", "SoftRun", "StepTitle", "TaskAnswer", "TaskDevice",
+           "TaskTraining", "Training", "VariableCopies", "WorkerSteps", "link_totals", "reason_counts"]
 
 
 def __getattr__(name: str) -> Any:

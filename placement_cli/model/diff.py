@@ -97,7 +97,7 @@ def plain_rows(items: list[Any], quote: Callable[[str], str], lines: bool = Fals
     valid UTF-8 that ``quote`` writes as they are; None where one is not. The batch is decoded and split
     as one text, each line cut by ``str.partition`` (a line split apart one by one took twice as long);
     lines of no tf.function (the usual log: each begins with its graph's NUL) are cut once."""
-    if not items or not lines and list(map(type, items)).count(bytes) != len(items):
+    if not items or (not lines and list(map(type, items)).count(bytes) != len(items)):
         return None
     batch = b"\n".join(items)
     if len(batch.translate(None, _JSON_ESCAPED)) != len(batch) or batch.count(b"\n") != len(items) - 1:
@@ -236,6 +236,8 @@ class Rows(Sequence[dict[str, Any]]):
 
     def __eq__(self, other: object) -> bool:
         return list(self) == other if isinstance(other, list) else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # equal to a list, so unhashable as a list is
 
     def text(self, index: slice, quote: Callable[[str], str], encode: Callable[[dict[str, Any]], str],
              separator: str) -> str:

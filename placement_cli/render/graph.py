@@ -109,7 +109,7 @@ def picture(report: Report) -> Picture:
                 continue
             crossing = nodes[source][1] != nodes[target][1]
             key = (source, target)
-            if key not in links or links[key].control and not e.control:
+            if key not in links or (links[key].control and not e.control):
                 size = sizes.get((source, nodes[target][1])) if crossing and not e.control else None
                 same = crossing and not e.control and (source, nodes[target][1]) in virtual
                 links[key] = Link(source, target, e.control, crossing, size, physical=False if same else None)
@@ -325,14 +325,14 @@ def render_graph_svg(report: Report) -> str:
                 lane_top[device_of[name]] + LANE_HEAD + row * (NODE_H + ROW_GAP))
 
     e = html.escape
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+    out = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            f'viewBox="0 0 {width} {height}" font-family="DejaVu Sans, Liberation Sans, Arial, '
-           f'Noto Sans CJK SC, Microsoft YaHei, sans-serif" font-size="{FONT_SIZE}">',
+           f'Noto Sans CJK SC, Microsoft YaHei, sans-serif" font-size="{FONT_SIZE}">'),
            f'<title>{e(clean(pic.title))}</title>',
-           '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" markerHeight="6" '
+           ('<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" markerHeight="6" '
            'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#888"/></marker>'
            f'<marker id="copy" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" markerHeight="6" '
-           f'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="{CROSSING}"/></marker></defs>',
+           f'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="{CROSSING}"/></marker></defs>'),
            f'<rect width="{width}" height="{height}" fill="white"/>',
            f'<text x="{LEFT}" y="20" font-size="{TITLE_SIZE}" font-weight="bold">{e(clean(pic.title))}</text>']
     for i, line in enumerate(notes):

@@ -23,9 +23,9 @@ FONT_STACK = ('"DejaVu Sans Mono", "Liberation Mono", Menlo, Consolas, "Courier 
               '"Noto Sans Mono CJK SC", "Noto Sans CJK SC", "Source Han Sans SC", "WenQuanYi Zen Hei Mono", '
               '"PingFang SC", "Microsoft YaHei", monospace')
 
-_STYLE = re.compile(r"(<style\b[^>]*>)(.*?)(</style>)", re.S | re.I)
-_FONT_FACE = re.compile(r"@font-face\s*\{[^{}]*\}", re.I)
-_FONT_FAMILY = re.compile(r"(font-family\s*:)[^;}]*", re.I)
+_STYLE = re.compile(r"(<style\b[^>]*>)(.*?)(</style>)", re.DOTALL | re.IGNORECASE)
+_FONT_FACE = re.compile(r"@font-face\s*\{[^{}]*\}", re.IGNORECASE)
+_FONT_FAMILY = re.compile(r"(font-family\s*:)[^;}]*", re.IGNORECASE)
 _TEXT = re.compile(r"<text\b([^>]*)>([^<]*)</text>")
 _ATTR = re.compile(r'\s(x|textLength)="([^"]*)"')
 # rich's clips: the whole terminal, and each line but the last (whose runs name a clip never defined)

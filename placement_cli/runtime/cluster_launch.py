@@ -88,7 +88,7 @@ def _private_folder() -> str:
     """A new folder for the cluster's temporary files. The forkserver's Unix socket lives in it and a
     socket's path has at most 107 bytes: under a long $TMPDIR it is made in /tmp instead."""
     private = tempfile.mkdtemp(prefix="placement-cluster-")
-    if len(os.fsencode(private)) <= 48 or not os.access("/tmp", os.W_OK | os.X_OK):
+    if len(os.fsencode(private)) <= 48 or not os.access("/tmp", os.W_OK | os.X_OK):  # noqa: S108 - see above
         return private
     os.rmdir(private)
     return tempfile.mkdtemp(prefix="placement-cluster-", dir="/tmp")
@@ -103,7 +103,7 @@ def run(request: dict[str, Any], progress: Callable[[ClusterEvent], None], entry
     # folder, removed here whatever happened: killed tasks run no cleanup of their own
     private = _private_folder()
     try:
-        child = subprocess.Popen([sys.executable, "-P", "-m", entry],
+        child = subprocess.Popen([sys.executable, "-P", "-m", entry],  # noqa: S603 - our interpreter, our module
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                  start_new_session=True,
                                  env={**os.environ, "TMPDIR": private, "PLACEMENT_CLUSTER_PARENT": str(os.getpid())})

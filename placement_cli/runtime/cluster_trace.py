@@ -170,7 +170,7 @@ class _Run:
                    "argv": [sys.executable, *(["--"] if self.script.startswith("-") else []), self.script, *self.args]}
         self._install_signals()
         try:
-            self.launcher = subprocess.Popen(  # noqa: S603 - placement's own module
+            self.launcher = subprocess.Popen(
                 [sys.executable, "-P", "-m", "placement_cli.runtime.cluster_trace_launcher"],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=theirs, start_new_session=True)
         finally:

@@ -56,7 +56,7 @@ class EagerOps:
 
         def record(op_type: Any, inputs: Any, attrs: Any, outputs: Any, op_name: Any = None, graph: Any = None) -> None:
             if graph is not None:  # a graph op being made (a tf.function traced): the placer logs its request
-                return None
+                return
             try:
                 device, made_by, name = _resource_input(inputs, resources)
                 _note_resources(op_type, op_name, outputs, resources)
@@ -74,7 +74,7 @@ class EagerOps:
                     found.append(index)
             except Exception as exc:  # noqa: BLE001 - the program's op ran; only our record of it is lost
                 private.note("op_callbacks", f"recording an eager op failed: {type(exc).__name__}: {exc}")
-            return None
+            return
 
         try:
             add(record)
@@ -138,4 +138,4 @@ def _note_resources(op_type: Any, op_name: Any, outputs: Any, resources: dict[in
     the name the program gave it (a variable's name scope, as TensorFlow passes it to the op)."""
     for tensor in outputs or ():
         if _is_resource(tensor) and getattr(tensor, "_id", None) is not None:
-            resources[tensor._id] = (_text(op_type), str(op_name or "").rstrip("/"))
+            resources[tensor._id] = (_text(op_type), str(op_name or "").rstrip("/"))  # noqa: SLF001 - no public name

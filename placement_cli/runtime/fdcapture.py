@@ -107,7 +107,7 @@ class SplitCapture:
             _flush_all()  # what was written before the block is not ours
             try:
                 for fd in self.fds:
-                    self._sinks[fd] = tempfile.TemporaryFile(mode="w+b")
+                    self._sinks[fd] = tempfile.TemporaryFile(mode="w+b")  # noqa: SIM115 - closed in stop()
                 for fd in self.fds:
                     if fd not in _ORIGINALS:
                         _ORIGINALS[fd] = os.dup(fd)

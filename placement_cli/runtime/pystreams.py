@@ -86,7 +86,7 @@ def _ipython() -> Any:
         return None
 
 
-def _wrap_writes_for_cell(info: Any = None) -> None:  # noqa: ARG001 - IPython passes the cell's info
+def _wrap_writes_for_cell(info: Any = None) -> None:
     _wrap_writes()
 
 
@@ -116,7 +116,7 @@ class Quiet:
                 return inner(text, *args, **kwargs)
             return self.write(inner, text)
 
-        write._placement_quiet = True  # type: ignore[attr-defined]
+        write._placement_quiet = True  # type: ignore[attr-defined]  # noqa: SLF001 - our own mark on a function
         return write
 
     def write(self, inner: Any, text: Any) -> Any:

@@ -58,7 +58,7 @@ def xla_flags(current: str | None) -> str:
         if os.path.isdir(current):  # read as no flags, as TensorFlow does
             return XLA_DEVICES_FLAG
         try:
-            with open(current, encoding="utf-8", errors="replace") as flags:  # noqa: PTH123
+            with open(current, encoding="utf-8", errors="replace") as flags:
                 current = flags.read()
         except OSError:
             return current
@@ -141,7 +141,7 @@ def tensorflow(options: RunOptions) -> Any:
     placements are INFO lines: TensorFlow runs here with every level on, whatever the user's
     ``TF_CPP_MIN_LOG_LEVEL`` (it is read when TensorFlow first logs, so it stays set for this process).
     """
-    global _TF
+    global _TF  # noqa: PLW0603 - TensorFlow is imported once per process
     if _TF is not None:
         return _TF
     # started: by the program around this one (a notebook), too late for a switch

@@ -203,6 +203,4 @@ def crosses_memory(source: str, target: str, *, virtual_gpus: bool = False) -> b
         return True
     if a.device_type == b.device_type == "CPU":
         return False
-    if a.device_type == b.device_type == "GPU" and virtual_gpus:
-        return False
-    return True
+    return not (a.device_type == b.device_type == "GPU" and virtual_gpus)

@@ -10,7 +10,7 @@ def _boot() -> None:
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     sys.path.insert(0, root)
     try:
-        from placement_cli.runtime import child
+        from placement_cli.runtime import child  # noqa: PLC0415 - importable only once the root is on sys.path
     finally:
         sys.path.remove(root)
     child.start(sys.modules[__name__])
