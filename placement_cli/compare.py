@@ -16,7 +16,7 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 from placement_cli.collector import paused
 from placement_cli.devices import DeviceNames
@@ -46,7 +46,7 @@ class _Records:
 
     lines: list[bytes]
     rest: Callable[[bytes], Rest]
-    eager: Counter[Hashable]
+    eager: Counter[Any]  # of an eager record's key: (op, device) bytes for a log, a report's own
     eager_fields: Callable[[Hashable], Fields]
     traces: dict[str, list[int]]  # each function's trace counters on this side (see functions.function_key)
     named: bool = False  # some node's graph is known (a report saved before graphs were recorded names none)
@@ -142,13 +142,13 @@ def _filtered(records: _Records, filters: Filters) -> _Records:
         tests.append(lambda node, op: is_op(op))
     if filters.node:
         pattern = compile_node(filters.node)
-        tests.append(lambda node, op: bool(node) and pattern.search(node) is not None)
+        tests.append(lambda node, op: bool(node and pattern.search(node) is not None))
     if not tests:
         return records
 
     def keep_line(line: bytes) -> bool:
-        _graph, node, rest = _parts(line)
-        node = name_text(node)
+        _graph, raw, rest = _parts(line)
+        node = name_text(raw)
         op = records.rest(rest)[0]
         return all(test(node, op) for test in tests)
 
@@ -162,7 +162,7 @@ def _filtered(records: _Records, filters: Filters) -> _Records:
 
 
 # A group as rows name it: an eager op's key (see _decoded), or a graph record's (graph, node).
-Group = "str | tuple[str | None, str | None]"
+Group: TypeAlias = "str | tuple[str | None, str | None]"
 # A device as compared: (its task, its canonical name).
 Place = tuple[tuple[str, int, int], str]
 
@@ -252,8 +252,8 @@ def _paired(key: Group, old_entries: list[Entry], new_entries: list[Entry], eage
     new, new_ops, new_statuses = _merged(new_entries)
     op = next(filter(None, (*new_ops.values(), *old_ops.values())), None)
     stayed = {d: min(n, new[d]) for d, n in old.items() if d in new}
-    olds = [[d, n - stayed.get(d, 0)] for d, n in sorted(old.items()) if n > stayed.get(d, 0)]
-    news = [[d, n - stayed.get(d, 0)] for d, n in sorted(new.items()) if n > stayed.get(d, 0)]
+    olds: list[list[Any]] = [[d, n - stayed.get(d, 0)] for d, n in sorted(old.items()) if n > stayed.get(d, 0)]
+    news: list[list[Any]] = [[d, n - stayed.get(d, 0)] for d, n in sorted(new.items()) if n > stayed.get(d, 0)]
     for source, target, count in pair_devices(olds, news, task_of):
         if on(source) or on(target):
             moved.append(Change(node, new_ops[target] or old_ops[source] or op, source, target, old_statuses[source],
@@ -519,7 +519,8 @@ def _compare(old: Tallied, new: Tallied, filters: Filters) -> PlacementDiff:
                              "it").format(name=name, filters=filters.describe()))
     on: Callable[[str], bool] | None = None
     if filters.device:
-        matcher, known = device_matcher(filters.device), {}
+        matcher = device_matcher(filters.device)
+        known: dict[str, bool] = {}
 
         def on(canonical: str) -> bool:
             found = known.get(canonical)
@@ -540,7 +541,7 @@ def _compare(old: Tallied, new: Tallied, filters: Filters) -> PlacementDiff:
     if on is not None:
         by_device = [Counter({d: n for d, n in counts.items() if on(d)}) for counts in by_device]
     task_of = devices.task
-    walk = _Walk(*sides, devices, on, task_of)
+    walk = _Walk(sides[0], sides[1], devices, on, task_of)
     # a report saved before placement recorded graphs is matched with a side that names graphs by names
     # alone: it ran tf.functions (its eager ops call them) yet names no node's graph. A log, or a report
     # that ran none, names none because its nodes are a Session's graph's: matched by graph and name.

@@ -9,7 +9,7 @@ import threading
 import warnings
 from dataclasses import replace
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal, cast
 
 from placement_cli.model import Placement, Report
 from placement_cli.runtime import fdcapture, pystreams
@@ -131,7 +131,7 @@ class CapturedReport:
         console.print(self.__rich__())
         if html:
             return console.export_html(inline_styles=True, code_format=_HTML_FRAGMENT)
-        return console.file.getvalue()  # type: ignore[attr-defined]
+        return cast(io.StringIO, console.file).getvalue()  # the StringIO it was made with
 
     def _repr_html_(self) -> str:
         return self._render(html=True)
@@ -172,7 +172,7 @@ class _Capture:
         return block.result
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> bool:
+                 tb: TracebackType | None) -> Literal[False]:
         if not self._blocks:
             raise RuntimeError("placement_cli.capture(): __exit__ without a matching __enter__")
         block = self._blocks.pop()
@@ -406,7 +406,9 @@ def log_from_the_start(tf: Any) -> bool:
 def _tensorflow() -> Any:
     tf = sys.modules.get("tensorflow")
     if tf is None:
-        import tensorflow as tf  # noqa: PLC0415
+        import tensorflow  # noqa: PLC0415
+
+        tf = tensorflow
     return tf
 
 

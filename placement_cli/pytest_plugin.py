@@ -49,7 +49,7 @@ class _AfterImport:
         loader = getattr(spec, "loader", None)
         if spec is None or not hasattr(loader, "exec_module"):
             return spec
-        spec.loader = _Loader(loader)
+        spec.loader = _Loader(loader)  # type: ignore[assignment]  # a wrapper, not an importlib Loader subclass
         return spec
 
 
@@ -97,8 +97,9 @@ def log_from_the_start() -> None:
             _switch_on(tf)
         return
     if _STATE["hook"] is None:
-        _STATE["hook"] = _AfterImport()
-        sys.meta_path.insert(0, _STATE["hook"])
+        hook = _AfterImport()
+        _STATE["hook"] = hook
+        sys.meta_path.insert(0, hook)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

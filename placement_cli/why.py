@@ -180,7 +180,7 @@ def xla_lines(placements: tuple[Placement, ...], facts: Facts) -> dict[int, str]
     compiled = facts.compiled
     if not compiled:
         return {}
-    found = {p.line: p.op for p in placements if p.kind == "eager" and p.op in compiled}
+    found = {p.line: p.op for p in placements if p.kind == "eager" and p.op is not None and p.op in compiled}
     calls = facts.graph_calls
     named = {name for graph in calls for name, function in graph.items() if function in compiled}
     if not named or facts.graphs is None or len(calls) != len(facts.graphs):
@@ -190,7 +190,7 @@ def xla_lines(placements: tuple[Placement, ...], facts: Facts) -> dict[int, str]
         if p.kind != "placer" or p.node not in named or p.op not in _CALL_OPS:
             continue
         graphs = blocks.get(p.line)
-        functions = {calls[i].get(p.node) for i in (range(len(calls)) if graphs is None else graphs)} - {None}
+        functions = {f for i in (range(len(calls)) if graphs is None else graphs) if (f := calls[i].get(p.node)) is not None}
         if len(functions) == 1 and next(iter(functions)) in compiled:
             found[p.line] = next(iter(functions))
     return found
@@ -241,7 +241,7 @@ class _Explainer:
                 yield self.eager_op(p, eager[p.line])
                 continue
             op_line = wrappers.get(p.line)
-            if op_line in eager and following.get(p.line) == op_line:  # its thread's very next op:
+            if op_line is not None and op_line in eager and following.get(p.line) == op_line:  # its thread's very next op:
                 yield replace(self.eager_op(p, eager[op_line]), wrapper=True)  # the wrapper asked what it asked
                 continue
             own = p.kind != "eager" and p.line not in wrappers  # a wrapper takes no graph's facts
@@ -470,7 +470,7 @@ def _graph_blocks(placements: tuple[Placement, ...], graphs: tuple[Mapping[tuple
     def close() -> None:
         mine = fit
         named = traced.get(function[0]) if block and mine and len(mine) > 1 else None
-        if named and mine & named:
+        if named and mine is not None and mine & named:
             mine = mine & named
         if block and mine and mine <= sessions:  # a Session's graph: the next Session run among them
             first = next((i for i, g in enumerate(queue) if g in mine), None)
@@ -547,7 +547,7 @@ def _wrapper_lines(ordered: list[Placement], facts: Facts,
                 and all(i < len(names) and names[i] for i in fit):
             shadowed.append((p.node, p.line))
         elif p.kind == "eager" and p.op:
-            ops = (p.op, onednn_base(p.op))
+            ops = (p.op, onednn_base(p.op) or p.op)  # (a oneDNN op's base, or the op again: popped once)
             for name in ops:
                 wrappers.update(dict.fromkeys(waiting.pop(name, ()), p.line))
             wrappers.update((line, p.line) for name, line in shadowed if name in ops)

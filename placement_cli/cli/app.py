@@ -142,7 +142,7 @@ def fail(code: int, message: str) -> typer.Exit:
 
 
 def _traceback_wanted() -> bool:
-    from typer.main import get_current_context  # noqa: PLC0415 - typer's own (click's) current context
+    from typer.main import get_current_context  # type: ignore[attr-defined]  # noqa: PLC0415 - typer's (click's)
 
     try:
         return bool(get_current_context().meta.get(_TRACEBACK))
@@ -505,7 +505,8 @@ def _root(
 
 
 def command_name(info: Any) -> str:
-    return info.name or info.callback.__name__.lower().replace("_", "-")
+    name: str = info.name or info.callback.__name__.lower().replace("_", "-")
+    return name
 
 
 def app_for(args: list[str]) -> typer.Typer:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
@@ -129,8 +130,9 @@ def _check_saved(kind: str, value: str, name: str) -> None:
     from placement_cli.exceptions import FilterError, InputError  # noqa: PLC0415
     from placement_cli.filters import check_device, check_op, compile_node  # noqa: PLC0415
 
+    checks: dict[str, Callable[[str], object]] = {"device": check_device, "op": check_op, "node": compile_node}
     try:
-        {"device": check_device, "op": check_op, "node": compile_node}[kind](value)
+        checks[kind](value)
     except FilterError as exc:
         raise InputError(_("{name}: saved narrowed by a filter that is none ({why}): the other side cannot be "
                            "narrowed alike").format(name=name, why=exc)) from None

@@ -59,7 +59,12 @@ def _a_name(value: str) -> None:
         raise ValueError(_("an empty file name ('') names no file"))
 
 
-named = checked(lambda value: [_a_name(v) for v in ([value] if isinstance(value, str) else value)], tidy=lambda v: v)
+def _names(value: str | list[str]) -> None:
+    for v in [value] if isinstance(value, str) else value:
+        _a_name(v)
+
+
+named = checked(_names, tidy=lambda v: v)
 """A file-name argument or option: '' is refused with its reason (it would name no file, or the
 current folder), not passed on to fail as "': no such file'"."""
 

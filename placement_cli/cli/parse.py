@@ -63,7 +63,7 @@ def parse(
             given["top"] = min(given["top"], said["top"])
         narrowed = replace(narrowed, filters=Filters(**{**said, **given}),
                            total=saved.unfiltered if saved.unfiltered is not None else narrowed.total)
-    notices = ()
+    notices: tuple[str, ...] = ()
     if not narrowed.total:
         names = ", ".join("standard input" if f == "-" else f for f in files)
         notices = (_("no placements found in {names}").format(names=names) if not narrowed.report.ignored else

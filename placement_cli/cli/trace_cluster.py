@@ -45,7 +45,11 @@ def open_saved(folder: str, jobs: list[tuple[str, int]], script: str,
             special = outputs.special(path)
             existed = os.path.lexists(path)
             flags = os.O_WRONLY | os.O_CLOEXEC | (0 if special else os.O_CREAT | (0 if force else os.O_EXCL))
-            file = open(path, "wb", opener=lambda name, _flags, how=flags: os.open(name, how, 0o666))  # noqa: SIM115
+
+            def opener(name: str, _flags: int, how: int = flags) -> int:
+                return os.open(name, how, 0o666)
+
+            file: BinaryIO = open(path, "wb", opener=opener)  # noqa: SIM115
             if not existed:
                 made.append(path)
             opened.setdefault(task, {})[kind] = file

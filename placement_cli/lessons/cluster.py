@@ -28,7 +28,7 @@ def run(request: dict[str, Any], progress: Callable[[ClusterEvent], None]) -> Cl
 def build(run: ClusterRun, *, sync: bool, steps: int, copies: bool, api: str = "tf1") -> ClusterReport:
     """Every task's log parsed (TF1: each worker logs its own graph's placement), tagged with the
     task that logged it; the copies each worker's first step made between tasks."""
-    placements = []
+    placements: list[Placement] = []
     drawn: list[Placement] = []
     edges: dict[Edge, None] = {}
     lines = 0

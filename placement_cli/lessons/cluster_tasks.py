@@ -144,7 +144,7 @@ def _coordinate(tf: Any, spec: Any, request: dict[str, Any]) -> dict[str, Any]:
         global_step = tf.Variable(0, dtype=tf.int64, name="global_step")
     lr = request["lr"]
 
-    @tf.function
+    @tf.function  # type: ignore[untyped-decorator]  # tensorflow publishes no type information
     def train_step() -> Any:
         x = tf.constant(x_value, name="features")
         y = tf.constant(y_value, name="labels")

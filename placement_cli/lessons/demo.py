@@ -430,7 +430,7 @@ def run_step(step: Step, machine: Machine) -> DemoOutcome:
             return _original(*args, **kwargs)
 
         setattr(module, name, recorder)
-        undo.append(lambda module=module, name=name, original=original: setattr(module, name, original))
+        undo.append(functools.partial(setattr, module, name, original))
     try:
         outcome = step.run(machine)
     except Exception as exc:  # noqa: BLE001 - a lesson that breaks is reported as the step's failure

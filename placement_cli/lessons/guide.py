@@ -104,7 +104,7 @@ def matmul(device: str | None, inputs_on: str | None, options: RunOptions) -> Re
         trial = Trial()
         if options.mode == "eager":
 
-            @tf.function
+            @tf.function  # type: ignore[untyped-decorator]  # tensorflow publishes no type information
             def product(x: Any, y: Any) -> Any:
                 with _on(tf, device):
                     return tf.matmul(x, y)

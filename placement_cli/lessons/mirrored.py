@@ -61,7 +61,7 @@ def check_split(batch: int, replicas: int) -> None:
     check_even(batch, replicas, "replicas", "each replica takes an equal shard of the global batch")
 
 
-def role_order(replicas: int) -> list[str]:
+def role_order(replicas: int) -> list[Message]:
     return [messages.replica_role(k, part) for k in range(replicas) for part in (*PARTS, messages.OTHER_PART)] + \
         [REDUCE_LOSS, STEP_OTHER, SETUP]
 
@@ -154,7 +154,7 @@ def _custom_loop(tf: Any, spec: MirroredSpec, strategy: Any, model: Any, options
         context.merge_call(update, args=(grads,))
         return loss
 
-    @tf.function
+    @tf.function  # type: ignore[untyped-decorator]  # tensorflow publishes no type information
     def train_step(x: Any, y: Any) -> Any:
         per_replica = strategy.run(step_fn, args=(x, y))
         with tf.name_scope("reduce_loss"):

@@ -18,7 +18,8 @@ def training_devices(lesson: str, count: int | None, devices: str | None, gpus: 
                      default: int, first_cpu: int) -> tuple[list[str], int | None]:
     """The towers' (or replicas') devices and the logical CPUs to make: --devices, --gpus, or
     ``default`` logical CPUs from /cpu:``first_cpu`` on; every count held to the lesson's caps."""
-    from placement_cli.devices import LESSON_DEVICES, lesson_devices, parse_indices  # noqa: PLC0415
+    from placement_cli.caps import LESSON_DEVICES  # noqa: PLC0415
+    from placement_cli.devices import lesson_devices, parse_indices  # noqa: PLC0415
 
     unit = LESSON_DEVICES[lesson][1]
     if devices and gpus:

@@ -216,7 +216,8 @@ def expected_bytes(spec: TrainSpec, size: int, devices: tuple[str, ...] | None =
     if targets == away:
         down = (messages.counted(messages.DOWN_AND_BACK, away) if away == spec.towers else
                 messages.counted(messages.DOWN_AND_BACK_OF, away, total=spec.towers))
-        moved = ((messages.term(down, f"2 x {params:,} B x {away}"), 2 * params * away),)
+        moved: tuple[tuple[Message, int], ...] = ((messages.term(down, f"2 x {params:,} B x {away}"),
+                                                   2 * params * away),)
         formula = Message(messages.FORMULA_TRAIN, device=place)
     else:  # towers sharing a device: the parameters go there once
         moved = ((messages.term(messages.counted(messages.DOWN_TO_DEVICES, targets), f"{params:,} B x {targets}"),
@@ -318,11 +319,11 @@ def train(spec: TrainSpec, options: RunOptions) -> Report:
         training = replace(training, expected=expected_bytes(spec, training.parameter_bytes // training.parameters,
                                                              towers_on, home))
     if training is not None and training.check is not None:
-        ran = group_device(placements, CHECK)
+        check_ran = group_device(placements, CHECK)
         asked = training.check.reference
         wanted = try_parse(asked)
-        if ran is not None and (wanted is None or not wanted.satisfied_by(ran.spec)):
-            check = replace(training.check, reference=f"{ran.short} (asked for {asked})")
+        if check_ran is not None and (wanted is None or not wanted.satisfied_by(check_ran.spec)):
+            check = replace(training.check, reference=f"{check_ran.short} (asked for {asked})")
             training = replace(training, check=check)
     if training is not None and training.error:
         training = replace(training, cause=cause(training.error, report.log))

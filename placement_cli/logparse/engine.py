@@ -12,13 +12,14 @@ import io
 import os
 import re
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import replace
 from operator import attrgetter, itemgetter
 from typing import Any, BinaryIO
 
 from placement_cli.collector import paused
-from placement_cli.devices import DeviceSpec, DeviceSpecError, parse_device
+from placement_cli.devices import DeviceSpec, parse_device
+from placement_cli.exceptions import DeviceSpecError
 from placement_cli.logparse import eager, functions, ignored, lazy, mapping, placer, reader, rejoin
 from placement_cli.logparse.error_messages import MAX_CHARS, MAX_LINES, TRIGGER, may_hold_failure, read_failure
 from placement_cli.logparse.records import Records
@@ -162,8 +163,8 @@ class _Parser:
         self.failures = _Failures()
         self.window: deque[Any] = deque(maxlen=2)  # glog keys of the last two blocks (dicts when keeping)
         self.block_keys: Any = {} if keep else set()  # ... and of the block being read
-        self.block_bare: list = []  # the bare copies of the block being read
-        self.pending: list = []  # ... and of the block before it
+        self.block_bare: list[Any] = []  # the bare copies of the block being read
+        self.pending: list[Any] = []  # ... and of the block before it
         self.placements: list[Placement] = []
         self.ignored: list[IgnoredRequest] = []  # requests the placer logged it ignored (kept only with keep)
         self.counts: Counter[bytes] = Counter()
@@ -179,7 +180,7 @@ class _Parser:
         # A parser that starts mid-file (parallel) leaves the bare copies of its first two
         # blocks to merge_ranges, which knows the glog lines before them: at each of its
         # first three block ends, the bare copies it would have settled and the block's keys.
-        self.held: list[tuple[list, Any]] | None = None
+        self.held: list[tuple[list[Any], Any]] | None = None
         # placer lines waiting for their thread's next executed op, which says which tf.function they
         # belong to (kept placements by index, tallied records as their keys)
         self.functions = functions.Functions()
@@ -202,7 +203,7 @@ class _Parser:
     def feed(self, data: bytes, body_end: int | None = None) -> None:
         """One chunk: ``data[:body_end]`` is parsed, the rest only read as context."""
         whole = body_end is None or body_end >= len(data)
-        body_end = len(data) if whole else body_end
+        body_end = len(data) if body_end is None or whole else body_end
         body_lines = data.count(b"\n", 0, body_end)
         taken, self.taken = self.taken, 0
         if taken:  # lines a record of the previous chunk took are blank here
@@ -241,7 +242,7 @@ class _Parser:
             body, line, lines = body[cut:], line + left, lines - left
         return pieces
 
-    def _find(self, data: bytes, body_end: int, body_lines: int) -> tuple[list, tuple[int, int]]:
+    def _find(self, data: bytes, body_end: int, body_lines: int) -> tuple[list[Any], tuple[int, int]]:
         """The placements of each block's piece of the body, and how many records body
         and look-ahead hold (for rejoin.needed)."""
         found, records, glog_records, piece_end = [], 0, 0, 0
@@ -274,7 +275,7 @@ class _Parser:
                      if first - context < body_rows <= last - context), default=0)
         return b"\n".join(lines[context:]), taken
 
-    def _count(self, text: bytes, glog: list, eagers: list, bare: list, ahead: bytes) -> None:
+    def _count(self, text: bytes, glog: list[Any], eagers: list[Any], bare: list[Any], ahead: bytes) -> None:
         """Count (or keep) a piece's placements; ``ahead`` is the line after it (a wrapped
         mapping line goes on there)."""
         if self.keep:
@@ -317,7 +318,7 @@ class _Parser:
         if settled is not None:
             self._settle(*settled)
 
-    def _settle(self, items: list, function: bytes | None) -> None:
+    def _settle(self, items: list[Any], function: bytes | None) -> None:
         """Placer lines whose function is known (None: no tf.function's)."""
         if self.keep:
             if function is not None:
@@ -331,7 +332,7 @@ class _Parser:
         for items, function in self.functions.close():
             self._settle(items, function)
 
-    def _feed_full(self, data: bytes, glog: list, eagers: list, bare: list, ahead: bytes) -> None:
+    def _feed_full(self, data: bytes, glog: list[Any], eagers: list[Any], bare: list[Any], ahead: bytes) -> None:
         base = self.newlines
         placed = []
         for line, m in _numbered(data, base, glog):
@@ -394,7 +395,7 @@ class _Parser:
             self.count_bare(self.pending, twins)
         self.pending = []
 
-    def count_bare(self, bare: list, twins: set) -> None:
+    def count_bare(self, bare: list[Any], twins: Collection[bytes]) -> None:
         """Count the bare copies that have no glog twin among ``twins``."""
         single = [(key, dev) for key, dev in bare if key not in twins]
         self.counts.update(map(itemgetter(1), single))
@@ -511,7 +512,7 @@ def count_range(path: str, start: int, end: int, layout: reader.Layout, *, start
     start = max(start, layout.bom)
     with open(path, "rb") as f:
         f.seek(start)
-        stream = io.BufferedReader(_Slice(f, end - start), CHUNK)  # type: ignore[arg-type]
+        stream = io.BufferedReader(_Slice(f, end - start), CHUNK)
         if start > layout.bom:
             parser.held, parser.newlines = [], start_line
             parser.functions = functions.Functions(mid_file=True)

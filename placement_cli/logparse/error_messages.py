@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import partial
 
 from placement_cli.logparse import lazy
 from placement_cli.devices import tf_rejects, try_parse
@@ -308,8 +309,12 @@ def failure_from_text(text: str) -> PlacementFailure | None:
     lines = text.splitlines()
     for i, line in enumerate(lines):
         if _first_line(line[:MAX_CHARS]) is not None:
-            return read_failure(lambda k, i=i: lines[i + k] if i + k < len(lines) else None)[0]
+            return read_failure(partial(_line_at, lines, i))[0]
     return None
+
+
+def _line_at(lines: list[str], start: int, k: int) -> str | None:
+    return lines[start + k] if start + k < len(lines) else None
 
 
 # TensorFlow's message for several errors at once: "2 root error(s) found." then "  (0) KIND: text"

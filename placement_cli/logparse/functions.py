@@ -62,10 +62,10 @@ class Functions:
     """Placer lines waiting for their thread's next executed op, which says whose they are."""
 
     def __init__(self, mid_file: bool = False) -> None:
-        self.pending: dict[bytes | None, list] = {}
+        self.pending: dict[bytes | None, list[object]] = {}
         # A parser that starts mid-file: each thread's lines before its first executed op, and that op's
         # function (they continue a block the range before began: ``merge`` settles them together).
-        self.leading: dict[bytes | None, tuple[list, bytes | None]] | None = {} if mid_file else None
+        self.leading: dict[bytes | None, tuple[list[object], bytes | None]] | None = {} if mid_file else None
 
     def placed(self, thread: bytes | None, item: object) -> None:
         found = self.pending.get(thread)
@@ -74,7 +74,7 @@ class Functions:
         else:
             found.append(item)
 
-    def executed(self, thread: bytes | None, op: bytes) -> tuple[list, bytes | None] | None:
+    def executed(self, thread: bytes | None, op: bytes) -> tuple[list[object], bytes | None] | None:
         """A thread executed ``op``: the lines waiting in that thread and their function, where settled."""
         items = self.pending.pop(thread, [])
         function = function_of(op)
@@ -83,12 +83,12 @@ class Functions:
             return None
         return (items, function) if items else None
 
-    def close(self) -> Iterable[tuple[list, bytes | None]]:
+    def close(self) -> Iterable[tuple[list[object], bytes | None]]:
         """The end of the text: lines still waiting belong to no function."""
         pending, self.pending = self.pending, {}
         return ((items, None) for items in pending.values())
 
-    def merge(self, tail: Functions) -> Iterable[tuple[list, bytes | None]]:
+    def merge(self, tail: Functions) -> Iterable[tuple[list[object], bytes | None]]:
         """This range's waiting lines settled by the next range's first executed op of their thread
         (``tail`` was read to the end of the text, so what waits in it belongs to no function)."""
         leading = tail.leading or {}

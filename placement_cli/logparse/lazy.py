@@ -20,7 +20,7 @@ class Pattern:
     def __getattr__(self, name: str) -> Any:
         compiled = self.__dict__.get("_compiled")
         if compiled is None:  # the first use: compile once, keep the methods a loop calls on the instance
-            compiled = self._compiled = re.compile(*self._args)
+            compiled = self._compiled = re.compile(*self._args)  # type: ignore[type-var]  # str or bytes, as given
             for method in _METHODS:
                 setattr(self, method, getattr(compiled, method))
         return getattr(compiled, name)

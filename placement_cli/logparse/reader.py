@@ -12,7 +12,7 @@ import stat
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 from placement_cli.exceptions import InputError
 from placement_cli.i18n import _
@@ -77,7 +77,7 @@ class Layout:
 def stdin_stream() -> BinaryIO:
     """Standard input's bytes, for an input named ``-``; InputError (exit 2) where it is closed (``<&-``:
     Python leaves sys.stdin None)."""
-    stream = getattr(sys.stdin, "buffer", None)
+    stream: BinaryIO | None = getattr(sys.stdin, "buffer", None)
     if stream is None:
         raise InputError(_("standard input is closed: nothing to read from -"))
     return stream
@@ -87,10 +87,16 @@ def newline(encoding: str) -> bytes:
     return "\n".encode(encoding)
 
 
+class Readable(Protocol):
+    """What _Prepend reads from: a binary stream, or a stream that records what is read from it."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
 class _Prepend:
     """A stream that first gives back bytes already read from it."""
 
-    def __init__(self, head: bytes, stream: BinaryIO) -> None:
+    def __init__(self, head: bytes, stream: Readable) -> None:
         self.head, self.stream = head, stream
 
     def read(self, size: int = -1) -> bytes:

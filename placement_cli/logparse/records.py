@@ -74,10 +74,10 @@ class Records:
         read); a later call returns the same list whatever its ``graph_key``. ``number``: a Session's node
         placed again is ``#k`` (``number_repeats``)."""
         if self._lines is None and self._texts is not None:
-            lines = []
+            split: list[bytes] = []
             while self._texts:  # each text let go once split
-                lines += self._texts.pop(0).split(b"\n")
-            self._lines, self._texts = lines, None
+                split += self._texts.pop(0).split(b"\n")
+            self._lines, self._texts = split, None
         if self._lines is not None:
             return self._lines
         self.named = any(SEPARATOR in text for text in self.chunks)
@@ -219,7 +219,8 @@ def paired_repeats(a: list[bytes], b: list[bytes], keep: bool = False) -> tuple[
         return a, b
     out = []
     for lines, (start, end, _found) in zip((a, b), sides):
-        kept, freed = [], []
+        kept: list[bytes] = []
+        freed: list[bytes] = []
         for line in lines[start:end]:
             rest = line[line.find(b"\0"):]
             (freed if rest[1: rest.find(b"\0", 1)] in loose else kept).append(line)

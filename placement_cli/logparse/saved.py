@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 from placement_cli.devices import DeviceSpec, try_parse
 from placement_cli.exceptions import InputError
@@ -58,7 +58,7 @@ def _text_head(stream: BinaryIO) -> tuple[bytes, BinaryIO, str]:
     """The raw head, a stream that gives every raw byte again, and the decompressed, decoded start of
     the text."""
     head = reader.read_full(stream, SNIFF)
-    raw: BinaryIO = reader._Prepend(head, stream)  # noqa: SLF001 - the reader's own replaying stream
+    raw = cast(BinaryIO, reader._Prepend(head, stream))  # noqa: SLF001 - the reader's own replaying stream
     text_head = head
     for magic, _kind, module, opener in reader._COMPRESSED:  # noqa: SLF001
         if head.startswith(magic):
@@ -71,7 +71,7 @@ def _text_head(stream: BinaryIO) -> tuple[bytes, BinaryIO, str]:
                 text_head = reader.read_full(opened, 4096)
             except Exception:  # noqa: BLE001 - corrupt data: the log reader says so, with its words
                 text_head = b""
-            raw = reader._Prepend(head + bytes(recording.kept), stream)  # noqa: SLF001
+            raw = cast(BinaryIO, reader._Prepend(head + bytes(recording.kept), stream))  # noqa: SLF001
             break
     encoding, bom = reader._encoding(text_head)  # noqa: SLF001
     start = codecs.getincrementaldecoder(encoding)("replace").decode(text_head[bom:bom + 4096])
@@ -209,8 +209,9 @@ def read_pair(old: str, new: str, *, note: Callable[[str], None] | None = None,
     if found is None:
         return first, read(new, note, True)
     second, notes = found
-    for line in notes if note is not None else ():
-        note(line)
+    if note is not None:
+        for line in notes:
+            note(line)
     return first, second
 
 
@@ -286,8 +287,9 @@ def _read_log(path: str, name: str, raw: BinaryIO, note: Callable[[str], None] |
         except FunctionsRun:
             again, said = True, []
         finally:
-            for line in said if note is not None else ():
-                note(line)
+            if note is not None:
+                for line in said:
+                    note(line)
         if again:  # (out of the handler: the first reading's state is let go before the second's)
             with open(path, "rb") as stream:
                 report, parser = tally_streams([(name, _text_head(stream)[1])], note=note, keep=False, tally=True)

@@ -7,8 +7,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from placement_cli.model.report import (AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH_RESOURCE, Cause, Compiled,
-                                        CompiledOp, Copy, DeviceMapping, Edge, IgnoredRequest, LinkTotal, Placement,
+from placement_cli.model.cause import Cause
+from placement_cli.model.report import (AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH_RESOURCE, Compiled, CompiledOp,
+                                        Copy, DeviceMapping, Edge, IgnoredRequest, LinkTotal, Placement,
                                         PlacementFailure, Report, link_totals, reason_counts)
 
 if TYPE_CHECKING:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from placement_cli.model.report import Cause, Copy, Report
+from placement_cli.model.cause import Cause
+from placement_cli.model.report import Copy, Report
 
 _TASK_FIELDS = ("job", "task", "target", "pid", "exit_code", "ended_by_placement", "private_kib", "steps_reported",
                 "cuda_visible_devices", "tf_force_gpu_allow_growth", "gpu_options")

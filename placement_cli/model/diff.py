@@ -22,7 +22,7 @@ class Change(NamedTuple):
     target: str | None  # the new device; None for a placement only OLD has
     old_status: str | None = None
     new_status: str | None = None
-    count: int = 1
+    count: int = 1  # type: ignore[assignment]  # the field hides tuple.count, never called on a Change
     eager: bool = False
     # the tf.function whose graph holds the node, without TensorFlow's trace counter ("step"; the second
     # trace of one function "step#2"); for an eager op, None. None: a Session's graph, or not known
@@ -310,7 +310,7 @@ class PlacementDiff:
         }
         if self.unnamed is not None:
             summary["matched_by_name_only"] = True
-        if self.copies:
+        if self.old.copies is not None and self.new.copies is not None:  # self.copies, told to the checker
             summary["copies"] = {side: {"links": [t.to_dict() for t in totals],
                                         "copies": sum(t.copies for t in totals),
                                         "per_step_bytes": _bytes(totals)}

@@ -89,10 +89,10 @@ def summary_line(result: CheckResult) -> str:
             parts[-1] += " " + _("(and {count} in TensorFlow's plumbing, such as NoOps, not judged: "
                                  "--include-plumbing judges them)").format(count=result.plumbing_fallbacks)
         if result.unknown_requests and "--no-fallback" in result.rules:  # it cannot see these: said, and what they are
-            kinds = ", ".join(translated(_UNKNOWN_KINDS.get(kind, kind + ": {count}")).format(count=n)
-                              for kind, n in result.unknown_kinds)
+            unknown = ", ".join(translated(_UNKNOWN_KINDS.get(kind, kind + ": {count}")).format(count=n)
+                                for kind, n in result.unknown_kinds)
             parts[-1] += " " + _("({count} whose request is unknown: {kinds})").format(
-                count=result.unknown_requests, kinds=kinds or result.unknown_requests)
+                count=result.unknown_requests, kinds=unknown or result.unknown_requests)
     if result.errors:
         parts.append((_("{count} placement error") if result.errors == 1
                       else _("{count} placement errors")).format(count=result.errors))

@@ -37,7 +37,7 @@ def tasks_table(found: ClusterReport) -> Table:
     if gpus:
         table.add_column("CUDA_VISIBLE_DEVICES", overflow="fold")
     for t in found.run.tasks:
-        row = [literal(t.job), str(t.task), literal(str(t.target).removeprefix("grpc://")),
+        row: list[RenderableType] = [literal(t.job), str(t.task), literal(str(t.target).removeprefix("grpc://")),
                str(t.pid or "-"), _exit(t.exit_code, t.ended_by_placement)]
         if gpus:
             row.append(literal(visible(t.cuda_visible_devices)))

@@ -7,6 +7,7 @@ import signal
 from collections import Counter
 from typing import Any
 
+from rich.console import RenderableType
 from rich.table import Table
 
 from placement_cli.i18n import _
@@ -31,7 +32,7 @@ def tasks_table(tasks: Any, isolated: bool | None, report: Any) -> Table:
     if gpus:  # set by the user for every task, or per task by --split-gpus
         table.add_column("CUDA_VISIBLE_DEVICES", overflow="fold")
     for t in tasks:
-        row = [literal(f"{t.job}/{t.task}"), literal(str(t.target or "-").removeprefix("grpc://")),
+        row: list[RenderableType] = [literal(f"{t.job}/{t.task}"), literal(str(t.target or "-").removeprefix("grpc://")),
                str(t.pid or "-"), _ended(t.exit_code, t.ended_by_placement), str(per_task.get(f"{t.job}/{t.task}", 0))]
         if gpus:
             row.append(literal(visible(t.cuda_visible_devices)))

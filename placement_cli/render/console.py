@@ -71,7 +71,7 @@ def tolerate_encoding(stream: IO[str] | Any) -> None:
     if unicode_stream(stream):
         return
     try:
-        stream.reconfigure(errors="replace")
+        stream.reconfigure(errors="replace")  # type: ignore[union-attr]  # AttributeError: caught
     except (AttributeError, ValueError, OSError):
         pass
 

@@ -25,8 +25,8 @@ def render_inventory(found: Inventory, *, hints: bool = True) -> Group:
     logical.add_column(_("type"))
     logical.add_column(_("name"))
     logical.add_column(_("full name"))
-    for d in found.logical:
-        logical.add_row(literal(d.device_type), literal(d.name), literal(d.canonical))
+    for device in found.logical:
+        logical.add_row(literal(device.device_type), literal(device.name), literal(device.canonical))
     parts: list[Any] = [physical, logical]
     if found.device_mapping:
         mapping = Table(title=_("Device mapping (logged by a Session)"), title_justify="left")

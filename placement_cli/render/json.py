@@ -93,7 +93,7 @@ def write(data: Any, out: Any, *, ascii_only: bool = False) -> None:
     if not long:
         out.write(dumps(data, ascii_only=ascii_only))
         return
-    quote = json.encoder.encode_basestring_ascii if ascii_only else json.encoder.encode_basestring  # type: ignore[attr-defined]
+    quote = json.encoder.encode_basestring_ascii if ascii_only else json.encoder.encode_basestring
     row = _row_encoder(ascii_only)
     found: list[dict[str, str]] = []
     with _halves(data, long, row, quote) as theirs:
@@ -264,7 +264,7 @@ def _row_encoder(ascii_only: bool) -> Any:
     encoder = json.JSONEncoder(ensure_ascii=ascii_only, allow_nan=False)
     if c_make is None:  # pragma: no cover - an interpreter without json's C speed-ups
         return lambda item, _level: (encoder.encode(item),)
-    quote = json.encoder.encode_basestring_ascii if ascii_only else json.encoder.encode_basestring  # type: ignore[attr-defined]
+    quote = json.encoder.encode_basestring_ascii if ascii_only else json.encoder.encode_basestring
 
     def no_default(o: Any) -> Any:
         raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")

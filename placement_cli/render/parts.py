@@ -4,6 +4,7 @@ device mapping, oneDNN's names, failure panels. They return; the commands print.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 from dataclasses import dataclass
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
@@ -12,7 +13,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from placement_cli.devices import DeviceSpec, DeviceSpecError, parse_device, short_name
+from placement_cli.devices import DeviceSpec, parse_device, short_name
+from placement_cli.exceptions import DeviceSpecError
 from placement_cli.filters import Filtered, is_plumbing, onednn_base
 from placement_cli import messages
 from placement_cli.i18n import _, shown
@@ -73,7 +75,7 @@ def table_rows(placements: list[Placement], run: bool) -> list[tuple[Placement, 
     ordered = _ordered(placements)
     if not run:
         return [(p, 1) for p in ordered]
-    counts: dict[tuple[object, ...], list] = {}
+    counts: dict[tuple[object, ...], list[Any]] = {}  # [placement, times]
     for p in ordered:
         key = (p.group, p.node, p.op, p.requested, p.canonical, p.status, p.reason)
         if key in counts:

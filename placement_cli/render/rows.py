@@ -30,7 +30,7 @@ class Column:
     fit: str = KEEP
     min_width: int = 0
     justify: str = "left"
-    style: Callable[[str], str] | None = None  # the style of a cell, from its text
+    style: Callable[[str], str | None] | None = None  # the style of a cell, from its text (None: none)
     quiet: str | None = None  # a value not worth a field of its own in the stacked layout ("1" time)
 
 
@@ -303,7 +303,7 @@ class RowTable:
         inner = sum(widths) + frame.overhead(n) - cell_len(frame.left) - cell_len(frame.right)  # between the edges
         note_width = max(inner - 2 * frame.padding - 2, 8)
         styles_of = [None if plain else column.style for column in columns]
-        parsed: dict[str, Style | None] = {}
+        parsed: dict[str | None, Style | None] = {}
         pad = " " * frame.padding
         left, gap, right = frame.left + pad, pad + frame.gap + pad, pad + frame.right + "\n"
         for r in range(len(self.rows)):

@@ -105,7 +105,7 @@ def role_table(placements: Sequence[Placement], roles: Sequence[str], view: View
     previous: object = None
     for role in order:
         template, number, part = units.get(role, (None, None, None))
-        if number is not None and number in folded:
+        if number is not None and template is not None and number in folded:
             summed.setdefault(part, Counter()).update(counts[role])
             if number == max(folded):
                 _role_row(table, messages.units_role(template, min(folded), max(folded), part), summed[part],

@@ -23,7 +23,7 @@ class Hints:
     cpus: bool = False
 
     @classmethod
-    def run_command(cls, soft: bool) -> Hints:
+    def run_command(cls, soft: bool | None) -> Hints:
         return cls(source="options", soft=soft, cpus=True)
 
 

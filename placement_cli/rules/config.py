@@ -7,7 +7,7 @@ import codecs
 import os
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from placement_cli.exceptions import RuleError
 from placement_cli.i18n import N_, _, translated
@@ -113,7 +113,7 @@ def _table(document: dict[str, Any], path: Path) -> dict[str, Any] | None:
         if not isinstance(table, dict):
             name = ".".join(("tool", "placement", "check")[:depth])
             raise RuleError(_("{path}: [{name}] must be a table").format(path=path, name=name))
-    return table
+    return cast(dict[str, Any], table)
 
 
 def is_stdin(path: Path) -> bool:

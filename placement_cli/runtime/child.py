@@ -62,7 +62,7 @@ class _TensorFlowHook:
         spec = importlib.util.find_spec(name)
         if spec is None or not hasattr(spec.loader, "exec_module"):
             return spec
-        spec.loader = _Loader(spec.loader, self)
+        spec.loader = _Loader(spec.loader, self)  # type: ignore[assignment]  # a wrapper, not an importlib Loader
         return spec
 
     def before(self) -> None:
@@ -122,7 +122,7 @@ def _say_when_serving(tf: Any, control: int) -> None:
     """``tf.distribute.Server.join`` (TF1's ``tf.train.Server`` is the same class) tells the parent,
     before it blocks, that this task now only serves: `trace --cluster` may end such a task once the
     tasks that must finish have, and no other (a worker still training is never cut off)."""
-    server = getattr(getattr(tf, "distribute", None), "Server", None)
+    server: Any = getattr(getattr(tf, "distribute", None), "Server", None)
     join = getattr(server, "join", None)
     if join is None:
         return
@@ -330,7 +330,7 @@ def _closed_stdout(flags: str) -> None:
             os.close(1)
         except OSError:
             pass
-        sys.stdout = sys.__stdout__ = None
+        sys.stdout = sys.__stdout__ = None  # type: ignore[misc]  # typeshed marks sys.__stdout__ Final
 
 
 def _take_back_the_boot(boot: ModuleType, had_pythonpath: bool) -> None:

@@ -39,7 +39,8 @@ def message(data: Any) -> Message | str:
 
 def task_of(data: dict[str, Any]) -> ClusterTask:
     """A task as the supervisor described it."""
-    return ClusterTask(**{name: data.get(name) for name in ClusterTask.__dataclass_fields__ if name in data})
+    fields: dict[str, Any] = {name: data.get(name) for name in ClusterTask.__dataclass_fields__ if name in data}
+    return ClusterTask(**fields)
 
 
 def training_of(data: dict[str, Any]) -> TaskTraining:

@@ -363,6 +363,7 @@ def supervise(request: dict[str, Any], emit: Any, work: Work) -> dict[str, Any]:
     emit({"event": "isolation", "isolated": isolated, "why": why})
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0"
     os.environ["GRPC_FAIL_FAST"] = "true"
+    ctx: multiprocessing.context.BaseContext
     try:
         ctx = multiprocessing.get_context("forkserver")
         ctx.set_forkserver_preload(["tensorflow", __name__, *_module_of(work)])
@@ -385,7 +386,8 @@ def _english(message: dict[str, Any] | str) -> str:
     if not isinstance(message, dict):
         return str(message)
     fields = {k: _english(v) if isinstance(v, dict) else v for k, v in message["fields"].items()}
-    return message["template"].format(**fields)
+    english: str = message["template"].format(**fields)
+    return english
 
 
 def _module_of(work: Work) -> list[str]:
@@ -496,7 +498,8 @@ def _attempt(request: dict[str, Any], emit: Any, ctx: Any, work: Work) -> dict[s
 def _poll(messages: Any, timeout: float = 0.2) -> dict[str, Any] | None:
     """The tasks' next message, or None after ``timeout`` seconds (the caller's loop checks its deadline)."""
     try:
-        return messages.get(timeout=timeout)
+        got: dict[str, Any] | None = messages.get(timeout=timeout)
+        return got
     except queue_module.Empty:
         return None
 

@@ -135,7 +135,7 @@ def main() -> None:
             env = {**request["env"], **spec.get("env", {}), **({"TF_GRPC_REUSE_PORT": "1"} if held else {}),
                    "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": job, "index": index}}),
                    request["control_variable"]: f"{','.join(map(str, spec['trace_fds']))}:{os.getpid()}:{spec['flags']}"}
-            p = subprocess.Popen(request["argv"], env=env,  # noqa: S603 - the user's own command line stdin=subprocess.DEVNULL, stdout=spec["stdout"],
+            p = subprocess.Popen(request["argv"], env=env, stdin=subprocess.DEVNULL, stdout=spec["stdout"],  # noqa: S603
                                  stderr=spec["stderr"], pass_fds=spec["trace_fds"], process_group=0)
             procs[name] = p
             names[p.pid] = name

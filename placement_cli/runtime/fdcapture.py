@@ -385,8 +385,8 @@ def _bare_cuts(data: bytes, twins: Counter[bytes], shape_only: bool,
     there, so not parsed again), or where no copy can have one, whole lines of the copy's shape, and
     a known node's copy at the end of the program's unfinished line (the longest such name)."""
     names: dict[bytes, list[bytes]] = {}
-    for node, op in known:
-        names.setdefault(f": ({op})".encode(), []).append(node.encode())
+    for known_node, known_op in known:
+        names.setdefault(f": ({known_op})".encode(), []).append(known_node.encode())
     for found_names in names.values():
         found_names.sort(key=len, reverse=True)
     cuts: list[tuple[int, int, bool]] = []

@@ -18,6 +18,7 @@ the whole cluster; if that times out, which task is missing is unknown to Tensor
 
 from __future__ import annotations
 
+import functools
 import os
 import pickle
 import signal
@@ -142,11 +143,11 @@ def _why(exc: BaseException, timeout: float) -> Message | str:
 def inspect_cluster(cluster: Cluster, timeout: float = DEFAULT_TIMEOUT) -> Inspection:
     """Every task of a known cluster: a TCP connect, then the task asked about its own devices."""
     tasks = cluster.tasks
-    reached = _in_threads([lambda t=t: tcp_probe(t.host, t.port, timeout) for t in tasks], timeout + _GRACE)
+    reached = _in_threads([functools.partial(tcp_probe, t.host, t.port, timeout) for t in tasks], timeout + _GRACE)
     listening = [t for t, r in zip(tasks, reached) if r is None]
     if listening:
         _tensorflow()  # imported once here, not in every thread at once
-    asked = _in_threads([lambda t=t: _list_devices(t.target, [t.name], timeout) for t in listening],
+    asked = _in_threads([functools.partial(_list_devices, t.target, [t.name], timeout) for t in listening],
                         timeout + _GRACE)
     answers_of = dict(zip(listening, asked))
     answers: list[TaskAnswer] = []
@@ -220,7 +221,8 @@ def inspect_target(address: str, timeout: float = DEFAULT_TIMEOUT) -> Inspection
     if isinstance(everything, KeyboardInterrupt):
         raise everything
     if isinstance(everything, BaseException):
-        tasks = (TaskAnswer(*(master or (None, None)), target, answered=True, devices=tuple(master_devices)),)
+        job_task: tuple[str | None, int | None] = master or (None, None)
+        tasks: tuple[TaskAnswer, ...] = (TaskAnswer(*job_task, target, answered=True, devices=tuple(master_devices)),)
         error = Message(N_("the master at {address} answered, but some task of its cluster did not within "
                            "{timeout:g} s; TensorFlow's answer does not say which (give --cluster-spec FILE to name it)"),
                         address=address, timeout=timeout)

@@ -15,7 +15,9 @@ def between_devices(node: Any) -> bool:
     """A _Send that moves a tensor from one device to another. In a session on a server (grpc://),
     a fetch goes back to the client by a _Send from the device that made it to the client's device:
     made on that very device, it is no copy between devices."""
-    return node.attr["send_device"].s != node.attr["recv_device"].s
+    sender: bytes = node.attr["send_device"].s
+    receiver: bytes = node.attr["recv_device"].s
+    return sender != receiver
 
 
 def sends(partition_graphs: Any) -> Iterator[Copy]:

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 # name -> what it is used for (docs/notes.md and `unavailable()` messages use these words)
 APIS = {
@@ -72,7 +74,7 @@ def missing_facts() -> tuple[str, ...]:
     return tuple(f"{name} ({APIS[name]}): {why}" for name, why in sorted(_unavailable.items()))
 
 
-def _get(name: str, load: Callable[[], Any]) -> Any:
+def _get(name: str, load: Callable[[], T]) -> T | None:
     if name in _disabled:
         _unavailable[name] = "switched off"
         return None
@@ -266,6 +268,7 @@ def function_def() -> Callable[[str], Any] | None:
     def load() -> Callable[[str], Any]:
         from tensorflow.python.eager import context  # noqa: PLC0415
 
-        return context.context().get_function_def
+        get: Callable[[str], Any] = context.context().get_function_def
+        return get
 
     return _get("function_defs", load)

@@ -298,7 +298,8 @@ class Tee:
     def _target_write(self, text: str) -> int:
         direct = self._direct if self._active else None
         if direct is None:
-            return self.original.write(text)
+            count: int = self.original.write(text)
+            return count
         written = direct.write(text)
         direct.flush()
         return written

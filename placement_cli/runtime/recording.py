@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from placement_cli.runtime import private
 from placement_cli.runtime.eagerops import EagerOps
@@ -151,7 +151,8 @@ class Recorder:
         recorder = self
 
         def read(context: Any) -> Any:
-            return recorder.program_logging if recorder.program_logging is not None else switch.fget(context)
+            getter = cast("Callable[[Any], Any]", switch.fget)  # the context's own switch has a getter
+            return recorder.program_logging if recorder.program_logging is not None else getter(context)
 
         def write(context: Any, enable: Any) -> None:
             recorder.program_logging = bool(enable)

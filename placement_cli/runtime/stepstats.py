@@ -188,7 +188,8 @@ def tensor_bytes(tf: Any, dtype: Any, shape: tuple[int, ...] | None) -> int | No
     size is not fixed (strings, resources, variants)."""
     if shape is None or dtype is None or dtype in (tf.string, tf.resource, tf.variant):
         return None
-    return math.prod(shape) * dtype.size
+    size: int = dtype.size
+    return math.prod(shape) * size
 
 
 def crosses_memory(source: str, target: str, *, virtual_gpus: bool = False) -> bool | None:
