@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from placement_cli.devices import JOB_NAME
 from placement_cli.exceptions import UsageProblem
 from placement_cli.messages import cut
 
-_JOB_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")  # TensorFlow's IsJobName
 # host:port, host a name, an IPv4 address or a bracketed IPv6 address
 _ADDRESS = re.compile(r"(?P<host>\[[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*(?:%[A-Za-z0-9_.\-]+)?\]|[A-Za-z0-9_.\-]+)"
                       r":(?P<port>[0-9]{1,5})")
@@ -148,7 +148,7 @@ def _jobs(data: dict[Any, Any], source: str) -> dict[str, tuple[Task, ...]]:
     jobs: dict[str, tuple[Task, ...]] = {}
     total = 0
     for job, addresses in data.items():
-        if not isinstance(job, str) or not _JOB_NAME.fullmatch(job):
+        if not isinstance(job, str) or not JOB_NAME.fullmatch(job):
             raise UsageProblem(f"{source}: {job!r} is not a job name (a letter, then letters, digits or _)")
         if isinstance(addresses, dict):  # TensorFlow's sparse form: {"1": "host:port"}
             pairs = []

@@ -21,7 +21,9 @@ from typing import Any, TypeAlias
 from placement_cli.collector import paused
 from placement_cli.devices import DeviceNames
 from placement_cli.exceptions import UsageProblem
-from placement_cli.filters import Filters, compile_node, device_matcher, onednn_base, op_matcher
+from placement_cli.filters import compile_node, device_matcher, op_matcher
+from placement_cli.model.filtered import Filters
+from placement_cli.model.ops import onednn_base
 from placement_cli.i18n import _
 from placement_cli.logparse.functions import function_key, trace_counters
 from placement_cli.logparse.records import (Records, Repeats, adjacent_repeats, escaped_name, name_text, node_groups,

@@ -13,7 +13,7 @@ _PART = re.compile(r"(job|replica|task|device|cpu|gpu):([^/]*)", re.IGNORECASE)
 _TYPE_INDEX = re.compile(r"([A-Za-z][A-Za-z0-9_]*):(\d+|\*)")
 # A type as a log may print it: pluggable and test devices register names such as "_CUSTOM".
 _LOGGED_TYPE_INDEX = re.compile(r"([A-Za-z_][A-Za-z0-9_]*):(\d+|\*)")
-_JOB_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")  # TensorFlow's IsJobName
+JOB_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")  # TensorFlow's IsJobName
 _INT_MAX = 2**31 - 1  # ids past this do not name a device (TensorFlow stores them in an int)
 _BARE_TYPES = frozenset({"CPU", "GPU", "TPU", "CUSTOM", "EPU"})  # TF accepts these without "device:"
 # TensorFlow's XLA devices (made only when TF_XLA_FLAGS=--tf_xla_enable_xla_devices is set before it
@@ -183,7 +183,7 @@ def tf_rejects(text: str) -> bool:
         spec = parse_device(text)
     except DeviceSpecError:
         return True
-    if spec.job is not None and not _JOB_NAME.fullmatch(spec.job):
+    if spec.job is not None and not JOB_NAME.fullmatch(spec.job):
         return True
     return any(n is not None and n > _INT_MAX for n in (spec.replica, spec.task, spec.device_index))
 

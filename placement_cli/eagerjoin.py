@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from placement_cli.filters import onednn_base
+from placement_cli.model.ops import onednn_base
 from placement_cli.logparse import glog
 from placement_cli.model import Placement
 from placement_cli.tfrules import EagerRecord

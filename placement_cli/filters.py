@@ -15,71 +15,16 @@ from placement_cli.logparse import placer
 from placement_cli.logparse.records import Repeats
 from placement_cli.messages import cut
 from placement_cli.model import Placement, Report
+from placement_cli.model.filtered import Filtered, Filters
 
-# Plumbing of TensorFlow's eager wrappers and functions: hidden from run tables (kept in JSON).
-INTERNAL_OPS = frozenset({"_Arg", "_Retval", "_DeviceArg", "_DeviceRetval"})
 # oneDNN renames ops on CPUs (MatMul -> _MklMatMul, Conv2D -> _MklNativeConv2D): --op names the op either way.
 _ONEDNN_PREFIXES = ("", "_mkl", "_mklnative")
-_ONEDNN = re.compile(r"_Mkl(?:Native)?(?=.)")
-
-
-def onednn_base(op: str) -> str | None:
-    """The op a oneDNN op stands for (``_MklMatMul`` -> MatMul, ``_MklNativeConv2D`` -> Conv2D); None
-    for an op that is not oneDNN's."""
-    match = _ONEDNN.match(op)
-    return op[match.end():] if match else None
 _BARE_TYPE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _OP_TYPE = re.compile(placer.OP.decode())  # an op type as the parser reads one
-# a task as the tables name it: ps/0, or ps/0 CPU:0 with its device
 # a device as the tables name it, of any type: XLA_GPU:0 (TensorFlow's own grammar wants /device:XLA_GPU:0)
 _SHORT_DEVICE = re.compile(r"(?P<type>[A-Za-z_][A-Za-z0-9_]*):(?P<index>[0-9]+)")
+# a task as the tables name it: ps/0, or ps/0 CPU:0 with its device
 _SHORT_TASK = re.compile(r"(?P<task>[A-Za-z][A-Za-z0-9_]*/[0-9]+)(?: +[A-Za-z_][A-Za-z0-9_]*:[0-9]+)?")
-
-
-def is_plumbing(p: Placement) -> bool:
-    """_Arg/_Retval nodes and the single-op functions TF 2.x wraps eager ops in."""
-    return p.op in INTERNAL_OPS or p.wrapper
-
-
-@dataclass(frozen=True)
-class Filters:
-    """What the user asked to see; every filter ignores case."""
-
-    device: str | None = None  # a device type (GPU), a device (GPU:1, /job:ps/task:0/cpu:0) or a short name
-    op: str | None = None  # an op type; MatMul also matches oneDNN's _MklMatMul
-    node: str | None = None  # a regex searched in the node name
-    top: int | None = None  # the first N placements a table shows, in log order
-
-    @property
-    def active(self) -> bool:
-        return any(v is not None and v != "" for v in (self.device, self.op, self.node, self.top))
-
-    def describe(self) -> str:
-        """The filters as they were typed: ``--device GPU --op MatMul``."""
-        return " ".join(f"--{name} {value}" for name, value in self.to_dict().items() if value is not None)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"device": self.device or None, "op": self.op or None, "node": self.node or None, "top": self.top}
-
-
-@dataclass(frozen=True)
-class Filtered:
-    """A report narrowed by filters, and what it was narrowed from."""
-
-    report: Report
-    filters: Filters
-    total: int  # placements before filtering
-
-    @property
-    def matched(self) -> int:
-        return len(self.report.placements)
-
-    @property
-    def nothing_matched(self) -> bool:
-        # a report of counts only (a saved narrowed report shown with --summary) matched what it counts
-        return self.filters.active and self.total > 0 and not self.report.placements and not self.report.placement_count
-
-
 OPTION_LIKE = re.compile(r"--?[A-Za-z]")  # a value that is an option the user meant as one
 
 
@@ -279,7 +224,7 @@ def apply(report: Report, filters: Filters, *, hide_plumbing: bool = True) -> Fi
         placements = [p for p in placements if p.node and pattern.search(p.node)]
     if filters.top is not None:
         if hide_plumbing:
-            placements = [p for p in placements if not is_plumbing(p)]
+            placements = [p for p in placements if not p.plumbing]
         placements = placements[: filters.top]
     return Filtered(replace(report, placements=tuple(placements), counted=None), filters, total)
 

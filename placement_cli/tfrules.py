@@ -15,9 +15,7 @@ from placement_cli import messages
 from placement_cli.devices import try_parse
 from placement_cli.i18n import Message
 from placement_cli.model import Compiled, CompiledOp, Placement
-
-# Arguments and return values of a function: no ops of the program's.
-_PLUMBING = frozenset({"_Arg", "_Retval", "_DeviceArg", "_DeviceRetval"})
+from placement_cli.model.ops import PLUMBING_OPS  # a function's arguments and results: no ops of the program's
 
 
 @dataclass(frozen=True)
@@ -94,9 +92,9 @@ def compiled_reason(p: Placement, body: tuple[tuple[str, str, str], ...]) -> Mes
     moved = []
     for node, op, requested in body:
         want = try_parse(requested) if requested else None
-        if want is not None and not want.satisfied_by(p.spec) and op not in _PLUMBING:
+        if want is not None and not want.satisfied_by(p.spec) and op not in PLUMBING_OPS:
             moved.append(f"{node} ({op}) {want.short}")
-    count = sum(op not in _PLUMBING for _node, op, _requested in body)
+    count = sum(op not in PLUMBING_OPS for _node, op, _requested in body)
     if not moved:
         return Message(messages.XLA_CLUSTER, count=count, device=p.short)
     shown = ", ".join(moved[:3]) + (", ..." if len(moved) > 3 else "")

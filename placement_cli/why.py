@@ -10,7 +10,7 @@ from functools import cached_property
 from typing import Any
 
 from placement_cli.devices import DeviceSpec, try_parse
-from placement_cli.filters import onednn_base
+from placement_cli.model.ops import PLUMBING_OPS, onednn_base
 from placement_cli.model import AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH_RESOURCE, Placement
 from placement_cli.eagerjoin import eager_records
 from placement_cli.tfrules import (EagerRecord, arg_name, call_functions, compiled_bodies, compiled_reason,
@@ -42,9 +42,6 @@ def calls_in(name: str) -> Iterator[tuple[str, str, str, bool]]:
             yield "/".join(parts[: i + 2]), "/".join(parts[:i]), "/".join(parts[i + 2:]), True
 # Kernels registered for DEFAULT serve every device type but the CPU (TF's kernel lookup falls back to them).
 _DEFAULT = "DEFAULT"
-# Arguments and return values of a function: placed where their tensors live, not by a request.
-_PLUMBING = frozenset({"_Arg", "_Retval", "_DeviceArg", "_DeviceRetval"})
-
 
 @dataclass(frozen=True)
 class NodeFacts:
@@ -298,7 +295,7 @@ class _Explainer:
             explained = self.one(p, self.lookup(p))
             return replace(explained, group=explained.group or span.group)
         wrapper = p.kind != "eager"
-        if wrapper and p.op in _PLUMBING:
+        if wrapper and p.op in PLUMBING_OPS:
             return replace(p, requested=None, status=LOGGED, group=span.group, reason=self.on_cpu_reason(p, None),
                            wrapper=True)
         want = try_parse(span.requested)

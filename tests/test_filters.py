@@ -13,7 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from placement_cli.cli import app
-from placement_cli.filters import FilterError, Filters, apply, compile_node, filtered, is_plumbing
+from placement_cli.filters import FilterError, apply, compile_node, filtered
+from placement_cli.model.filtered import Filters
 from placement_cli.model import Report
 from reports import CPU0, GPU, placed, trace_report
 from processes import patience
@@ -41,7 +42,7 @@ def plumbed() -> Report:
 def test_top_counts_the_rows_a_table_shows_not_hidden_plumbing() -> None:
     narrowed = apply(plumbed(), Filters(top=2))
     assert [p.node for p in narrowed.report.placements] == ["x", "y"]
-    assert not any(is_plumbing(p) for p in narrowed.report.placements)
+    assert not any(p.plumbing for p in narrowed.report.placements)
     assert narrowed.total == 6 and narrowed.matched == 2
     assert [p.node for p in apply(plumbed(), Filters(top=2), hide_plumbing=False).report.placements] == \
         ["args_0", "retval"]  # parse shows every row, so it counts every row

@@ -81,7 +81,7 @@ def test_a_saved_report_says_which_placements_are_eager_ops_wrappers(traced: Any
     placements those were, so a reader of it could not count what the tables show, and `check` of the
     saved report judged them as the program's placements (plumbing undercounted). Each says
     ``"wrapper": true``, and a report read back keeps it."""
-    from placement_cli.rules import PLUMBING_OPS
+    from placement_cli.rules import JUDGED_PLUMBING as PLUMBING_OPS
 
     data, saved = traced[3]
     wrappers = [p for p in data["placements"] if p.get("wrapper")]

@@ -33,7 +33,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "eagerjoin": (*BASE, "logparse", "filters", "tfrules"),
     "why": (*BASE, "logparse", "filters", "tfrules", "eagerjoin"),
     "rules": (*BASE, "logparse", "filters"),
-    "render": (*BASE, "logparse", "filters"),  # logparse: how TensorFlow's messages read (error_messages.headline)
+    "render": BASE,
     "runtime": (*BASE, "logparse", "filters", "why", "eagerjoin", "tfrules", "clusterspec", "outputs"),
     "lessons": (*BASE, "logparse", "filters", "why", "eagerjoin", "clusterspec", "outputs", "runtime"),
     "notebook": (*BASE, "logparse", "filters", "why", "eagerjoin", "tfrules", "clusterspec", "outputs", "runtime", "lessons", "render", "rules"),

@@ -36,7 +36,7 @@ def diff(
     """
     from placement_cli.compare import compare, prepared  # noqa: PLC0415
     from placement_cli.exceptions import InputError, UsageProblem  # noqa: PLC0415
-    from placement_cli.filters import Filters  # noqa: PLC0415
+    from placement_cli.model.filtered import Filters  # noqa: PLC0415
     from placement_cli.logparse.saved import read_pair  # noqa: PLC0415
 
     if old == "-" and new == "-":
@@ -119,7 +119,7 @@ def _narrowed(sides: Any, filters: Any) -> tuple[Any, tuple[str, ...]]:
 
 
 def _described(saved: dict[str, Any]) -> str:
-    from placement_cli.filters import Filters  # noqa: PLC0415
+    from placement_cli.model.filtered import Filters  # noqa: PLC0415
 
     return Filters(saved.get("device"), saved.get("op"), saved.get("node")).describe() or "-"
 

@@ -34,7 +34,8 @@ def parse(
     Several files are read as one stream, so a program's stdout and stderr logs pair up.
     Example: placement parse train.log --summary
     """
-    from placement_cli.filters import Filters, apply  # noqa: PLC0415
+    from placement_cli.filters import apply  # noqa: PLC0415
+    from placement_cli.model.filtered import Filters  # noqa: PLC0415
     from placement_cli.logparse import parse_paths  # noqa: PLC0415
     from placement_cli.logparse.saved import knows_requests, saved_among  # noqa: PLC0415
 

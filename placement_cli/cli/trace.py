@@ -82,7 +82,8 @@ def trace(
     The why column explains each op not where its graph asked, or on a CPU while a GPU exists.
     Example: placement trace train.py --epochs 1
     """
-    from placement_cli.filters import Filters, apply  # noqa: PLC0415
+    from placement_cli.filters import apply  # noqa: PLC0415
+    from placement_cli.model.filtered import Filters  # noqa: PLC0415
     from placement_cli.outputs import check_distinct  # noqa: PLC0415
     from placement_cli.messages import one_line  # noqa: PLC0415
     from placement_cli.runtime.tracer import (  # noqa: PLC0415

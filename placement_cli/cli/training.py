@@ -111,7 +111,8 @@ def train(
     variable reads went.
     Example: placement train --towers 2 --check --copies
     """
-    from placement_cli.filters import Filters, apply  # noqa: PLC0415
+    from placement_cli.filters import apply  # noqa: PLC0415
+    from placement_cli.model.filtered import Filters  # noqa: PLC0415
     from placement_cli.lessons.split import training_devices  # noqa: PLC0415
     from placement_cli.lessons.train import TrainSpec, check_split  # noqa: PLC0415
     from placement_cli.devices import names_xla  # noqa: PLC0415
@@ -165,7 +166,8 @@ def mirrored(
     was used, the placements grouped per replica, and the loss per step.
     Example: placement mirrored --reduce one-device --copies
     """
-    from placement_cli.filters import Filters, apply  # noqa: PLC0415
+    from placement_cli.filters import apply  # noqa: PLC0415
+    from placement_cli.model.filtered import Filters  # noqa: PLC0415
     from placement_cli.lessons.mirrored import MirroredSpec, check_split  # noqa: PLC0415
     from placement_cli.lessons.split import training_devices  # noqa: PLC0415
     from placement_cli.devices import names_xla  # noqa: PLC0415

@@ -9,7 +9,7 @@ from typing import Any
 from placement_cli.i18n import N_, Message
 from placement_cli.lessons.guide import A_VALUES, string_graph
 from placement_cli.logparse import parse_text
-from placement_cli.logparse.error_messages import cause, failure_from_text
+from placement_cli.logparse.error_messages import cause, failure_from_text, headline
 from placement_cli.model import FailureCase, FailureCatalogue, PlacementFailure, SoftRun
 from placement_cli.runtime import private
 from placement_cli.runtime.facts import graph_nodes, kernel_checks, kernel_map
@@ -130,8 +130,9 @@ def _failure(message: str, error_class: str | None, requested: str) -> Placement
     if parsed is not None:
         return parsed
     kind = "invalid_device_spec" if error_class == "ValueError" else "run_failed"
-    return PlacementFailure(kind=kind, node=None, requested_device=requested, message=essential(message),
-                            cause=cause(message) if kind == "run_failed" else None)
+    said = essential(message)
+    return PlacementFailure(kind=kind, node=None, requested_device=requested, message=said,
+                            cause=cause(message) if kind == "run_failed" else None, headline=headline(said))
 
 
 def _case(tf: Any, case: Case, have_gpu: bool, devices: tuple[str, ...], kernels: Any, check: Any) -> FailureCase:
@@ -150,7 +151,7 @@ def _case(tf: Any, case: Case, have_gpu: bool, devices: tuple[str, ...], kernels
         error = _failure(message, error_class, case.requested)
         if not error.available_devices:
             error = PlacementFailure(error.kind, error.node, error.requested_device, error.message,
-                                     devices if error_class != "ValueError" else ())
+                                     devices if error_class != "ValueError" else (), headline=error.headline)
     result, soft_class, soft_message, log, graph = _run(tf, case, soft=True)
     if soft_message is None:
         facts = Facts(nodes=merge_nodes(graph_nodes(graph.get_operations(), kernels, check)), available=devices,

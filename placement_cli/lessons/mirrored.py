@@ -12,8 +12,9 @@ from placement_cli import messages
 from placement_cli.exceptions import UsageProblem
 from placement_cli.i18n import Message
 from placement_cli.lessons.split import check_even
-from placement_cli.logparse.error_messages import cause
+from placement_cli.logparse.error_messages import cause, headline
 from placement_cli.model import Copy, ExpectedBytes, Placement, Report, Training, VariableCopies
+from placement_cli.model.ops import PLUMBING_OPS
 from placement_cli.runtime import private
 from placement_cli.runtime.facts import GraphRecorder
 from placement_cli.runtime.run import Trial, run_captured
@@ -29,7 +30,6 @@ PARTS = (messages.FORWARD, messages.GRADIENTS, messages.ALL_REDUCE, messages.APP
 REDUCE_LOSS, STEP_OTHER, SETUP = messages.REDUCE_LOSS, messages.STEP_OTHER, messages.SETUP
 _REPLICA = re.compile(r"^replica_(\d+)/(.*)$")
 _CALL_PREFIX = re.compile(r"^(?:(?:Stateful)?PartitionedCall(?:_\d+)?/)+")
-_PLUMBING = frozenset({"_Arg", "_Retval", "_DeviceArg", "_DeviceRetval"})
 _UPDATE = re.compile(r"(?:^|/)update_(\d+)(?:_\d+)?(?:/|$)")
 _NCCL_LESSON = messages.NOTE_NCCL
 
@@ -347,7 +347,8 @@ def mirrored(spec: MirroredSpec, options: RunOptions) -> Report:
         mode=messages.MODE_FIT if spec.fit else messages.MODE_LOOP,
         expected=expected_bytes(spec, trial.replicas or spec.devices), notes=tuple(notes), error=trial.error,
         roles=tuple(role_order(spec.replicas)), replicas=trial.replicas,
-        cause=cause(trial.error, report.log) if trial.error else None)
+        cause=cause(trial.error, report.log) if trial.error else None,
+        error_headline=headline(trial.error) if trial.error else "")
     return replace(report, placements=placements, copies=copies, training=training, executed=trial.executed)
 
 
@@ -418,7 +419,7 @@ def _role(p: Placement, in_step: bool, replica_of: dict[str, int]) -> str:
     reduction, the rest of the step, or the setup around it (variables, data, eager ops)."""
     if not in_step:
         return SETUP
-    if p.op in _PLUMBING or (p.node or "").startswith("Func/"):
+    if p.op in PLUMBING_OPS or (p.node or "").startswith("Func/"):
         return STEP_OTHER
     name = strip_calls(p.node or "")
     gradient = name.startswith("gradient_tape/")  # tape.gradient names its ops after the forward ones

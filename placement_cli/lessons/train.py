@@ -12,7 +12,7 @@ from placement_cli import messages
 from placement_cli.devices import short_name, try_parse
 from placement_cli.exceptions import UsageProblem
 from placement_cli.lessons.split import check_even
-from placement_cli.logparse.error_messages import cause
+from placement_cli.logparse.error_messages import cause, headline
 from placement_cli.i18n import Message
 from placement_cli.model import FREE, ExpectedBytes, GradientCheck, Placement, Report, Training, VariableCopies
 from placement_cli.runtime.run import Trial, run_captured, run_traced_step
@@ -300,7 +300,7 @@ def train(spec: TrainSpec, options: RunOptions) -> Report:
             losses=tuple(trial.losses), parameters=parameter_count(spec),
             parameter_bytes=parameter_count(spec) * size, input_bytes=spec.batch * (FEATURES * size + 4),
             variables_on=VARIABLES_ON, check=check, expected=expected_bytes(spec, size), error=trial.error,
-            roles=tuple(role_order(spec.towers)))
+            error_headline=headline(trial.error) if trial.error else "", roles=tuple(role_order(spec.towers)))
         return trial
 
     template = messages.TRAINING if spec.towers > 1 else messages.TRAINING_ONE

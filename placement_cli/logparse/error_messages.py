@@ -236,7 +236,7 @@ def _classify(wording: str, message: str, trace: str) -> PlacementFailure:
     else:
         return _placement_failure(message)
     return PlacementFailure(kind=kind, node=node, requested_device=requested, message=message,
-                            available_devices=available)
+                            available_devices=available, headline=headline(message))
 
 
 def _placement_failure(message: str) -> PlacementFailure:
@@ -278,7 +278,7 @@ def _placement_failure(message: str) -> PlacementFailure:
         kind, node = "colocation", m.group(1)
     return PlacementFailure(
         kind=kind, node=node, requested_device=requested, message=message, available_devices=available,
-        group_device=group_device,
+        group_device=group_device, headline=headline(message),
     )
 
 

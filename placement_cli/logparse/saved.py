@@ -19,6 +19,7 @@ from placement_cli.devices import DeviceSpec, try_parse
 from placement_cli.exceptions import InputError
 from placement_cli.i18n import N_, _, translated
 from placement_cli.logparse import reader
+from placement_cli.logparse.error_messages import headline
 from placement_cli.logparse.engine import FunctionsRun, holds_functions, tally_streams
 from placement_cli.logparse.records import Records, release
 from placement_cli.model import (AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH_RESOURCE, Cause, Compiled, CompiledOp,
@@ -425,9 +426,10 @@ def _placement(p: Any) -> Placement:
 
 
 def _failure(e: Any) -> PlacementFailure:
+    message = _text(e.get("message", ""))
     return PlacementFailure(kind=_text(e["kind"]), node=_optional_text(e.get("node")),
                             requested_device=_optional_text(e.get("requested_device")),
-                            message=_text(e.get("message", "")),
+                            message=message, headline=headline(message),
                             available_devices=tuple(_text(d) for d in e.get("available_devices") or ()),
                             group_device=_optional_text(e.get("group_device")),
                             cause=None if e.get("cause") is None else _cause(e["cause"]))

@@ -6,6 +6,12 @@ from dataclasses import dataclass
 from typing import Any
 
 
+def first_line(message: str) -> str:
+    """A message's first line, its surrounding blank lines left out."""
+    lines = message.strip().splitlines()
+    return lines[0] if lines else ""
+
+
 @dataclass(frozen=True)
 class Cause:
     """What TensorFlow said stopped a run, in its own words: the line of its error that says why (not

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from placement_cli.devices import DeviceSpec
 from placement_cli.i18n import N_, Message
-from placement_cli.model.cause import Cause
+from placement_cli.model.cause import Cause, first_line
+from placement_cli.model.ops import PLUMBING_OPS
 
 if TYPE_CHECKING:
     from placement_cli.model.training import Training
@@ -50,6 +51,11 @@ class Placement:
     @property
     def short(self) -> str:
         return self.spec.short
+
+    @property
+    def plumbing(self) -> bool:
+        """_Arg/_Retval nodes and the single-op functions TF 2.x wraps eager ops in."""
+        return self.op in PLUMBING_OPS or self.wrapper
 
     def to_dict(self, run: bool = False) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -100,6 +106,14 @@ class PlacementFailure:
     available_devices: tuple[str, ...] = ()
     group_device: str | None = None  # colocation: the device the node's colocation group required
     cause: Cause | None = None  # a run that stopped: TensorFlow's line that says why, not its traceback header
+    # the line of ``message`` that says what failed, as logparse reads it (not in the JSON: read again from it);
+    # "": the message's first line
+    headline: str = field(default="", compare=False)
+
+    @property
+    def says(self) -> str:
+        """What TensorFlow said went wrong, in one line ("" for a failure without a message)."""
+        return self.cause.said if self.cause else self.headline or first_line(self.message)
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {

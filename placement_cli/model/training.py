@@ -4,10 +4,10 @@ variables' copies, the expected bytes and the gradient check."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from placement_cli.model.cause import Cause
+from placement_cli.model.cause import Cause, first_line
 
 
 @dataclass(frozen=True)
@@ -96,6 +96,13 @@ class Training:
     roles: tuple[str, ...] = ()  # the groups of its placements, in the order tables show them
     replicas: tuple[str, ...] = ()  # mirrored: the replicas' devices as the strategy resolved them
     cause: Cause | None = None  # what stopped the steps: TensorFlow's cause line (not its traceback header)
+    # the line of ``error`` that says what failed, as logparse reads it (not in the JSON); "": its first line
+    error_headline: str = field(default="", compare=False)
+
+    @property
+    def says(self) -> str:
+        """What TensorFlow said stopped the steps, in one line ("" when nothing did)."""
+        return self.cause.said if self.cause else self.error_headline or first_line(self.error or "")
 
     @property
     def complete(self) -> bool:

@@ -9,8 +9,8 @@ from rich.text import Text
 from placement_cli.devices import short_name
 from placement_cli.i18n import _, shown
 from placement_cli.model import FailureCase, FailureCatalogue, SoftRun
+from placement_cli.model.ops import PLUMBING_OPS
 from placement_cli.render.table import clean, format_result, literal, pad_left
-from placement_cli.logparse.error_messages import headline
 
 
 def _soft_summary(soft: SoftRun | None) -> str:
@@ -18,7 +18,7 @@ def _soft_summary(soft: SoftRun | None) -> str:
         return "-"
     if soft.error_class:
         return _("still fails: {error}").format(error=f"{soft.error_class}: {soft.message or ''}")
-    placed = [p for p in soft.placements if p.op not in ("_Arg", "_Retval")]
+    placed = [p for p in soft.placements if p.op not in PLUMBING_OPS]
     devices = sorted({short_name(p.canonical) for p in placed})
     nodes_by_reason: dict[str, list[str]] = {}
     for p in placed:
@@ -43,7 +43,7 @@ def _case_panel(case: FailureCase) -> Panel:
         rows += [
             (_("error"), f"{case.error_class} ({error.kind})"),
             (_("node"), error.node or "-"),
-            (_("TensorFlow says"), error.cause.said if error.cause else headline(error.message)),
+            (_("TensorFlow says"), error.says),
             (_("available"), ", ".join(short_name(d) for d in error.available_devices) or "-"),
             (_("with --soft"), _soft_summary(case.soft)),
         ]

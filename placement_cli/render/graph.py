@@ -21,7 +21,6 @@ from typing import Any
 
 from rich.cells import cell_len, set_cell_size
 
-from placement_cli.filters import is_plumbing
 from placement_cli.i18n import _, shown
 from placement_cli.model import Report
 from placement_cli.render.text import clean
@@ -93,7 +92,7 @@ def picture(report: Report) -> Picture:
         if not p.node:
             unnamed += 1
             continue
-        if is_plumbing(p) or _INLINED_PLUMBING.fullmatch(p.node):
+        if p.plumbing or _INLINED_PLUMBING.fullmatch(p.node):
             hidden += 1
             continue
         nodes.setdefault(p.node, (p.op or "?", p.canonical))

@@ -16,7 +16,7 @@ from typing import Any
 
 from placement_cli import forked
 from placement_cli.collector import paused
-from placement_cli.filters import Filtered
+from placement_cli.model.filtered import Filtered
 from placement_cli.messages import LONE_SURROGATE
 from placement_cli.model import Report
 from placement_cli.model.diff import Rows

@@ -15,16 +15,16 @@ from rich.text import Text
 
 from placement_cli.devices import DeviceSpec, parse_device, short_name
 from placement_cli.exceptions import DeviceSpecError
-from placement_cli.filters import Filtered, is_plumbing, onednn_base
 from placement_cli import messages
 from placement_cli.i18n import _, shown
 from placement_cli.model import (AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH_RESOURCE, Cause, Placement,
                                  PlacementFailure, Report, reason_counts)
+from placement_cli.model.filtered import Filtered
+from placement_cli.model.ops import onednn_base
 from placement_cli.render.rows import MIDDLE, WRAP, Column, RowTable
 from placement_cli.render.text import clean, format_result, literal, pad_left
 from placement_cli.render.view import Hints, View
 from placement_cli.render.wrap import wrapped
-from placement_cli.logparse.error_messages import headline
 
 _PALETTE = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_cyan", "bright_magenta")
 _STATUS_STYLE = {AS_REQUESTED: "green", FREE: "dim", SOFT_FALLBACK: "bold yellow", WITH_RESOURCE: "cyan"}
@@ -38,7 +38,7 @@ def shown_placements(report: Report, run: bool) -> list[Placement]:
     """What a table shows: run tables hide TensorFlow's plumbing (kept in JSON)."""
     if not run:
         return list(report.placements)
-    return [p for p in report.placements if not is_plumbing(p)]
+    return [p for p in report.placements if not p.plumbing]
 
 
 def task_key(spec: DeviceSpec | None) -> tuple[str, int]:
@@ -378,8 +378,7 @@ def failure_panel(failure: PlacementFailure, run: bool = True, hints: Hints | No
         (_("requested"), short_name(failure.requested_device) if failure.requested_device else "-"),
         *(((_("group requires"), short_name(failure.group_device)),) if failure.group_device else ()),
         (_("available"), available),
-        (_("TensorFlow says"), failure.cause.said if failure.cause else headline(failure.message) if failure.message
-         else "-"),
+        (_("TensorFlow says"), failure.says or "-"),
     ):
         body.append(f"{pad_left(label, 16)}: ", style="bold")
         body.append(clean(value) + "\n")

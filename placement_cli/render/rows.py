@@ -18,6 +18,7 @@ from rich.style import Style
 from rich.text import Text
 
 from placement_cli.messages import one_line
+from placement_cli.render.wrap import NO_LINE_START
 
 KEEP = "keep"  # never cut (devices, statuses, counts): the row overflows the screen instead
 MIDDLE = "middle"  # cut in the middle, keeping the distinguishing tail of a node name
@@ -157,9 +158,6 @@ def _wrap(text: str, width: int, ellipsis: str = "…") -> list[str]:
     return [line if cell_len(line) <= width else _head(line, width) for line in lines]
 
 
-_NO_LINE_START = frozenset("，。、；：！？）」』】》,.;:!?)]")
-
-
 def _wrap_cells(words: list[str], width: int) -> list[str]:
     """Words onto lines by their width in cells (textwrap counts characters): Chinese text, which
     has no spaces, breaks between any two wide characters; ASCII runs inside it stay whole."""
@@ -173,7 +171,7 @@ def _wrap_cells(words: list[str], width: int) -> list[str]:
     for token in tokens:
         if line and cell_len("".join(line) + token) > width:
             carry = []
-            if token[0] in _NO_LINE_START and len(line) > 1:  # "）" or "，" never starts a line
+            if token[0] in NO_LINE_START and len(line) > 1:  # "）" or "，" never starts a line
                 carry = [line.pop()]
             lines.append("".join(line).rstrip())
             line = [] if token == " " and not carry else [*carry, token]  # noqa: S105 - a word, not a secret

@@ -21,7 +21,6 @@ from placement_cli.render.parts import (counts_table, failure_panel, gpu_remedy,
 from placement_cli.render.rows import MIDDLE, WRAP, Column, RowTable
 from placement_cli.render.text import clean, literal
 from placement_cli.render.view import View
-from placement_cli.logparse.error_messages import headline
 
 LOSS_HEAD, LOSS_TAIL = 10, 5  # a long run's loss table: the first and last steps (--all: every one)
 
@@ -326,8 +325,7 @@ def training_renderables(report: Report, view: View) -> list[RenderableType]:
     parts.extend(failure_panel(f, True, view.hints) for f in report.errors)
     if training is not None and not training.complete and not report.errors:
         ran = len(training.losses)
-        message = training.cause.said if training.cause else headline(training.error) if training.error else \
-            _("no error was reported")
+        message = training.says if training.cause or training.error else _("no error was reported")
         said = _("{ran} of {steps} steps ran. TensorFlow says: {message}").format(ran=ran, steps=training.steps,
                                                                                  message=message)
         remedy = gpu_remedy(training.cause)

@@ -14,7 +14,7 @@ from rich.measure import Measurement
 from rich.segment import Segment
 from rich.text import Text
 
-_CLOSE = frozenset("，。、；：？！）」』》】”’,.;:?!)]")
+NO_LINE_START = frozenset("，。、；：？！）」』》】”’,.;:?!)]")
 _OPEN = frozenset("（「『《【“‘")
 
 
@@ -41,7 +41,7 @@ def _units(text: str) -> Iterator[tuple[int, int, bool]]:
         if not _wide(text[i]):
             while j < n and not text[j].isspace() and not _wide(text[j]):
                 j += 1
-        while j < n and text[j] in _CLOSE:  # no line starts with a closing mark
+        while j < n and text[j] in NO_LINE_START:  # no line starts with a closing mark
             j += 1
         if pieces and not pieces[-1][2] and text[pieces[-1][1] - 1] in _OPEN:  # none ends with an opening one
             pieces[-1][1] = j

@@ -11,16 +11,17 @@ from typing import Any
 from placement_cli import messages
 from placement_cli.devices import DeviceSpec, try_parse
 from placement_cli.exceptions import FilterError, RuleError
-from placement_cli.filters import (INTERNAL_OPS, check_device, check_op, compile_node, device_matcher, is_plumbing,
-                                   op_matcher, quoted, short_task)
+from placement_cli.filters import (check_device, check_op, compile_node, device_matcher, op_matcher, quoted,
+                                   short_task)
 from placement_cli.i18n import Message, _
 from placement_cli.logparse.functions import function_key, trace_counters
 from placement_cli.logparse.saved import knows_requests
 from placement_cli.model import LOGGED, SOFT_FALLBACK, CheckResult, Placement, Report, RuleFailure
+from placement_cli.model.ops import PLUMBING_OPS
 
 # TensorFlow's plumbing, left out of every rule unless include_plumbing: function arguments and
 # results, control-only NoOps, and the copies between devices (their traffic is --max-copy-bytes's).
-PLUMBING_OPS = INTERNAL_OPS | frozenset({"NoOp", "_Send", "_Recv", "_HostSend", "_HostRecv"})
+JUDGED_PLUMBING = PLUMBING_OPS | frozenset({"NoOp", "_Send", "_Recv", "_HostSend", "_HostRecv"})
 EXAMPLES = 5  # example nodes named per failed rule
 # The rule every check holds unless --allow-placement-errors: the input shows no placement error.
 PLACEMENT_ERRORS_RULE = "--fail-placement-errors"
@@ -222,7 +223,7 @@ def leaves_out(rules: Rules) -> tuple[Callable[[Placement], bool], Callable[[Pla
     ops = [op_matcher(op) for op in rules.ignore_op]
 
     def plumbing(p: Placement) -> bool:
-        return not rules.include_plumbing and (p.op in PLUMBING_OPS or is_plumbing(p))
+        return not rules.include_plumbing and (p.op in JUDGED_PLUMBING or p.plumbing)
 
     def ignored(p: Placement) -> bool:
         return bool(p.node and any(regex.search(p.node) for regex in ignores)) or any(match(p.op) for match in ops)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from placement_cli.logparse import parse_text
-from placement_cli.logparse.error_messages import cause
+from placement_cli.logparse.error_messages import cause, headline
 from placement_cli.model import Copy, PlacementFailure, Report
 from placement_cli.runtime import private
 from placement_cli.runtime.facts import GraphRecorder, kernel_checks, kernel_map
@@ -163,7 +163,7 @@ def outcome(parsed: tuple[PlacementFailure, ...], trial: Trial,
         return parsed, run_error
     return (PlacementFailure(kind="run_failed", node=trial.error_node, requested_device=trial.error_device,
                              message=message, available_devices=trial.available,
-                             cause=cause(trial.error or "", log)),), run_error
+                             cause=cause(trial.error or "", log), headline=headline(message)),), run_error
 
 
 def plain(value: Any) -> Any:
