@@ -11,7 +11,7 @@ from dataclasses import replace
 from types import TracebackType
 from typing import Any, Literal, cast
 
-from placement_cli.model import Placement, Report
+from placement_cli.model import Origin, Placement, Report
 from placement_cli.runtime import fdcapture, pystreams
 
 _WIDTH = 120
@@ -45,7 +45,7 @@ class CapturedReport:
     ``notes`` says what stays changed in this process."""
 
     def __init__(self) -> None:
-        self.report = Report()
+        self.report = Report(origin=Origin.RUN)
         self.problems: tuple[str, ...] = ()
         self.notes: tuple[str, ...] = ()
 
@@ -70,7 +70,7 @@ class CapturedReport:
         return self.report.log or ""
 
     def to_dict(self) -> dict[str, Any]:
-        data = self.report.to_dict(run=True)
+        data = self.report.to_dict()
         data["capture"] = {"complete": self.complete, "problems": list(self.problems), "notes": list(self.notes)}
         return data
 
@@ -111,7 +111,7 @@ class CapturedReport:
             body = Text("\n".join(f"- {clean(p)}" for p in self.problems))
             parts.append(Panel(body, title="Capture incomplete", title_align="left", border_style="red"))
         # hints say how to fix the program, and pointers name the API, not the CLI's options
-        parts.extend(report_renderables(self.report, run=True, view=View(api=True, hints=Hints(source="program"))))
+        parts.extend(report_renderables(self.report, view=View(api=True, hints=Hints(source="program"))))
         if not self.report.placements and not self.report.errors and self.complete:
             parts.append(Text("No placements were logged inside the block."))
         parts.extend(Text(clean(note), style="dim") for note in self.notes)
@@ -250,7 +250,7 @@ class _Block:
             self._build(taken, exc, problems)
         except Exception as error:  # noqa: BLE001
             log = _text(taken.log.get(1, b"")) + _text(taken.log.get(2, b""))
-            self.result.report = Report(log=log)
+            self.result.report = Report(log=log, origin=Origin.RUN)
             self.result.problems = (*problems, f"the report could not be built: {_why(error)}")
 
     def _known_nodes(self) -> frozenset[tuple[str, str]]:
@@ -305,7 +305,7 @@ class _Block:
                                 "missing from the report.")
         placements = explain(report.placements, facts, report.log)
         compiled = compiled_calls(placements, facts.compiled, xla_lines(report.placements, facts))
-        report = replace(report, placements=placements, compiled=compiled)
+        report = replace(report, placements=placements, compiled=compiled, origin=Origin.RUN)
         traced = _traced()
         if traced:
             problems.append("This program runs under `placement trace`, which takes TensorFlow's log itself: "

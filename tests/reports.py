@@ -8,7 +8,7 @@ from dataclasses import replace
 from placement_cli import messages
 from placement_cli.devices import parse_device
 from placement_cli.i18n import Message
-from placement_cli.model import Placement, PlacementFailure, Report
+from placement_cli.model import Origin, Placement, PlacementFailure, Report
 from placement_cli.why import Facts, NodeFacts, explain, merge_nodes
 
 CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
@@ -30,7 +30,12 @@ def placed(node: str | None, op: str, device: str, line: int, kind: str = "place
 
 def _report(placements: list[Placement], facts: list[NodeFacts], available: tuple[str, ...], **extra) -> Report:
     known = Facts(nodes=merge_nodes(facts), available=available, kernels=KERNELS, graphs_known=True)
-    return Report(placements=explain(placements, known), lines=len(placements), **extra)
+    return Report(placements=explain(placements, known), lines=len(placements), origin=Origin.RUN, **extra)
+
+
+def as_run(report: Report) -> Report:
+    """``report`` as a run's (what each op asked for is known), whatever it was read from."""
+    return replace(report, origin=Origin.RUN)
 
 
 def trace_report() -> Report:

@@ -22,9 +22,10 @@ from rich.console import Console
 from placement_cli import messages
 from placement_cli.i18n import shown
 from placement_cli.logparse.error_messages import cause, cause_line, gpu_kind, gpu_log_line
-from placement_cli.model import Cause, ClusterReport, ClusterRun, PlacementFailure, Report
+from placement_cli.model import Cause, ClusterReport, ClusterRun, Origin, PlacementFailure, Report
 from placement_cli.render.parts import failure_panel, gpu_remedy, result_cause
 from placement_cli.render.view import Hints
+from reports import as_run
 from trace_helpers import TRACE, environment
 
 # What the demo's worker/0 raised on the H200: a Session's error, interpolated (two root errors, one node)
@@ -132,7 +133,7 @@ def test_the_cluster_supervisor_says_the_cause_and_keeps_it(tmp_path: Path) -> N
 
 def _panel_text(failure: PlacementFailure) -> str:
     console = Console(record=True, width=120, color_system=None, file=open(os.devnull, "w"))
-    console.print(failure_panel(failure, True, Hints.run_command(soft=False)))
+    console.print(failure_panel(failure, Origin.RUN, Hints.run_command(soft=False)))
     return " ".join(console.export_text().replace("│", " ").split())
 
 
@@ -207,7 +208,7 @@ def test_a_training_that_stopped_shows_the_cause_and_the_remedy() -> None:
     training = Training(lesson="towers", devices=("/gpu:0", "/gpu:1"), batch=8, steps=5, lr=0.1, dtype="float32",
                         losses=(1.0,), error=RECORDED, cause=found)
     report = Report(training=training)
-    assert report.to_dict(run=True)["training"]["cause"]["kind"] == "gpu_library"
+    assert as_run(report).to_dict()["training"]["cause"]["kind"] == "gpu_library"
     console = Console(record=True, width=200, color_system=None, file=open(os.devnull, "w"))
     console.print(training_group(report, View()))
     text = " ".join(console.export_text().replace("│", " ").split())

@@ -28,6 +28,7 @@ from placement_cli.lessons import demo
 from placement_cli.i18n import Message
 from placement_cli.lessons.demo import STEPS, Machine, Step, run_step, select
 from placement_cli.model import DemoOutcome, Inventory, PhysicalDevice
+from reports import as_run
 from processes import patience
 
 KEYS = ["devices", "logging", "manual", "missing", "soft", "kernel", "towers", "copies", "train", "mirrored", "cluster"]
@@ -372,12 +373,12 @@ def test_a_step_is_a_model_value_and_its_json_comes_from_the_model() -> None:
     from placement_cli.model import DemoRun, DemoStep, Report
 
     step = DemoStep(2, "k", "T", "E", "code", {"device": None},
-                    DemoOutcome(Report(), Message("seen on {x}", x="/cpu:0"), ran=("f",)))
+                    DemoOutcome(as_run(Report()), Message("seen on {x}", x="/cpu:0"), ran=("f",)))
     data = step.to_dict()
     assert list(data) == ["number", "key", "title", "explanation", "code", "args", "code_ran", "ok", "problem",
                           "notice", "result"]
     assert data["notice"] == "seen on /cpu:0" and data["code_ran"] == ["f"] and step.failure is None
-    assert data["result"] == Report().to_dict(run=True)
+    assert data["result"] == as_run(Report()).to_dict()
     failed = DemoStep(3, "k", "T", "E", "code", {}, DemoOutcome(ok=False, problem="it broke"))
     assert failed.to_dict()["notice"] is None and failed.to_dict()["result"] is None
     assert failed.failure == "step 3 (k): it broke"
@@ -401,9 +402,9 @@ def test_a_step_result_is_shown_by_its_own_renderer(monkeypatch) -> None:
     monkeypatch.setattr(training, "training_group", lambda report, view: Text("training"))
     monkeypatch.setattr(cluster, "cluster_group", lambda found, view: Text("cluster"))
     monkeypatch.setattr(inventory, "render_inventory", lambda found, hints: Text(f"inventory hints={hints}"))
-    monkeypatch.setattr(rendered, "report_group", lambda report, run, view: Text(f"report run={run}"))
+    monkeypatch.setattr(rendered, "report_group", lambda report, view: Text(f"report run={report.ran}"))
     found = Inventory(physical=(), logical=())
-    cases = [(Report(), "report run=True"), (replace(Report(), training=object()), "training"),
+    cases = [(as_run(Report()), "report run=True"), (replace(Report(), training=object()), "training"),
              (found, "inventory hints=False"), (object.__new__(ClusterReport), "cluster"), (None, "")]
     for result, expected in cases:
         assert str(rendered.step_result(result, View())) == expected

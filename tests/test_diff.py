@@ -23,6 +23,7 @@ from placement_cli.logparse.saved import read_tallied
 from placement_cli.model import AS_REQUESTED, FREE, SOFT_FALLBACK, Copy, Placement, Report
 from placement_cli.render.diff import diff_group
 from placement_cli.render.view import View
+from reports import as_run
 
 runner = CliRunner()
 SAVED = FIXTURES / "saved"
@@ -256,8 +257,8 @@ def run_report(moved: bool) -> Report:
 
 
 def test_copies_and_bytes_when_both_reports_carry_them(tmp_path: Path) -> None:
-    old = write(tmp_path, "old.json", json.dumps(run_report(False).to_dict(run=True)))
-    new = write(tmp_path, "new.json", json.dumps(run_report(True).to_dict(run=True)))
+    old = write(tmp_path, "old.json", json.dumps(as_run(run_report(False)).to_dict()))
+    new = write(tmp_path, "new.json", json.dumps(as_run(run_report(True)).to_dict()))
     data = diff_json(old, new, expect=1)
     assert data["summary"]["copies"]["old"] == {"links": [], "copies": 0, "per_step_bytes": 0}
     assert data["summary"]["copies"]["new"]["per_step_bytes"] == 24
@@ -463,10 +464,10 @@ def test_lang_zh_on_the_command_line() -> None:
 def test_statuses_survive_the_round_trip(tmp_path: Path, status: str) -> None:
     cpu = parse_device(CPU)
     report = Report(placements=(Placement("a", "Const", CPU, cpu, "placer", 1, requested="/cpu:0", status=status),))
-    old = write(tmp_path, "old.json", json.dumps(report.to_dict(run=True)))
+    old = write(tmp_path, "old.json", json.dumps(as_run(report).to_dict()))
     gpu = parse_device(GPU0)
     moved = Report(placements=(Placement("a", "Const", GPU0, gpu, "placer", 1, requested="/cpu:0", status=status),))
-    new = write(tmp_path, "new.json", json.dumps(moved.to_dict(run=True)))
+    new = write(tmp_path, "new.json", json.dumps(as_run(moved).to_dict()))
     assert diff_json(old, new, expect=1)["moved"][0]["old_status"] == str(status)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from rich.console import Console
 from conftest import FIXTURES, LOGS
 from placement_cli.logparse import parse_paths
 from placement_cli.logparse.saved import report_from_dict
-from placement_cli.model import Report
+from placement_cli.model import Origin, Report
 from placement_cli.render.table import Hints, View, report_group
 from reports import big_report, tower_report, trace_report
 
@@ -29,7 +30,8 @@ WIDTHS = [40, 80, 120]
 def render_report(report: Report, *, run: bool, width: int = 100, summary: bool = False,
                   view: View | None = None) -> str:
     console = Console(record=True, width=width, color_system=None, file=open(os.devnull, "w"))
-    console.print(report_group(report, run=run, summary=summary, view=view), crop=False)
+    report = replace(report, origin=Origin.RUN if run else Origin.LOG)
+    console.print(report_group(report, summary=summary, view=view), crop=False)
     return console.export_text()
 
 

@@ -17,7 +17,7 @@ from placement_cli import i18n, messages
 from placement_cli.i18n import Message
 from placement_cli.model import FREE, Report
 from placement_cli.render.table import report_group
-from reports import trace_report
+from reports import as_run, trace_report
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 import layers
@@ -66,7 +66,7 @@ def test_messages_survive_pickling_whole(zh) -> None:
 
 def test_a_statuss_json_is_english_and_its_table_is_translated(zh) -> None:
     report = Report(placements=tuple(p for p in trace_report().placements if p.status == FREE)[:1])
-    assert report.to_dict(run=True)["placements"][0]["status"] == "free"
+    assert as_run(report).to_dict()["placements"][0]["status"] == "free"
     assert "free" not in _text(report) and i18n.shown(FREE) in _text(report)
 
 
@@ -88,7 +88,7 @@ def test_the_makers_of_messages_import_nothing_of_render_and_render_has_no_cycle
 
 def _text(report: Report) -> str:
     console = Console(record=True, width=100, color_system=None)
-    console.print(report_group(report, run=True))
+    console.print(report_group(as_run(report)))
     return console.export_text()
 
 

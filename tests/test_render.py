@@ -12,12 +12,12 @@ from rich.cells import cell_len
 from rich.console import Console
 
 from placement_cli.messages import one_line
-from placement_cli.model import PlacementFailure, Report
+from placement_cli.model import Origin, PlacementFailure, Report
 from placement_cli.render.console import AsciiSafe, make_console, screen_rows
 from placement_cli.render.digest import MAX_KEYS, MAX_SCOPE_DEPTH, scope_counts, scope_depth, scope_of
 from placement_cli.render.rows import cut_middle
 from placement_cli.render.table import Hints, View, failure_panel, hint, onednn_note, report_group
-from reports import CPU0, GPU, big_report, placed, tower_report, trace_report
+from reports import CPU0, GPU, as_run, big_report, placed, tower_report, trace_report
 
 KINDS = ["device_not_found", "no_kernel", "colocation", "invalid_device_spec", "unsatisfiable", "some_new_kind"]
 CONTEXTS = {
@@ -35,7 +35,7 @@ def text_of(renderable: object, width: int = 80) -> str:
 
 
 def lines_of(report: Report, width: int, view: View | None = None) -> list[str]:
-    return text_of(report_group(report, run=True, view=view), width).splitlines()
+    return text_of(report_group(as_run(report), view=view), width).splitlines()
 
 
 def test_node_names_are_cut_in_the_middle_keeping_their_tail() -> None:
@@ -67,7 +67,7 @@ def test_columns_zero_or_one_still_draw(monkeypatch: pytest.MonkeyPatch) -> None
         monkeypatch.setenv("COLUMNS", columns)
         console = make_console(io.StringIO())
         assert console.width >= 20
-        console.print(report_group(trace_report(), run=True))
+        console.print(report_group(as_run(trace_report())))
         assert "tower_1" in console.file.getvalue()
 
 
@@ -124,7 +124,7 @@ def test_short_reports_stay_full_tables() -> None:
 
 
 def test_digest_counts_per_op_and_scope_per_device() -> None:
-    text = text_of(report_group(big_report(), run=True), 120)
+    text = text_of(report_group(as_run(big_report())), 120)
     per_op = text.split("Per op type and device")[1].split("Per name scope")[0]
     assert re.search(r"MatMul\s+│\s+120\s+│\s+60\s+│\s+60\s+│\s+240", per_op)
     per_scope = text.split("Per name scope (first 2 levels) and device")[1]
@@ -138,7 +138,7 @@ def test_the_digest_says_what_its_op_and_scope_counts_leave_out_that_per_device_
     report = big_report()
     extra = [placed(f"step/arg_{i}", "_Arg", CPU0, 1000 + i) for i in range(7)]
     extra += [replace(placed("Abs", "Abs", CPU0, 1100 + i), wrapper=True) for i in range(3)]
-    lines = text_of(report_group(replace(report, placements=report.placements + tuple(extra)), run=True), 200).splitlines()
+    lines = text_of(report_group(as_run(replace(report, placements=report.placements + tuple(extra)))), 200).splitlines()
     text = " ".join(" ".join(lines).split())
     assert "Per op type and per name scope leave out 10 placements of TensorFlow's plumbing" in text
     assert "which Per device counts (--json has all)" in text
@@ -151,7 +151,7 @@ def test_the_digest_says_what_its_op_and_scope_counts_leave_out_that_per_device_
 
     assert column("Per device", -2) == len(report.placements) + 10  # ops, share
     assert column("Per op type and device", -1) == len(report.placements)
-    assert "leave out" not in " ".join(text_of(report_group(report, run=True), 200).split())  # nothing left out
+    assert "leave out" not in " ".join(text_of(report_group(as_run(report)), 200).split())  # nothing left out
 
 
 def test_scope_counts_in_one_pass_are_the_counts_at_the_chosen_depth() -> None:
@@ -211,8 +211,8 @@ def test_run_commands_with_soft_off_suggest_soft_and_cpus() -> None:
 
 def test_default_hints_follow_the_report_kind() -> None:
     failure = PlacementFailure("device_not_found", "n", "/gpu:2", "m")
-    assert "--" not in text_of(failure_panel(failure, run=True))  # capture(): the fix is in the program
-    assert "pinned an op to a device that did not exist" in text_of(failure_panel(failure, run=False), 200)
+    assert "--" not in text_of(failure_panel(failure, Origin.RUN))  # capture(): the fix is in the program
+    assert "pinned an op to a device that did not exist" in text_of(failure_panel(failure, Origin.LOG), 200)
 
 
 HOSTILE = ["[red]x", "a[/x].py", "train[v2].py", "[bold]b[/bold]", "x\x1b[31my\x07z"]
@@ -224,10 +224,10 @@ def test_user_strings_are_shown_literally_everywhere(name: str) -> None:
     failure = PlacementFailure("colocation", name, f"/job:{name}/cpu:0", f"Cannot colocate nodes {name}", ())
     report = Report(placements=(replace(placed(name, name, CPU0, 1), group=name, reason=name),),
                     title=f"trace of {name} (exit code 0)", errors=(failure,), result=[[name]])
-    text = text_of(report_group(report, run=True), 200)
+    text = text_of(report_group(as_run(report)), 200)
     assert text.count(shown) >= 5, text
     assert "\x1b" not in text and "\x07" not in text
-    digest = text_of(report_group(report, run=True, view=View(screen_rows=0)), 200)
+    digest = text_of(report_group(as_run(report), view=View(screen_rows=0)), 200)
     assert shown in digest and "\x1b" not in digest
 
 
@@ -237,7 +237,7 @@ def test_ascii_streams_degrade_characters_and_keep_columns_aligned() -> None:
     console = make_console(stream)
     report = replace(trace_report(), placements=(placed("张量/MatMul", "MatMul", GPU.format(0), 1),
                                                  placed("ascii/MatMul", "MatMul", GPU.format(0), 2)))
-    console.print(AsciiSafe(report_group(report, run=True)), crop=False)
+    console.print(AsciiSafe(report_group(as_run(report))), crop=False)
     console.print(failure_panel(PlacementFailure("no_kernel", "张量", "/gpu:0", "没有 kernel …")))
     stream.flush()
     out = raw.getvalue().decode("ascii")
@@ -255,7 +255,7 @@ def test_a_legacy_code_page_keeps_what_it_can_encode_and_replaces_the_rest_per_c
     console = make_console(stream)
     report = replace(trace_report(), placements=(placed("张量😀/MatMul", "MatMul", GPU.format(0), 1),
                                                  placed("ascii/MatMul", "MatMul", GPU.format(0), 2)))
-    console.print(AsciiSafe(report_group(report, run=True)), crop=False)
+    console.print(AsciiSafe(report_group(as_run(report))), crop=False)
     stream.flush()
     out = raw.getvalue().decode(encoding)
     rows = [line for line in out.splitlines() if "/MatMul " in line and "logged" in line]
@@ -285,7 +285,7 @@ def test_onednn_note_names_each_renamed_op_and_what_it_replaced() -> None:
     conv = onednn_note(replace(report, placements=(placed("c", "_MklConv2D", CPU0, 2),), executed=None))
     assert conv is not None and "tf.matmul" not in conv.plain
     assert onednn_note(replace(report, placements=(placed("m", "MatMul", CPU0, 1),), executed=None)) is None
-    assert text_of(report_group(report, run=True), 200).count("oneDNN's versions") == 1
+    assert text_of(report_group(as_run(report)), 200).count("oneDNN's versions") == 1
 
 
 def test_one_rule_says_when_rows_fit_a_screen() -> None:
@@ -316,6 +316,6 @@ def test_invisible_and_bidi_format_characters_are_shown_not_obeyed(mark: str) ->
     name = f"evil{mark}/MatMul"
     report = Report(placements=(replace(placed(name, "MatMul", CPU0, 1), reason=name),),
                     title=f"trace of {name} (exit code 0)")
-    text = text_of(report_group(report, run=True), 200)
+    text = text_of(report_group(as_run(report)), 200)
     assert mark not in text and "evil\ufffd/MatMul" in text
     assert mark not in one_line(name)

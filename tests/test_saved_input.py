@@ -9,6 +9,7 @@ import io
 import json
 import lzma
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,8 +19,9 @@ from placement_cli.devices import parse_device
 from placement_cli.exceptions import InputError
 from placement_cli.logparse import parse_paths
 from placement_cli.logparse.saved import knows_requests, read_input, report_from_dict
-from placement_cli.model import (AS_REQUESTED, FREE, SOFT_FALLBACK, Cause, Copy, IgnoredRequest, Placement,
+from placement_cli.model import (AS_REQUESTED, FREE, SOFT_FALLBACK, Cause, Copy, IgnoredRequest, Origin, Placement,
                                  PlacementFailure, Report)
+from reports import as_run
 
 SAVED = FIXTURES / "saved"
 ALL_LOGS = sorted(p for p in LOGS.rglob("*.log"))
@@ -37,7 +39,7 @@ def same_placements(a: Report, b: Report) -> None:
 
 def save(tmp_path: Path, report: Report, run: bool, name: str = "saved.json") -> Path:
     path = tmp_path / name
-    path.write_text(json.dumps(report.to_dict(run=run)), encoding="utf-8")
+    path.write_text(json.dumps(replace(report, origin=Origin.RUN if run else Origin.LOG).to_dict()), encoding="utf-8")
     return path
 
 
@@ -72,7 +74,7 @@ def test_a_run_report_round_trips_requests_statuses_and_copies(tmp_path: Path) -
     same_placements(report, again)
     assert again.copies == report.copies
     assert again.result == report.result and again.log == report.log
-    assert again.to_dict(run=True) == report.to_dict(run=True)
+    assert as_run(again).to_dict() == as_run(report).to_dict()
     assert [p.status for p in again.placements] == [AS_REQUESTED, FREE, SOFT_FALLBACK]
     assert knows_requests(again)
     assert not knows_requests(parse_paths([str(LOGS / "tf2.21" / "guide_matmul_plain.log")]))
@@ -92,7 +94,7 @@ def test_a_failed_run_keeps_its_cause_group_device_and_ignored_requests(tmp_path
     again = read_input(str(save(tmp_path, report, run=True)))
     assert again.errors == report.errors
     assert again.ignored == report.ignored
-    assert again.to_dict(run=True) == report.to_dict(run=True)
+    assert as_run(again).to_dict() == as_run(report).to_dict()
 
 
 @pytest.mark.parametrize("saved", sorted(SAVED.glob("*.json")), ids=lambda p: p.name)
@@ -103,7 +105,7 @@ def test_reports_saved_by_the_real_commands_are_read(saved: Path) -> None:
     assert report.by_device == data["summary"]["by_device"]
     assert [p.to_dict(run=True)["status"] for p in report.placements] == [p["status"] for p in data["placements"]]
     assert knows_requests(report)
-    again = report.to_dict(run=True)
+    again = as_run(report).to_dict()
     for key in ("placements", "errors", "device_mapping", "copies"):
         assert again[key] == data[key], key
 
@@ -137,8 +139,8 @@ def test_standard_input_either_way(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
 def test_saved_reports_are_read_as_logs_are(tmp_path: Path, encode) -> None:
     report = run_report()
     path = tmp_path / "x"
-    path.write_bytes(encode(json.dumps(report.to_dict(run=True)).encode()))
-    assert read_input(str(path)).to_dict(run=True) == report.to_dict(run=True)
+    path.write_bytes(encode(json.dumps(as_run(report).to_dict()).encode()))
+    assert as_run(read_input(str(path))).to_dict() == as_run(report).to_dict()
 
 
 @pytest.mark.parametrize(("data", "words"), [

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from placement_cli.devices import parse_device
-from placement_cli.model import AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH_RESOURCE, Placement, reason_counts
+from placement_cli.model import (AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH_RESOURCE, Origin, Placement,
+                                 reason_counts)
 from placement_cli.tfrules import arg_name
 from placement_cli.why import UNKNOWN, Facts, NodeFacts, Span, explain, has_kernel, merge_nodes
 
@@ -161,10 +162,10 @@ def test_run_tables_show_a_repeated_placement_once_with_its_count() -> None:
     eager = [placed(None, "__inference_step_13", CPU0, i, kind="eager") for i in range(1, 201)]
     report = Report(placements=explain([*eager, placed("m", "MatMul", CPU0, 300)], Facts(graphs_known=True)))
     console = Console(record=True, width=100, color_system=None)
-    console.print(placement_table(report, run=True))
+    console.print(placement_table(replace(report, origin=Origin.RUN)))
     rows = [line for line in console.export_text().splitlines() if "__inference_step_13" in line]
     assert len(rows) == 1 and rows[0].rstrip(" │").endswith("200")
-    console.print(placement_table(report, run=False))  # parse tables keep every line
+    console.print(placement_table(replace(report, origin=Origin.LOG)))  # parse tables keep every line
     assert sum("__inference_step_13" in line for line in console.export_text().splitlines()) == 200
 
 

@@ -37,7 +37,7 @@ def parse(
     from placement_cli.filters import apply  # noqa: PLC0415
     from placement_cli.model.filtered import Filters  # noqa: PLC0415
     from placement_cli.logparse import parse_paths  # noqa: PLC0415
-    from placement_cli.logparse.saved import knows_requests, saved_among  # noqa: PLC0415
+    from placement_cli.logparse.saved import saved_among  # noqa: PLC0415
 
     drawn = pictures("placement parse", as_json=as_json, force=force, svg=svg, protect=tuple(files))
     filters = Filters(device, op, node, top)
@@ -70,8 +70,7 @@ def parse(
         notices = (_("no placements found in {names}").format(names=names) if not narrowed.report.ignored else
                    _("no placements found in {names}, only {n} device requests TensorFlow ignored (listed)").format(
                        names=names, n=len(narrowed.report.ignored)),)
-    run = saved is not None and knows_requests(saved)
-    return Outcome(output=shown.report_output(narrowed.report, as_json=as_json, run=run, summary=summary,
+    return Outcome(output=shown.report_output(narrowed.report, as_json=as_json, summary=summary,
                                               all_rows=all_rows, filtered=narrowed),
                    pictures=drawn, notices=notices)
 

@@ -22,7 +22,7 @@ def _ran(report: Any, options: Any, drawn: Pictures, *, as_json: bool, log: bool
     produced = report.result is not None
     return Outcome(
         code=ExitCode.OK if produced else ExitCode.PLACEMENT_FAILED,  # a run without its result never exits 0
-        output=shown.report_output(report, as_json=as_json, run=True, show_log=log, all_rows=all_rows,
+        output=shown.report_output(report, as_json=as_json, show_log=log, all_rows=all_rows,
                                    hints=Hints.run_command(soft)),
         pictures=drawn, graph=report,
         notices=(*shown.xla_notice(options), *shown.tensorboard_notice(options.tensorboard, written=produced),

@@ -39,18 +39,17 @@ def log(report: Any) -> list[Any]:
             Verbatim(Rule())]
 
 
-def report_output(report: Any, *, as_json: bool, run: bool, show_log: bool = False, summary: bool = False,
+def report_output(report: Any, *, as_json: bool, show_log: bool = False, summary: bool = False,
                   all_rows: bool = False, hints: Any = None, filtered: Any = None) -> list[Any]:
     """A report as JSON, or as its tables (after TensorFlow's log with --log)."""
     if as_json:
         from placement_cli.render.json import report_dict  # noqa: PLC0415
 
-        return [*no_match(filtered), Json(report_dict(report, run=run, filtered=filtered))]
+        return [*no_match(filtered), Json(report_dict(report, filtered=filtered))]
     from placement_cli.render.table import report_group  # noqa: PLC0415
 
     return [*no_match(filtered), *(log(report) if show_log else ()),
-            report_group(report, run=run, summary=summary, view=view(all_rows=all_rows, hints=hints,
-                                                                         filtered=filtered))]
+            report_group(report, summary=summary, view=view(all_rows=all_rows, hints=hints, filtered=filtered))]
 
 
 def incomplete(found: Any, what: str | None = None) -> tuple[str, ...]:

@@ -133,7 +133,7 @@ def trace(
 def _json(traced: Any, narrowed: Any) -> list[Any]:
     from placement_cli.render.json import report_dict  # noqa: PLC0415
 
-    document = {**report_dict(narrowed.report, run=True, filtered=narrowed), "exit_code": traced.exit_code}
+    document = {**report_dict(narrowed.report, filtered=narrowed), "exit_code": traced.exit_code}
     return [Json(document), *shown.no_match(narrowed)]
 
 
@@ -149,6 +149,6 @@ def _tables(traced: Any, narrowed: Any, name: str, all_rows: bool) -> Iterator[A
     fresh_line(1)
     title = literal(_("placement: {script} exited with code {code}").format(script=name, code=traced.exit_code))
     yield Verbatim(Rule(title))
-    yield from shown.report_output(narrowed.report, as_json=False, run=True, all_rows=all_rows,
+    yield from shown.report_output(narrowed.report, as_json=False, all_rows=all_rows,
                                    hints=Hints(source="program"), filtered=narrowed)
 

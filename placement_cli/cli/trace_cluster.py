@@ -174,7 +174,7 @@ def _graph(traced: Any, filters: Any) -> Any:
 def _json(traced: Any, narrowed: Any) -> list[Any]:
     from placement_cli.render.json import report_dict  # noqa: PLC0415
 
-    document = {**report_dict(narrowed.report, run=True, filtered=narrowed), "exit_code": traced.exit_code,
+    document = {**report_dict(narrowed.report, filtered=narrowed), "exit_code": traced.exit_code,
                 "tasks": [{"job": t.job, "task": t.task, "address": (t.target or "").removeprefix("grpc://") or None,
                            "pid": t.pid, "exit_code": t.exit_code, "ended_by_placement": t.ended_by_placement,
                            "cuda_visible_devices": t.cuda_visible_devices}
@@ -196,7 +196,7 @@ def _tables(traced: Any, narrowed: Any, name: str, all_rows: bool) -> Iterator[A
     title = literal(_("placement: {script} exited with code {code}").format(script=name, code=traced.exit_code))
     yield Verbatim(Rule(title))
     yield tasks_table(traced.tasks, traced.isolated, traced.report)
-    yield from shown.report_output(narrowed.report, as_json=False, run=True, all_rows=all_rows,
+    yield from shown.report_output(narrowed.report, as_json=False, all_rows=all_rows,
                                    hints=Hints(source="program"), filtered=narrowed)
     variables = variables_table(narrowed.report)
     if variables is not None:

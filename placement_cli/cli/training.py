@@ -63,7 +63,7 @@ def _trained(report: Any, narrowed: Any, drawn: Pictures, *, as_json: bool, log:
     if as_json:
         from placement_cli.render.json import report_dict  # noqa: PLC0415
 
-        output: list[Any] = [*shown.no_match(narrowed), Json(report_dict(shown_report, run=True, filtered=narrowed))]
+        output: list[Any] = [*shown.no_match(narrowed), Json(report_dict(shown_report, filtered=narrowed))]
     else:
         from placement_cli.render.table import Hints  # noqa: PLC0415
         from placement_cli.render.training import training_group  # noqa: PLC0415

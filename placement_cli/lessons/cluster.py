@@ -10,7 +10,7 @@ from typing import Any
 
 from placement_cli.devices import try_parse
 from placement_cli.logparse import parse_text
-from placement_cli.model import ClusterEvent, ClusterReport, ClusterRun, Edge, Placement, Report, WorkerSteps
+from placement_cli.model import ClusterEvent, ClusterReport, ClusterRun, Edge, Origin, Placement, Report, WorkerSteps
 from placement_cli.runtime import cluster_launch, gpu_policy
 
 # The supervisor's process: the entry module that hands it the work each task runs.
@@ -65,7 +65,7 @@ def build(run: ClusterRun, *, sync: bool, steps: int, copies: bool, api: str = "
         result = {name: training.losses[-1] if training.losses else None
                   for name, training in sorted(run.results, key=lambda item: item[0])}
     report = Report(placements=tuple(placements), lines=lines, result=result, copies=found_copies,
-                    run_error=run.error, title="placement cluster")
+                    run_error=run.error, title="placement cluster", origin=Origin.RUN)
     drawn_copies = None if found_copies is None else tuple(
         replace(c, producer=_on_task(c.source, c.producer_node)) for c in found_copies)
     graph = replace(report, placements=tuple(drawn), edges=tuple(edges) if edges else None, copies=drawn_copies)

@@ -12,7 +12,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, BinaryIO, cast
 
 from placement_cli.devices import DeviceSpec, try_parse
@@ -23,7 +23,7 @@ from placement_cli.logparse.error_messages import headline
 from placement_cli.logparse.engine import FunctionsRun, holds_functions, tally_streams
 from placement_cli.logparse.records import Records, release
 from placement_cli.model import (AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH_RESOURCE, Cause, Compiled, CompiledOp,
-                                 Copy, DeviceMapping, IgnoredRequest, Placement, PlacementFailure, Report)
+                                 Copy, DeviceMapping, IgnoredRequest, Origin, Placement, PlacementFailure, Report)
 
 _JSON_ARRAY = re.compile(r'\[\s*(\]|\{\s*")')
 SNIFF = 64 << 10  # the bytes looked at to tell a saved report from a log
@@ -327,7 +327,7 @@ def report_from_dict(data: Any, name: str = "<report>") -> Report:
         if not placements and isinstance(by_device, dict) and by_device:  # parse --summary --json
             counted = tuple((str(k), _count(v)) for k, v in by_device.items())
         copies = data.get("copies")
-        return Report(
+        report = Report(
             placements=placements,
             device_mapping=tuple(DeviceMapping(_text(m["device"]), _text(m["description"]))
                                  for m in data.get("device_mapping") or ()),
@@ -347,6 +347,7 @@ def report_from_dict(data: Any, name: str = "<report>") -> Report:
             unfiltered=_optional_int(summary.get("unfiltered_placements")),
             sessions_numbered=summary.get("sessions_numbered") is True,
         )
+        return replace(report, origin=Origin.RUN) if knows_requests(report) else report  # a run's saved report
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InputError(_("{name}: a saved report with a field that is not as placement writes it ({why})").format(
             name=name, why=f"{type(exc).__name__}: {exc}"[:160])) from None

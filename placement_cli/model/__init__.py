@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from placement_cli.model.cause import Cause
 from placement_cli.model.report import (AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH_RESOURCE, Compiled, CompiledOp,
-                                        Copy, DeviceMapping, Edge, IgnoredRequest, LinkTotal, Placement,
+                                        Copy, DeviceMapping, Edge, IgnoredRequest, LinkTotal, Origin, Placement,
                                         PlacementFailure, Report, link_totals, reason_counts)
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ __all__ = ["AS_REQUESTED", "FREE", "LOGGED", "SOFT_FALLBACK", "WITH_RESOURCE", "
            "ClusterEvent", "ClusterReport", "ClusterRun", "ClusterTask", "Compiled", "CompiledOp", "Copy",
            "DemoOutcome", "DemoRun", "DemoStep", "DemoSteps", "DeviceMapping", "DiffSide", "Edge", "ExpectedBytes",
            "FailureCase", "FailureCatalogue", "GpuMemory", "GradientCheck", "IgnoredRequest", "Inspection",
-           "Inventory", "LinkTotal", "LogicalDevice", "PhysicalDevice", "Placement", "PlacementDiff",
+           "Inventory", "LinkTotal", "LogicalDevice", "Origin", "PhysicalDevice", "Placement", "PlacementDiff",
            "PlacementFailure", "Report", "RuleFailure", "SoftRun", "StepTitle", "TaskAnswer", "TaskDevice",
            "TaskTraining", "Training", "VariableCopies", "WorkerSteps", "link_totals", "reason_counts"]
 

@@ -182,7 +182,7 @@ class ClusterReport:
         return dict(sorted(found.items()))
 
     def to_dict(self) -> dict[str, Any]:
-        data = self.report.to_dict(run=True)
+        data = self.report.to_dict()
         data.update(
             mode=self.mode,
             api=self.api,

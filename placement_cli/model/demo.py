@@ -54,7 +54,7 @@ class DemoOutcome:
         if self.result is None:
             return None
         if isinstance(self.result, Report):
-            return self.result.to_dict(run=True)
+            return self.result.to_dict()
         return self.result.to_dict()
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from placement_cli.devices import DeviceSpec
@@ -269,6 +270,15 @@ class Compiled:
                 "ops": [op.to_dict() for op in self.ops]}
 
 
+class Origin(str, Enum):
+    """Where a report comes from, which says what it can know: a log of a past run says where each op
+    went; a run placement watched (show, tower, trace, capture(), cluster, the demo, or a report saved
+    from one) also says what each op asked for, why it went there, and what the run gave."""
+
+    LOG = "log"
+    RUN = "run"
+
+
 @dataclass(frozen=True)
 class Report:
     """Everything known about one log or one run."""
@@ -302,6 +312,12 @@ class Report:
     # narrowed by filters from a run that executed no eager op: a Session's node placed again on its task
     # holds its order as its graph (``#2``), which the placements the filters left out no longer say
     sessions_numbered: bool = False
+    origin: Origin = Origin.LOG
+
+    @property
+    def ran(self) -> bool:
+        """A run's report (see Origin): what each op asked for and why it went where it did are known."""
+        return self.origin is Origin.RUN
 
     @property
     def by_device(self) -> dict[str, int]:
@@ -318,7 +334,8 @@ class Report:
         """No result, and an error says why (a run that did not produce its result always has one)."""
         return self.result is None and (bool(self.errors) or self.run_error is not None)
 
-    def to_dict(self, run: bool = False) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
+        run = self.ran
         data: dict[str, Any] = {
             "placements": [p.to_dict(run) for p in self.placements],
             "device_mapping": [m.to_dict() for m in self.device_mapping],

@@ -170,7 +170,7 @@ def difference(found: ClusterReport) -> str:
 def cluster_group(found: ClusterReport, view: View) -> Group:
     parts: list[RenderableType] = [tasks_table(found)]
     if found.report.placements:
-        parts.append(report_group(found.report, run=True, view=view))
+        parts.append(report_group(found.report, view=view))
     variables = variables_table(found)
     if variables is not None:
         parts.append(variables)

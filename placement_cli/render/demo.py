@@ -52,7 +52,7 @@ def step_result(result: Report | Inventory | ClusterReport | None, view: View) -
             from placement_cli.render.training import training_group  # noqa: PLC0415
 
             return training_group(result, view)
-        return report_group(result, run=True, view=view)
+        return report_group(result, view=view)
     if isinstance(result, Inventory):
         from placement_cli.render.inventory import render_inventory  # noqa: PLC0415
 

@@ -142,8 +142,7 @@ def _count(n: int) -> str:
     return str(n) if n else "-"
 
 
-def digest_renderables(report: Report, visible: list[Placement], rows: int, *, run: bool,
-                       view: View) -> list[RenderableType]:
+def digest_renderables(report: Report, visible: list[Placement], rows: int, *, view: View) -> list[RenderableType]:
     """What a report with more rows than fit a screen shows instead of its placement table."""
     note = _("{rows} rows do not fit a screen ({screen} rows): a digest follows. {more}.").format(
         rows=rows, screen=view.screen_rows, more=view.more_rows)
@@ -162,16 +161,16 @@ def digest_renderables(report: Report, visible: list[Placement], rows: int, *, r
         parts.append(Text(_("Per op type and per name scope leave out {hidden} placements of TensorFlow's plumbing "
                             "(_Arg/_Retval, eager ops' wrapper functions), which Per device counts ({everything})")
                           .format(hidden=hidden, everything=view.everything), style="italic"))
-    if run:
-        parts.append(_worth_a_look(visible, run, view))
+    if report.ran:
+        parts.append(_worth_a_look(visible, view))
     else:
         parts.append(Text(_("A log alone does not say what each op asked for: `placement trace` runs the program "
                             "and shows which ops did not land where they asked, and why."), style="italic"))
     return parts
 
 
-def _worth_a_look(shown: list[Placement], run: bool, view: View) -> RenderableType:
-    rows = table_rows([p for p in shown if worth_a_look(p)], run)
+def _worth_a_look(shown: list[Placement], view: View) -> RenderableType:
+    rows = table_rows([p for p in shown if worth_a_look(p)], fold_repeats=True)
     # ops that run where their resource lives are not where they asked, by TensorFlow's rule: said, not listed
     resourced = sum(1 for p in shown if p.status == WITH_RESOURCE)
     ruled = _("{count} ops run with their resource (a variable's or iterator's device, TensorFlow's rule, not a "

@@ -22,10 +22,10 @@ from placement_cli.model import Report
 from placement_cli.model.diff import Rows
 
 
-def report_dict(report: Report, *, run: bool = False, filtered: Filtered | None = None) -> dict[str, Any]:
+def report_dict(report: Report, *, filtered: Filtered | None = None) -> dict[str, Any]:
     """The report as data. Filtered: ``placements`` and ``summary`` describe what matched, ``filters``
     says which filters applied, and ``summary.unfiltered_placements`` counts them all."""
-    data = report.to_dict(run=run)
+    data = report.to_dict()
     if filtered is not None and filtered.filters.active:
         data["filters"] = filtered.filters.to_dict()
         data["summary"]["unfiltered_placements"] = filtered.total
@@ -34,10 +34,10 @@ def report_dict(report: Report, *, run: bool = False, filtered: Filtered | None 
     return data
 
 
-def render_json(report: Report, *, run: bool = False, filtered: Filtered | None = None,
+def render_json(report: Report, *, filtered: Filtered | None = None,
                 ascii_only: bool = False) -> str:
     """One JSON document; run commands add requested/status/reason, result and log."""
-    return dumps(report_dict(report, run=run, filtered=filtered), ascii_only=ascii_only)
+    return dumps(report_dict(report, filtered=filtered), ascii_only=ascii_only)
 
 
 def dumps(data: Any, *, ascii_only: bool = False) -> str:

@@ -17,7 +17,7 @@ from placement_cli.devices import DeviceSpec, parse_device, short_name
 from placement_cli.exceptions import DeviceSpecError
 from placement_cli import messages
 from placement_cli.i18n import _, shown
-from placement_cli.model import (AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH_RESOURCE, Cause, Placement,
+from placement_cli.model import (AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH_RESOURCE, Cause, Origin, Placement,
                                  PlacementFailure, Report, reason_counts)
 from placement_cli.model.filtered import Filtered
 from placement_cli.model.ops import onednn_base
@@ -34,9 +34,9 @@ def _device_styles(devices: Iterable[str]) -> dict[str, str]:
     return {d: _PALETTE[i % len(_PALETTE)] for i, d in enumerate(sorted(set(devices)))}
 
 
-def shown_placements(report: Report, run: bool) -> list[Placement]:
+def shown_placements(report: Report) -> list[Placement]:
     """What a table shows: run tables hide TensorFlow's plumbing (kept in JSON)."""
-    if not run:
+    if not report.ran:
         return list(report.placements)
     return [p for p in report.placements if not p.plumbing]
 
@@ -68,12 +68,12 @@ def _ordered(placements: list[Placement]) -> list[Placement]:
     return sorted(placements, key=lambda p: (p.canonical, p.line))
 
 
-def table_rows(placements: list[Placement], run: bool) -> list[tuple[Placement, int]]:
+def table_rows(placements: list[Placement], fold_repeats: bool) -> list[tuple[Placement, int]]:
     """The rows of a placement table, in order. Run tables show a placement repeated with the same
     request, device, status and reason (an eager op run in a loop, a function called again) once,
     with how many times it happened."""
     ordered = _ordered(placements)
-    if not run:
+    if not fold_repeats:
         return [(p, 1) for p in ordered]
     counts: dict[tuple[object, ...], list[Any]] = {}  # [placement, times]
     for p in ordered:
@@ -133,10 +133,10 @@ def _short_styles(placements: list[Placement]) -> dict[str, str]:
     return {p.short: by_canonical[p.canonical] for p in {p.canonical: p for p in placements}.values()}
 
 
-def placement_table(report: Report, run: bool = False, fit: bool = True) -> RowTable:
+def placement_table(report: Report, fit: bool = True) -> RowTable:
     """Every row of the report's placement table."""
-    visible = shown_placements(report, run)
-    return rows_table(table_rows(visible, run), caption=plumbing_caption(report, visible, View()), fit=fit)
+    visible = shown_placements(report)
+    return rows_table(table_rows(visible, report.ran), caption=plumbing_caption(report, visible, View()), fit=fit)
 
 
 def plumbing_caption(report: Report, visible: list[Placement], view: View) -> str | None:
@@ -147,7 +147,7 @@ def plumbing_caption(report: Report, visible: list[Placement], view: View) -> st
 
 def reasons_table(report: Report, fit: bool = True) -> RowTable | None:
     """Each reason once, with how many placements it explains: the short answer to "why here?"."""
-    found = reason_counts(shown_placements(report, run=True))  # the rows a table shows, not TF's plumbing
+    found = reason_counts([p for p in report.placements if not p.plumbing])  # a run table's rows: no plumbing
     if not found:
         return None
     table = RowTable(_("Why here?"), [Column(_("reason"), WRAP, min_width=16), Column(_("ops"), justify="right"),
@@ -368,8 +368,9 @@ def result_cause(result: object) -> Cause | None:
     return None
 
 
-def failure_panel(failure: PlacementFailure, run: bool = True, hints: Hints | None = None) -> Panel:
-    """One placement error, explained: node, request, what exists, how to proceed."""
+def failure_panel(failure: PlacementFailure, origin: Origin = Origin.RUN, hints: Hints | None = None) -> Panel:
+    """One placement error of a report from ``origin``, explained: node, request, what exists, how to proceed."""
+    run = origin is Origin.RUN
     hints = hints or Hints(source="program" if run else "log")
     available = ", ".join(short_name(d) for d in failure.available_devices) or _("(not listed)")
     body = Text()

@@ -39,11 +39,11 @@ def copies_table(report: Report, view: View | None = None) -> RenderableType:
     return table
 
 
-def report_renderables(report: Report, *, run: bool, summary: bool = False,
-                       view: View | None = None) -> list[RenderableType]:
+def report_renderables(report: Report, *, summary: bool = False, view: View | None = None) -> list[RenderableType]:
     """Everything a command shows for a report, in reading order: every row when it fits a screen
     (or with --all), else a digest."""
     view = view or View()
+    run = report.ran
     parts: list[RenderableType] = []
     if report.title:
         parts.append(literal(shown(report.title), "bold underline"))
@@ -53,12 +53,12 @@ def report_renderables(report: Report, *, run: bool, summary: bool = False,
         if mapping is not None:
             parts.append(mapping)
         if report.placements:
-            visible = shown_placements(report, run)
+            visible = shown_placements(report)
             rows = table_rows(visible, run)
             if view.fits(len(rows)):
                 parts.append(rows_table(rows, caption=plumbing_caption(report, visible, view), fit=view.fit))
             else:
-                parts.extend(digest_renderables(report, visible, len(rows), run=run, view=view))
+                parts.extend(digest_renderables(report, visible, len(rows), view=view))
                 counted = True
     if report.placement_count and not counted:
         parts.append(counts_table(report, view.filtered))
@@ -73,11 +73,11 @@ def report_renderables(report: Report, *, run: bool, summary: bool = False,
     onednn = onednn_note(report, placements=not summary)
     if onednn is not None:
         parts.append(onednn)
-    parts.extend(failure_panel(f, run, view.hints) for f in report.errors)
+    parts.extend(failure_panel(f, report.origin, view.hints) for f in report.errors)
     if run and report.result is not None:
         parts.append(result_renderable(report.result))
     return parts
 
 
-def report_group(report: Report, *, run: bool, summary: bool = False, view: View | None = None) -> Group:
-    return Group(*report_renderables(report, run=run, summary=summary, view=view))
+def report_group(report: Report, *, summary: bool = False, view: View | None = None) -> Group:
+    return Group(*report_renderables(report, summary=summary, view=view))

@@ -296,15 +296,15 @@ def training_renderables(report: Report, view: View) -> list[RenderableType]:
     mapping = mapping_renderable(report)
     if mapping is not None:
         parts.append(mapping)
-    visible = shown_placements(report, run=True)
+    visible = shown_placements(report)
     if visible:
         parts.append(role_table(visible, roles, view))
-        rows = table_rows(_ordered_by_role(visible, roles), run=True)
+        rows = table_rows(_ordered_by_role(visible, roles), fold_repeats=True)
         if view.fits(len(rows)):
             parts.append(rows_table(rows, fit=view.fit))
             parts.append(counts_table(report, view.filtered))
         else:
-            parts.extend(digest_renderables(report, visible, len(rows), run=True, view=view))
+            parts.extend(digest_renderables(report, visible, len(rows), view=view))
     reasons = reasons_table(report, view.fit)
     if reasons is not None:
         parts.append(reasons)
@@ -322,7 +322,7 @@ def training_renderables(report: Report, view: View) -> list[RenderableType]:
         parts.append(onednn)
     if training is not None:
         parts.extend(Text(clean(shown(note)), style="italic") for note in training.notes)
-    parts.extend(failure_panel(f, True, view.hints) for f in report.errors)
+    parts.extend(failure_panel(f, report.origin, view.hints) for f in report.errors)
     if training is not None and not training.complete and not report.errors:
         ran = len(training.losses)
         message = training.says if training.cause or training.error else _("no error was reported")

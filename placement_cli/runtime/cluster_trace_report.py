@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from placement_cli.model import Copy, Edge, Placement, Report
+from placement_cli.model import Copy, Edge, Origin, Placement, Report
 
 
 def _in_task(placement: Placement, job: str, index: int) -> Placement:
@@ -44,7 +44,7 @@ def _task_report(job: str, index: int, parsed: Any, facts: tuple[Any, Any, Any, 
     if copies is not None and sizes:
         copies = tuple(_sized(c, sizes) for c in copies)
     placements = tuple(_in_task(p, job, index) for p in explain(report.placements, known, text))
-    return replace(report, placements=placements, log=text, copies=copies, edges=edges)
+    return replace(report, placements=placements, log=text, copies=copies, edges=edges, origin=Origin.RUN)
 
 
 def merge(parts: list[tuple[str, int, Any, tuple[Any, Any, Any, Any, Any]]]) -> tuple[Report, Report]:
@@ -69,5 +69,5 @@ def merge(parts: list[tuple[str, int, Any, tuple[Any, Any, Any, Any, Any]]]) -> 
                     errors=tuple(e for _, r in reports for e in r.errors),
                     lines=sum(r.lines for _, r in reports), mapping_seen=any(r.mapping_seen for _, r in reports),
                     log=log, copies=None if copies is None else tuple(copies),
-                    edges=None if edges is None else tuple(edges))
+                    edges=None if edges is None else tuple(edges), origin=Origin.RUN)
     return report, replace(report, placements=tuple(drawn), edges=tuple(drawn_edges) if drawn_edges else None)

@@ -13,7 +13,7 @@ from typing import Any
 
 from placement_cli.logparse import parse_text
 from placement_cli.logparse.error_messages import cause, headline
-from placement_cli.model import Copy, PlacementFailure, Report
+from placement_cli.model import Copy, Origin, PlacementFailure, Report
 from placement_cli.runtime import private
 from placement_cli.runtime.facts import GraphRecorder, kernel_checks, kernel_map
 from placement_cli.runtime.fdcapture import capture_fds
@@ -147,7 +147,7 @@ def run_captured(build: Any, options: RunOptions, title: str) -> Report:
         write_events(tf, trial.graph, placements, trial.metadata, options.tensorboard)
     return replace(report, placements=placements, errors=errors, title=title, result=trial.result, log=log,
                    copies=copies, run_error=run_error, incomplete=private.missing_facts(), executed=trial.executed,
-                   edges=recorder.edges())
+                   edges=recorder.edges(), origin=Origin.RUN)
 
 
 def outcome(parsed: tuple[PlacementFailure, ...], trial: Trial,

@@ -32,7 +32,7 @@ from placement_cli.exceptions import UsageProblem
 from placement_cli.i18n import Message, _
 from placement_cli.messages import TRACE, one_line
 from placement_cli import outputs
-from placement_cli.model import Copy, Edge, Report
+from placement_cli.model import Copy, Edge, Origin, Report
 from placement_cli.runtime.child import BOOT, ENV, NO_CAPTURE, frames
 from placement_cli.runtime.splitter import Channel, Splitter
 from placement_cli.runtime.wakeup import Wakeup
@@ -467,7 +467,8 @@ class _Supervisor:
         placements = explain(parsed.placements, facts, text)
         compiled = compiled_calls(placements, facts.compiled, xla_lines(parsed.placements, facts))
         report = replace(parsed, placements=placements, log=text, compiled=compiled,
-                         title=Message(TRACE, script=one_line(self.script), code=code), copies=copied, edges=edges)
+                         title=Message(TRACE, script=one_line(self.script), code=code), copies=copied, edges=edges,
+                         origin=Origin.RUN)
         return TraceResult(report=report, exit_code=code, output_closed=self.output_closed, notes=tuple(self.notes))
 
 
