@@ -131,6 +131,29 @@ def test_the_cluster_supervisor_says_the_cause_and_keeps_it(tmp_path: Path) -> N
     assert gpu_remedy(result_cause(ClusterReport(run=run, report=Report(), sync=False, steps=1)))
 
 
+def test_the_cluster_supervisor_knows_a_taken_port_from_tensorflows_words(tmp_path: Path) -> None:
+    """A task whose server could not listen (another process took the port placement chose) is what the
+    supervisor retries once on new ports: told by logparse's reading of TensorFlow's message, whether the
+    message came as the task's error or was quoted from its log."""
+    from types import SimpleNamespace
+
+    from placement_cli.logparse.error_messages import port_taken
+    from placement_cli.runtime.cluster_supervisor import _Watch
+
+    taken = "UnknownError: Could not start gRPC server"
+    assert port_taken(taken) and not port_taken("UnknownError: Deadline exceeded")
+    watch = _Watch({}, None, str(tmp_path))
+    watch.caused("worker/0", "UnknownError: Deadline exceeded")
+    assert not watch.port_taken
+    watch.caused("worker/0", taken)
+    assert watch.port_taken
+    (tmp_path / "ps-0.err").write_text(f"E0000 00:00:1.5    1 grpc_server_lib.cc:1] {taken}\n")
+    quoted = _Watch({"ps/0": SimpleNamespace(pid=4321)}, None, str(tmp_path))
+    quoted._named("ps/0", {"template": "exited with code {code}", "fields": {"code": 1}}, "before it was ready",
+                  quote=True)
+    assert quoted.port_taken
+
+
 def _panel_text(failure: PlacementFailure) -> str:
     console = Console(record=True, width=120, color_system=None, file=open(os.devnull, "w"))
     console.print(failure_panel(failure, Origin.RUN, Hints.run_command(soft=False)))

@@ -7,7 +7,7 @@ one of TensorFlow's log lines:
 
 * the literal words of a line: the eager runtime's ``Executing op``, the placer's source file
   ``placer.cc``, the ``Device mapping:`` header, absl's ``absl::InitializeLog`` notice;
-* a glog/absl prefix written as a regex: a severity class ``[IWEF]`` or ``I\\d{4}``;
+* a glog/absl prefix written as a regex: a class of severities (``[IWEF]``, ``[EF]``) or ``E\\d{4}``;
 * a device name written as a regex: ``/job:``, ``/device:`` or ``task:`` in a literal that also holds
   regex syntax (``\\d``, ``\\S``, ``[^``, ``(?``), or the mapping's ``(?:job|device)``.
 
@@ -29,7 +29,7 @@ NOT_LOG_FORMATS = {PACKAGE / "devices.py"}  # device names as users type them
 MESSAGES = {"_", "N_", "ngettext", "Message"}
 
 WORDS = ("Executing op", "placer.cc", "Device mapping:", "absl::")
-PREFIX = re.compile(r"\[IWEF\]|(?<![A-Za-z])I\\d\{4\}")
+PREFIX = re.compile(r"\[[IWEF]{2,4}\]|(?<![A-Za-z])[IWEF]\\d\{4\}")  # a severity class, any severity's header
 DEVICE_REGEX = re.compile(r"(?:/job:|/device:|task:).*(?:\\[dDsS]|\[\^|\(\?)|(?:\\[dDsS]|\[\^|\(\?).*(?:/job:|/device:|task:)"
                           r"|\(\?:job\|device\)")
 
@@ -76,6 +76,8 @@ def test_the_check_finds_what_it_looks_for() -> None:
         'X = re.compile(r"Executing op (\\w+) on task")',
         'X = (b"Executing op ", b"Device mapping:")',
         'X = re.compile(r"\\s*I\\d{4} ")',
+        'X = re.compile(r"\\s*[EF]\\d{4} ")',
+        'X = re.compile(r"^W\\d{4} ")',
         'X = rb"(?P<sev>[IWEF])\\d{4} "',
         'X = re.compile(r"/job:worker/replica:\\d+/task:(\\d+)")',
         'X = rb"/(?:job|device):\\S++ -> "',

@@ -17,7 +17,7 @@ from placement_cli.cli import app
 from placement_cli.devices import parse_device
 from placement_cli.lessons.mirrored import (MirroredSpec, expected_bytes, parameter_count, ring_copies,
                                             step_placements, strip_calls, _role)
-from placement_cli.model import Placement, Report, Training
+from placement_cli.model import Origin, Placement, Report, Training
 
 # MirroredStrategy over logical CPUs (--devices /cpu:0,/cpu:1): where its inputs, labels and sums are
 # made is the CPU machine's answer (a GPU machine makes unpinned ones on GPU:0, and its lesson is
@@ -181,7 +181,7 @@ def test_a_diverged_mirrored_training_says_so_and_exits_1(monkeypatch: pytest.Mo
         training = Training(lesson="mirrored", devices=spec.devices, batch=spec.batch, steps=len(losses), lr=spec.lr,
                             dtype="float32", losses=losses, parameters=parameter_count(),
                             parameter_bytes=parameter_count() * 4, input_bytes=0)
-        return Report(title="MirroredStrategy", result=list(losses), training=training)
+        return Report(title="MirroredStrategy", result=list(losses), training=training, origin=Origin.RUN)
 
     monkeypatch.setattr("placement_cli.lessons.mirrored.mirrored", diverging)
     result = runner.invoke(app, ["mirrored", "--lr", "100", "--steps", "5", *(["--json"] if as_json else [])])

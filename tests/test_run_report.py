@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from placement_cli.model import PlacementFailure, Report
-from placement_cli.runtime.run import Trial, essential, outcome, split_marks, spans_of, _MARK
+from placement_cli.logparse.error_messages import essential
+from placement_cli.runtime.run import Trial, outcome, split_marks, spans_of, _MARK
 
 GRAPH_MESSAGE = """Graph execution error:
 

@@ -9,12 +9,12 @@ from typing import Any
 from placement_cli.i18n import N_, Message
 from placement_cli.lessons.guide import A_VALUES, string_graph
 from placement_cli.logparse import parse_text
-from placement_cli.logparse.error_messages import cause, failure_from_text, headline
+from placement_cli.logparse.error_messages import cause, essential, failure_from_text, headline
 from placement_cli.model import FailureCase, FailureCatalogue, PlacementFailure, SoftRun
 from placement_cli.runtime import private
 from placement_cli.runtime.facts import graph_nodes, kernel_checks, kernel_map
 from placement_cli.runtime.fdcapture import capture_fds
-from placement_cli.runtime.run import essential, plain
+from placement_cli.runtime.run import plain
 from placement_cli.runtime import startup
 from placement_cli.runtime.startup import XLA_SWITCH, RunOptions, available_devices, session_config, xla_devices, xla_missing
 from placement_cli.why import Facts, explain, merge_nodes

@@ -335,6 +335,34 @@ def headline(message: str) -> str:
     return lines[0]
 
 
+def essential(message: str) -> str:
+    """TensorFlow's message without the Python traceback graph mode adds to it ("Graph execution error:",
+    "Detected at node ... defined at", File lines, "Node: 'x'", "[[x]]"); the whole message if that is all."""
+    kept = []
+    skipping = False
+    for line in message.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("Detected at node") and stripped.endswith("(most recent call last):"):
+            skipping = True
+            continue
+        if skipping and (line[:1].isspace() or not stripped):
+            continue
+        skipping = False
+        if not stripped or stripped == "Graph execution error:" or stripped.startswith("Node: '") \
+                or (stripped.startswith("[[") and stripped.endswith("]]")):
+            continue
+        kept.append(line.rstrip())
+    return "\n".join(kept) or message
+
+
+# TensorFlow's words when a task's server could not listen on its port (another process took it)
+_PORT_TAKEN = "Could not start gRPC server"
+
+
+def port_taken(text: str) -> bool:
+    """Whether TensorFlow's message says a server could not start on its port."""
+    return _PORT_TAKEN in text
+
 
 # ---------------------------------------------------------------- why a run stopped: TensorFlow's cause line
 # TensorFlow's GPU wordings, literal (matched case-blind), most specific first, with what they mean. From

@@ -36,6 +36,8 @@ ABSL_LINE = re.escape(ABSL_NOTICE) + rb"[ \t\r]*+"
 # The second line of cpu_feature_guard's start-up notice (no prefix): it belongs to the line before.
 CONTINUATION = b"To enable the following instructions:"
 SEVERITY = {b"I": 0, b"W": 1, b"E": 2, b"F": 3}
+# The start of an ERROR or FATAL line (absl's or glog's), after any indentation: what a failed task said.
+ERROR_START = rb"\s*(?:[EF]\d{4} |\d{4}-\d\d-\d\d[ T][\d:.]+: [EF] )"
 
 
 def severity(match: re.Match[bytes]) -> int:

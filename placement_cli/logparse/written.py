@@ -24,3 +24,20 @@ EAGER_ANYWHERE = re.compile(eager.PATTERN, re.MULTILINE)
 
 MAPPING_HEADER_LINE = re.compile(re.escape(mapping.HEADER) + rb".*+")
 MAPPING_ENTRY_LINE = re.compile(mapping.ENTRY + rb".*+")
+
+# trace's splitter, on a chunk prefixed with a newline (every line starts after one):
+# one whole glog line (its message: msg; absl's notice: absl)
+WHOLE_GLOG_LINE = re.compile(rb"\n(?:" + glog.HEADER + rb"(?P<msg>[^\n]*)|(?P<absl>" + glog.ABSL_LINE + rb"))(?=\n)")
+WHOLE_BARE_LINE = re.compile(rb"\n" + placer.WRITTEN + _END + rb"(?=\n)")  # the placer's printf copy, whole
+MAPPING_LINE = re.compile(mapping.ENTRY + rb"[^\n]*\n")  # a Device mapping entry and its newline
+# a line of TensorFlow's own log (glog/absl prefix), a placer record or a Device mapping line: never part of
+# an error message
+LOG_LINE = re.compile(glog.HEADER + rb"|" + placer.WRITTEN + rb"|" + mapping.ENTRY)
+
+# capture(): TensorFlow's lines found anywhere in a line (a program may have left its own unfinished)
+BARE_RECORD = re.compile(rb"(?:" + placer.WRITTEN + rb"|" + eager.PATTERN + rb")" + _END)  # printf copy, eager line
+GLOG_PLACER = re.compile(glog.HEADER + rb"(?P<placed>" + placer.WRITTEN + rb")" + _END)
+GLOG_EAGER = re.compile(glog.HEADER + eager.PATTERN + _END)
+GLOG_MAPPING = re.compile(glog.HEADER + MAPPING_HEADER_LINE.pattern)
+JOB = re.compile(re.escape(placer.JOB))
+KEYWORDS = re.compile(re.escape(placer.JOB) + rb"|/device:|" + re.escape(mapping.HEADER))  # where a line may be one

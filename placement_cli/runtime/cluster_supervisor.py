@@ -1,10 +1,9 @@
 """The supervisor of a ``placement cluster`` run: one process per task, watched until the end.
 
 The lesson's entry module (``python -m placement_cli.lessons.cluster_tasks``) calls ``main`` with the
-work each training task runs: the supervisor builds no graph. It reads its request (JSON) on stdin
-and writes JSON lines on stdout: progress events (``{"event": "ready", ...}``) while the tasks start, then one
-``{"event": "result", ...}`` document. The CLI, which never imports TensorFlow, starts it in a new
-session and kills its whole process group on any exit path.
+work each training task runs: the supervisor builds no graph. It reads its request (JSON) on stdin and
+writes JSON lines on stdout: progress events (``{"event": "ready", ...}``) while the tasks start, then one
+``{"event": "result", ...}``. The CLI (no TensorFlow) starts it in a new session and kills its group at the end.
 
 Measured on TF 2.21 (``notes/distributed.md``), and what this module does about it:
 
@@ -41,7 +40,7 @@ from typing import Any
 
 from placement_cli.i18n import N_
 from placement_cli.logparse import written
-from placement_cli.logparse.error_messages import cause as cause_of, cause_line, gpu_kind, gpu_log_line
+from placement_cli.logparse.error_messages import cause as cause_of, cause_line, gpu_kind, gpu_log_line, port_taken
 from placement_cli.model import Cause, GpuMemory
 from placement_cli.runtime import gpu_policy
 from placement_cli.runtime.cluster_launch import how_it_ended, process_state
@@ -297,11 +296,13 @@ class _Watch:
         self.beats: dict[str, float] = {}  # task -> when it last said it is alive
         self.steps: dict[str, int] = {}  # task -> the steps it last said it had run
         self.cause: dict[str, Any] | None = None  # the first failed task's cause (model.Cause as JSON)
+        self.port_taken = False  # an error or log quoted said a task's port was taken
 
     def caused(self, name: str, error: str) -> str:
         """A task's error in one line with its cause: TensorFlow's cause line, and the GPU line of the
         task's log where the error names no GPU memory trouble (kept as the run's cause)."""
         found = cause_of(error, _read(os.path.join(self.logdir, name.replace("/", "-") + ".err")))
+        self.port_taken = self.port_taken or port_taken(error)
         if found is None:
             return error
         self.cause = self.cause or found.to_dict()
@@ -348,13 +349,13 @@ class _Watch:
         if gpu is not None:
             self.cause = self.cause or Cause(line=gpu, kind=gpu_kind(gpu) or "gpu").to_dict()
             tail = gpu if not tail else tail if gpu in tail else f"{gpu} | {tail}"
+        self.port_taken = self.port_taken or port_taken(tail)
         return _m(N_("{problem}: {tail}"), problem=said, tail=tail) if tail else said
 
 
 def supervise(request: dict[str, Any], emit: Any, work: Work) -> dict[str, Any]:
-    """Start the cluster, train, collect; always kills every task it started before returning. A
-    port placement chose that another process took in between (``Could not start gRPC server``)
-    is retried once with new ports."""
+    """Start the cluster, train, collect; always kills every task it started before returning. A port
+    placement chose that another process took in between (error_messages.port_taken) is retried once."""
     import multiprocessing  # noqa: PLC0415
 
     parent = int(os.environ.get("PLACEMENT_CLUSTER_PARENT", "0")) or os.getppid()
@@ -374,7 +375,7 @@ def supervise(request: dict[str, Any], emit: Any, work: Work) -> dict[str, Any]:
     for attempt in range(2):
         answer = _attempt(dict(request), emit, ctx, work)
         ours = not request.get("cluster")
-        if not (ours and attempt == 0 and answer["error"] and "Could not start gRPC server" in _english(answer["error"])):
+        if not (ours and attempt == 0 and answer["error"] and answer.get("port_taken")):
             break
         emit({"event": "retry", "why": _english(answer["error"])})
     answer.update(isolated=isolated, isolation_note=why, start_method=start_method)
@@ -386,8 +387,7 @@ def _english(message: dict[str, Any] | str) -> str:
     if not isinstance(message, dict):
         return str(message)
     fields = {k: _english(v) if isinstance(v, dict) else v for k, v in message["fields"].items()}
-    english: str = message["template"].format(**fields)
-    return english
+    return str(message["template"].format(**fields))
 
 
 def _module_of(work: Work) -> list[str]:
@@ -451,7 +451,7 @@ def _attempt(request: dict[str, Any], emit: Any, ctx: Any, work: Work) -> dict[s
                           "pid": message["pid"], "seconds": round(time.monotonic() - launched, 2)})
                 elif message["kind"] == "error":
                     job, _, i = message["task"].partition("/")
-                    hint = _m(N_(" (is the port taken?)")) if "Could not start gRPC server" in message["error"] else ""
+                    hint = _m(N_(" (is the port taken?)")) if port_taken(message["error"]) else ""
                     error = _m(N_("{task} (pid {pid}) failed before it was ready, at {address}: {error}{hint}"),
                                task=message["task"], pid=processes[message["task"]].pid,
                                address=cluster[job][int(i)], error=watch.caused(message["task"], message["error"]),
@@ -492,7 +492,8 @@ def _attempt(request: dict[str, Any], emit: Any, ctx: Any, work: Work) -> dict[s
         trains = name.startswith("worker/") and request.get("api") != "tf2"  # TF2's workers run what the chief sends
         info[name]["steps_reported"] = watch.steps.get(name) if trains else None
     return {"event": "result", "cluster": cluster, "tasks": list(info.values()), "results": results, "logs": logs,
-            "outs": outs, "error": error, "cause": watch.cause, "seconds": round(time.monotonic() - launched, 2)}
+            "outs": outs, "error": error, "cause": watch.cause, "port_taken": watch.port_taken,
+            "seconds": round(time.monotonic() - launched, 2)}
 
 
 def _poll(messages: Any, timeout: float = 0.2) -> dict[str, Any] | None:

@@ -9,10 +9,11 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from placement_cli.logparse import glog
 from placement_cli.logparse.error_messages import gpu_kind
 from placement_cli.runtime.tracer import _write_all
 
-_GLOG_ERROR = re.compile(r"\s*[EF]\d{4} ")
+_GLOG_ERROR = re.compile(glog.ERROR_START.decode())
 
 
 def says_why(line: str, *, c_stdio: bool) -> bool:

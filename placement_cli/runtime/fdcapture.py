@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import IO, Any
 
-from placement_cli.logparse import eager, glog, mapping, placer, written
+from placement_cli.logparse import placer, written
 from placement_cli.runtime import lastwords
 
 
@@ -249,15 +249,8 @@ def write_to(fd: int, data: bytes) -> None:
 # the mapping go through a logging listener to Python's sys.stdout instead, unprefixed.
 # TensorFlow writes each of its lines whole, with one write; the program may have left a line
 # unfinished on the same fd just before, so TensorFlow's line can start in the middle of a line.
-# Each pattern is logparse's (a line the parser would not read is never taken).
-_END = rb"[ \t\r]*+"
-_BARE = re.compile(rb"(?:" + placer.WRITTEN + rb"|" + eager.PATTERN + rb")" + _END)
-_GLOG_PLACER = re.compile(glog.HEADER + rb"(?P<placed>" + placer.WRITTEN + rb")" + _END)
-_GLOG_EAGER = re.compile(glog.HEADER + eager.PATTERN + _END)
-_GLOG_MAPPING = re.compile(glog.HEADER + written.MAPPING_HEADER_LINE.pattern)
-_JOB = re.compile(re.escape(placer.JOB))
+# Each pattern is logparse's, compiled there (logparse.written: a line the parser would not read is never taken).
 _BLANK = re.compile(rb"\r?\n")
-_KEYWORDS = re.compile(re.escape(placer.JOB) + rb"|/device:|" + re.escape(mapping.HEADER))
 
 
 def _body(line: bytes) -> bytes:
@@ -274,7 +267,7 @@ def is_placement_text(text: bytes) -> bool:
     if written.MAPPING_HEADER_LINE.fullmatch(bodies[0]):
         entries = bodies[1:-1] if len(bodies) > 2 and not bodies[-1] else bodies[1:]  # a list of devices: a
         return all(written.MAPPING_ENTRY_LINE.fullmatch(b) for b in entries)  # blank line ends the message
-    return all(_BARE.fullmatch(b) for b in bodies)
+    return all(written.BARE_RECORD.fullmatch(b) for b in bodies)
 
 
 @dataclass
@@ -343,12 +336,12 @@ def _glog_start(body: bytes) -> tuple[int, re.Match[bytes] | None] | None:
     with the placer's match if it is one."""
     for candidate in written.GLOG_START.finditer(body):
         at = candidate.start()
-        placed = _GLOG_PLACER.fullmatch(body, at)
+        placed = written.GLOG_PLACER.fullmatch(body, at)
         if placed is not None:
             if placer.placer_file(placed.group("file")):
                 return at, placed
             continue
-        if _GLOG_EAGER.fullmatch(body, at) or _GLOG_MAPPING.fullmatch(body, at):
+        if written.GLOG_EAGER.fullmatch(body, at) or written.GLOG_MAPPING.fullmatch(body, at):
             return at, None
     return None
 
@@ -358,7 +351,7 @@ def _glog_cuts(data: bytes) -> tuple[list[tuple[int, int, bool]], Counter[bytes]
     cuts: list[tuple[int, int, bool]] = []
     twins: Counter[bytes] = Counter()
     mapping_end = -1
-    for start, end in _lines_with(data, _KEYWORDS):
+    for start, end in _lines_with(data, written.KEYWORDS):
         body = data[start:end - 1]
         if start == mapping_end and written.MAPPING_ENTRY_LINE.fullmatch(body.rstrip(b"\r")):
             cuts.append((start, end, True))
@@ -374,7 +367,7 @@ def _glog_cuts(data: bytes) -> tuple[list[tuple[int, int, bool]], Counter[bytes]
         cuts.append((start + at, end, True))
         if placed is not None:
             twins[placed.group("placed")] += 1
-        elif _GLOG_MAPPING.fullmatch(body, at):
+        elif written.GLOG_MAPPING.fullmatch(body, at):
             mapping_end = end
     return cuts, twins
 
@@ -398,7 +391,7 @@ def _bare_cuts(data: bytes, twins: Counter[bytes], shape_only: bool,
         found.setdefault(key[key.rfind(b": ("):], set()).add(len(key))
     # the longest first: the program's part as short as can be
     lengths = {tail: sorted(sizes, reverse=True) for tail, sizes in found.items()}
-    for start, end in _lines_with(data, _JOB):
+    for start, end in _lines_with(data, written.JOB):
         body = data[start:end - 1]
         if twins[body] > 0:
             twins[body] -= 1

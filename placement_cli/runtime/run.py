@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from placement_cli.logparse import parse_text
-from placement_cli.logparse.error_messages import cause, headline
+from placement_cli.logparse.error_messages import cause, essential, headline
 from placement_cli.model import Copy, Origin, PlacementFailure, Report
 from placement_cli.runtime import private
 from placement_cli.runtime.facts import GraphRecorder, kernel_checks, kernel_map
@@ -172,26 +172,6 @@ def plain(value: Any) -> Any:
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
     return [plain(v) for v in value] if isinstance(value, list) else value
-
-
-def essential(message: str) -> str:
-    """TensorFlow's message without the Python traceback graph mode adds to it ("Graph execution error:",
-    "Detected at node ... defined at", File lines, "Node: 'x'", "[[x]]"); the whole message if that is all."""
-    kept = []
-    skipping = False
-    for line in message.splitlines():
-        stripped = line.strip()
-        if stripped.startswith("Detected at node") and stripped.endswith("(most recent call last):"):
-            skipping = True
-            continue
-        if skipping and (line[:1].isspace() or not stripped):
-            continue
-        skipping = False
-        if not stripped or stripped == "Graph execution error:" or stripped.startswith("Node: '") \
-                or (stripped.startswith("[[") and stripped.endswith("]]")):
-            continue
-        kept.append(line.rstrip())
-    return "\n".join(kept) or message
 
 
 def facts_of(recorder: GraphRecorder, trial: Trial, spans: tuple[Span, ...] = ()) -> Facts:

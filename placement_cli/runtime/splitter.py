@@ -27,13 +27,6 @@ HOLD = 0.03  # an incomplete last line that may be the start of a TF line waits 
 LONGEST = 16384  # a partial line longer than this is never held
 
 # TensorFlow's lines as logparse spells them (a line the parser would not read is never consumed).
-# One whole glog line (the chunk is prefixed with a newline so every line starts after one).
-_GLOG = re.compile(rb"\n(?:" + glog.HEADER + rb"(?P<msg>[^\n]*)|(?P<absl>" + glog.ABSL_LINE + rb"))(?=\n)")
-_BARE = re.compile(rb"\n" + placer.WRITTEN + rb"[ \t\r]*(?=\n)")  # the placer's printf copy, a whole line
-_MAPPING_LINE = re.compile(mapping.ENTRY + rb"[^\n]*\n")
-# A line of TensorFlow's own log (glog/absl prefix), a placer record or a Device mapping line:
-# never part of an error message.
-_LOG_LINE = re.compile(glog.HEADER + rb"|" + placer.WRITTEN + rb"|" + mapping.ENTRY)
 _REPLACEMENT = b"\xef\xbf\xbd"
 
 
@@ -127,7 +120,7 @@ class Splitter:
             ch.out.append(data[: newline + 1])
             line = ch.line_start + data[: newline + 1]
             if ch.error_more:  # this line comes right after an error: it may continue it
-                if line.strip() and not _LOG_LINE.match(line):
+                if line.strip() and not written.LOG_LINE.match(line):
                     self._parse(line)
                     ch.error_more -= 1
                 else:
@@ -176,9 +169,9 @@ class Splitter:
         if ch.in_mapping or ch.after_hidden:
             pos = self._continuations(ch, data, pos, end)
         if ch.stdout:
-            matches = _BARE.finditer(b"\n" + data[:end], pos) if placer.JOB in data else ()
+            matches = written.WHOLE_BARE_LINE.finditer(b"\n" + data[:end], pos) if placer.JOB in data else ()
         else:
-            matches = _GLOG.finditer(b"\n" + data[:end], pos) if b"] " in data or glog.ABSL_NOTICE in data else ()
+            matches = written.WHOLE_GLOG_LINE.finditer(b"\n" + data[:end], pos) if b"] " in data or glog.ABSL_NOTICE in data else ()
         for m in matches:
             start, stop = m.start(), m.end()  # the line, with its newline, in ``data``
             if start < pos:
@@ -226,7 +219,7 @@ class Splitter:
         start = pos
         consumed = ch.after_hidden or not self.echo_placement
         while pos < end and ch.in_mapping:
-            m = _MAPPING_LINE.match(data, pos)
+            m = written.MAPPING_LINE.match(data, pos)
             if m is None:
                 if ch.mapping_entries and data.startswith(b"\n", pos):  # the blank line that ends the block
                     pos += 1  # (TensorFlow's own: its device list ends with a newline, and its message too)
@@ -265,7 +258,7 @@ class Splitter:
             nxt = data.find(b"\n", pos, end)
             if nxt < 0:
                 break
-            if not data[pos:nxt].strip() or _LOG_LINE.match(data, pos, nxt):
+            if not data[pos:nxt].strip() or written.LOG_LINE.match(data, pos, nxt):
                 ch.error_more = 0
                 break
             pos, ch.error_more = nxt + 1, ch.error_more - 1
