@@ -3,10 +3,11 @@ catalogues shipped in ``placement_cli/locale`` (JSON output stays English)."""
 
 from __future__ import annotations
 
+import contextlib
 import gettext
 import os
 import struct
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 DOMAIN = "placement"
@@ -33,14 +34,28 @@ def from_locale(environ: Mapping[str, str] | None = None) -> str:
 
 def use(language: str | None = None) -> str:
     """Translate from now on into ``language`` (one of LANGUAGES; None: the locale's); English
-    needs no catalogue. Returns the language chosen."""
-    global _translation, _language  # noqa: PLW0603 - one language per process, chosen once by the CLI
-    _language = language or from_locale()
-    if _language == "en":
-        _translation = gettext.NullTranslations()
-    else:
-        _translation = gettext.translation(DOMAIN, LOCALE_DIR, languages=[_language], fallback=True)
-    return _language
+    needs no catalogue. Returns the language chosen. The CLI chooses once per invocation (--lang's
+    callback) and the app puts the language from before back when the invocation ends (``speaking``)."""
+    chosen = language or from_locale()
+    _set(chosen, gettext.NullTranslations() if chosen == "en" else
+         gettext.translation(DOMAIN, LOCALE_DIR, languages=[chosen], fallback=True))
+    return chosen
+
+
+@contextlib.contextmanager
+def speaking(language: str | None = None) -> Iterator[str]:
+    """Translate into ``language`` (None: keep the current one) inside the block, and into the language
+    from before it afterwards: one CLI invocation, one test, one rendering in another language."""
+    before = _language, _translation
+    try:
+        yield use(language) if language is not None else _language
+    finally:
+        _set(*before)
+
+
+def _set(language: str, translation: gettext.NullTranslations) -> None:
+    global _translation, _language
+    _language, _translation = language, translation
 
 
 def characters(language: str) -> str:

@@ -243,8 +243,9 @@ def tensorflow_writes(event: tuple[str, int]) -> tuple[bytes, bytes, bytes]:
         return b"", GLOG + f"execute.cc:1775] Executing op {op} in device ".encode() + CPU + b"\n", b""
     if kind == "python":
         return b"", b"", f"Executing op {op} in device ".encode() + CPU + b"\n"
+    # a Session's mapping on a GPU machine: its list of devices ends with a blank line (the H200 run's log)
     return b"", (GLOG + b"direct_session.cc:382] Device mapping:\n"
-                 + b"/job:localhost/replica:0/task:0/device:GPU:0 -> device: 0, name: x\n"), b""
+                 + b"/job:localhost/replica:0/task:0/device:GPU:0 -> device: 0, name: x\n\n"), b""
 
 
 def replay(steps: list[tuple[str, object]]) -> tuple[dict[int, bytes], list[tuple[int, bytes]], dict[int, bytes]]:

@@ -181,13 +181,9 @@ def test_a_run_that_failed_shows_the_cause_and_the_gpu_remedy() -> None:
 def test_the_remedy_is_translated() -> None:
     from placement_cli import i18n
 
-    before = i18n.language()
-    try:
-        i18n.use("zh")
+    with i18n.speaking("zh"):
         assert "TF_FORCE_GPU_ALLOW_GROWTH" in shown(messages.GPU_TAKEN)
         assert shown(messages.GPU_TAKEN) != messages.GPU_TAKEN.template
-    finally:
-        i18n.use(before)
 
 
 FAILS_ON_THE_GPU = r'''

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 import placement_cli.logparse
 from placement_cli.cli import app
-from placement_cli.i18n import use
+from placement_cli.i18n import language
 from placement_cli.cli.app import COMMANDS, Json, Outcome, app_for, command, command_name
 
 LOG = Path(__file__).parent / "fixtures" / "logs" / "tf2.21" / "guide_matmul_plain.log"
@@ -33,10 +33,8 @@ def test_an_internal_error_is_one_line_and_exit_3(monkeypatch: pytest.MonkeyPatc
 
 def test_an_internal_error_follows_lang(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(placement_cli.logparse, "parse_paths", _boom)
-    try:
-        result = runner.invoke(app, ["parse", "--lang", "zh", str(LOG)])
-    finally:
-        use("en")
+    result = runner.invoke(app, ["parse", "--lang", "zh", str(LOG)])
+    assert language() == "en"  # the invocation's language ended with it
     assert result.exit_code == 3
     assert result.stderr == "placement: 内部错误：RuntimeError：boom [red]x（加 --traceback 重新运行可看到调用栈）\n"
 

@@ -594,11 +594,8 @@ def _printed(found, language: str = "en") -> str:
     from placement_cli.render.table import View
 
     out = io.StringIO()
-    try:
-        i18n.use(language)
+    with i18n.speaking(language):
         Console(file=out, width=300).print(cluster_group(found, View(all_rows=True)))
-    finally:
-        i18n.use("en")
     return out.getvalue()
 
 

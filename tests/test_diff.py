@@ -17,7 +17,7 @@ from conftest import FIXTURES, LOGS
 from placement_cli.cli import app
 from placement_cli.compare import compare
 from placement_cli.devices import parse_device
-from placement_cli.i18n import use
+from placement_cli.i18n import speaking
 from placement_cli.logparse import parse_paths
 from placement_cli.logparse.saved import read_tallied
 from placement_cli.model import AS_REQUESTED, FREE, SOFT_FALLBACK, Copy, Placement, Report
@@ -445,18 +445,14 @@ def check(name: str, text: str) -> None:
 
 def test_golden_english_and_chinese() -> None:
     check("diff__80", render(View()))
-    use("zh")
-    try:
+    with speaking("zh"):
         zh = render(View())
-    finally:
-        use("en")
     check("zh__diff__80", zh)
     assert "旧" in zh or "移" in zh
 
 
 def test_lang_zh_on_the_command_line() -> None:
     result = diff("--lang", "zh", str(GUIDE_TF0), str(PLAIN_TF2), expect=1)
-    use("en")
     assert "Moved" not in result.stdout and "old device" not in result.stdout
 
 

@@ -77,11 +77,8 @@ def test_the_report_names_the_policy_in_both_languages() -> None:
     share = gpu_policy.decide("share", {}, gpu_tasks=3, ps_on_gpu=True)
     assert "per_process_gpu_memory_fraction 0.3" in gpu_memory_line(share)
     assert "30%" in gpu_memory_line(share) and "ps tasks on the GPU too" in gpu_memory_line(share)
-    try:
-        i18n.use("zh")
+    with i18n.speaking("zh"):
         assert "GPU 显存" in gpu_memory_line(growth) and "TF_FORCE_GPU_ALLOW_GROWTH=true" in gpu_memory_line(growth)
-    finally:
-        i18n.use("en")
 
 
 def test_a_config_proto_gets_the_fields() -> None:

@@ -32,9 +32,8 @@ FIELD = re.compile(r"\{[^}]*\}")
 
 @pytest.fixture
 def zh():
-    i18n.use("zh")
-    yield
-    i18n.use("en")
+    with i18n.speaking("zh"):
+        yield
 
 
 def test_every_marked_message_has_a_chinese_translation_and_nothing_is_stale() -> None:
@@ -258,3 +257,34 @@ def test_input_errors_follow_the_language_and_keep_their_exit_code(tmp_path) -> 
         english = _cli(args[0], "--lang", "en", *args[1:])
         assert chinese.returncode == english.returncode == 2
         assert zh in chinese.stderr and en in english.stderr
+
+
+@pytest.mark.parametrize("args", [["--lang", "zh", str(LOGS / "tf2.21" / "h200_tower.log")],
+                                  ["--lang", "zh", "/no/such/file"], ["--lang", "zh", "--bogus"], ["--lang", "en"]])
+@pytest.mark.parametrize("before", ["en", "zh"])
+def test_an_invocation_s_language_ends_with_it(args: list[str], before: str) -> None:
+    """--lang chooses the language of one invocation (a table, a refusal, a usage error); the language
+    from before it is back when it ends, whatever the ending (tests and a notebook run several)."""
+    from typer.testing import CliRunner
+
+    from placement_cli.cli import app
+
+    with i18n.speaking(before):
+        result = CliRunner().invoke(app, ["parse", *args])
+        assert result.exit_code in (0, 2), result.output
+        assert i18n.language() == before
+
+
+def test_every_command_takes_lang_and_none_declares_it() -> None:
+    """--lang is given to every command where commands are registered: no command's own function takes it."""
+    import inspect
+
+    import typer.main
+
+    from placement_cli.cli import app
+
+    group = typer.main.get_command(app)
+    for info in app.registered_commands:
+        own = inspect.unwrap(info.callback)
+        assert "lang" not in inspect.signature(own).parameters, own.__name__
+    assert all(any("--lang" in p.opts for p in command.params) for command in group.commands.values())

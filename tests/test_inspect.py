@@ -199,15 +199,12 @@ def test_reasons_are_kept_whole_english_in_json_and_translated_in_tables() -> No
     found = Inspection("spec.json", 1.0, (TaskAnswer("ps", 0, "grpc://localhost:1", answered=False, error=why),),
                        complete=False)
     assert found.to_dict()["tasks"][0]["error"] == "localhost:1: nothing listens there (connection refused)"
-    try:
-        i18n.use("zh")
+    with i18n.speaking("zh"):
         out = io.StringIO()
         Console(file=out, width=200).print(render_inspection(found))
         assert "连接被拒绝" in out.getvalue() and "connection refused" not in out.getvalue()
         assert "连接被拒绝" in silent_summary(found)
         assert found.to_dict()["tasks"][0]["error"].endswith("(connection refused)")  # JSON stays English
-    finally:
-        i18n.use("en")
 
 
 def _until(condition: Callable[[], object], limit: float = 120.0) -> None:

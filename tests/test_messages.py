@@ -25,9 +25,8 @@ import layers
 
 @pytest.fixture
 def zh():
-    i18n.use("zh")
-    yield
-    i18n.use("en")
+    with i18n.speaking("zh"):
+        yield
 
 
 def test_a_message_is_its_english_and_keeps_its_template_and_fields() -> None:

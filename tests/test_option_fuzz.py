@@ -24,7 +24,7 @@ from placement_cli import clusterspec
 from placement_cli.cli import app
 from placement_cli.cli.options import pictures as _pictures
 from placement_cli.exceptions import UsageProblem
-from placement_cli.i18n import use
+from placement_cli.i18n import language, speaking
 from placement_cli.outputs import check_folder
 
 COMMAND: Any = typer.main.get_command(app)
@@ -66,15 +66,14 @@ def _read(command: str, option: str, value: str) -> None:
     param = OPTIONS[command, option]
     ctx = COMMAND.commands[command].make_context(command, list(NEEDS.get(command, [])), resilient_parsing=True)
     try:
-        param.process_value(ctx, value)
+        with speaking():  # --lang's callback, called here without an invocation around it, chooses a language
+            param.process_value(ctx, value)
     except typer.BadParameter as exc:
         message = exc.format_message()
         assert exc.exit_code == 2 and message and "\n" not in message, (command, option, value, message)
         assert "sys." not in message and "Exceeds the limit" not in message, message  # Python's words, not ours
     except typer.Exit as exc:  # 3: an internal error, said as one
         raise AssertionError((command, option, value, exc.exit_code)) from None
-    finally:
-        use("en")  # --lang chose a language
 
 
 def test_every_option_with_a_value_is_fuzzed() -> None:
@@ -106,7 +105,7 @@ def test_a_refused_option_is_one_line_on_the_real_command_line(command: str, opt
     A bad --lang after the option stops any command that would run (parse alone may: it is cheap)."""
     stop = [] if option == "--lang" else ["--lang", "xx"]
     result = CliRunner().invoke(app, [command, option, value, *stop, *NEEDS.get(command, [])], input="")
-    use("en")
+    assert language() == "en"
     output = result.output
     assert isinstance(result.exception, SystemExit) or result.exception is None, (command, option, output)
     assert "Traceback" not in output and "\x1b" not in output, output

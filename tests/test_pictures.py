@@ -705,11 +705,8 @@ def test_a_short_graph_svg_is_as_wide_as_its_title_and_notes(lang: str) -> None:
     spec = try_parse(device)
     placements = (*(Placement(f"n{i}", "Const", device, spec, "placer", i + 1) for i in range(3)),
                   Placement("x", "_Arg", device, spec, "placer", 9), Placement(None, "MatMul", device, spec, "eager", 10))
-    i18n.use(lang)
-    try:
+    with i18n.speaking(lang):
         svg = ET.fromstring(render_graph_svg(Report(placements=placements, title="Guide towers on /gpu:0, /gpu:1 [soft]")))
-    finally:
-        i18n.use("en")
     width = _px(svg.get("width"))
     assert svg.get("viewBox") == f"0 0 {svg.get('width')} {svg.get('height')}"
     texts = [t for t in svg.iter(f"{SVG}text") if t.text]

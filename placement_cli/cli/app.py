@@ -11,13 +11,24 @@ from enum import IntEnum
 from typing import Annotated, Any, NamedTuple, TypeVar
 
 import typer
+from typer.core import TyperGroup
 
 from placement_cli import __version__
-from placement_cli.i18n import N_, _, translated
+from placement_cli.i18n import N_, _, speaking, translated
+
+class _Invocation(TyperGroup):
+    """The app's root command: each invocation speaks its own language (its --lang, else the locale's,
+    chosen once by the option), and the language from before is back when it ends (tests, a notebook)."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        with speaking():
+            return super().main(*args, **kwargs)
+
 
 def _typer() -> typer.Typer:
     """An app with placement's settings (the commands are registered on ``app``)."""
     return typer.Typer(
+        cls=_Invocation,
         name="placement",
         help="See where TensorFlow places every op, and why.",
         no_args_is_help=True,

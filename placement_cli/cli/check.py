@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from placement_cli.cli.app import ExitCode, Json, Outcome, command, say
-from placement_cli.cli.options import JsonOpt, LangOpt, named
+from placement_cli.cli.options import JsonOpt, named
 from placement_cli.i18n import _
 
 
@@ -25,7 +25,6 @@ def check(
     allow_placement_errors: Annotated[bool | None, typer.Option("--allow-placement-errors/--fail-placement-errors", help="Let an input that reports placement errors (a graph TensorFlow could not place) pass when the rules hold; by default such an input fails. --fail-placement-errors turns off the config file's.", show_default=False)] = None,
     config: Annotated[str | None, typer.Option("--config", metavar="FILE", callback=named, help="Read the rules from FILE (its [tool.placement.check] table, else its top level) instead of the pyproject.toml found from the current folder upward.", show_default=False)] = None,
     no_config: Annotated[bool, typer.Option("--no-config", help="Read no rules from a file: only the command line's.")] = False,
-    lang: LangOpt = None,
     as_json: JsonOpt = False,
 ) -> Outcome:
     """Check placements against rules: exit 0 when every rule holds, 1 when one fails, 2 when the

@@ -10,7 +10,7 @@ import typer
 
 from placement_cli.cli import shown
 from placement_cli.cli.app import ExitCode, Json, Outcome, command, option_callback, say, signalled
-from placement_cli.cli.options import (AllOpt, DotOpt, ForceOpt, GraphSvgOpt, JsonOpt, LangOpt, SvgOpt, capped,
+from placement_cli.cli.options import (AllOpt, DotOpt, ForceOpt, GraphSvgOpt, JsonOpt, SvgOpt, capped,
                                        pictures)
 from placement_cli.i18n import _
 
@@ -52,7 +52,6 @@ def inspect(
     target: Annotated[str | None, typer.Argument(metavar="[TARGET]", help="A task of the cluster: grpc://HOST:PORT or HOST:PORT.", show_default=False)] = None,
     cluster_spec: Annotated[str | None, typer.Option("--cluster-spec", metavar="FILE", help="The cluster as TensorFlow's ClusterSpec JSON ({\"ps\": [\"host:2222\"], \"worker\": [...]}) or a TF_CONFIG object.")] = None,
     timeout: Annotated[float, typer.Option("--timeout", metavar="SECONDS", callback=_timeout_option, help="How long each task may take to answer (0.5 to 60).")] = 5.0,
-    lang: LangOpt = None,
     as_json: JsonOpt = False,
     svg: SvgOpt = None,
     force: ForceOpt = False,
@@ -105,7 +104,6 @@ def cluster(
     gpu_memory: Annotated[GpuMemoryPolicy, typer.Option("--gpu-memory", help="How the tasks share a GPU: growth (each takes GPU memory as it needs it: allow_growth, TF_FORCE_GPU_ALLOW_GROWTH=true), share (each a fixed share: per_process_gpu_memory_fraction 0.9/N), whole (TensorFlow's default: the first task takes nearly all). A TF_FORCE_GPU_ALLOW_GROWTH you set is kept and wins.")] = GpuMemoryPolicy.growth,
     ps_on_cpu: Annotated[bool, typer.Option("--ps-on-cpu/--ps-on-gpu", help="Keep the ps tasks off the GPU (CUDA_VISIBLE_DEVICES=\"\"), as TensorFlow's distributed guides do: the variables live on ps CPU:0.")] = True,
     all_rows: AllOpt = False,
-    lang: LangOpt = None,
     as_json: JsonOpt = False,
     svg: SvgOpt = None,
     dot: DotOpt = None,

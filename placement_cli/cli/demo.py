@@ -10,7 +10,7 @@ import typer
 
 from placement_cli.cli import shown
 from placement_cli.cli.app import Ending, ExitCode, Json, Outcome, Pause, command, fail, option_callback
-from placement_cli.cli.options import AllOpt, ForceOpt, JsonOpt, LangOpt, SvgOpt, pictures
+from placement_cli.cli.options import AllOpt, ForceOpt, JsonOpt, SvgOpt, pictures
 from placement_cli.i18n import _
 
 
@@ -43,7 +43,6 @@ def demo(
     step: Annotated[str | None, typer.Option("--step", metavar="K|K-M|K,M", callback=_step_option, help="Run only these steps: 3, 3-5 or 2,4.")] = None,
     pause: Annotated[bool | None, typer.Option("--pause/--no-pause", show_default=False, help="Wait for Enter between steps (default: when stdin and stdout are terminals). With stdout redirected the prompt goes to stderr.")] = None,
     all_rows: AllOpt = False,
-    lang: LangOpt = None,
     as_json: JsonOpt = False,
     svg: SvgOpt = None,
     force: ForceOpt = False,

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from placement_cli.cli.app import ExitCode, Json, Outcome, command, say
-from placement_cli.cli.options import (named, AllOpt, DeviceFilterOpt, ForceOpt, JsonOpt, LangOpt, NodeFilterOpt,
+from placement_cli.cli.options import (named, AllOpt, DeviceFilterOpt, ForceOpt, JsonOpt, NodeFilterOpt,
                                        OpFilterOpt, SvgOpt, pictures)
 from placement_cli.i18n import _
 
@@ -23,7 +23,6 @@ def diff(
     op: OpFilterOpt = None,
     node: NodeFilterOpt = None,
     all_rows: AllOpt = False,
-    lang: LangOpt = None,
     as_json: JsonOpt = False,
     svg: SvgOpt = None,
     force: ForceOpt = False,

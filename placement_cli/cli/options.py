@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import sys
 from collections.abc import Callable
 from enum import Enum
@@ -181,3 +183,18 @@ def run_options(soft: bool, mode: Mode, cpus: int | None, virtual_gpus: int | No
         raise typer.BadParameter("--copies needs --mode graph (eager ops run one by one: no partition graphs)")
     return RunOptions(soft=soft, mode=mode.value, cpus=cpus, virtual_gpus=virtual_gpus, copies=copies,
                       tensorboard=tensorboard(board, mode, drawn), xla=names_xla(devices))
+
+
+def speaks(command: Callable[..., None]) -> Callable[..., None]:
+    """``command`` with the --lang every command takes: the option's callback chooses the language,
+    before anything is rendered; the command itself never sees it."""
+
+    @functools.wraps(command)
+    def with_lang(*args: Any, lang: Any = None, **kwargs: Any) -> None:
+        command(*args, **kwargs)
+
+    signature = inspect.signature(command, eval_str=True)
+    lang = inspect.Parameter("lang", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=LangOpt)
+    with_lang.__signature__ = signature.replace(parameters=[*signature.parameters.values(), lang])  # type: ignore[attr-defined]
+    with_lang.__annotations__ = {**command.__annotations__, "lang": LangOpt}
+    return with_lang

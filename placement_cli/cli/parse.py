@@ -9,7 +9,7 @@ import typer
 
 from placement_cli.cli import shown
 from placement_cli.cli.app import Outcome, command, say
-from placement_cli.cli.options import (named, AllOpt, DeviceFilterOpt, ForceOpt, JsonOpt, LangOpt, NodeFilterOpt,
+from placement_cli.cli.options import (named, AllOpt, DeviceFilterOpt, ForceOpt, JsonOpt, NodeFilterOpt,
                                        OpFilterOpt, SvgOpt, TopOpt, pictures)
 from placement_cli.exceptions import UsageProblem
 from placement_cli.i18n import _
@@ -24,7 +24,6 @@ def parse(
     node: NodeFilterOpt = None,
     top: TopOpt = None,
     all_rows: AllOpt = False,
-    lang: LangOpt = None,
     as_json: JsonOpt = False,
     svg: SvgOpt = None,
     force: ForceOpt = False,

@@ -9,8 +9,7 @@ import typer
 from placement_cli.cli import shown
 from placement_cli.i18n import _
 from placement_cli.cli.app import ExitCode, Json, Outcome, Pictures, command
-from placement_cli.cli.options import (AllOpt, CopiesOpt, CpusOpt, DotOpt, ForceOpt, GraphSvgOpt, JsonOpt, LangOpt,
-                                       LogOpt, Mode, ModeOpt, SoftOpt, SvgOpt, TensorBoardOpt, VGpusOpt, device_option,
+from placement_cli.cli.options import (AllOpt, CopiesOpt, CpusOpt, DotOpt, ForceOpt, GraphSvgOpt, JsonOpt, LogOpt, Mode, ModeOpt, SoftOpt, SvgOpt, TensorBoardOpt, VGpusOpt, device_option,
                                        devices_option, gpus_option, pictures, run_options)
 
 
@@ -40,7 +39,6 @@ def show(
     copies: CopiesOpt = False,
     log: LogOpt = False,
     all_rows: AllOpt = False,
-    lang: LangOpt = None,
     as_json: JsonOpt = False,
     svg: SvgOpt = None,
     dot: DotOpt = None,
@@ -73,7 +71,6 @@ def tower(
     copies: CopiesOpt = False,
     log: LogOpt = False,
     all_rows: AllOpt = False,
-    lang: LangOpt = None,
     as_json: JsonOpt = False,
     svg: SvgOpt = None,
     dot: DotOpt = None,
@@ -101,7 +98,7 @@ def tower(
 
 
 @command(one_machine=True)
-def errors(lang: LangOpt = None, as_json: JsonOpt = False, svg: SvgOpt = None, force: ForceOpt = False) -> Outcome:
+def errors(as_json: JsonOpt = False, svg: SvgOpt = None, force: ForceOpt = False) -> Outcome:
     """Run a catalogue of placement failures for real and show each error, and what --soft does instead.
 
     All cases share one TensorFlow start-up; GPU-only cases are reported as not run on machines without one.
@@ -125,7 +122,6 @@ def errors(lang: LangOpt = None, as_json: JsonOpt = False, svg: SvgOpt = None, f
 def devices(
     cpus: CpusOpt = None,
     virtual_gpus: VGpusOpt = None,
-    lang: LangOpt = None,
     as_json: JsonOpt = False,
     svg: SvgOpt = None,
     force: ForceOpt = False,

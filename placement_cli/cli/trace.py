@@ -10,7 +10,7 @@ import typer
 
 from placement_cli.cli import shown
 from placement_cli.cli.app import Json, Outcome, Verbatim, command, option_callback, say
-from placement_cli.cli.options import (named, AllOpt, DeviceFilterOpt, DotOpt, GraphSvgOpt, JsonOpt, LangOpt, NodeFilterOpt,
+from placement_cli.cli.options import (named, AllOpt, DeviceFilterOpt, DotOpt, GraphSvgOpt, JsonOpt, NodeFilterOpt,
                                        OpFilterOpt, SvgOpt, TopOpt, pictures)
 from placement_cli.i18n import _
 
@@ -63,7 +63,6 @@ def trace(
     log: Annotated[bool, typer.Option("--log", help="Echo TensorFlow's placement lines too, as they come.")] = False,
     copies: Annotated[bool, typer.Option("--copies", help="List the _Send/_Recv copies between devices of the script's tf.compat.v1.Session runs (their executed graphs, as grappler left them; asked for once per session and fetch).")] = False,
     all_rows: AllOpt = False,
-    lang: LangOpt = None,
     as_json: JsonOpt = False,
     svg: SvgOpt = None,
     dot: DotOpt = None,

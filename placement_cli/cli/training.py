@@ -11,7 +11,7 @@ from placement_cli.caps import LESSON_DEVICES
 from placement_cli.cli import shown
 from placement_cli.cli.app import ExitCode, Json, Outcome, Pictures, command
 from placement_cli.cli.options import (AllOpt, CpusOpt, DeviceFilterOpt, DotOpt, ForceOpt, GraphSvgOpt, JsonOpt,
-                                       LangOpt, LogOpt, NodeFilterOpt, OpFilterOpt, SoftOpt, SvgOpt, TensorBoardOpt,
+                                       LogOpt, NodeFilterOpt, OpFilterOpt, SoftOpt, SvgOpt, TensorBoardOpt,
                                        TopOpt, VGpusOpt, capped, devices_option, gpus_option, lr_option, pictures)
 from placement_cli.cli.options import tensorboard as tensorboard_folder
 from placement_cli.i18n import _
@@ -95,7 +95,6 @@ def train(
     top: TopOpt = None,
     log: LogOpt = False,
     all_rows: AllOpt = False,
-    lang: LangOpt = None,
     as_json: JsonOpt = False,
     svg: SvgOpt = None,
     dot: DotOpt = None,
@@ -152,7 +151,6 @@ def mirrored(
     top: TopOpt = None,
     log: LogOpt = False,
     all_rows: AllOpt = False,
-    lang: LangOpt = None,
     as_json: JsonOpt = False,
     svg: SvgOpt = None,
     dot: DotOpt = None,
