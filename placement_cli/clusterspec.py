@@ -121,6 +121,16 @@ def from_file(path: str) -> Cluster:
     return from_text(text, path)
 
 
+def described(spec_file: str | None, flags_given: bool) -> tuple[Cluster | None, bool]:
+    """The cluster a command is given (its --cluster-spec FILE; else TF_CONFIG, where no flag such as
+    --ps/--workers describes one; None: the flags do), and whether a TF_CONFIG was set and ignored."""
+    if spec_file is not None:
+        return from_file(spec_file), False
+    if not flags_given:
+        return from_environment(), False
+    return None, bool(os.environ.get("TF_CONFIG", "").strip())
+
+
 def from_environment(environ: os._Environ[str] | dict[str, str] | None = None) -> Cluster | None:
     """The cluster TF_CONFIG describes, or None when it is unset or empty."""
     value = (os.environ if environ is None else environ).get("TF_CONFIG", "")

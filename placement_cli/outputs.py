@@ -1,5 +1,7 @@
 """Files the pictures are written to: checked before TensorFlow runs, written whole or not at all.
 
+Also the files ``trace --cluster --save-log DIR`` writes each task's streams to, opened before any task runs.
+
 The rule (as ``trace --save-log``): an existing file is never replaced without ``--force``; a file
 is written to a temporary name beside it and then moved into place, so a failed write (a full disk)
 never leaves half a picture nor loses the file it would have replaced. A link is followed: the file
@@ -11,11 +13,13 @@ the picture would replace the tables being written there.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
 import tempfile
 from collections.abc import Iterable
+from typing import BinaryIO
 
 from placement_cli.exceptions import UsageProblem
 from placement_cli.i18n import _
@@ -191,3 +195,60 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+# trace --cluster --save-log DIR: a file per task and stream
+
+def task_log_folder(path: str) -> str:
+    """--save-log DIR: a folder (made if missing) the files of every task go in."""
+    not_an_option("--save-log", path)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UsageProblem(_("{option} {path}: with --cluster, give a folder (one file per task and stream goes in "
+                             "it)").format(option="--save-log", path=path))
+    return check_folder("--save-log", path)
+
+
+def open_task_logs(folder: str, jobs: list[tuple[str, int]], script: str,
+               force: bool) -> tuple[dict[str, dict[str, BinaryIO]], list[str]]:
+    """Every task's --save-log files, checked as every output file is and opened before any task
+    starts: a file that cannot be written is a usage error naming it (nothing has run). Files
+    replaced under --force are emptied only once every one is open. Also: the files this made."""
+    paths = {(f"{job}/{i}", kind): os.path.join(folder, f"{job}-{i}.{kind}")
+             for job, count in jobs for i in range(count) for kind in ("log", "out", "err")}
+    for path in paths.values():
+        check_file("--save-log", path, force, protect=(script,))
+    opened: dict[str, dict[str, BinaryIO]] = {}
+    made: list[str] = []
+    path = ""
+    try:
+        for (task, kind), path in paths.items():
+            not_regular = special(path)
+            existed = os.path.lexists(path)
+            flags = os.O_WRONLY | os.O_CLOEXEC | (0 if not_regular else os.O_CREAT | (0 if force else os.O_EXCL))
+
+            def opener(name: str, _flags: int, how: int = flags) -> int:
+                return os.open(name, how, 0o666)
+
+            file: BinaryIO = open(path, "wb", opener=opener)  # noqa: SIM115
+            if not existed:
+                made.append(path)
+            opened.setdefault(task, {})[kind] = file
+    except OSError as exc:
+        for files in opened.values():
+            for file in files.values():
+                file.close()
+        remove(made)
+        raise UsageProblem(_("{option} {path}: cannot write it ({why})").format(
+            option="--save-log", path=path, why=exc.strerror or exc)) from None
+    for files in opened.values():
+        for file in files.values():
+            with contextlib.suppress(OSError):  # a FIFO, a device: written into as it is
+                os.ftruncate(file.fileno(), 0)
+    return opened, made
+
+
+def remove(paths: Iterable[str]) -> None:
+    """The files this run made, gone again (nothing ran that would have written them)."""
+    for path in paths:
+        with contextlib.suppress(OSError):
+            os.unlink(path)

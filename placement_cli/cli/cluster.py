@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from enum import Enum
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -126,14 +125,11 @@ def cluster(
     from placement_cli.lessons.cluster import plan, run  # noqa: PLC0415
     from placement_cli.runtime.cluster_launch import check_cluster  # noqa: PLC0415
 
-    described = None
-    if cluster_spec is not None:
-        if ps is not None or workers is not None:
-            raise UsageProblem("give --cluster-spec FILE or --ps/--workers, not both")
-        described = clusterspec.from_file(cluster_spec)
-    elif ps is None and workers is None:
-        described = clusterspec.from_environment()
-    elif os.environ.get("TF_CONFIG", "").strip():
+    flags = ps is not None or workers is not None
+    if cluster_spec is not None and flags:
+        raise UsageProblem("give --cluster-spec FILE or --ps/--workers, not both")
+    described, ignored = clusterspec.described(cluster_spec, flags)
+    if ignored:
         say(_("TF_CONFIG is set and ignored: --ps and --workers describe the cluster"))
     addresses = check_cluster(described) if described is not None else None
     request = plan(api=api.value, ps=ps, workers=workers, steps=steps, sync=sync, copies=copies, addresses=addresses,

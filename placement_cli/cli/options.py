@@ -173,13 +173,15 @@ def tensorboard(path: str | None, mode: Mode = Mode.graph, drawn: Pictures = Pic
 
 
 def run_options(soft: bool, mode: Mode, cpus: int | None, virtual_gpus: int | None, copies: bool = False,
-                board: str | None = None, drawn: Pictures = Pictures(), devices: tuple[str | None, ...] = ()) -> Any:
+                board: str | None = None, drawn: Pictures = Pictures(), devices: tuple[str | None, ...] = (),
+                step_function: bool = False) -> Any:
     """The options of a run on this machine, checked against each other; ``devices``: the devices its
-    options name (an XLA device among them turns TensorFlow's XLA devices on)."""
+    options name (an XLA device among them turns TensorFlow's XLA devices on); ``step_function``: the
+    lesson runs its step as a tf.function, whose partition graphs hold its copies in eager mode too."""
     from placement_cli.devices import names_xla  # noqa: PLC0415
     from placement_cli.runtime.startup import RunOptions  # noqa: PLC0415
 
-    if copies and mode is Mode.eager:
+    if copies and mode is Mode.eager and not step_function:
         raise typer.BadParameter("--copies needs --mode graph (eager ops run one by one: no partition graphs)")
     return RunOptions(soft=soft, mode=mode.value, cpus=cpus, virtual_gpus=virtual_gpus, copies=copies,
                       tensorboard=tensorboard(board, mode, drawn), xla=names_xla(devices))

@@ -130,10 +130,9 @@ def trace(
 
 
 def _json(traced: Any, narrowed: Any) -> list[Any]:
-    from placement_cli.render.json import report_dict  # noqa: PLC0415
+    from placement_cli.render.json import traced_dict  # noqa: PLC0415
 
-    document = {**report_dict(narrowed.report, filtered=narrowed), "exit_code": traced.exit_code}
-    return [Json(document), *shown.no_match(narrowed)]
+    return [Json(traced_dict(narrowed.report, traced.exit_code, narrowed)), *shown.no_match(narrowed)]
 
 
 def _tables(traced: Any, narrowed: Any, name: str, all_rows: bool) -> Iterator[Any]:

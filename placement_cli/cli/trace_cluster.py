@@ -3,11 +3,10 @@ process per task, then the placements of every task (the CLI's side; runtime.clu
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 from collections.abc import Iterator
-from typing import Any, BinaryIO
+from typing import Any
 
 from placement_cli.cli import shown
 from placement_cli.cli.app import Json, Outcome, Verbatim, say, signal_said
@@ -15,64 +14,11 @@ from placement_cli.exceptions import UsageProblem
 from placement_cli.i18n import _
 
 
-def save_folder(path: str) -> str:
-    """--save-log DIR: a folder (made if missing) the files of every task go in."""
-    from placement_cli import outputs  # noqa: PLC0415
-
-    outputs.not_an_option("--save-log", path)
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise UsageProblem(_("{option} {path}: with --cluster, give a folder (one file per task and stream goes in "
-                             "it)").format(option="--save-log", path=path))
-    return outputs.check_folder("--save-log", path)
-
-
-def open_saved(folder: str, jobs: list[tuple[str, int]], script: str,
-               force: bool) -> tuple[dict[str, dict[str, BinaryIO]], list[str]]:
-    """Every task's --save-log files, checked as every output file is and opened before any task
-    starts: a file that cannot be written is a usage error naming it (nothing has run). Files
-    replaced under --force are emptied only once every one is open. Also: the files this made."""
-    from placement_cli import outputs  # noqa: PLC0415
-
-    paths = {(f"{job}/{i}", kind): os.path.join(folder, f"{job}-{i}.{kind}")
-             for job, count in jobs for i in range(count) for kind in ("log", "out", "err")}
-    for path in paths.values():
-        outputs.check_file("--save-log", path, force, protect=(script,))
-    opened: dict[str, dict[str, BinaryIO]] = {}
-    made: list[str] = []
-    path = ""
-    try:
-        for (task, kind), path in paths.items():
-            special = outputs.special(path)
-            existed = os.path.lexists(path)
-            flags = os.O_WRONLY | os.O_CLOEXEC | (0 if special else os.O_CREAT | (0 if force else os.O_EXCL))
-
-            def opener(name: str, _flags: int, how: int = flags) -> int:
-                return os.open(name, how, 0o666)
-
-            file: BinaryIO = open(path, "wb", opener=opener)  # noqa: SIM115
-            if not existed:
-                made.append(path)
-            opened.setdefault(task, {})[kind] = file
-    except OSError as exc:
-        for files in opened.values():
-            for file in files.values():
-                file.close()
-        for made_path in made:
-            with contextlib.suppress(OSError):
-                os.unlink(made_path)
-        raise UsageProblem(_("{option} {path}: cannot write it ({why})").format(
-            option="--save-log", path=path, why=exc.strerror or exc)) from None
-    for files in opened.values():
-        for file in files.values():
-            with contextlib.suppress(OSError):  # a FIFO, a device: written into as it is
-                os.ftruncate(file.fileno(), 0)
-    return opened, made
-
-
 def trace_cluster(script: str, args: list[str], *, cluster: str | None, cluster_spec: str | None, filters: Any,
                   save_log: str | None, force: bool, log: bool, copies: bool, all_rows: bool, as_json: bool,
                   drawn: Any, split_gpus: bool = False, gpu_list: str | None = None,
                   chief_grace: float = 60.0) -> Outcome:
+    from placement_cli import outputs  # noqa: PLC0415
     from placement_cli.filters import apply  # noqa: PLC0415
     from placement_cli.messages import one_line  # noqa: PLC0415
     from placement_cli.runtime.cluster_trace import run_cluster_traced  # noqa: PLC0415
@@ -89,16 +35,14 @@ def trace_cluster(script: str, args: list[str], *, cluster: str | None, cluster_
         assert cluster is not None
         jobs = parse_cluster(cluster)
     visible, split_notes = _split(jobs, gpu_list) if split_gpus else ({}, [])
-    saved, made = open_saved(save_folder(save_log), jobs, script, force) if save_log else ({}, [])
+    saved, made = outputs.open_task_logs(outputs.task_log_folder(save_log), jobs, script, force) if save_log else ({}, [])
     for note in split_notes:
         say(note)
     try:
         traced = run_cluster_traced(script, args, jobs, addresses, stdout_fd=2 if as_json else 1, echo_log=log,
                                     saved=saved, copies=copies, visible=visible, grace=chief_grace)
     except UsageProblem as problem:  # no task ran (a port in use): the files made for them go again
-        for path in made:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
+        outputs.remove(made)
         if cluster_spec is not None:  # the port is the file's: named as its other mistakes are
             raise UsageProblem(f"{cluster_spec}: {problem}") from None
         raise
@@ -172,15 +116,10 @@ def _graph(traced: Any, filters: Any) -> Any:
 
 
 def _json(traced: Any, narrowed: Any) -> list[Any]:
-    from placement_cli.render.json import report_dict  # noqa: PLC0415
+    from placement_cli.render.json import cluster_traced_dict  # noqa: PLC0415
 
-    document = {**report_dict(narrowed.report, filtered=narrowed), "exit_code": traced.exit_code,
-                "tasks": [{"job": t.job, "task": t.task, "address": (t.target or "").removeprefix("grpc://") or None,
-                           "pid": t.pid, "exit_code": t.exit_code, "ended_by_placement": t.ended_by_placement,
-                           "cuda_visible_devices": t.cuda_visible_devices}
-                          for t in traced.tasks],
-                "isolated": traced.isolated, "error": None if traced.problem is None else str(traced.problem),
-                **({"cause": traced.cause.to_dict()} if traced.cause is not None else {})}
+    document = cluster_traced_dict(narrowed.report, traced.exit_code, narrowed, traced.tasks, traced.isolated,
+                                   traced.problem, traced.cause)
     return [Json(document), *shown.no_match(narrowed)]
 
 

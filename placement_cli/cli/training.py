@@ -11,9 +11,9 @@ from placement_cli.caps import LESSON_DEVICES
 from placement_cli.cli import shown
 from placement_cli.cli.app import ExitCode, Json, Outcome, Pictures, command
 from placement_cli.cli.options import (AllOpt, CpusOpt, DeviceFilterOpt, DotOpt, ForceOpt, GraphSvgOpt, JsonOpt,
-                                       LogOpt, NodeFilterOpt, OpFilterOpt, SoftOpt, SvgOpt, TensorBoardOpt,
-                                       TopOpt, VGpusOpt, capped, devices_option, gpus_option, lr_option, pictures)
-from placement_cli.cli.options import tensorboard as tensorboard_folder
+                                       LogOpt, Mode, NodeFilterOpt, OpFilterOpt, SoftOpt, SvgOpt, TensorBoardOpt,
+                                       TopOpt, VGpusOpt, capped, devices_option, gpus_option, lr_option, pictures,
+                                       run_options)
 from placement_cli.i18n import _
 
 
@@ -32,11 +32,8 @@ class Reduce(str, Enum):
 def _code(report: Any) -> ExitCode:
     """1 when the placement failed, the steps did not all run, a loss is not finite (the training
     diverged), or the gradient check failed."""
-    training = report.training
-    if report.failed or training is None or not training.complete or training.diverged_at is not None:
-        return ExitCode.PLACEMENT_FAILED
-    check = training.check
-    return ExitCode.PLACEMENT_FAILED if check is not None and not check.passed else ExitCode.OK
+    succeeded = not report.failed and report.training is not None and report.training.succeeded
+    return ExitCode.OK if succeeded else ExitCode.PLACEMENT_FAILED
 
 
 def _why_failed(report: Any) -> tuple[str, ...]:
@@ -114,18 +111,15 @@ def train(
     from placement_cli.model.filtered import Filters  # noqa: PLC0415
     from placement_cli.lessons.split import training_devices  # noqa: PLC0415
     from placement_cli.lessons.train import TrainSpec, check_split  # noqa: PLC0415
-    from placement_cli.devices import names_xla  # noqa: PLC0415
-    from placement_cli.runtime.startup import RunOptions  # noqa: PLC0415
 
     chosen, cpus = training_devices("train", towers, devices, gpus, cpus, default=2, first_cpu=1)
     check_split(batch, len(chosen))
     drawn = pictures("placement train", as_json=as_json, force=force, svg=svg, dot=dot, graph_svg=graph_svg)
-    board = tensorboard_folder(tensorboard, drawn=drawn)
+    options = run_options(soft, Mode.graph, cpus, virtual_gpus, copies, tensorboard, drawn, devices=tuple(chosen))
+    board = options.tensorboard
     from placement_cli.lessons.train import train as run_train  # noqa: PLC0415
 
     spec = TrainSpec(devices=tuple(chosen), batch=batch, steps=steps, lr=lr, dtype=dtype.value, check=check)
-    options = RunOptions(soft=soft, mode="graph", cpus=cpus, virtual_gpus=virtual_gpus, copies=copies,
-                         tensorboard=board, xla=names_xla(chosen))
     report = run_train(spec, options)
     narrowed = apply(report, Filters(device, op, node, top))
     return _trained(report, narrowed, drawn, as_json=as_json, log=log, all_rows=all_rows, soft=soft,
@@ -168,8 +162,6 @@ def mirrored(
     from placement_cli.model.filtered import Filters  # noqa: PLC0415
     from placement_cli.lessons.mirrored import MirroredSpec, check_split  # noqa: PLC0415
     from placement_cli.lessons.split import training_devices  # noqa: PLC0415
-    from placement_cli.devices import names_xla  # noqa: PLC0415
-    from placement_cli.runtime.startup import RunOptions  # noqa: PLC0415
 
     chosen, cpus = training_devices("mirrored", replicas, devices, gpus, cpus, default=2, first_cpu=0)
     check_split(batch, len(chosen))
@@ -177,7 +169,7 @@ def mirrored(
     from placement_cli.lessons.mirrored import mirrored as run_mirrored  # noqa: PLC0415
 
     spec = MirroredSpec(devices=tuple(chosen), batch=batch, steps=steps, lr=lr, reduce=reduce.value, fit=fit)
-    options = RunOptions(mode="eager", cpus=cpus, virtual_gpus=virtual_gpus, copies=copies, xla=names_xla(chosen))
+    options = run_options(False, Mode.eager, cpus, virtual_gpus, copies, devices=tuple(chosen), step_function=True)
     report = run_mirrored(spec, options)
     narrowed = apply(report, Filters(device, op, node, top))
     return _trained(report, narrowed, drawn, as_json=as_json, log=log, all_rows=all_rows, soft=None,

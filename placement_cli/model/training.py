@@ -109,6 +109,11 @@ class Training:
         return len(self.losses) == self.steps
 
     @property
+    def succeeded(self) -> bool:
+        """Every step ran, every loss is a finite number, and the gradient check (where one ran) passed."""
+        return self.complete and self.diverged_at is None and (self.check is None or self.check.passed)
+
+    @property
     def diverged_at(self) -> int | None:
         """The first step (from 1) whose loss is not a finite number: the training diverged there."""
         return next((step for step, loss in enumerate(self.losses, 1) if not math.isfinite(loss)), None)

@@ -11,14 +11,14 @@ import math
 import os
 import re
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from placement_cli import forked
 from placement_cli.collector import paused
 from placement_cli.model.filtered import Filtered
 from placement_cli.messages import LONE_SURROGATE
-from placement_cli.model import Report
+from placement_cli.model import Cause, ClusterTask, Report
 from placement_cli.model.diff import Rows
 
 
@@ -32,6 +32,23 @@ def report_dict(report: Report, *, filtered: Filtered | None = None) -> dict[str
         if filtered.report.sessions_numbered:
             data["summary"]["sessions_numbered"] = True
     return data
+
+
+def traced_dict(report: Report, exit_code: int, filtered: Filtered) -> dict[str, Any]:
+    """`trace --json`: the report of what the script placed, and the script's exit code."""
+    return {**report_dict(report, filtered=filtered), "exit_code": exit_code}
+
+
+def cluster_traced_dict(report: Report, exit_code: int, filtered: Filtered, tasks: Sequence[ClusterTask],
+                        isolated: bool | None, problem: object, cause: Cause | None) -> dict[str, Any]:
+    """`trace --cluster --json`: every task's placements, each task as it ran, and what went wrong."""
+    return {**traced_dict(report, exit_code, filtered),
+            "tasks": [{"job": t.job, "task": t.task, "address": (t.target or "").removeprefix("grpc://") or None,
+                       "pid": t.pid, "exit_code": t.exit_code, "ended_by_placement": t.ended_by_placement,
+                       "cuda_visible_devices": t.cuda_visible_devices}
+                      for t in tasks],
+            "isolated": isolated, "error": None if problem is None else str(problem),
+            **({"cause": cause.to_dict()} if cause is not None else {})}
 
 
 def render_json(report: Report, *, filtered: Filtered | None = None,
