@@ -29,7 +29,7 @@ from placement_cli.logparse.functions import function_key, trace_counters
 from placement_cli.logparse.records import (Records, Repeats, adjacent_repeats, escaped_name, name_text, node_groups,
                                            paired_repeats)
 from placement_cli.logparse.saved import Tallied, record_fields
-from placement_cli.model import LOGGED, Change, DiffSide, PlacementDiff, link_totals
+from placement_cli.model import LOGGED, Change, DiffSide, PlacementDiff, PlacementKind, link_totals
 from placement_cli.model.diff import Changes, Entry, RowAfters, pair_devices, plain_text, same_op
 
 # A record as compared: (node or None, op, device, status or None, graph or None); the device as a log
@@ -98,14 +98,14 @@ def _report_records(side: Tallied) -> _Records:
     rests: dict[bytes, Rest] = {}
     lines = []
     traces = trace_counters([p.graph for p in side.report.placements] +
-                            [p.op for p in side.report.placements if p.kind == "eager"])
+                            [p.op for p in side.report.placements if p.kind == PlacementKind.EAGER])
     key = _graph_key(traces)
     keys: dict[str, bytes] = {}
-    repeats = None if side.report.sessions_numbered or any(p.kind == "eager" for p in side.report.placements) \
+    repeats = None if side.report.sessions_numbered or any(p.kind == PlacementKind.EAGER for p in side.report.placements) \
         else Repeats()  # a report narrowed after its Sessions' nodes were numbered holds their numbers
     for p in side.report.placements:
         status = None if p.status == LOGGED else str(p.status)
-        if p.node is None or p.kind == "eager":
+        if p.node is None or p.kind == PlacementKind.EAGER:
             eager[(None, p.op, p.canonical, status, None)] += 1
             continue
         said = (p.op, p.canonical, status)

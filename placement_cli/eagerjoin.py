@@ -11,6 +11,7 @@ from placement_cli.model.ops import onednn_base
 from placement_cli.logparse import glog
 from placement_cli.model import Placement
 from placement_cli.tfrules import EagerRecord
+from placement_cli.model.kinds import PlacementKind
 
 _THREAD = re.compile(glog.THREAD.decode("ascii"))  # the id of the thread that wrote a line
 # Made by TensorFlow's C++ as a Python value becomes a tensor: logged, never seen by an op callback.
@@ -53,13 +54,13 @@ def eager_records(placements: Iterable[Placement], log: str, recorded: Mapping[s
     for p in sorted(placements, key=lambda p: p.line):
         match = _THREAD.match(texts[p.line - 1]) if 0 < p.line <= len(texts) else None
         thread = int(match.group(1)) if match else None
-        if match is None and p.kind == "placer" and 0 < p.line <= len(texts):
+        if match is None and p.kind == PlacementKind.PLACER and 0 < p.line <= len(texts):
             twin = _twin(texts, p.line - 1, taken)
             if twin is not None:
                 twins[p.line], thread = twin
                 taken.add(twin[0])
         writer[p.line] = thread
-        if p.kind == "eager" and p.op and p.op not in _UNRECORDED and p.op not in _NESTING:
+        if p.kind == PlacementKind.EAGER and p.op and p.op not in _UNRECORDED and p.op not in _NESTING:
             by_thread.setdefault(thread, []).append(p)
     found: dict[int, EagerRecord] = {}
     for thread, lines in by_thread.items():

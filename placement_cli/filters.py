@@ -16,6 +16,7 @@ from placement_cli.logparse.records import Repeats
 from placement_cli.messages import cut
 from placement_cli.model import Placement, Report
 from placement_cli.model.filtered import Filtered, Filters
+from placement_cli.model.kinds import PlacementKind
 
 # oneDNN renames ops on CPUs (MatMul -> _MklMatMul, Conv2D -> _MklNativeConv2D): --op names the op either way.
 _ONEDNN_PREFIXES = ("", "_mkl", "_mklnative")
@@ -235,7 +236,7 @@ def _sessions_numbered(report: Report) -> Report:
     that order means nothing (a run that executed eager ops: see records.number_repeats) or is lost
     already (narrowed before)."""
     if report.sessions_numbered or report.saved_filters or report.counted is not None \
-            or any(p.kind == "eager" for p in report.placements):
+            or any(p.kind == PlacementKind.EAGER for p in report.placements):
         return report
     repeats = Repeats()
     numbered = []

@@ -214,3 +214,49 @@ GPU_TAKEN_TRACE_CLUSTER = Message(N_("TensorFlow could not get GPU memory or a G
                                      "(TF_FORCE_GPU_ALLOW_GROWTH=true, which every task inherits, or "
                                      "tf.config.experimental.set_memory_growth) or a memory fraction "
                                      "(gpu_options.per_process_gpu_memory_fraction)"))
+
+
+# ---------------------------------------------------------------- how to proceed after a placement error
+# (render.parts.HINTS picks them by the error's kind, whether its colocation group required a device,
+# and what the command offers; {fix}, {pins}, {device} and {cpus} are filled there)
+HINT_MALFORMED = N_("The device string is malformed; soft placement cannot fix that. Write it as "
+                    "/job:J/replica:R/task:T/device:TYPE:N, or short as /cpu:0 or /gpu:1.")
+HINT_RUN_FAILED = N_("TensorFlow stopped the run with an error that is not a placement error placement knows: "
+                     "its message says why (--json holds it whole).")
+# in a program, or in the log of one
+HINT_SOFT_IN_PROGRAM = N_("allow soft placement (ConfigProto(allow_soft_placement=True) in TF1, "
+                          "tf.config.set_soft_device_placement(True) in TF2)")
+HINT_FIX = N_("or {soft} so TensorFlow chooses a device that can run it.")
+PINS_PRESENT = N_("The program pins an op to a device that does not exist")
+PINS_PAST = N_("The program pinned an op to a device that did not exist")
+HINT_PIN_EXISTING = N_("{pins}: pin it to a device that exists (tf.config.list_logical_devices() lists them), {fix}")
+HINT_PIN_KERNEL = N_("TensorFlow has no kernel of this op for the requested device type: pin the op to a "
+                     "device type that has one (the CPU runs almost every op), {fix}")
+HINT_GROUP_VARIABLE = N_("This op was colocated with a group of ops (a variable and the ops that use it, or a "
+                         "colocate_with) that required {device}, and it cannot run there (it may have no kernel for "
+                         "it, or ask for another device): put the group's variable on a device every op of the group "
+                         "can run on (create it under that tf.device), {fix}")
+HINT_SHARE_PAST = N_("Ops that must share a device (a variable and the ops using it, or a colocate_with) "
+                     "were pinned to different devices: pin them to one device, {fix}")
+HINT_SHARE_PRESENT = N_("Ops that must share a device (a variable and the ops using it, or a colocate_with) "
+                        "are pinned to different devices: pin them to one device, {fix}")
+HINT_CHANGE_PIN = N_("No device satisfies this op's constraints (TensorFlow's message says which): change the pin, "
+                     "{fix}")
+# in a command of placement's own lessons ({cpus}: where --cpus is offered)
+HINT_CPUS = N_(", or use --cpus N with /cpu:K devices to try the same lesson across several (logical) devices "
+               "on this machine")
+HINT_NOT_FOUND_SOFT = N_("Rerun with --soft to let TensorFlow fall back to a device that exists, or pin to a device "
+                         "listed by `placement devices`{cpus}.")
+HINT_NOT_FOUND = N_("Pin to a device listed by `placement devices`{cpus}.")
+HINT_NO_KERNEL_SOFT = N_("This op has no kernel for the requested device type. Rerun with --soft to let TensorFlow "
+                         "run it on a device type that has one, or pin it to a device type with a kernel (CPU).")
+HINT_NO_KERNEL = N_("This op has no kernel for the requested device type. Pin it to a device type with a "
+                    "kernel (CPU).")
+HINT_GROUP = N_("This op was colocated with a group of ops that required {device}, and it cannot run there.")
+HINT_GROUP_SOFT = N_("Pin the group to a device every op of it can run on, or rerun with --soft.")
+HINT_GROUP_PIN = N_("Pin the group to a device every op of it can run on.")
+HINT_APART_SOFT = N_("Ops that must share a device were pinned apart. Pin them together, or rerun with --soft.")
+HINT_APART = N_("Ops that must share a device were pinned apart. Pin them together.")
+HINT_UNSATISFIABLE_SOFT = N_("No device satisfies this op's constraints (TensorFlow's message says which); rerun with "
+                             "--soft to let TensorFlow choose a device.")
+HINT_UNSATISFIABLE = N_("No device satisfies this op's constraints (TensorFlow's message says which).")

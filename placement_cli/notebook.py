@@ -13,6 +13,7 @@ from typing import Any, Literal, cast
 
 from placement_cli.model import Origin, Placement, Report
 from placement_cli.runtime import fdcapture, pystreams
+from placement_cli.model.kinds import PlacementKind
 
 _WIDTH = 120
 # A fragment for a notebook cell: inline styles only, nothing that restyles the page around it.
@@ -328,7 +329,7 @@ class _Block:
         """Whether TensorFlow logged eager placements at all: the gotcha, or a log level that hides them."""
         from placement_cli.runtime import private  # noqa: PLC0415
 
-        if any(p.kind == "eager" for p in report.placements) or not self.enable_logging:
+        if any(p.kind == PlacementKind.EAGER for p in report.placements) or not self.enable_logging:
             return []
         logged = _eager_ops_logged(self.recorder.tf)
         if logged is None and self.started is None:
@@ -375,8 +376,8 @@ def _functions_placed_before(report: Report) -> list[str]:
     placements once, as it first places it): their ops are missing, the capture is incomplete."""
     from placement_cli.runtime.facts import placed_before  # noqa: PLC0415
 
-    calls = [p.op for p in report.placements if p.kind == "eager" and p.op]
-    logged = [(p.node, p.op) for p in report.placements if p.kind != "eager" and p.node and p.op]
+    calls = [p.op for p in report.placements if p.kind == PlacementKind.EAGER and p.op]
+    logged = [(p.node, p.op) for p in report.placements if p.kind != PlacementKind.EAGER and p.node and p.op]
     try:
         found = placed_before(calls, logged) if calls else []
     except Exception:  # noqa: BLE001 - the placements stand; whether some are missing stays unsaid

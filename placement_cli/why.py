@@ -18,6 +18,7 @@ from placement_cli.tfrules import (EagerRecord, arg_name, call_functions, compil
 from placement_cli import messages
 from placement_cli.i18n import Message
 from placement_cli.messages import UNKNOWN
+from placement_cli.model.kinds import PlacementKind
 
 # Nodes that call function graphs: a tf.function call, and tf.cond/tf.while_loop/tf.switch_case (their
 # branches are traced function graphs). TensorFlow inlines the first as ``<call>/<name>`` and lowers the
@@ -177,14 +178,14 @@ def xla_lines(placements: tuple[Placement, ...], facts: Facts) -> dict[int, str]
     compiled = facts.compiled
     if not compiled:
         return {}
-    found = {p.line: p.op for p in placements if p.kind == "eager" and p.op is not None and p.op in compiled}
+    found = {p.line: p.op for p in placements if p.kind == PlacementKind.EAGER and p.op is not None and p.op in compiled}
     calls = facts.graph_calls
     named = {name for graph in calls for name, function in graph.items() if function in compiled}
     if not named or facts.graphs is None or len(calls) != len(facts.graphs):
         return found
     blocks, _runs = _graph_blocks(placements, facts.graphs)
     for p in placements:
-        if p.kind != "placer" or p.node not in named or p.op not in _CALL_OPS:
+        if p.kind != PlacementKind.PLACER or p.node not in named or p.op not in _CALL_OPS:
             continue
         graphs = blocks.get(p.line)
         functions = {f for i in (range(len(calls)) if graphs is None else graphs) if (f := calls[i].get(p.node)) is not None}
@@ -234,16 +235,16 @@ class _Explainer:
             if span is not None:
                 yield self.in_span(p, span)
                 continue
-            if p.kind == "eager" and p.line in eager:
+            if p.kind == PlacementKind.EAGER and p.line in eager:
                 yield self.eager_op(p, eager[p.line])
                 continue
             op_line = wrappers.get(p.line)
             if op_line is not None and op_line in eager and following.get(p.line) == op_line:  # its thread's very next op:
                 yield replace(self.eager_op(p, eager[op_line]), wrapper=True)  # the wrapper asked what it asked
                 continue
-            own = p.kind != "eager" and p.line not in wrappers  # a wrapper takes no graph's facts
+            own = p.kind != PlacementKind.EAGER and p.line not in wrappers  # a wrapper takes no graph's facts
             explained = self.one(p, self.lookup(p, blocks.get(p.line)) if own else None,
-                                 self.specs_of(blocks.get(p.line)) if p.kind != "eager" else None)
+                                 self.specs_of(blocks.get(p.line)) if p.kind != PlacementKind.EAGER else None)
             explained = self.variable_named(explained, blocks.get(p.line))
             yield replace(explained, wrapper=True) if p.line in wrappers else explained
 
@@ -291,10 +292,10 @@ class _Explainer:
         """A line written while a run command's eager code ran under a request it knows. Outside a
         tf.function call every line is an eager op or a line of the single-op function TF wraps it in:
         each carries the span's request. A function call's own lines are its body: graph facts."""
-        if span.calls_function and p.kind != "eager":
+        if span.calls_function and p.kind != PlacementKind.EAGER:
             explained = self.one(p, self.lookup(p))
             return replace(explained, group=explained.group or span.group)
-        wrapper = p.kind != "eager"
+        wrapper = p.kind != PlacementKind.EAGER
         if wrapper and p.op in PLUMBING_OPS:
             return replace(p, requested=None, status=LOGGED, group=span.group, reason=self.on_cpu_reason(p, None),
                            wrapper=True)
@@ -358,7 +359,7 @@ class _Explainer:
         want = try_parse(node.requested)
         if want is None or want.satisfied_by(p.spec):
             return replace(p, requested=node.requested, status=AS_REQUESTED, group=node.group)
-        if p.status == WITH_RESOURCE and p.kind != "eager":  # the log said so: it follows its reference input
+        if p.status == WITH_RESOURCE and p.kind != PlacementKind.EAGER:  # the log said so: it follows its reference input
             return replace(p, requested=node.requested, group=node.group)  # (logparse.ignored.settle): no fallback
         return replace(p, requested=node.requested, status=SOFT_FALLBACK, group=node.group,
                        reason=self.fallback_reason(want, p, node, self.specs if specs is None else specs))
@@ -481,7 +482,7 @@ def _graph_blocks(placements: tuple[Placement, ...], graphs: tuple[Mapping[tuple
         seen.clear()
 
     for p in sorted(placements, key=lambda p: p.line):
-        if p.kind != "placer":
+        if p.kind != PlacementKind.PLACER:
             close()
             fit = None
             continue
@@ -512,7 +513,7 @@ def _callees(placements: tuple[Placement, ...], graphs: tuple[Mapping[tuple[str,
     the called function's body, found by all its nodes, not by one name."""
     found: dict[tuple[int, str], frozenset[int]] = {}
     for p in placements:
-        if p.kind != "placer" or not p.node or p.line not in runs:
+        if p.kind != PlacementKind.PLACER or not p.node or p.line not in runs:
             continue
         for prefix, _caller, rest, _lowered in calls_in(p.node):
             own = blocks.get(p.line) or frozenset()
@@ -538,12 +539,12 @@ def _wrapper_lines(ordered: list[Placement], facts: Facts,
     for p in ordered:
         fit = blocks.get(p.line)
         unrecorded = (p.node, p.op) not in facts.nodes if fit is None else not fit
-        if p.kind == "placer" and p.node and p.node == p.op and unrecorded:
+        if p.kind == PlacementKind.PLACER and p.node and p.node == p.op and unrecorded:
             waiting.setdefault(p.node, []).append(p.line)
-        elif p.kind == "placer" and p.node and p.node == p.op and p.graph is None and fit \
+        elif p.kind == PlacementKind.PLACER and p.node and p.node == p.op and p.graph is None and fit \
                 and all(i < len(names) and names[i] for i in fit):
             shadowed.append((p.node, p.line))
-        elif p.kind == "eager" and p.op:
+        elif p.kind == PlacementKind.EAGER and p.op:
             ops = (p.op, onednn_base(p.op) or p.op)  # (a oneDNN op's base, or the op again: popped once)
             for name in ops:
                 wrappers.update(dict.fromkeys(waiting.pop(name, ()), p.line))
@@ -560,9 +561,9 @@ def _next_eager(ordered: list[Placement], threads: Mapping[int, int | None]) -> 
     waiting: dict[int, list[int]] = {}
     for p in ordered:
         thread = threads.get(p.line)
-        if thread is not None and p.kind == "placer":
+        if thread is not None and p.kind == PlacementKind.PLACER:
             waiting.setdefault(thread, []).append(p.line)
-        elif thread is not None and p.kind == "eager":
+        elif thread is not None and p.kind == PlacementKind.EAGER:
             found.update(dict.fromkeys(waiting.pop(thread, ()), p.line))
     return found
 

@@ -319,3 +319,20 @@ def test_invisible_and_bidi_format_characters_are_shown_not_obeyed(mark: str) ->
     text = text_of(report_group(as_run(report)), 200)
     assert mark not in text and "evil\ufffd/MatMul" in text
     assert mark not in one_line(name)
+
+
+def test_every_kind_of_error_has_a_hint_wherever_it_is_shown() -> None:
+    """The hints are a table: every kind of placement error, under every command that may show it
+    (a program's, a log's, a lesson's with or without --soft to offer), has one; a colocation whose
+    group required a device has its own."""
+    from placement_cli.model import FailureKind
+    from placement_cli.render.hints import HINTS, Advice
+
+    wanted = {(kind, False, advice) for kind in FailureKind for advice in Advice}
+    wanted |= {(FailureKind.COLOCATION, True, advice) for advice in Advice}
+    assert set(HINTS) == wanted
+    for source, soft in (("program", None), ("log", None), ("options", False), ("options", True), ("options", None)):
+        for kind in FailureKind:
+            for group in (None, "/device:GPU:1"):
+                said = hint(PlacementFailure(kind, "n", "/gpu:3", "msg", group_device=group), Hints(source, soft))
+                assert said and "{" not in said, (kind, source, soft, said)

@@ -75,7 +75,7 @@ def test_a_log_without_marks_is_untouched() -> None:
 
 def test_a_message_of_several_root_errors_is_headed_by_its_first_and_the_hint_names_no_pin() -> None:
     from placement_cli.logparse.error_messages import headline
-    from placement_cli.render.parts import hint
+    from placement_cli.render.hints import hint
     from placement_cli.render.view import Hints
 
     message = ("2 root error(s) found.\n  (0) INVALID_ARGUMENT:  Only compiling NCCL/auto collective is supported, "

@@ -289,3 +289,14 @@ def test_a_narrowed_report_shown_as_counts_says_no_false_nothing_matched(tmp_pat
     assert "2 of 4 placements match --device CPU:1" in shown.stdout
     nothing = runner.invoke(app, ["parse", "--summary", "--device", "GPU", str(log)])
     assert "no placements match --device GPU (of 4)" in nothing.stderr  # a filter that matched nothing still says so
+
+
+def test_a_saved_report_with_an_unknown_error_kind_is_refused(tmp_path: Path) -> None:
+    """Kinds are the model's (FailureKind): a kind placement never writes is said, as an unknown
+    placement kind is, not shown as if it were one."""
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps({"placements": [], "device_mapping": [], "summary": {"lines": 1, "placements": 0},
+                                "errors": [{"kind": "weird", "node": "x", "requested_device": None, "message": "m",
+                                            "available_devices": []}]}))
+    with pytest.raises(InputError, match="unknown placement error kind 'weird'"):
+        read_input(str(path))

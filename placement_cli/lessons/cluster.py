@@ -12,6 +12,7 @@ from placement_cli.devices import try_parse
 from placement_cli.logparse import parse_text
 from placement_cli.model import ClusterEvent, ClusterReport, ClusterRun, Edge, Origin, Placement, Report, WorkerSteps
 from placement_cli.runtime import cluster_launch, gpu_policy
+from placement_cli.model.kinds import PlacementKind
 
 # The supervisor's process: the entry module that hands it the work each task runs.
 ENTRY = "placement_cli.lessons.cluster_tasks"
@@ -80,7 +81,7 @@ def build(run: ClusterRun, *, sync: bool, steps: int, copies: bool, api: str = "
 def _scheduled(chief: Report) -> Counter[int]:
     """TF2: worker task -> steps the coordinator ran there (its log's eager lines ``Executing op
     __inference_train_step_N on task /job:worker/.../task:I/device:CPU:0``)."""
-    return Counter(p.spec.task for p in chief.placements if p.kind == "eager" and p.op
+    return Counter(p.spec.task for p in chief.placements if p.kind == PlacementKind.EAGER and p.op
                    and _STEP_FUNCTION.fullmatch(p.op) and p.spec.job == "worker" and p.spec.task is not None)
 
 

@@ -11,6 +11,7 @@ from placement_cli.lessons.guide import A_VALUES, string_graph
 from placement_cli.logparse import parse_text
 from placement_cli.logparse.error_messages import cause, essential, failure_from_text, headline
 from placement_cli.model import FailureCase, FailureCatalogue, PlacementFailure, SoftRun
+from placement_cli.model.kinds import FailureKind
 from placement_cli.runtime import private
 from placement_cli.runtime.facts import graph_nodes, kernel_checks, kernel_map
 from placement_cli.runtime.fdcapture import capture_fds
@@ -129,10 +130,10 @@ def _failure(message: str, error_class: str | None, requested: str) -> Placement
     parsed = failure_from_text(message)
     if parsed is not None:
         return parsed
-    kind = "invalid_device_spec" if error_class == "ValueError" else "run_failed"
+    kind = FailureKind.INVALID_DEVICE_SPEC if error_class == "ValueError" else FailureKind.RUN_FAILED
     said = essential(message)
     return PlacementFailure(kind=kind, node=None, requested_device=requested, message=said,
-                            cause=cause(message) if kind == "run_failed" else None, headline=headline(said))
+                            cause=cause(message) if kind == FailureKind.RUN_FAILED else None, headline=headline(said))
 
 
 def _case(tf: Any, case: Case, have_gpu: bool, devices: tuple[str, ...], kernels: Any, check: Any) -> FailureCase:

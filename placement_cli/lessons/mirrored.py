@@ -20,6 +20,7 @@ from placement_cli.runtime.facts import GraphRecorder
 from placement_cli.runtime.run import Trial, run_captured
 from placement_cli.runtime.stepstats import crosses_memory
 from placement_cli.runtime.startup import RunOptions
+from placement_cli.model.kinds import PlacementKind
 
 INPUTS, HIDDEN, CLASSES = 784, 128, 10  # the seed's model
 SEED = 2017
@@ -404,13 +405,13 @@ def step_placements(placements: tuple[Placement, ...], step_nodes: set[str]) -> 
     so the step is the stretch of the log from its first to its last node with a scoped name (one no
     other function has); in it, a node of the step's graph (inlined or not) is the step's. Generic
     names (Identity, NoOp) of other functions' lines outside that stretch stay out."""
-    lines = [p.line for p in placements if p.kind == "placer" and p.node and "/" in strip_calls(p.node)
+    lines = [p.line for p in placements if p.kind == PlacementKind.PLACER and p.node and "/" in strip_calls(p.node)
              and strip_calls(p.node) in step_nodes]
     if not lines:
         return set()
     first, last = min(lines), max(lines)
     return {i for i, p in enumerate(placements)
-            if p.kind == "placer" and not p.wrapper and first <= p.line <= last and p.node
+            if p.kind == PlacementKind.PLACER and not p.wrapper and first <= p.line <= last and p.node
             and (strip_calls(p.node) in step_nodes or p.node.startswith("Func/"))}
 
 

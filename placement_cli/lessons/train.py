@@ -17,6 +17,7 @@ from placement_cli.i18n import Message
 from placement_cli.model import FREE, ExpectedBytes, GradientCheck, Placement, Report, Training, VariableCopies
 from placement_cli.runtime.run import Trial, run_captured, run_traced_step
 from placement_cli.runtime.startup import RunOptions, session_config
+from placement_cli.model.kinds import PlacementKind
 
 FEATURES, HIDDEN, CLASSES = 24, 16, 10  # the notes' small MLP: 24 -> 16 -> 10
 SEED = 2017
@@ -309,7 +310,7 @@ def train(spec: TrainSpec, options: RunOptions) -> Report:
     placements = explain_reads(report.placements, trial.reads)
     training = trial.training
     if training is not None:
-        where = {p.node: p.canonical for p in placements if p.kind == "placer" and p.op == "VarHandleOp"}
+        where = {p.node: p.canonical for p in placements if p.kind == PlacementKind.PLACER and p.op == "VarHandleOp"}
         training = replace(training, variables=tuple(replace(v, devices=(where.get(v.name, v.devices[0]),))
                                                      for v in trial.variables))
         # the copies expected where the towers and the variables really ran (soft placement moves them)
@@ -344,11 +345,11 @@ def group_device(placements: tuple[Placement, ...], group: str) -> Placement | N
 def explain_reads(placements: tuple[Placement, ...], reads: dict[str, tuple[int, str]]) -> tuple[Placement, ...]:
     """The towers' ReadVariableOps ask for no device (a variable's read resets the device scope) and
     the placer puts them with their resource variable: say so, and whether each step copies the value."""
-    where = {p.node: p for p in placements if p.kind == "placer" and p.node}
+    where = {p.node: p for p in placements if p.kind == PlacementKind.PLACER and p.node}
     towers = {i: group_device(placements, messages.tower_role(i, FORWARD)) for i, _ in reads.values()}
     explained = []
     for p in placements:
-        found = reads.get(p.node or "") if p.kind == "placer" else None
+        found = reads.get(p.node or "") if p.kind == PlacementKind.PLACER else None
         variable = where.get(found[1]) if found else None
         if found and variable is not None and variable.canonical == p.canonical and p.status == FREE \
                 and (p.reason is None or messages.colocated(p.reason)):

@@ -24,6 +24,7 @@ from placement_cli.logparse import eager, functions, ignored, lazy, mapping, pla
 from placement_cli.logparse.error_messages import MAX_CHARS, MAX_LINES, TRIGGER, may_hold_failure, read_failure
 from placement_cli.logparse.records import Records
 from placement_cli.model import DeviceMapping, IgnoredRequest, Placement, PlacementFailure, Report
+from placement_cli.model.kinds import PlacementKind
 
 CHUNK = 2 << 20  # bytes read and parsed at a time; no answer depends on it
 # A bare stdout copy and its glog twin pair up when at most this many lines apart (up to
@@ -342,7 +343,7 @@ class _Parser:
         self._attribute(data, placed, eagers)
         for line, m in _numbered(data, base, eagers):
             op, dev = m.group(1, 2)
-            self.placements.append(Placement(None, _decode(op), _decode(dev), self.spec_of(dev), "eager", line))
+            self.placements.append(Placement(None, _decode(op), _decode(dev), self.spec_of(dev), PlacementKind.EAGER, line))
         self.block_bare += [(m, line) for line, m in _numbered(data, base, bare)]
         if ignored.LITERAL in data or ignored.RESOURCES_LITERAL in data:
             found = _numbered(data, base, ignored.PATTERN.finditer(data))
@@ -362,7 +363,7 @@ class _Parser:
     def _placement(self, m: re.Match[bytes], line: int) -> Placement:
         node, op, dev = m.group(2, 3, 4)
         return Placement(_decode(node), _decode(op) if op else None, _decode(dev), self.spec_of(dev),
-                         "placer" if op else "legacy", line)
+                         PlacementKind.PLACER if op else PlacementKind.LEGACY, line)
 
     def _end_block(self) -> None:
         """A block's glog keys are known: settle the bare copies of the block before it."""

@@ -17,6 +17,7 @@ from functools import partial
 from placement_cli.logparse import lazy
 from placement_cli.devices import tf_rejects, try_parse
 from placement_cli.model import Cause, PlacementFailure
+from placement_cli.model.kinds import FailureKind
 
 MAX_LINES = 32  # lines one message may span, its first included
 MAX_CHARS = 16384  # characters of one message that are read
@@ -209,23 +210,23 @@ def _classify(wording: str, message: str, trace: str) -> PlacementFailure:
     available: tuple[str, ...] = ()
     if wording == "unknown device":
         requested = message.partition(_UNKNOWN)[0]
-        kind = "invalid_device_spec" if tf_rejects(requested) else "device_not_found"
+        kind = FailureKind.INVALID_DEVICE_SPEC if tf_rejects(requested) else FailureKind.DEVICE_NOT_FOUND
     elif wording.startswith("Unable to find any devices"):
         if m := _NO_DEVICES.match(message):
             requested = m.group(1)
-        kind = "invalid_device_spec" if requested and tf_rejects(requested) else "device_not_found"
+        kind = FailureKind.INVALID_DEVICE_SPEC if requested and tf_rejects(requested) else FailureKind.DEVICE_NOT_FOUND
     elif wording.startswith("Malformed"):
-        kind = "invalid_device_spec"
+        kind = FailureKind.INVALID_DEVICE_SPEC
         if m := _MALFORMED.match(message):
             requested = m.group(1)
         if m := _KERNEL_NODE.search(message):
             node = next(g for g in m.groups() if g)
     elif wording.startswith(("Multiple device types", "Unknown attribute")):
-        kind = "invalid_device_spec"
+        kind = FailureKind.INVALID_DEVICE_SPEC
         if m := _SPEC_ERROR.match(message):
             requested = (m.group(1) or m.group(2) or "").removesuffix(".") or None
     elif wording.startswith(("No OpKernel", "Could not find device", "No registered")):
-        kind = "no_kernel"
+        kind = FailureKind.NO_KERNEL
         if m := _KERNEL_NODE.search(message):
             node = next(g for g in m.groups() if g)
         if node is None and (m := _TRACE_NODE.match(trace)):
@@ -245,37 +246,37 @@ def _placement_failure(message: str) -> PlacementFailure:
         node = m.group(1)
     requested = None
     available: tuple[str, ...] = ()
-    kind = "unsatisfiable"
+    kind = FailureKind.UNSATISFIABLE
     if m := _ASSIGNED.search(message):
         requested, available = m.group(1), _bracket_list(message, "available devices are") or ()
-        kind = "device_not_found"
+        kind = FailureKind.DEVICE_NOT_FOUND
     group_device = None
     if m := _SATISFY.search(message):
         requested = requested or m.group(2) or None
         rest = message[m.end() :]
         if rest.startswith(_COLOCATED):
-            kind = "colocation"
+            kind = FailureKind.COLOCATION
             if g := _GROUP_DEVICE.search(rest):
                 group_device = g.group(1) or None
         elif _NO_KERNEL.search(rest):
-            kind = "no_kernel"
+            kind = FailureKind.NO_KERNEL
         elif _NOT_REGISTERED in rest or m.group(1):
-            kind = "device_not_found"
+            kind = FailureKind.DEVICE_NOT_FOUND
         else:  # eager wording: decide from the supported types
             kind = _eager_kind(requested, message)
     if not available:
         available = _available(message) or ()
     if _NO_OPKERNEL in message:
-        kind = "no_kernel"
+        kind = FailureKind.NO_KERNEL
     if m := _PREASSIGNED.search(message):  # TF 1.x placer: a node a Session had placed before, now impossible
         requested = requested or m.group(1)
-        kind = "no_kernel" if "does not have registered OpKernel support" in message else "device_not_found"
+        kind = FailureKind.NO_KERNEL if "does not have registered OpKernel support" in message else FailureKind.DEVICE_NOT_FOUND
     if message.startswith("Cannot colocate") or any(w in message for w in _COLOCATION):
-        kind = "colocation"
+        kind = FailureKind.COLOCATION
         if m := _NODE_COLOCATE.search(message):
             node = node or m.group("a") or m.group("c")
     if m := _UNKNOWN_COLOCATION.match(message):
-        kind, node = "colocation", m.group(1)
+        kind, node = FailureKind.COLOCATION, m.group(1)
     return PlacementFailure(
         kind=kind, node=node, requested_device=requested, message=message, available_devices=available,
         group_device=group_device, headline=headline(message),
@@ -291,17 +292,17 @@ def _available(message: str) -> tuple[str, ...] | None:
     return None
 
 
-def _eager_kind(requested: str | None, message: str) -> str:
+def _eager_kind(requested: str | None, message: str) -> FailureKind:
     spec = try_parse(requested)
     types = _bracket_list(message, "Supported device types")
     if spec is None or spec.device_type is None or types is None:
-        return "unsatisfiable"
+        return FailureKind.UNSATISFIABLE
     supported = {t.upper() for t in types}
     names = _available(message) or ()
     existing = {d.device_type for d in map(try_parse, names) if d}
     if spec.device_type in existing and spec.device_type not in supported:
-        return "no_kernel"
-    return "device_not_found"
+        return FailureKind.NO_KERNEL
+    return FailureKind.DEVICE_NOT_FOUND
 
 
 def failure_from_text(text: str) -> PlacementFailure | None:

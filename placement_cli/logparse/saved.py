@@ -24,11 +24,13 @@ from placement_cli.logparse.engine import FunctionsRun, holds_functions, tally_s
 from placement_cli.logparse.records import Records, release
 from placement_cli.model import (AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH_RESOURCE, Cause, Compiled, CompiledOp,
                                  Copy, DeviceMapping, IgnoredRequest, Origin, Placement, PlacementFailure, Report)
+from placement_cli.model.kinds import FailureKind, PlacementKind
 
 _JSON_ARRAY = re.compile(r'\[\s*(\]|\{\s*")')
 SNIFF = 64 << 10  # the bytes looked at to tell a saved report from a log
 _STATUSES = {str(s): s for s in (AS_REQUESTED, FREE, SOFT_FALLBACK, LOGGED, WITH_RESOURCE)}
-_KINDS = frozenset({"placer", "eager", "legacy"})
+_KINDS = frozenset(PlacementKind)
+_FAILURE_KINDS = frozenset(FailureKind)
 # What other commands save: a document of theirs holds no one run's placements.
 _NOT_PLACEMENTS = (
     ("cases", N_("a `placement errors` catalogue")),
@@ -415,7 +417,7 @@ def _placement(p: Any) -> Placement:
         op=_optional_text(p.get("op")),
         device=_text(p.get("device", spec.canonical)),
         spec=spec,
-        kind=kind,
+        kind=PlacementKind(kind),
         line=_count(p.get("line", 0)),
         requested=_optional_text(p.get("requested")),
         status=_STATUSES.get(status, status if isinstance(status, str) else LOGGED),
@@ -427,8 +429,10 @@ def _placement(p: Any) -> Placement:
 
 
 def _failure(e: Any) -> PlacementFailure:
-    message = _text(e.get("message", ""))
-    return PlacementFailure(kind=_text(e["kind"]), node=_optional_text(e.get("node")),
+    message, kind = _text(e.get("message", "")), _text(e["kind"])
+    if kind not in _FAILURE_KINDS:  # as a placement's kind: only those placement writes
+        raise ValueError(f"unknown placement error kind {kind!r}")
+    return PlacementFailure(kind=FailureKind(kind), node=_optional_text(e.get("node")),
                             requested_device=_optional_text(e.get("requested_device")),
                             message=message, headline=headline(message),
                             available_devices=tuple(_text(d) for d in e.get("available_devices") or ()),

@@ -8,6 +8,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from placement_cli.model.cause import Cause
+from placement_cli.model.kinds import FailureKind, PlacementKind
 from placement_cli.model.report import (AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH_RESOURCE, Compiled, CompiledOp,
                                         Copy, DeviceMapping, Edge, IgnoredRequest, LinkTotal, Origin, Placement,
                                         PlacementFailure, Report, link_totals, reason_counts)
@@ -35,13 +36,59 @@ _LAZY = {
     **dict.fromkeys(("ExpectedBytes", "GradientCheck", "Training", "VariableCopies"), "training"),
 }
 
-__all__ = ["AS_REQUESTED", "FREE", "LOGGED", "SOFT_FALLBACK", "WITH_RESOURCE", "Cause", "Change", "CheckResult",
-           "ClusterEvent", "ClusterReport", "ClusterRun", "ClusterTask", "Compiled", "CompiledOp", "Copy",
-           "DemoOutcome", "DemoRun", "DemoStep", "DemoSteps", "DeviceMapping", "DiffSide", "Edge", "ExpectedBytes",
-           "FailureCase", "FailureCatalogue", "GpuMemory", "GradientCheck", "IgnoredRequest", "Inspection",
-           "Inventory", "LinkTotal", "LogicalDevice", "Origin", "PhysicalDevice", "Placement", "PlacementDiff",
-           "PlacementFailure", "Report", "RuleFailure", "SoftRun", "StepTitle", "TaskAnswer", "TaskDevice",
-           "TaskTraining", "Training", "VariableCopies", "WorkerSteps", "link_totals", "reason_counts"]
+__all__ = [
+    "AS_REQUESTED",
+    "FREE",
+    "LOGGED",
+    "SOFT_FALLBACK",
+    "WITH_RESOURCE",
+    "Cause",
+    "Change",
+    "CheckResult",
+    "ClusterEvent",
+    "ClusterReport",
+    "ClusterRun",
+    "ClusterTask",
+    "Compiled",
+    "CompiledOp",
+    "Copy",
+    "DemoOutcome",
+    "DemoRun",
+    "DemoStep",
+    "DemoSteps",
+    "DeviceMapping",
+    "DiffSide",
+    "Edge",
+    "ExpectedBytes",
+    "FailureCase",
+    "FailureCatalogue",
+    "FailureKind",
+    "GpuMemory",
+    "GradientCheck",
+    "IgnoredRequest",
+    "Inspection",
+    "Inventory",
+    "LinkTotal",
+    "LogicalDevice",
+    "Origin",
+    "PhysicalDevice",
+    "Placement",
+    "PlacementDiff",
+    "PlacementFailure",
+    "PlacementKind",
+    "Report",
+    "RuleFailure",
+    "SoftRun",
+    "StepTitle",
+    "TaskAnswer",
+    "TaskDevice",
+    "TaskTraining",
+    "Training",
+    "VariableCopies",
+    "WorkerSteps",
+    "link_totals",
+    "reason_counts",
+]
 
 
 def __getattr__(name: str) -> Any:

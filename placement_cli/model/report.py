@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from placement_cli.devices import DeviceSpec
 from placement_cli.i18n import N_, Message
 from placement_cli.model.cause import Cause, first_line
+from placement_cli.model.kinds import FailureKind, PlacementKind
 from placement_cli.model.ops import PLUMBING_OPS
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ class Placement:
     op: str | None
     device: str
     spec: DeviceSpec
-    kind: str  # "placer" | "eager" | "legacy"
+    kind: PlacementKind
     line: int
     requested: str | None = None
     status: str = LOGGED  # one of the statuses above
@@ -98,9 +99,7 @@ class DeviceMapping:
 class PlacementFailure:
     """A placement error TensorFlow reported."""
 
-    # device_not_found | no_kernel | colocation | invalid_device_spec | unsatisfiable | run_failed (a run
-    # stopped with an error whose wording the parser does not know: the message is TensorFlow's own)
-    kind: str
+    kind: FailureKind
     node: str | None
     requested_device: str | None
     message: str

@@ -23,6 +23,7 @@ from placement_cli.model.filtered import Filtered
 from placement_cli.model.ops import onednn_base
 from placement_cli.render.rows import MIDDLE, WRAP, Column, RowTable
 from placement_cli.render.text import clean, format_result, literal, pad_left
+from placement_cli.render.hints import hint
 from placement_cli.render.view import Hints, View
 from placement_cli.render.wrap import wrapped
 
@@ -279,75 +280,6 @@ def mapping_renderable(report: Report) -> RenderableType | None:
     if report.mapping_seen:
         return Text(_("Device mapping: no known devices (a CPU has no description)."))
     return None
-
-
-def _soft_in_program() -> str:
-    return _("allow soft placement (ConfigProto(allow_soft_placement=True) in TF1, "
-             "tf.config.set_soft_device_placement(True) in TF2)")
-
-
-def hint(failure: PlacementFailure, hints: Hints) -> str:
-    """How to proceed, for this kind of error, naming only what the command offers."""
-    kind = failure.kind
-    if kind == "invalid_device_spec":
-        return _("The device string is malformed; soft placement cannot fix that. Write it as "
-                 "/job:J/replica:R/task:T/device:TYPE:N, or short as /cpu:0 or /gpu:1.")
-    if kind == "run_failed":  # an error the parser does not read as a placement error: no pin or fallback to name
-        return _("TensorFlow stopped the run with an error that is not a placement error placement knows: "
-                 "its message says why (--json holds it whole).")
-    if hints.source != "options":
-        past = hints.source == "log"
-        fix = _("or {soft} so TensorFlow chooses a device that can run it.").format(soft=_soft_in_program())
-        if kind == "device_not_found":
-            pins = (_("The program pinned an op to a device that did not exist") if past else
-                    _("The program pins an op to a device that does not exist"))
-            return _("{pins}: pin it to a device that exists (tf.config.list_logical_devices() lists them), "
-                     "{fix}").format(pins=pins, fix=fix)
-        if kind == "no_kernel":
-            return _("TensorFlow has no kernel of this op for the requested device type: pin the op to a "
-                     "device type that has one (the CPU runs almost every op), {fix}").format(fix=fix)
-        if kind == "colocation" and failure.group_device:
-            return _("This op was colocated with a group of ops (a variable and the ops that use it, or a "
-                     "colocate_with) that required {device}, and it cannot run there (it may have no kernel for it, "
-                     "or ask for another device): put the group's variable on a device every op of the group can "
-                     "run on (create it under that tf.device), {fix}").format(
-                         device=short_name(failure.group_device), fix=fix)
-        if kind == "colocation":
-            if past:
-                return _("Ops that must share a device (a variable and the ops using it, or a colocate_with) "
-                         "were pinned to different devices: pin them to one device, {fix}").format(fix=fix)
-            return _("Ops that must share a device (a variable and the ops using it, or a colocate_with) "
-                     "are pinned to different devices: pin them to one device, {fix}").format(fix=fix)
-        return _("No device satisfies this op's constraints (TensorFlow's message says which): change the pin, "
-                 "{fix}").format(fix=fix)
-    soft = hints.soft is False  # --soft exists and was not given
-    cpus = _(", or use --cpus N with /cpu:K devices to try the same lesson across several (logical) devices "
-             "on this machine") if hints.cpus else ""
-    if kind == "device_not_found":
-        if soft:
-            return _("Rerun with --soft to let TensorFlow fall back to a device that exists, or pin to a device "
-                     "listed by `placement devices`{cpus}.").format(cpus=cpus)
-        return _("Pin to a device listed by `placement devices`{cpus}.").format(cpus=cpus)
-    if kind == "no_kernel":
-        if soft:
-            return _("This op has no kernel for the requested device type. Rerun with --soft to let TensorFlow "
-                     "run it on a device type that has one, or pin it to a device type with a kernel (CPU).")
-        return _("This op has no kernel for the requested device type. Pin it to a device type with a "
-                 "kernel (CPU).")
-    if kind == "colocation" and failure.group_device:
-        group = _("This op was colocated with a group of ops that required {device}, and it cannot run "
-                  "there.").format(device=short_name(failure.group_device))
-        if soft:
-            return group + " " + _("Pin the group to a device every op of it can run on, or rerun with --soft.")
-        return group + " " + _("Pin the group to a device every op of it can run on.")
-    if kind == "colocation":
-        if soft:
-            return _("Ops that must share a device were pinned apart. Pin them together, or rerun with --soft.")
-        return _("Ops that must share a device were pinned apart. Pin them together.")
-    if soft:
-        return _("No device satisfies this op's constraints (TensorFlow's message says which); rerun with "
-                 "--soft to let TensorFlow choose a device.")
-    return _("No device satisfies this op's constraints (TensorFlow's message says which).")
 
 
 def gpu_remedy(cause: Cause | None) -> str | None:

@@ -18,6 +18,7 @@ from placement_cli.logparse.functions import function_key, trace_counters
 from placement_cli.logparse.saved import knows_requests
 from placement_cli.model import LOGGED, SOFT_FALLBACK, CheckResult, Placement, Report, RuleFailure
 from placement_cli.model.ops import PLUMBING_OPS
+from placement_cli.model.kinds import PlacementKind
 
 # TensorFlow's plumbing, left out of every rule unless include_plumbing: function arguments and
 # results, control-only NoOps, and the copies between devices (their traffic is --max-copy-bytes's).
@@ -337,16 +338,16 @@ def distinct(placements: Iterable[Placement]) -> set[Identity]:
     Session's graph has no name in the log, so two Sessions' same-named nodes are one): a step count
     changes how many lines there are, never how many of these."""
     placements = list(placements)
-    traces = trace_counters([p.graph for p in placements] + [p.op for p in placements if p.kind == "eager"])
-    return {(p.kind == "eager", function_key(p.graph, traces), p.node,
-             function_key(p.op, traces) if p.kind == "eager" else p.op, p.canonical) for p in placements}
+    traces = trace_counters([p.graph for p in placements] + [p.op for p in placements if p.kind == PlacementKind.EAGER])
+    return {(p.kind == PlacementKind.EAGER, function_key(p.graph, traces), p.node,
+             function_key(p.op, traces) if p.kind == PlacementKind.EAGER else p.op, p.canonical) for p in placements}
 
 
 def repeats(placements: Iterable[Placement], unique: set[Identity]) -> tuple[tuple[str, int], ...]:
     """The logged placements beyond the distinct ones, by kind: "eager" (an eager op each time it
     runs), "graph" (a node each time its graph is placed)."""
     placements = list(placements)
-    eager = sum(p.kind == "eager" for p in placements) - sum(k[0] for k in unique)
+    eager = sum(p.kind == PlacementKind.EAGER for p in placements) - sum(k[0] for k in unique)
     graph = len(placements) - len(unique) - eager
     return tuple((kind, n) for kind, n in (("eager", eager), ("graph", graph)) if n)
 
@@ -355,7 +356,7 @@ def _unknown_kind(p: Placement) -> str:
     """What a placement whose request no record says is (check's summary says it in words)."""
     if p.op == "_EagerConst":
         return "eager_const"  # made by TensorFlow's C++ from a Python value: no op callback sees it
-    if p.kind == "eager":
+    if p.kind == PlacementKind.EAGER:
         return "eager"  # an eager op no record was joined to (one that failed after it was logged, say)
     if p.node and p.node == p.op and "/" not in p.node:
         return "wrapper"  # a node of the single-op function TF wraps an eager op in

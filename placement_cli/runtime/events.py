@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from placement_cli.model import Placement
+from placement_cli.model.kinds import PlacementKind
 
 RUN_TAG = "step1"  # the traced run's name in TensorBoard's "Session runs" menu
 
@@ -26,7 +27,7 @@ def assigned_graph_def(graph: Any, placements: Iterable[Placement]) -> tuple[Any
     TensorBoard labels edges with them and, without them, draws every edge as a wide grey wedge."""
     assigned: dict[str, str] = {}
     for p in placements:
-        if p.kind == "placer" and p.node and p.node not in assigned:
+        if p.kind == PlacementKind.PLACER and p.node and p.node not in assigned:
             assigned[p.node] = p.device
     graph_def = graph.as_graph_def(add_shapes=True)
     count = 0

@@ -14,6 +14,7 @@ from typing import Any
 from placement_cli.logparse import parse_text
 from placement_cli.logparse.error_messages import cause, essential, headline
 from placement_cli.model import Copy, Origin, PlacementFailure, Report
+from placement_cli.model.kinds import FailureKind
 from placement_cli.runtime import private
 from placement_cli.runtime.facts import GraphRecorder, kernel_checks, kernel_map
 from placement_cli.runtime.fdcapture import capture_fds
@@ -161,7 +162,7 @@ def outcome(parsed: tuple[PlacementFailure, ...], trial: Trial,
     run_error = f"{trial.error_class or 'Error'}: {message}"
     if parsed:
         return parsed, run_error
-    return (PlacementFailure(kind="run_failed", node=trial.error_node, requested_device=trial.error_device,
+    return (PlacementFailure(kind=FailureKind.RUN_FAILED, node=trial.error_node, requested_device=trial.error_device,
                              message=message, available_devices=trial.available,
                              cause=cause(trial.error or "", log), headline=headline(message)),), run_error
 
