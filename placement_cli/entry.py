@@ -128,12 +128,9 @@ def _end_quietly() -> None:
                 stream.flush()  # type: ignore[union-attr]
             except (OSError, ValueError, AttributeError):
                 pass
-        try:  # what C code printed (TensorFlow's printf copies) and libc still holds: _exit would drop it
-            import ctypes  # noqa: PLC0415
+        from placement_cli.runtime.fds import flush_c_stdio  # noqa: PLC0415
 
-            ctypes.CDLL(None).fflush(None)
-        except (OSError, AttributeError):
-            pass
+        flush_c_stdio()  # what C code printed and libc still holds: _exit would drop it
         _non_blocking_again()
         import os  # noqa: PLC0415
 

@@ -150,13 +150,13 @@ class CapturedReport:
                 f"{len(self.report.errors)} errors{state}>")
 
 
-def capture(enable_logging: bool = True) -> _Capture:
+def capture(enable_logging: bool = True) -> Capture:
     """Capture TensorFlow's placement log for the code inside the block, then parse it and say why
     ops sit where they do. Enter it before TensorFlow runs its first op (see docs/capture.md)."""
-    return _Capture(enable_logging)
+    return Capture(enable_logging)
 
 
-class _Capture:
+class Capture:
     """The context manager. Each ``with`` gets its own block and a new report, also when the same
     object is entered again inside its own block (a nested capture) or after it. Never raises at
     the end of a block it entered, so the block's own exception always propagates."""

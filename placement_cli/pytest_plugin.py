@@ -128,11 +128,11 @@ class PlacementFixture:
 
     def capture(self, enable_logging: bool = True) -> Any:
         """``with placement.capture() as report: ...``, then ``report.check(max_on={"CPU": 0})``."""
-        from placement_cli.notebook import _Capture  # noqa: PLC0415 - TensorFlow only when a test captures
+        from placement_cli.notebook import Capture  # noqa: PLC0415 - TensorFlow only when a test captures
 
         if enable_logging and _STATE["on"] is None:  # a test run without collection (pytester inline)
             log_from_the_start()
-        return _Capture(enable_logging, advice=advice())
+        return Capture(enable_logging, advice=advice())
 
     def check(self, path: str | os.PathLike[str], **rules: Any) -> Any:
         """The rules of ``report.check()`` against a log or a report saved with ``--json`` at ``path``:

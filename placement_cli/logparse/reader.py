@@ -49,7 +49,7 @@ _CONTROL = re.compile(
 # node, op and device names never hold a backslash, and other lines are left as they are.
 _MARKDOWN_HINT = re.compile(rb"\\[_*\[\]`]")
 _MARKDOWN_ESCAPE = re.compile(rb"\\([!-/:-@\[-`{-~])")
-_COMPRESSED = (  # magic, name, module and class (imported only for such a file)
+COMPRESSED = (  # magic, name, module and class (imported only for such a file)
     (b"\x1f\x8b", "gzip", "gzip", "GzipFile"),
     (b"BZh", "bzip2", "bz2", "BZ2File"),
     (b"\xfd7zXZ\x00", "xz", "lzma", "LZMAFile"),
@@ -88,12 +88,12 @@ def newline(encoding: str) -> bytes:
 
 
 class Readable(Protocol):
-    """What _Prepend reads from: a binary stream, or a stream that records what is read from it."""
+    """What Prepend reads from: a binary stream, or a stream that records what is read from it."""
 
     def read(self, size: int = -1, /) -> bytes: ...
 
 
-class _Prepend:
+class Prepend:
     """A stream that first gives back bytes already read from it."""
 
     def __init__(self, head: bytes, stream: Readable) -> None:
@@ -139,7 +139,7 @@ def _utf16_without_bom(head: bytes) -> str | None:
     return None
 
 
-def _encoding(head: bytes) -> tuple[str, int]:
+def encoding_of(head: bytes) -> tuple[str, int]:
     for bom, encoding in _BOMS:
         if head.startswith(bom):
             return encoding, len(bom)
@@ -264,9 +264,9 @@ def open_text(stream: BinaryIO, name: str, size: int, note: Callable[[str], None
             return None
         raise InputError(_("{name}: empty input (0 bytes)").format(name=name))
     compression = None
-    source: Any = _Prepend(head, stream)
+    source: Any = Prepend(head, stream)
     broken: tuple[type[BaseException], ...] = ()
-    for magic, kind, module, opener in () if known_text else _COMPRESSED:  # placement's own text: UTF-8 as is
+    for magic, kind, module, opener in () if known_text else COMPRESSED:  # placement's own text: UTF-8 as is
         if head.startswith(magic):
             lib = importlib.import_module(module)
             broken = (OSError, EOFError, ValueError, getattr(lib, "LZMAError", OSError),
@@ -282,9 +282,9 @@ def open_text(stream: BinaryIO, name: str, size: int, note: Callable[[str], None
                 raise InputError(_("{name}: corrupt {kind} data ({why})").format(name=name, kind=kind, why=exc)) from None
             if not head:
                 raise InputError(_("{name}: empty input ({kind} data of 0 bytes)").format(name=name, kind=kind))
-            source = _Prepend(head, source)
+            source = Prepend(head, source)
             break
-    encoding, bom = ("utf-8", len(codecs.BOM_UTF8) * head.startswith(codecs.BOM_UTF8)) if known_text else _encoding(head)
+    encoding, bom = ("utf-8", len(codecs.BOM_UTF8) * head.startswith(codecs.BOM_UTF8)) if known_text else encoding_of(head)
     source.read(bom)
     blocks = decoded(source, encoding, size, name=name, endless=compression is not None or _endless(stream))
     sample = b""

@@ -61,22 +61,22 @@ def _text_head(stream: BinaryIO) -> tuple[bytes, BinaryIO, str]:
     """The raw head, a stream that gives every raw byte again, and the decompressed, decoded start of
     the text."""
     head = reader.read_full(stream, SNIFF)
-    raw = cast(BinaryIO, reader._Prepend(head, stream))  # noqa: SLF001 - the reader's own replaying stream
+    raw = cast(BinaryIO, reader.Prepend(head, stream))
     text_head = head
-    for magic, _kind, module, opener in reader._COMPRESSED:  # noqa: SLF001
+    for magic, _kind, module, opener in reader.COMPRESSED:
         if head.startswith(magic):
             recording = _Recording(stream)
             lib = importlib.import_module(module)
-            source = reader._Prepend(head, recording)  # noqa: SLF001
+            source = reader.Prepend(head, recording)
             try:
                 opened = getattr(lib, opener)(fileobj=source, mode="rb") if module == "gzip" else \
                     getattr(lib, opener)(source, mode="rb")
                 text_head = reader.read_full(opened, 4096)
             except Exception:  # noqa: BLE001 - corrupt data: the log reader says so, with its words
                 text_head = b""
-            raw = cast(BinaryIO, reader._Prepend(head + bytes(recording.kept), stream))  # noqa: SLF001
+            raw = cast(BinaryIO, reader.Prepend(head + bytes(recording.kept), stream))
             break
-    encoding, bom = reader._encoding(text_head)  # noqa: SLF001
+    encoding, bom = reader.encoding_of(text_head)
     start = codecs.getincrementaldecoder(encoding)("replace").decode(text_head[bom:bom + 4096])
     return head, raw, start
 

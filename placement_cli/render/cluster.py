@@ -11,7 +11,7 @@ from placement_cli.model import ClusterEvent, ClusterReport, GpuMemory, WorkerSt
 from placement_cli.render.table import View, clean, literal, report_group
 
 
-def _exit(code: int | None, ended: bool | None) -> str:
+def exit_said(code: int | None, ended: bool | None) -> str:
     if ended and code is None:  # the supervisor ended before it could say the code: its group was killed
         return _("ended by placement (SIGKILL)")
     if code is None:
@@ -38,7 +38,7 @@ def tasks_table(found: ClusterReport) -> Table:
         table.add_column("CUDA_VISIBLE_DEVICES", overflow="fold")
     for t in found.run.tasks:
         row: list[RenderableType] = [literal(t.job), str(t.task), literal(str(t.target).removeprefix("grpc://")),
-               str(t.pid or "-"), _exit(t.exit_code, t.ended_by_placement)]
+               str(t.pid or "-"), exit_said(t.exit_code, t.ended_by_placement)]
         if gpus:
             row.append(literal(visible(t.cuda_visible_devices)))
         table.add_row(*row)

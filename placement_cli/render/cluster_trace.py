@@ -11,7 +11,7 @@ from rich.console import RenderableType
 from rich.table import Table
 
 from placement_cli.i18n import _
-from placement_cli.render.cluster import _exit, visible
+from placement_cli.render.cluster import exit_said, visible
 from placement_cli.render.table import literal
 
 VARIABLE_OPS = frozenset({"VarHandleOp", "_VarHandlesOp", "VariableV2", "Variable"})
@@ -47,7 +47,7 @@ def _ended(code: int | None, ended: bool | None) -> str:
         except ValueError:
             how = str(-code)
         return _("ended by placement ({signal})").format(signal=how)
-    return _exit(code, False if code is not None else ended)
+    return exit_said(code, False if code is not None else ended)
 
 
 def variables_table(report: Any) -> Table | None:

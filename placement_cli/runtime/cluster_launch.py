@@ -59,7 +59,7 @@ def check_cluster(cluster: Cluster) -> dict[str, list[str]]:
         raise UsageProblem(f"{cluster.source}: placement cluster runs jobs ps and worker only "
                            f"(given: {', '.join(sorted(jobs))})")
     for task in cluster.tasks:
-        if not _loopback(task.host):
+        if not loopback(task.host):
             raise UsageProblem(f"{cluster.source}: {task.name} is at {task.address}: every task runs on this "
                                "machine, so give localhost, 127.x.x.x or [::1] addresses")
     for job, low, high in (("ps", 1, 4), ("worker", 1, 8)):
@@ -71,7 +71,7 @@ def check_cluster(cluster: Cluster) -> dict[str, list[str]]:
     return {job: [t.address for t in cluster.jobs[job]] for job in ("ps", "worker")}
 
 
-def _loopback(host: str) -> bool:
+def loopback(host: str) -> bool:
     """A host every task reaches inside the cluster's private namespace, where only ``lo`` is up and
     no name server answers: ``localhost`` or a loopback address (127.999.0.1 or another name would
     leave a worker waiting for a ps it can never reach)."""

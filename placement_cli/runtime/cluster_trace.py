@@ -45,7 +45,7 @@ from placement_cli.runtime.child import BOOT, ENV, NO_CAPTURE, frames
 from placement_cli.runtime.cluster_launch import how_it_ended, process_state
 from placement_cli.runtime.cluster_trace_output import Screens, quote_lines
 from placement_cli.runtime.splitter import Channel, Splitter
-from placement_cli.runtime.tracer import GRACE_IDLE, GRACE_MAX, READ, _facts, _level, _pipe
+from placement_cli.runtime.tracer import GRACE_IDLE, GRACE_MAX, READ, facts_of_child, min_log_level, new_pipe
 
 CHIEF_GRACE = 60.0  # seconds a task neither serving nor done may run on after the chief finished (--chief-grace)
 INTERRUPT_GRACE = 2.0  # seconds the tasks get to end on a signal placement forwarded, before they are killed
@@ -116,7 +116,7 @@ class _Run:
         self.grace = grace
         self.visible = visible or {}  # --split-gpus: task -> its CUDA_VISIBLE_DEVICES
         self.stdout_fd, self.copies = stdout_fd, copies
-        level = _level(os.environ.get("TF_CPP_MIN_LOG_LEVEL"))
+        level = min_log_level(os.environ.get("TF_CPP_MIN_LOG_LEVEL"))
         self.tasks = [_Task(job, i, Splitter(parsed := tempfile.TemporaryFile(), echo_placement=echo_log,  # noqa: SIM115
                                              min_level=level), parsed)
                       for job, count in jobs for i in range(count)]
@@ -149,7 +149,7 @@ class _Run:
         pythonpath = os.environ.get("PYTHONPATH")
         flags = ("c" if self.copies else "") + ("p" if pythonpath is not None else "")
         for task in self.tasks:
-            pipes = {kind: _pipe() for kind in ("control", "cout", "cerr", "out", "err")}
+            pipes = {kind: new_pipe() for kind in ("control", "cout", "cerr", "out", "err")}
             for kind, (read, write) in pipes.items():
                 self.by_fd[read] = task
                 task.fds[read] = kind
@@ -374,7 +374,7 @@ class _Run:
         task.control_buf += data
         for kind, payload in frames(task.control_buf):
             if kind == b"L":
-                task.splitter.min_level = _level(payload.decode("utf-8", "replace"))
+                task.splitter.min_level = min_log_level(payload.decode("utf-8", "replace"))
             elif kind == b"F":
                 task.facts_raw = payload
             elif kind == b"E":
@@ -494,7 +494,7 @@ class _Run:
         code = self._exit_code()
         parts = []
         for task in self.tasks:
-            parts.append((task.job, task.index, task.parsed, (*_facts(task.facts_raw), _copy_sizes(task.facts_raw))))
+            parts.append((task.job, task.index, task.parsed, (*facts_of_child(task.facts_raw), _copy_sizes(task.facts_raw))))
         report, graph = merge(parts)
         title = Message(TRACE, script=one_line(self.script), code=code)
         report, graph = replace(report, title=title), replace(graph, title=title)

@@ -11,7 +11,7 @@ from typing import Any
 
 from placement_cli.logparse import glog
 from placement_cli.logparse.error_messages import gpu_kind
-from placement_cli.runtime.tracer import _write_all
+from placement_cli.runtime.fds import write_all
 
 _GLOG_ERROR = re.compile(glog.ERROR_START.decode())
 
@@ -101,7 +101,7 @@ class Screens:
         if sink in self.dead:
             return
         try:
-            _write_all(sink, data)
+            write_all(sink, data)
         except OSError:
             self.dead.add(sink)
             self.gone(sink)

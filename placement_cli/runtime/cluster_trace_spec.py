@@ -51,13 +51,13 @@ def parse_cluster(text: str) -> list[tuple[str, int]]:
 def jobs_of_spec(spec: Any) -> tuple[list[tuple[str, int]], dict[str, list[str]]]:
     """A --cluster-spec file's cluster (clusterspec.Cluster): loopback addresses only, jobs of this
     command; what is wrong is said of the file."""
-    from placement_cli.runtime.cluster_launch import _loopback  # noqa: PLC0415
+    from placement_cli.runtime.cluster_launch import loopback  # noqa: PLC0415
 
     for task in spec.tasks:
         if task.job not in JOBS:
             raise UsageProblem(_("{source}: job {job}: trace --cluster runs jobs worker, ps and chief").format(
                 source=spec.source, job=task.job))
-        if not _loopback(task.host):
+        if not loopback(task.host):
             raise UsageProblem(_("{source}: {task} is at {address}: every task runs on this machine, so give "
                                  "localhost, 127.x.x.x or [::1] addresses").format(
                 source=spec.source, task=task.name, address=task.address))

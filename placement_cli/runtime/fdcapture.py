@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import array
-import ctypes
 import os
 import re
 import signal
@@ -20,6 +19,7 @@ from typing import IO, Any
 
 from placement_cli.logparse import placer, written
 from placement_cli.runtime import lastwords
+from placement_cli.runtime.fds import flush_c_stdio, write_all
 
 
 @dataclass
@@ -36,10 +36,7 @@ def _flush_all() -> None:
                 stream.flush()
         except (ValueError, OSError):
             pass
-    try:  # TensorFlow's printf copy sits in libc's stdout buffer until flushed.
-        ctypes.CDLL(None).fflush(None)
-    except (OSError, AttributeError):
-        pass
+    flush_c_stdio()
 
 
 @contextmanager
@@ -124,7 +121,7 @@ class SplitCapture:
         """Add ``data`` to what ``fd`` received, in order with what TensorFlow writes there."""
         sink = self._sinks.get(fd)
         if sink is not None:
-            _write_all(sink.fileno(), data)
+            write_all(sink.fileno(), data)
 
     def position(self, fd: int) -> int:
         """How many bytes ``fd`` has received so far."""
@@ -208,12 +205,6 @@ def interrupts_deferred() -> Iterator[None]:
                 previous(signum, frame)
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
 def drain(fd: int, timeout: float = 1.0) -> None:
     """Wait, a little, until whoever reads the pipe on ``fd`` has taken what is in it: a Jupyter kernel
     forwards fd 1/2 into the running cell from a thread, and what it reads after the cell ended lands
@@ -239,7 +230,7 @@ def drain(fd: int, timeout: float = 1.0) -> None:
 def write_to(fd: int, data: bytes) -> None:
     """Write all of ``data`` to ``fd``; a closed or broken one drops it (its reader has gone)."""
     try:
-        _write_all(fd, data)
+        write_all(fd, data)
     except OSError:
         pass
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import os
 import secrets
 import sys
@@ -16,6 +15,7 @@ from placement_cli.logparse.error_messages import cause, essential, headline
 from placement_cli.model import Copy, Origin, PlacementFailure, Report
 from placement_cli.model.kinds import FailureKind
 from placement_cli.runtime import private
+from placement_cli.runtime.fds import flush_c_stdio
 from placement_cli.runtime.facts import GraphRecorder, kernel_checks, kernel_map
 from placement_cli.runtime.fdcapture import capture_fds
 from placement_cli.runtime.stepstats import metadata_run, traced_run
@@ -67,10 +67,7 @@ class Trial:
 def _mark() -> None:
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
-    try:  # TensorFlow's printf copies wait in libc's stdout buffer: they belong before the mark
-        ctypes.CDLL(None).fflush(None)
-    except (OSError, AttributeError):
-        pass
+    flush_c_stdio()  # TensorFlow's printf copies wait in libc's stdout buffer: they belong before the mark
     os.write(2, f"{_MARK}\n".encode())
 
 

@@ -35,6 +35,7 @@ from placement_cli import outputs
 from placement_cli.model import Copy, Edge, Origin, Report
 from placement_cli.runtime.child import BOOT, ENV, NO_CAPTURE, frames
 from placement_cli.runtime.splitter import Channel, Splitter
+from placement_cli.runtime.fds import write_all
 from placement_cli.runtime.wakeup import Wakeup
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2,
@@ -127,7 +128,7 @@ class _Stream:
     dead: bool = False  # writing to the sink failed (a closed pipe, a gone terminal)
 
 
-def _pipe() -> tuple[int, int]:
+def new_pipe() -> tuple[int, int]:
     read, write = os.pipe()
     try:
         fcntl.fcntl(write, _F_SETPIPE_SZ, _PIPE_SIZE)  # fewer wake-ups for a chatty log
@@ -209,7 +210,7 @@ class _Supervisor:
         self.save_log = save_log
         self.parsed = tempfile.TemporaryFile()  # unlinked: gone with us whatever happens  # noqa: SIM115
         self.splitter = Splitter(self.parsed, echo_placement=echo_log,
-                                 min_level=_level(os.environ.get("TF_CPP_MIN_LOG_LEVEL")))
+                                 min_level=min_log_level(os.environ.get("TF_CPP_MIN_LOG_LEVEL")))
         self.streams: list[_Stream] = []
         self.child: subprocess.Popen[bytes] | None = None
         self.tty: int | None = None
@@ -229,7 +230,7 @@ class _Supervisor:
     def start(self) -> None:
         out_sink = None if self.stdout_fd in self.closed else self.stdout_fd
         err_sink = None if 2 in self.closed else 2
-        pipes = [_pipe(), _pipe(), _pipe()]  # control, C stdout, C stderr
+        pipes = [new_pipe(), new_pipe(), new_pipe()]  # control, C stdout, C stderr
         self.control = pipes[0][0]
         self.streams = [_Stream(pipes[1][0], out_sink, self.splitter.channel("stdout", stdout=True)),
                         _Stream(pipes[2][0], err_sink, self.splitter.channel("stderr", stdout=False))]
@@ -363,7 +364,7 @@ class _Supervisor:
         self.control_buf += data
         for kind, payload in frames(self.control_buf):
             if kind == b"L":  # the script imports TensorFlow, with this TF_CPP_MIN_LOG_LEVEL
-                self.splitter.min_level = _level(payload.decode("utf-8", "replace"))
+                self.splitter.min_level = min_log_level(payload.decode("utf-8", "replace"))
             elif kind == b"F":
                 self.facts_raw = payload
             elif kind == b"E":
@@ -398,7 +399,7 @@ class _Supervisor:
             if not data or stream.sink is None or stream.dead:
                 continue
             try:
-                _write_all(stream.sink, data)
+                write_all(stream.sink, data)
             except OSError:  # EPIPE (| head -1 is done), EIO (the terminal is gone): those lines go nowhere
                 stream.dead = True
                 self.output_closed = self.output_closed or stream.sink == 1
@@ -454,7 +455,7 @@ class _Supervisor:
         code = self.status if self.status is not None else 1
         if code < 0:
             code = 128 - code  # killed by a signal: the shell's convention
-        facts, copied, edges, switched = _facts(self.facts_raw)
+        facts, copied, edges, switched = facts_of_child(self.facts_raw)
         self.notes.extend(_("requests and reasons that need it are unknown: {missing}").format(missing=missing)
                           for missing in facts.missing)
         if switched == "kept":
@@ -472,15 +473,6 @@ class _Supervisor:
         return TraceResult(report=report, exit_code=code, output_closed=self.output_closed, notes=tuple(self.notes))
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        try:
-            view = view[os.write(fd, view):]
-        except BlockingIOError:  # a sink someone left non-blocking: wait until it takes more
-            select.select([], [fd], [])
-
-
 def fresh_line(fd: int) -> None:
     """Where the script left its last line on ``fd`` unfinished, start a new one, so that placement's
     report and messages begin on a line of their own. A terminal cannot be asked cheaply where its
@@ -492,7 +484,7 @@ def fresh_line(fd: int) -> None:
         if os.isatty(fd):
             columns = os.get_terminal_size(fd).columns
             if columns > 0:
-                _write_all(fd, b" " * columns + b"\r")
+                write_all(fd, b" " * columns + b"\r")
             return
         if not stat.S_ISREG(mode):
             return
@@ -503,12 +495,12 @@ def fresh_line(fd: int) -> None:
             written.seek(end - 1)
             last = written.read(1)
         if last not in (b"", b"\n"):
-            _write_all(fd, b"\n")
+            write_all(fd, b"\n")
     except OSError:  # no such fd, no /proc, a file that cannot be read back: nothing known
         return
 
 
-def _level(value: str | None) -> int:
+def min_log_level(value: str | None) -> int:
     return int(value) if value and value.strip().isdigit() else 0
 
 
@@ -539,7 +531,7 @@ def run_traced(script: str, args: list[str], *, stdout_fd: int = 1, echo_log: bo
     return supervisor.result()
 
 
-def _facts(raw: bytes | None) -> tuple[Any, tuple[Copy, ...] | None, tuple[Edge, ...] | None, str | None]:
+def facts_of_child(raw: bytes | None) -> tuple[Any, tuple[Copy, ...] | None, tuple[Edge, ...] | None, str | None]:
     """What the child recorded beside the log (copies: None when no Session ran; edges: None when
     none were sent; whether the program switched placement logging off, "kept" when TensorFlow
     logged on); no facts if it could not send them (killed, or it never imported TensorFlow)."""
