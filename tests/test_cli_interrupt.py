@@ -17,7 +17,8 @@ import pytest
 import typer
 from rich.text import Text
 
-from placement_cli.cli.app import Outcome, Pictures, emit
+from placement_cli.cli.emit import emit
+from placement_cli.cli.outcome import Outcome, Pictures
 from placement_cli.exceptions import Terminated
 from processes import patience
 

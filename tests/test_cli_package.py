@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 import placement_cli.logparse
 from placement_cli.cli import app
 from placement_cli.i18n import language
-from placement_cli.cli.app import COMMANDS, Json, Outcome, app_for, command, command_name
+from placement_cli.cli.app import COMMANDS, app_for, command, command_name
+from placement_cli.cli.outcome import Json, Outcome
 
 LOG = Path(__file__).parent / "fixtures" / "logs" / "tf2.21" / "guide_matmul_plain.log"
 runner = CliRunner()
@@ -98,7 +99,7 @@ def test_a_new_command_is_declared_in_its_own_module_only(monkeypatch: pytest.Mo
 def test_a_signal_exit_code_is_worked_out_in_one_place() -> None:
     import signal
 
-    from placement_cli.cli.app import ExitCode, signalled
+    from placement_cli.cli.outcome import ExitCode, signalled
 
     assert signalled(signal.SIGTERM) is ExitCode.TERMINATED and signalled(signal.SIGHUP) is ExitCode.HUNG_UP
     assert signalled(signal.SIGINT) is ExitCode.INTERRUPTED

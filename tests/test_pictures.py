@@ -542,7 +542,8 @@ def test_a_picture_that_appeared_meanwhile_keeps_a_failed_runs_exit_1(tmp_path: 
     import typer
 
     import placement_cli.outputs
-    from placement_cli.cli.app import Pictures, _Printer, _save_pictures
+    from placement_cli.cli.emit import _Printer, _save_pictures
+    from placement_cli.cli.outcome import Pictures
 
     def appeared(path: str, text: str, force: bool) -> None:
         raise UsageProblem(f"{path}: the file appeared meanwhile; kept it (add --force to overwrite it)")

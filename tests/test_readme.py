@@ -13,7 +13,7 @@ from placement_cli.cli import app
 try:
     from placement_cli.cli import ExitCode
 except ImportError:  # the CLI as a package keeps it in its app module
-    from placement_cli.cli.app import ExitCode
+    from placement_cli.cli.outcome import ExitCode
 
 ROOT_DIR = Path(__file__).parent.parent
 README = (ROOT_DIR / "README.md").read_text()

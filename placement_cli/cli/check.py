@@ -7,7 +7,9 @@ from typing import Annotated
 
 import typer
 
-from placement_cli.cli.app import ExitCode, Json, Outcome, command, say
+from placement_cli.cli.app import command
+from placement_cli.cli.funnel import say
+from placement_cli.cli.outcome import ExitCode, Json, Outcome
 from placement_cli.cli.options import JsonOpt, named
 from placement_cli.i18n import _
 

@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from placement_cli.cli import shown
-from placement_cli.cli.app import ExitCode, Json, Outcome, command, option_callback, say, signalled
+from placement_cli.cli.app import command, option_callback
+from placement_cli.cli.funnel import say
+from placement_cli.cli.outcome import ExitCode, Json, Outcome, signalled
 from placement_cli.cli.options import (AllOpt, DotOpt, ForceOpt, GraphSvgOpt, JsonOpt, SvgOpt, capped,
                                        pictures)
 from placement_cli.i18n import _

@@ -9,7 +9,9 @@ from typing import Annotated, Any
 import typer
 
 from placement_cli.cli import shown
-from placement_cli.cli.app import Ending, ExitCode, Json, Outcome, Pause, command, fail, option_callback
+from placement_cli.cli.app import command, option_callback
+from placement_cli.cli.funnel import fail
+from placement_cli.cli.outcome import Ending, ExitCode, Json, Outcome, Pause
 from placement_cli.cli.options import AllOpt, ForceOpt, JsonOpt, SvgOpt, pictures
 from placement_cli.i18n import _
 

@@ -12,7 +12,9 @@ from typing import Annotated, Any
 import typer
 
 from placement_cli.caps import MAX_CPUS, MAX_VIRTUAL_GPUS
-from placement_cli.cli.app import Pictures, option_callback, say
+from placement_cli.cli.app import option_callback
+from placement_cli.cli.funnel import say
+from placement_cli.cli.outcome import Pictures
 from placement_cli.i18n import _
 
 

@@ -8,7 +8,9 @@ from typing import Annotated
 import typer
 
 from placement_cli.cli import shown
-from placement_cli.cli.app import Outcome, command, say
+from placement_cli.cli.app import command
+from placement_cli.cli.funnel import say
+from placement_cli.cli.outcome import Outcome
 from placement_cli.cli.options import (named, AllOpt, DeviceFilterOpt, ForceOpt, JsonOpt, NodeFilterOpt,
                                        OpFilterOpt, SvgOpt, TopOpt, pictures)
 from placement_cli.exceptions import UsageProblem

@@ -8,7 +8,8 @@ import typer
 
 from placement_cli.cli import shown
 from placement_cli.i18n import _
-from placement_cli.cli.app import ExitCode, Json, Outcome, Pictures, command
+from placement_cli.cli.app import command
+from placement_cli.cli.outcome import ExitCode, Json, Outcome, Pictures
 from placement_cli.cli.options import (AllOpt, CopiesOpt, CpusOpt, DotOpt, ForceOpt, GraphSvgOpt, JsonOpt, LogOpt, Mode, ModeOpt, SoftOpt, SvgOpt, TensorBoardOpt, VGpusOpt, device_option,
                                        devices_option, gpus_option, pictures, run_options)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from placement_cli.cli.app import Json, Said, Verbatim
+from placement_cli.cli.outcome import Json, Said, Verbatim
 from placement_cli.i18n import _
 
 

@@ -9,7 +9,9 @@ from typing import Annotated, Any
 import typer
 
 from placement_cli.cli import shown
-from placement_cli.cli.app import Json, Outcome, Verbatim, command, option_callback, say
+from placement_cli.cli.app import command, option_callback
+from placement_cli.cli.funnel import say
+from placement_cli.cli.outcome import Json, Outcome, Verbatim
 from placement_cli.cli.options import (named, AllOpt, DeviceFilterOpt, DotOpt, GraphSvgOpt, JsonOpt, NodeFilterOpt,
                                        OpFilterOpt, SvgOpt, TopOpt, pictures)
 from placement_cli.i18n import _

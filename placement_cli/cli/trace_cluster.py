@@ -9,7 +9,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from placement_cli.cli import shown
-from placement_cli.cli.app import Json, Outcome, Verbatim, say, signal_said
+from placement_cli.cli.funnel import say, signal_said
+from placement_cli.cli.outcome import Json, Outcome, Verbatim
 from placement_cli.exceptions import UsageProblem
 from placement_cli.i18n import _
 

@@ -9,7 +9,8 @@ import typer
 
 from placement_cli.caps import LESSON_DEVICES
 from placement_cli.cli import shown
-from placement_cli.cli.app import ExitCode, Json, Outcome, Pictures, command
+from placement_cli.cli.app import command
+from placement_cli.cli.outcome import ExitCode, Json, Outcome, Pictures
 from placement_cli.cli.options import (AllOpt, CpusOpt, DeviceFilterOpt, DotOpt, ForceOpt, GraphSvgOpt, JsonOpt,
                                        LogOpt, Mode, NodeFilterOpt, OpFilterOpt, SoftOpt, SvgOpt, TensorBoardOpt,
                                        TopOpt, VGpusOpt, capped, devices_option, gpus_option, lr_option, pictures,
