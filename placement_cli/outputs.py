@@ -252,3 +252,27 @@ def remove(paths: Iterable[str]) -> None:
     for path in paths:
         with contextlib.suppress(OSError):
             os.unlink(path)
+
+
+def open_save_log(path: str, script: str, force: bool) -> BinaryIO:
+    """The --save-log file, opened before the script runs: never a directory, never an existing
+    file without --force, never the script itself. A file that is not a regular one (/dev/null, a
+    FIFO, a terminal) is written into, as the pictures are, and needs no --force."""
+    not_an_option("--save-log", path)
+    if os.path.isdir(path):
+        raise UsageProblem(_("{option} {path}: is a directory").format(option="--save-log", path=path))
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UsageProblem(_("{option} {path}: no such directory {folder}").format(option="--save-log", path=path, folder=folder))
+    not_regular = special(path)
+    if os.path.lexists(path) and not not_regular:
+        if os.path.exists(path) and os.path.samefile(path, script):
+            raise UsageProblem(_("{option} {path}: that is the script itself").format(option="--save-log", path=path))
+        if not force:
+            raise UsageProblem(_("{option} {path}: the file exists (add --force to overwrite it)").format(option="--save-log", path=path))
+    flags = os.O_WRONLY | os.O_CLOEXEC | (0 if not_regular else os.O_CREAT | (os.O_TRUNC if force else os.O_EXCL))
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as exc:
+        raise UsageProblem(_("{option} {path}: cannot write it ({why})").format(option="--save-log", path=path, why=exc.strerror)) from None
+    return os.fdopen(fd, "wb")

@@ -179,7 +179,7 @@ def test_an_inspect_target_is_read_or_refused_in_one_line(target: str) -> None:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(path=_PATHS, force=st.booleans())
 def test_a_save_log_file_is_opened_or_refused_in_one_line(folder: Path, path: str, force: bool) -> None:
-    from placement_cli.runtime.tracer import open_save_log
+    from placement_cli.outputs import open_save_log
 
     if path.startswith(("fifo", "/dev/stdin", "/proc")) or path == "/dev/stdout":  # opened as a shell's > opens them
         return

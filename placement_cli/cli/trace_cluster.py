@@ -129,7 +129,7 @@ def _tables(traced: Any, narrowed: Any, name: str, all_rows: bool) -> Iterator[A
 
     from placement_cli.render.cluster_trace import tasks_table, variables_table  # noqa: PLC0415
     from placement_cli.render.table import Hints, literal  # noqa: PLC0415
-    from placement_cli.runtime.tracer import fresh_line  # noqa: PLC0415
+    from placement_cli.runtime.fds import fresh_line  # noqa: PLC0415
 
     sys.stdout.flush()
     fresh_line(1)

@@ -45,7 +45,8 @@ from placement_cli.runtime.child import BOOT, ENV, NO_CAPTURE, frames
 from placement_cli.runtime.cluster_launch import how_it_ended, process_state
 from placement_cli.runtime.cluster_trace_output import Screens, quote_lines
 from placement_cli.runtime.splitter import Channel, Splitter
-from placement_cli.runtime.tracer import GRACE_IDLE, GRACE_MAX, READ, facts_of_child, min_log_level, new_pipe
+from placement_cli.runtime.fds import new_pipe
+from placement_cli.runtime.tracer import GRACE_IDLE, GRACE_MAX, READ, facts_of_child, min_log_level
 
 CHIEF_GRACE = 60.0  # seconds a task neither serving nor done may run on after the chief finished (--chief-grace)
 INTERRUPT_GRACE = 2.0  # seconds the tasks get to end on a signal placement forwarded, before they are killed

@@ -13,12 +13,10 @@ dies with placement (PR_SET_PDEATHSIG).
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import select
 import signal
-import stat
 import subprocess
 import sys
 import tempfile
@@ -31,11 +29,10 @@ from typing import Any, BinaryIO
 from placement_cli.exceptions import UsageProblem
 from placement_cli.i18n import Message, _
 from placement_cli.messages import TRACE, one_line
-from placement_cli import outputs
 from placement_cli.model import Copy, Edge, Origin, Report
 from placement_cli.runtime.child import BOOT, ENV, NO_CAPTURE, frames
 from placement_cli.runtime.splitter import Channel, Splitter
-from placement_cli.runtime.fds import write_all
+from placement_cli.runtime.fds import new_pipe, write_all
 from placement_cli.runtime.wakeup import Wakeup
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2,
@@ -44,8 +41,6 @@ GRACE_IDLE = 0.1  # after the script exits, its log still in the pipes is read u
 GRACE_MAX = 1.0  # ... or this long at most (a process it forked may hold the pipes open)
 LINGER = 1.0  # ... and a process it started that is ending too, this long at most
 READ = 1 << 20
-_PIPE_SIZE = 1 << 20
-_F_SETPIPE_SZ = 1031
 
 
 @dataclass(frozen=True)
@@ -54,28 +49,6 @@ class TraceResult:
     exit_code: int
     output_closed: bool = False  # our stdout went away during the run (| head): nowhere to print the report
     notes: tuple[str, ...] = ()  # what the user should hear on stderr
-
-
-def reopen_closed_stdio() -> frozenset[int]:
-    """The stdio fds that were closed when placement started (python then leaves sys.stdin,
-    sys.stdout or sys.stderr None). /dev/null takes their place here, so nothing placement opens
-    lands on fd 0-2 and its own messages go nowhere; the child is told to close them again."""
-    closed = set()
-    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
-        if getattr(sys, name) is not None:
-            continue
-        closed.add(fd)
-        try:
-            os.fstat(fd)
-            null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)  # something else holds that fd now
-        except OSError:
-            null = os.open(os.devnull, os.O_RDWR)
-            if null != fd:
-                os.dup2(null, fd, inheritable=False)
-                os.close(null)
-                null = fd
-        setattr(sys, name, open(null, "r" if fd == 0 else "w", closefd=False, encoding="utf-8"))  # noqa: SIM115
-    return frozenset(closed)
 
 
 def check_script(script: str) -> None:
@@ -93,30 +66,6 @@ def check_script(script: str) -> None:
     raise UsageProblem(_("{script}: no such script").format(script=one_line(script)))
 
 
-def open_save_log(path: str, script: str, force: bool) -> BinaryIO:
-    """The --save-log file, opened before the script runs: never a directory, never an existing
-    file without --force, never the script itself. A file that is not a regular one (/dev/null, a
-    FIFO, a terminal) is written into, as the pictures are, and needs no --force."""
-    outputs.not_an_option("--save-log", path)
-    if os.path.isdir(path):
-        raise UsageProblem(_("{option} {path}: is a directory").format(option="--save-log", path=path))
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise UsageProblem(_("{option} {path}: no such directory {folder}").format(option="--save-log", path=path, folder=folder))
-    special = outputs.special(path)
-    if os.path.lexists(path) and not special:
-        if os.path.exists(path) and os.path.samefile(path, script):
-            raise UsageProblem(_("{option} {path}: that is the script itself").format(option="--save-log", path=path))
-        if not force:
-            raise UsageProblem(_("{option} {path}: the file exists (add --force to overwrite it)").format(option="--save-log", path=path))
-    flags = os.O_WRONLY | os.O_CLOEXEC | (0 if special else os.O_CREAT | (os.O_TRUNC if force else os.O_EXCL))
-    try:
-        fd = os.open(path, flags, 0o666)
-    except OSError as exc:
-        raise UsageProblem(_("{option} {path}: cannot write it ({why})").format(option="--save-log", path=path, why=exc.strerror)) from None
-    return os.fdopen(fd, "wb")
-
-
 @dataclass
 class _Stream:
     """Our end of one of the child's C stdio streams."""
@@ -126,15 +75,6 @@ class _Stream:
     channel: Channel
     eof: bool = False
     dead: bool = False  # writing to the sink failed (a closed pipe, a gone terminal)
-
-
-def new_pipe() -> tuple[int, int]:
-    read, write = os.pipe()
-    try:
-        fcntl.fcntl(write, _F_SETPIPE_SZ, _PIPE_SIZE)  # fewer wake-ups for a chatty log
-    except OSError:
-        pass
-    return read, write
 
 
 def _foreground_terminal() -> int | None:
@@ -471,33 +411,6 @@ class _Supervisor:
                          title=Message(TRACE, script=one_line(self.script), code=code), copies=copied, edges=edges,
                          origin=Origin.RUN)
         return TraceResult(report=report, exit_code=code, output_closed=self.output_closed, notes=tuple(self.notes))
-
-
-def fresh_line(fd: int) -> None:
-    """Where the script left its last line on ``fd`` unfinished, start a new one, so that placement's
-    report and messages begin on a line of their own. A terminal cannot be asked cheaply where its
-    cursor is: as a shell does before its prompt, a line of spaces, then a carriage return, leaves
-    the cursor at the start of the line it was on if that was empty, else of the next one (the
-    spaces wrap). A file's last byte is read. A pipe's cannot be known: left as it is."""
-    try:
-        mode = os.fstat(fd).st_mode
-        if os.isatty(fd):
-            columns = os.get_terminal_size(fd).columns
-            if columns > 0:
-                write_all(fd, b" " * columns + b"\r")
-            return
-        if not stat.S_ISREG(mode):
-            return
-        end = os.lseek(fd, 0, os.SEEK_CUR)
-        if end <= 0:
-            return
-        with open(f"/proc/self/fd/{fd}", "rb") as written:
-            written.seek(end - 1)
-            last = written.read(1)
-        if last not in (b"", b"\n"):
-            write_all(fd, b"\n")
-    except OSError:  # no such fd, no /proc, a file that cannot be read back: nothing known
-        return
 
 
 def min_log_level(value: str | None) -> int:
