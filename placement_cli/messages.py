@@ -155,6 +155,7 @@ def term_label(what: object) -> object:
 _FORMAT = "\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff"
 _CONTROL = re.compile(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f{_FORMAT}]")  # control characters, but for tab and newline
 _NOT_IN_A_LINE = re.compile(f"[\\x00-\\x1f\\x7f-\\x9f{_FORMAT}]")
+_C0_BUT_LINE_BREAKS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # a saved report's string may hold one; no stream encodes it
 
 
@@ -168,6 +169,13 @@ def one_line(name: str) -> str:
     """A name from the command line (a script's) as one line shows it wherever it appears: its
     control characters, newlines and tabs included, become U+FFFD (as every name from a log does)."""
     return _NOT_IN_A_LINE.sub("\N{REPLACEMENT CHARACTER}", name)
+
+
+def parseable(text: str) -> str:
+    """Captured text as the parser may read it: C0 control characters but tab and line breaks (a
+    program's escape sequences, NULs) become U+FFFD, so no line of it is read as another; what is not
+    a control character (a node's name in any script) is kept as written."""
+    return _C0_BUT_LINE_BREAKS.sub("\N{REPLACEMENT CHARACTER}", text)
 
 
 def cut(text: str, limit: int, mark: str = "...") -> str:

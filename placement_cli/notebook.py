@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import re
 import sys
 import threading
 import warnings
@@ -11,6 +10,7 @@ from dataclasses import replace
 from types import TracebackType
 from typing import Any, Literal, cast
 
+from placement_cli.messages import parseable
 from placement_cli.model import Origin, Placement, Report
 from placement_cli.runtime import fdcapture, pystreams
 from placement_cli.model.kinds import PlacementKind
@@ -19,7 +19,6 @@ _WIDTH = 120
 # A fragment for a notebook cell: inline styles only, nothing that restyles the page around it.
 _HTML_FRAGMENT = ('<pre style="white-space:pre;overflow-x:auto;line-height:normal;'
                   "font-family:Menlo,'DejaVu Sans Mono',consolas,'Courier New',monospace\">{code}</pre>")
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 class CaptureWarning(UserWarning):
@@ -431,13 +430,13 @@ def _parse(taken: fdcapture.Separated, exc: BaseException | None) -> Report:
     from placement_cli.logparse import parse_text  # noqa: PLC0415
 
     out, err = _text(taken.log.get(1, b"")), _text(taken.log.get(2, b""))
-    bare = parse_text(_parseable(_text(taken.tensorflow.get(1, b""))))
-    glog = parse_text(_parseable(_text(taken.tensorflow.get(2, b""))))
+    bare = parse_text(parseable(_text(taken.tensorflow.get(1, b""))))
+    glog = parse_text(parseable(_text(taken.tensorflow.get(2, b""))))
     offset = out.count("\n")
     placements = [*bare.placements, *(replace(p, line=p.line + offset) for p in glog.placements)]
-    errors = [*parse_text(_parseable(out)).errors, *parse_text(_parseable(err)).errors]
+    errors = [*parse_text(parseable(out)).errors, *parse_text(parseable(err)).errors]
     if exc is not None:  # a placement error raised in the block is in its message, not in the log
-        errors.extend(parse_text(_parseable(_exception_text(exc))).errors)
+        errors.extend(parse_text(parseable(_exception_text(exc))).errors)
     mapping = {m.device: m for m in (*bare.device_mapping, *glog.device_mapping)}
     return Report(placements=tuple(placements), device_mapping=tuple(mapping.values()),
                   errors=tuple(dict.fromkeys(errors)), lines=offset + err.count("\n"),
@@ -457,8 +456,6 @@ def _exception_text(exc: BaseException) -> str:
         return ""
 
 
-def _parseable(text: str) -> str:
-    return _CONTROL.sub("\N{REPLACEMENT CHARACTER}", text)
 
 
 
