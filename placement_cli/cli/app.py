@@ -4,6 +4,7 @@ emit.py: where an outcome is printed)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 from collections.abc import Callable
@@ -20,11 +21,20 @@ from placement_cli.i18n import _, speaking
 
 class _Invocation(TyperGroup):
     """The app's root command: each invocation speaks its own language (its --lang, else the locale's,
-    chosen once by the option), and the language from before is back when it ends (tests, a notebook)."""
+    chosen once by the option), and the language from before is back when it ends (tests, a notebook).
+    Kept by the root context, not a frame around the command: TensorFlow's error of a graph built in the
+    command lists the frames above it, and the report counts that text's lines."""
 
-    def main(self, *args: Any, **kwargs: Any) -> Any:
-        with speaking():
-            return super().main(*args, **kwargs)
+    def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
+        kept = contextlib.ExitStack()
+        kept.enter_context(speaking())
+        try:
+            ctx = super().make_context(info_name, args, parent, **extra)
+        except BaseException:
+            kept.close()
+            raise
+        ctx.call_on_close(kept.close)  # after the command, whatever ended it
+        return ctx
 
 
 def _typer() -> typer.Typer:
@@ -143,6 +153,7 @@ def guarded(fn: Callable[..., Outcome], *, one_machine: bool | Callable[[dict[st
         from placement_cli.exceptions import ARRIVED  # noqa: PLC0415
 
         ARRIVED.clear()  # this command's signals, not an earlier one's in the same process (a notebook, tests)
+        kwargs.pop("lang", None)  # every command's --lang: its callback chose the language (options.speaks)
         saved = {} if own_signals else _catch_termination()
         if one_machine(kwargs) if callable(one_machine) else one_machine:
             _one_machine(fn.__name__)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import inspect
 import sys
 from collections.abc import Callable
@@ -190,15 +189,11 @@ def run_options(soft: bool, mode: Mode, cpus: int | None, virtual_gpus: int | No
 
 
 def speaks(command: Callable[..., None]) -> Callable[..., None]:
-    """``command`` with the --lang every command takes: the option's callback chooses the language,
-    before anything is rendered; the command itself never sees it."""
-
-    @functools.wraps(command)
-    def with_lang(*args: Any, lang: Any = None, **kwargs: Any) -> None:
-        command(*args, **kwargs)
-
+    """``command`` (a guarded one) takes the --lang every command takes: the option's callback chooses
+    the language before anything is rendered, and the guard drops the value (app.guarded), so the
+    command itself never sees it. The same function: no frame more under the command."""
     signature = inspect.signature(command, eval_str=True)
     lang = inspect.Parameter("lang", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=LangOpt)
-    with_lang.__signature__ = signature.replace(parameters=[*signature.parameters.values(), lang])  # type: ignore[attr-defined]
-    with_lang.__annotations__ = {**command.__annotations__, "lang": LangOpt}
-    return with_lang
+    command.__signature__ = signature.replace(parameters=[*signature.parameters.values(), lang])  # type: ignore[attr-defined]
+    command.__annotations__ = {**command.__annotations__, "lang": LangOpt}
+    return command

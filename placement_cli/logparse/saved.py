@@ -429,7 +429,8 @@ def _placement(p: Any) -> Placement:
 
 
 def _failure(e: Any) -> PlacementFailure:
-    message, kind = _text(e.get("message", "")), _text(e["kind"])
+    kind = _text(e["kind"])  # (first: an entry that is no object fails here, as it always did)
+    message = _text(e.get("message", ""))
     if kind not in _FAILURE_KINDS:  # as a placement's kind: only those placement writes
         raise ValueError(f"unknown placement error kind {kind!r}")
     return PlacementFailure(kind=FailureKind(kind), node=_optional_text(e.get("node")),
