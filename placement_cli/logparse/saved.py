@@ -342,6 +342,7 @@ def report_from_dict(data: Any, name: str = "<report>") -> Report:
             log=_optional_text(data.get("log")),
             copies=None if copies is None else tuple(_copy(c) for c in copies),
             run_error=_optional_text(data.get("run_error")) or _exited(data.get("exit_code")),
+            incomplete=None if not isinstance(data.get("incomplete"), list) else tuple(map(_text, data["incomplete"])),
             executed=None if not isinstance(data.get("executed_ops"), dict) else
             tuple((str(k), _count(v)) for k, v in data["executed_ops"].items()),
             compiled=None if data.get("xla_compiled") is None else tuple(map(_compiled, data["xla_compiled"])),
