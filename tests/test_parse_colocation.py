@@ -15,7 +15,6 @@ import pytest
 from conftest import LOGS, run_cli
 from placement_cli.logparse import parse_paths, parse_text
 from placement_cli.logparse.error_messages import failure_from_text
-from placement_cli.logparse.saved import knows_requests
 from placement_cli.render.table import Hints, View
 from test_golden import render_report
 
@@ -194,7 +193,7 @@ def test_the_placement_of_an_ignored_request_shows_the_request_and_its_reference
     assert "AddN │ worker/0 GPU:0 │ worker/0 GPU:2 │ with its resource │" in text
     assert "why: with its reference input tower_0/emb on worker/0 GPU:2" in text
     assert "VariableV2 │ ? │ worker/0 GPU:2 │ logged" in text
-    assert not knows_requests(report)  # a few requests from the log do not make it a run's report
+    assert not report.knows_requests  # a few requests from the log do not make it a run's report
 
 
 @pytest.mark.parametrize("order", ["line first", "placement first"])

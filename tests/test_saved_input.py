@@ -18,7 +18,7 @@ from conftest import FIXTURES, LOGS
 from placement_cli.devices import parse_device
 from placement_cli.exceptions import InputError
 from placement_cli.logparse import parse_paths
-from placement_cli.logparse.saved import knows_requests, read_input, report_from_dict
+from placement_cli.logparse.saved import read_input, report_from_dict
 from placement_cli.model import (AS_REQUESTED, FREE, SOFT_FALLBACK, Cause, Copy, IgnoredRequest, Origin, Placement,
                                  PlacementFailure, Report)
 from reports import as_run
@@ -76,8 +76,8 @@ def test_a_run_report_round_trips_requests_statuses_and_copies(tmp_path: Path) -
     assert again.result == report.result and again.log == report.log
     assert as_run(again).to_dict() == as_run(report).to_dict()
     assert [p.status for p in again.placements] == [AS_REQUESTED, FREE, SOFT_FALLBACK]
-    assert knows_requests(again)
-    assert not knows_requests(parse_paths([str(LOGS / "tf2.21" / "guide_matmul_plain.log")]))
+    assert again.knows_requests
+    assert not parse_paths([str(LOGS / "tf2.21" / "guide_matmul_plain.log")]).knows_requests
 
 
 def test_a_failed_run_keeps_its_cause_group_device_and_ignored_requests(tmp_path: Path) -> None:
@@ -104,7 +104,7 @@ def test_reports_saved_by_the_real_commands_are_read(saved: Path) -> None:
     assert len(report.placements) == len(data["placements"]) > 0
     assert report.by_device == data["summary"]["by_device"]
     assert [p.to_dict(run=True)["status"] for p in report.placements] == [p["status"] for p in data["placements"]]
-    assert knows_requests(report)
+    assert report.knows_requests
     again = as_run(report).to_dict()
     for key in ("placements", "errors", "device_mapping", "copies"):
         assert again[key] == data[key], key

@@ -15,22 +15,16 @@ from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from typing import Any, BinaryIO, cast
 
-from placement_cli.devices import DeviceSpec, try_parse
 from placement_cli.exceptions import InputError
 from placement_cli.i18n import N_, _, translated
 from placement_cli.logparse import reader
 from placement_cli.logparse.error_messages import headline
 from placement_cli.logparse.engine import FunctionsRun, holds_functions, tally_streams
 from placement_cli.logparse.records import Records, release
-from placement_cli.model import (AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH_RESOURCE, Cause, Compiled, CompiledOp,
-                                 Copy, DeviceMapping, IgnoredRequest, Origin, Placement, PlacementFailure, Report)
-from placement_cli.model.kinds import FailureKind, PlacementKind
+from placement_cli.model import (Report)
 
 _JSON_ARRAY = re.compile(r'\[\s*(\]|\{\s*")')
 SNIFF = 64 << 10  # the bytes looked at to tell a saved report from a log
-_STATUSES = {str(s): s for s in (AS_REQUESTED, FREE, SOFT_FALLBACK, LOGGED, WITH_RESOURCE)}
-_KINDS = frozenset(PlacementKind)
-_FAILURE_KINDS = frozenset(FailureKind)
 # What other commands save: a document of theirs holds no one run's placements.
 _NOT_PLACEMENTS = (
     ("cases", N_("a `placement errors` catalogue")),
@@ -322,164 +316,12 @@ def report_from_dict(data: Any, name: str = "<report>") -> Report:
         raise InputError(_("{name}: JSON, but not a report saved by placement --json (no \"placements\" and "
                            "\"summary\")").format(name=name))
     try:
-        placements = tuple(_placement(p) for p in data["placements"])
-        summary = data["summary"]
-        counted = None
-        by_device = summary.get("by_device")
-        if not placements and isinstance(by_device, dict) and by_device:  # parse --summary --json
-            counted = tuple((str(k), _count(v)) for k, v in by_device.items())
-        copies = data.get("copies")
-        report = Report(
-            placements=placements,
-            device_mapping=tuple(DeviceMapping(_text(m["device"]), _text(m["description"]))
-                                 for m in data.get("device_mapping") or ()),
-            errors=tuple(_failure(e) for e in data.get("errors") or ()),
-            ignored=tuple(_ignored(i) for i in data.get("ignored_requests") or ()),
-            lines=_count(summary.get("lines", 0)),
-            counted=counted,
-            title=_optional_text(data.get("title")),
-            result=data.get("result"),
-            log=_optional_text(data.get("log")),
-            copies=None if copies is None else tuple(_copy(c) for c in copies),
-            run_error=_optional_text(data.get("run_error")) or _exited(data.get("exit_code")),
-            incomplete=None if not isinstance(data.get("incomplete"), list) else tuple(map(_text, data["incomplete"])),
-            executed=None if not isinstance(data.get("executed_ops"), dict) else
-            tuple((str(k), _count(v)) for k, v in data["executed_ops"].items()),
-            compiled=None if data.get("xla_compiled") is None else tuple(map(_compiled, data["xla_compiled"])),
-            saved_filters=_filters(data.get("filters")),
-            unfiltered=_optional_int(summary.get("unfiltered_placements")),
-            sessions_numbered=summary.get("sessions_numbered") is True,
-        )
-        return replace(report, origin=Origin.RUN) if knows_requests(report) else report  # a run's saved report
+        report = Report.from_dict(data)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InputError(_("{name}: a saved report with a field that is not as placement writes it ({why})").format(
             name=name, why=f"{type(exc).__name__}: {exc}"[:160])) from None
-
-
-def _filters(value: Any) -> tuple[tuple[str, Any], ...]:
-    """The filters a report was saved narrowed by (``--json``'s ``filters``), those given."""
-    if not isinstance(value, dict):
-        return ()
-    found: list[tuple[str, Any]] = [(k, _text(value[k])) for k in ("device", "op", "node") if value.get(k) is not None]
-    if value.get("top") is not None:
-        found.append(("top", _count(value["top"])))
-    return tuple(found)
-
-
-def _text(value: Any) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"expected text, found {type(value).__name__}")
-    return value
-
-
-def _optional_text(value: Any) -> str | None:
-    return None if value is None else _text(value)
-
-
-def _count(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"expected a count, found {value!r}")
-    return value
-
-
-def _dimension(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"expected a dimension, found {value!r}")
-    return value
-
-
-def _optional_int(value: Any) -> int | None:
-    return None if value is None else _count(value)
-
-
-def _spec(p: dict[str, Any]) -> DeviceSpec:
-    """The device from its fields; from its names where a field is missing."""
-    if "device_type" in p:
-        device_type = _optional_text(p.get("device_type"))
-        return DeviceSpec(job=_optional_text(p.get("job")), replica=_optional_int(p.get("replica")),
-                          task=_optional_int(p.get("task")), device_type=device_type,
-                          device_index=_optional_int(p.get("device_index")))
-    spec = try_parse(p.get("canonical")) or try_parse(p.get("device"))
-    if spec is None:
-        raise ValueError(f"no device in placement {str(p)[:80]}")
-    return spec
-
-
-def _placement(p: Any) -> Placement:
-    if not isinstance(p, dict):
-        raise TypeError(f"a placement is an object, found {type(p).__name__}")
-    kind = p.get("kind", "placer")
-    if kind not in _KINDS:
-        raise ValueError(f"unknown placement kind {kind!r}")
-    status = p.get("status", LOGGED)
-    spec = _spec(p)
-    return Placement(
-        node=_optional_text(p.get("node")),
-        op=_optional_text(p.get("op")),
-        device=_text(p.get("device", spec.canonical)),
-        spec=spec,
-        kind=PlacementKind(kind),
-        line=_count(p.get("line", 0)),
-        requested=_optional_text(p.get("requested")),
-        status=_STATUSES.get(status, status if isinstance(status, str) else LOGGED),
-        reason=_optional_text(p.get("reason")),
-        group=_optional_text(p.get("group")),
-        graph=_optional_text(p.get("graph")),
-        wrapper=p.get("wrapper") is True,
-    )
-
-
-def _failure(e: Any) -> PlacementFailure:
-    kind = _text(e["kind"])  # (first: an entry that is no object fails here, as it always did)
-    message = _text(e.get("message", ""))
-    if kind not in _FAILURE_KINDS:  # as a placement's kind: only those placement writes
-        raise ValueError(f"unknown placement error kind {kind!r}")
-    return PlacementFailure(kind=FailureKind(kind), node=_optional_text(e.get("node")),
-                            requested_device=_optional_text(e.get("requested_device")),
-                            message=message, headline=headline(message),
-                            available_devices=tuple(_text(d) for d in e.get("available_devices") or ()),
-                            group_device=_optional_text(e.get("group_device")),
-                            cause=None if e.get("cause") is None else _cause(e["cause"]))
-
-
-def _cause(c: Any) -> Cause:
-    return Cause(line=_text(c["line"]), kind=_text(c.get("kind", "other")), log_line=_optional_text(c.get("log_line")))
-
-
-def _ignored(i: Any) -> IgnoredRequest:
-    return IgnoredRequest(node=_text(i["node"]), requested=_optional_text(i.get("requested")), cause=_text(i["cause"]),
-                          source=_optional_text(i.get("source")), device=_optional_text(i.get("device")),
-                          line=_count(i.get("line", 0)), message=_text(i.get("message", "")))
-
-
-def _copy(c: Any) -> Copy:
-    shape = c.get("shape")
-    return Copy(tensor=_text(c["tensor"]), source=_text(c["from"]), target=_text(c["to"]),
-                dtype=_optional_text(c.get("dtype")),
-                shape=None if shape is None else tuple(_dimension(n) for n in shape),
-                bytes=_optional_int(c.get("bytes")), producer=_optional_text(c.get("producer")),
-                consumer=_optional_text(c.get("consumer")), physical=c.get("physical"),
-                computed=bool(c.get("computed", False)))
-
-
-def _compiled(c: Any) -> Compiled:
-    return Compiled(function=_text(c["function"]), device=_text(c["device"]), line=_count(c.get("line", 0)),
-                    calls=_count(c.get("calls", 1)),
-                    ops=tuple(CompiledOp(node=_text(o["node"]), op=_optional_text(o.get("op")),
-                                         requested=_optional_text(o.get("requested")), moved=o.get("moved") is True)
-                              for o in c.get("ops") or ()))
-
-
-def _exited(code: Any) -> str | None:
-    """A saved trace report's exit code, as the run error of a program that did not end well."""
-    return f"exit code {code}" if isinstance(code, int) and not isinstance(code, bool) and code != 0 else None
-
-
-def knows_requests(report: Report) -> bool:
-    """Whether the report says what each placement asked for (a run's, or a saved run report), which
-    a bare log never does: the few requests a log's ignored-request lines give do not make it one."""
-    told = {r.node for r in report.ignored if r.cause == "reference_input"}
-    return any(p.status != LOGGED and p.node not in told for p in report.placements)
+    # what a failure's message says went wrong is the parser's to read (a multi-error message's first root)
+    return replace(report, errors=tuple(replace(e, headline=headline(e.message)) for e in report.errors))
 
 
 def record_fields(record: bytes) -> tuple[str, str | None, str]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from placement_cli.model.fields import optional_text, text
+
 
 def first_line(message: str) -> str:
     """A message's first line, its surrounding blank lines left out."""
@@ -36,3 +38,7 @@ class Cause:
 
     def to_dict(self) -> dict[str, Any]:
         return {"line": self.line, "kind": self.kind, "log_line": self.log_line}
+
+    @classmethod
+    def from_dict(cls, c: Any) -> Cause:
+        return cls(line=text(c["line"]), kind=text(c.get("kind", "other")), log_line=optional_text(c.get("log_line")))

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from placement_cli.devices import DeviceSpec
+from placement_cli.devices import DeviceSpec, try_parse
 from placement_cli.i18n import N_, Message
 from placement_cli.model.cause import Cause, first_line
+from placement_cli.model.fields import count, dimension, optional_int, optional_text, text
 from placement_cli.model.kinds import FailureKind, PlacementKind
 from placement_cli.model.ops import PLUMBING_OPS
 
@@ -83,6 +84,34 @@ class Placement:
             data["wrapper"] = True
         return data
 
+    @classmethod
+    def from_dict(cls, p: Any) -> Placement:
+        if not isinstance(p, dict):
+            raise TypeError(f"a placement is an object, found {type(p).__name__}")
+        kind = p.get("kind", "placer")
+        if kind not in _KINDS:
+            raise ValueError(f"unknown placement kind {kind!r}")
+        status = p.get("status", LOGGED)
+        spec = _spec(p)
+        return cls(node=optional_text(p.get("node")), op=optional_text(p.get("op")),
+                   device=text(p.get("device", spec.canonical)), spec=spec, kind=PlacementKind(kind),
+                   line=count(p.get("line", 0)), requested=optional_text(p.get("requested")),
+                   status=_STATUSES.get(status, status if isinstance(status, str) else LOGGED),
+                   reason=optional_text(p.get("reason")), group=optional_text(p.get("group")),
+                   graph=optional_text(p.get("graph")), wrapper=p.get("wrapper") is True)
+
+
+def _spec(p: dict[str, Any]) -> DeviceSpec:
+    """A saved placement's device from its fields; from its names where a field is missing."""
+    if "device_type" in p:
+        return DeviceSpec(job=optional_text(p.get("job")), replica=optional_int(p.get("replica")),
+                          task=optional_int(p.get("task")), device_type=optional_text(p.get("device_type")),
+                          device_index=optional_int(p.get("device_index")))
+    spec = try_parse(p.get("canonical")) or try_parse(p.get("device"))
+    if spec is None:
+        raise ValueError(f"no device in placement {str(p)[:80]}")
+    return spec
+
 
 @dataclass(frozen=True)
 class DeviceMapping:
@@ -93,6 +122,10 @@ class DeviceMapping:
 
     def to_dict(self) -> dict[str, Any]:
         return {"device": self.device, "description": self.description}
+
+    @classmethod
+    def from_dict(cls, m: Any) -> DeviceMapping:
+        return cls(text(m["device"]), text(m["description"]))
 
 
 @dataclass(frozen=True)
@@ -129,6 +162,19 @@ class PlacementFailure:
             data["cause"] = self.cause.to_dict()
         return data
 
+    @classmethod
+    def from_dict(cls, e: Any) -> PlacementFailure:
+        """Its headline is the parser's to read again (logparse.saved)."""
+        kind = text(e["kind"])  # (first: an entry that is no object fails here)
+        message = text(e.get("message", ""))
+        if kind not in _FAILURE_KINDS:  # as a placement's kind: only those placement writes
+            raise ValueError(f"unknown placement error kind {kind!r}")
+        return cls(kind=FailureKind(kind), node=optional_text(e.get("node")),
+                   requested_device=optional_text(e.get("requested_device")), message=message,
+                   available_devices=tuple(text(d) for d in e.get("available_devices") or ()),
+                   group_device=optional_text(e.get("group_device")),
+                   cause=None if e.get("cause") is None else Cause.from_dict(e["cause"]))
+
 
 @dataclass(frozen=True)
 class IgnoredRequest:
@@ -148,6 +194,12 @@ class IgnoredRequest:
     def to_dict(self) -> dict[str, Any]:
         return {"node": self.node, "requested": self.requested, "cause": self.cause, "source": self.source,
                 "device": self.device, "line": self.line, "message": self.message}
+
+    @classmethod
+    def from_dict(cls, i: Any) -> IgnoredRequest:
+        return cls(node=text(i["node"]), requested=optional_text(i.get("requested")), cause=text(i["cause"]),
+                   source=optional_text(i.get("source")), device=optional_text(i.get("device")),
+                   line=count(i.get("line", 0)), message=text(i.get("message", "")))
 
 
 @dataclass(frozen=True)
@@ -182,6 +234,15 @@ class Copy:
                         producer=self.producer, consumer=self.consumer, physical=self.physical,
                         computed=self.computed)
         return data
+
+    @classmethod
+    def from_dict(cls, c: Any) -> Copy:
+        shape = c.get("shape")
+        return cls(tensor=text(c["tensor"]), source=text(c["from"]), target=text(c["to"]),
+                   dtype=optional_text(c.get("dtype")), shape=None if shape is None else tuple(map(dimension, shape)),
+                   bytes=optional_int(c.get("bytes")), producer=optional_text(c.get("producer")),
+                   consumer=optional_text(c.get("consumer")), physical=c.get("physical"),
+                   computed=bool(c.get("computed", False)))
 
 
 @dataclass(frozen=True)
@@ -248,6 +309,11 @@ class CompiledOp:
     def to_dict(self) -> dict[str, Any]:
         return {"node": self.node, "op": self.op, "requested": self.requested, "moved": self.moved}
 
+    @classmethod
+    def from_dict(cls, o: Any) -> CompiledOp:
+        return cls(node=text(o["node"]), op=optional_text(o.get("op")), requested=optional_text(o.get("requested")),
+                   moved=o.get("moved") is True)
+
 
 @dataclass(frozen=True)
 class Compiled:
@@ -267,6 +333,11 @@ class Compiled:
     def to_dict(self) -> dict[str, Any]:
         return {"function": self.function, "device": self.device, "line": self.line, "calls": self.calls,
                 "ops": [op.to_dict() for op in self.ops]}
+
+    @classmethod
+    def from_dict(cls, c: Any) -> Compiled:
+        return cls(function=text(c["function"]), device=text(c["device"]), line=count(c.get("line", 0)),
+                   calls=count(c.get("calls", 1)), ops=tuple(map(CompiledOp.from_dict, c.get("ops") or ())))
 
 
 class Origin(str, Enum):
@@ -368,3 +439,58 @@ class Report:
         if run and self.incomplete is not None:  # show, tower: what ran, what stopped it, which facts were missing
             data.update(title=self.title, run_error=self.run_error, incomplete=list(self.incomplete))
         return data
+
+    @property
+    def knows_requests(self) -> bool:
+        """Whether it says what each placement asked for (a run's, or a saved run report), which a bare
+        log never does: the few requests a log's ignored-request lines give do not make it one."""
+        told = {r.node for r in self.ignored if r.cause == "reference_input"}
+        return any(p.status != LOGGED and p.node not in told for p in self.placements)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Report:
+        """What ``to_dict`` (any command's --json) wrote, read again; KeyError, TypeError or ValueError
+        where a field is not as placement writes it. A run's report says so (what it asked for)."""
+        placements = tuple(map(Placement.from_dict, data["placements"]))
+        summary = data["summary"]
+        by_device, copies, filters = summary.get("by_device"), data.get("copies"), data.get("filters")
+        report = cls(
+            placements=placements,
+            device_mapping=tuple(map(DeviceMapping.from_dict, data.get("device_mapping") or ())),
+            errors=tuple(map(PlacementFailure.from_dict, data.get("errors") or ())),
+            ignored=tuple(map(IgnoredRequest.from_dict, data.get("ignored_requests") or ())),
+            lines=count(summary.get("lines", 0)),
+            counted=tuple((str(k), count(v)) for k, v in by_device.items())  # parse --summary --json
+            if not placements and isinstance(by_device, dict) and by_device else None,
+            title=optional_text(data.get("title")),
+            result=data.get("result"),
+            log=optional_text(data.get("log")),
+            copies=None if copies is None else tuple(map(Copy.from_dict, copies)),
+            run_error=optional_text(data.get("run_error")) or _exited(data.get("exit_code")),
+            incomplete=None if not isinstance(data.get("incomplete"), list) else tuple(map(text, data["incomplete"])),
+            executed=None if not isinstance(data.get("executed_ops"), dict) else
+            tuple((str(k), count(v)) for k, v in data["executed_ops"].items()),
+            compiled=None if data.get("xla_compiled") is None else tuple(map(Compiled.from_dict, data["xla_compiled"])),
+            saved_filters=_filters(filters) if isinstance(filters, dict) else (),
+            unfiltered=optional_int(summary.get("unfiltered_placements")),
+            sessions_numbered=summary.get("sessions_numbered") is True,
+        )
+        return replace(report, origin=Origin.RUN) if report.knows_requests else report
+
+
+def _filters(value: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """The filters a report was saved narrowed by (``--json``'s ``filters``), those given."""
+    found: list[tuple[str, Any]] = [(k, text(value[k])) for k in ("device", "op", "node") if value.get(k) is not None]
+    if value.get("top") is not None:
+        found.append(("top", count(value["top"])))
+    return tuple(found)
+
+
+def _exited(code: Any) -> str | None:
+    """A saved trace report's exit code, as the run error of a program that did not end well."""
+    return f"exit code {code}" if isinstance(code, int) and not isinstance(code, bool) and code != 0 else None
+
+
+_STATUSES = {str(s): s for s in (AS_REQUESTED, FREE, SOFT_FALLBACK, LOGGED, WITH_RESOURCE)}
+_KINDS = frozenset(PlacementKind)
+_FAILURE_KINDS = frozenset(FailureKind)

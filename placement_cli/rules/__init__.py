@@ -15,7 +15,6 @@ from placement_cli.filters import (check_device, check_op, compile_node, device_
                                    short_task)
 from placement_cli.i18n import Message, _
 from placement_cli.logparse.functions import function_key, trace_counters
-from placement_cli.logparse.saved import knows_requests
 from placement_cli.model import LOGGED, SOFT_FALLBACK, CheckResult, Placement, Report, RuleFailure
 from placement_cli.model.ops import PLUMBING_OPS
 from placement_cli.model.kinds import PlacementKind
@@ -258,7 +257,7 @@ def judge(report: Report, rules: Rules, *, name: str = "the input") -> CheckResu
     if report.run_error is not None:
         raise RuleError(_("{name} records a run that did not finish ({why}): its placements may be partial, so the "
                           "rules cannot be judged").format(name=name, why=report.run_error))
-    requests = knows_requests(report)
+    requests = report.knows_requests
     if rules.no_fallback and not requests and report.log is not None:  # a run's report: its ops are all eager
         raise RuleError(_("--no-fallback cannot judge {name}: none of its placements says what it asked for "
                           "(no report knows the request of an eager op, nor of the single-op functions TensorFlow "
