@@ -451,6 +451,8 @@ class Report:
     def from_dict(cls, data: dict[str, Any]) -> Report:
         """What ``to_dict`` (any command's --json) wrote, read again; KeyError, TypeError or ValueError
         where a field is not as placement writes it. A run's report says so (what it asked for)."""
+        from placement_cli.model.training import Training  # noqa: PLC0415 - only a training's report needs it
+
         placements = tuple(map(Placement.from_dict, data["placements"]))
         summary = data["summary"]
         by_device, copies, filters = summary.get("by_device"), data.get("copies"), data.get("filters")
@@ -474,6 +476,8 @@ class Report:
             saved_filters=_filters(filters) if isinstance(filters, dict) else (),
             unfiltered=optional_int(summary.get("unfiltered_placements")),
             sessions_numbered=summary.get("sessions_numbered") is True,
+            training=None if not isinstance(data.get("training"), dict) else
+            Training.from_dict(data["training"], data.get("losses"), data.get("check")),
         )
         return replace(report, origin=Origin.RUN) if report.knows_requests else report
 

@@ -8,6 +8,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from placement_cli.model.cause import Cause, first_line
+from placement_cli.model.fields import count, dimension, optional_text, text
+
+
+def number(value: Any) -> float:
+    """A float as the JSON has it; null: a number that was not finite (the document lists which)."""
+    if value is None:
+        return math.nan
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"expected a number, found {value!r}")
+    return float(value)
 
 
 @dataclass(frozen=True)
@@ -42,6 +52,13 @@ class GradientCheck:
                 "variables": [{"name": n, "max_abs_diff": a, "max_rel_diff": r, "max_abs_gradient": g}
                               for n, a, r, g in self.variables]}
 
+    @classmethod
+    def from_dict(cls, c: Any) -> GradientCheck:
+        return cls(dtype=text(c["dtype"]), reference=text(c["reference_device"]), tolerance=number(c["tolerance"]["rel"]),
+                   variables=tuple((text(v["name"]), number(v["max_abs_diff"]), number(v["max_rel_diff"]),
+                                    number(v["max_abs_gradient"])) for v in c["variables"]),
+                   note=optional_text(c.get("note")))
+
 
 @dataclass(frozen=True)
 class VariableCopies:
@@ -57,6 +74,11 @@ class VariableCopies:
         return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype, "devices": list(self.devices),
                 "kind": self.kind}
 
+    @classmethod
+    def from_dict(cls, v: Any) -> VariableCopies:
+        return cls(name=text(v["name"]), shape=tuple(map(dimension, v["shape"])), dtype=text(v["dtype"]),
+                   devices=tuple(map(text, v["devices"])), kind=text(v["kind"]))
+
 
 @dataclass(frozen=True)
 class ExpectedBytes:
@@ -68,6 +90,11 @@ class ExpectedBytes:
 
     def to_dict(self) -> dict[str, Any]:
         return {"bytes": self.total, "formula": self.formula, "terms": [{"what": w, "bytes": b} for w, b in self.terms]}
+
+    @classmethod
+    def from_dict(cls, e: Any) -> ExpectedBytes:
+        return cls(total=count(e["bytes"]), formula=text(e["formula"]),
+                   terms=tuple((text(t["what"]), count(t["bytes"])) for t in e["terms"]))
 
 
 @dataclass(frozen=True)
@@ -129,3 +156,20 @@ class Training:
                 "notes": list(self.notes), "error": self.error, "roles": list(self.roles),
                 "replicas": list(self.replicas), "diverged_at_step": self.diverged_at,
                 **({"cause": self.cause.to_dict()} if self.cause is not None else {})}
+
+    @classmethod
+    def from_dict(cls, t: Any, losses: Any = (), check: Any = None) -> Training:
+        """A training as a report's JSON holds it: ``training``, with the report's ``losses`` and ``check``."""
+        expected = t.get("expected_copy_bytes")
+        return cls(lesson=text(t["lesson"]), devices=tuple(map(text, t["devices"])), batch=count(t["batch"]),
+                   steps=count(t["steps_requested"]), lr=number(t["lr"]), dtype=text(t["dtype"]),
+                   losses=tuple(map(number, losses or ())), parameters=count(t.get("parameters", 0)),
+                   parameter_bytes=count(t.get("parameter_bytes", 0)), input_bytes=count(t.get("input_bytes", 0)),
+                   variables_on=optional_text(t.get("variables_on")),
+                   variables=tuple(map(VariableCopies.from_dict, t.get("variables") or ())),
+                   reduction=optional_text(t.get("reduction")), reduction_source=optional_text(t.get("reduction_source")),
+                   mode=optional_text(t.get("mode")), check=None if check is None else GradientCheck.from_dict(check),
+                   expected=None if expected is None else ExpectedBytes.from_dict(expected),
+                   notes=tuple(map(text, t.get("notes") or ())), error=optional_text(t.get("error")),
+                   roles=tuple(map(text, t.get("roles") or ())), replicas=tuple(map(text, t.get("replicas") or ())),
+                   cause=None if t.get("cause") is None else Cause.from_dict(t["cause"]))
