@@ -358,7 +358,10 @@ def test_tasks_on_gpus_are_said_to_share_them_and_the_users_cuda_visible_devices
     import io
     from types import SimpleNamespace
 
-    from placement_cli.cli.trace_cluster import _gpu_note
+    from placement_cli.runtime.gpu_policy import shared_note
+
+    def _gpu_note(traced: object) -> list[str]:
+        return shared_note(traced.report, len(traced.tasks))  # type: ignore[attr-defined]
     from placement_cli.logparse.engine import parse_streams
 
     log = (b"Executing op MatMul in device /job:worker/replica:0/task:0/device:GPU:0\n"
@@ -737,7 +740,7 @@ def test_cluster_options_are_refused_where_they_would_do_nothing_or_wrong(tmp_pa
 
 
 def test_split_gpus_says_one_gpu_in_the_singular() -> None:
-    from placement_cli.cli.trace_cluster import _split
+    from placement_cli.runtime.gpu_policy import split_for_tasks as _split
 
     visible, notes = _split([("worker", 2)], "0")
     assert visible == {"worker/0": "0", "worker/1": "0"}

@@ -3,7 +3,6 @@ process per task, then the placements of every task (the CLI's side; runtime.clu
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -22,6 +21,7 @@ def trace_cluster(script: str, args: list[str], *, cluster: str | None, cluster_
     from placement_cli import outputs  # noqa: PLC0415
     from placement_cli.filters import apply  # noqa: PLC0415
     from placement_cli.messages import one_line  # noqa: PLC0415
+    from placement_cli.runtime import gpu_policy  # noqa: PLC0415
     from placement_cli.runtime.cluster_trace import run_cluster_traced  # noqa: PLC0415
     from placement_cli.runtime.cluster_trace_spec import jobs_of_spec, parse_cluster  # noqa: PLC0415
 
@@ -35,7 +35,7 @@ def trace_cluster(script: str, args: list[str], *, cluster: str | None, cluster_
     else:
         assert cluster is not None
         jobs = parse_cluster(cluster)
-    visible, split_notes = _split(jobs, gpu_list) if split_gpus else ({}, [])
+    visible, split_notes = gpu_policy.split_for_tasks(jobs, gpu_list) if split_gpus else ({}, [])
     saved, made = outputs.open_task_logs(outputs.task_log_folder(save_log), jobs, script, force) if save_log else ({}, [])
     for note in split_notes:
         say(note)
@@ -66,47 +66,12 @@ def trace_cluster(script: str, args: list[str], *, cluster: str | None, cluster_
     output = _json(traced, narrowed) if as_json else _tables(traced, narrowed, name, all_rows)
     notices = shown.found_nothing(traced.report, name, copies)
     if not split_gpus:  # else each task had its own
-        notices.extend(_gpu_note(traced))
+        notices.extend(gpu_policy.shared_note(traced.report, len(traced.tasks)))
     if traced.isolated is False:
         notices.append(_("no private network namespace ({why}): the tasks' servers, if any, listened on every "
                          "interface, unauthenticated, while they ran").format(why=traced.isolation_note))
     return Outcome(code=traced.exit_code, output=output, pictures=drawn, graph=_graph(traced, filters),
                    notices=tuple(notices), keep_code=True, program_output=True)
-
-
-def _split(jobs: list[tuple[str, int]], gpu_list: str | None) -> tuple[dict[str, str], list[str]]:
-    """--split-gpus: each task's CUDA_VISIBLE_DEVICES, and what the user should know of it."""
-    from placement_cli.runtime.gpu_policy import VISIBLE, parse_list, present, split  # noqa: PLC0415
-
-    gpus = parse_list(gpu_list) if gpu_list is not None else present()
-    tasks = [(job, i) for job, count in jobs for i in range(count)]
-    visible = split(tasks, gpus)
-    computing = [name for name in visible if not name.startswith("ps/")]
-    notes = []
-    if not gpus:
-        where = _("--gpu-list is empty") if gpu_list is not None else (
-            _("CUDA_VISIBLE_DEVICES is empty") if VISIBLE in os.environ else _("the NVIDIA driver lists none"))
-        notes.append(_("--split-gpus: no GPU to share out ({where}): every task gets CUDA_VISIBLE_DEVICES=\"\" "
-                       "and runs on its CPU").format(where=where))
-    elif len(gpus) == 1 and len(computing) > 1:
-        notes.append(_("--split-gpus: {tasks} tasks and 1 GPU: they all share it ({each})").format(
-            tasks=len(computing), each=", ".join(f"{name}={visible[name]}" for name in computing)))
-    elif len(gpus) < len(computing):
-        notes.append(_("--split-gpus: {tasks} tasks and {gpus} GPUs: one GPU each, round-robin, so some tasks share "
-                       "one ({each})").format(tasks=len(computing), gpus=len(gpus),
-                                              each=", ".join(f"{name}={visible[name]}" for name in computing)))
-    return visible, notes
-
-
-def _gpu_note(traced: Any) -> list[str]:
-    gpus = sorted({p.spec.device_type + ":" + str(p.spec.device_index) for p in traced.report.placements
-                   if p.spec.device_type == "GPU"})
-    if not gpus:
-        return []
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    where = _(" (CUDA_VISIBLE_DEVICES={value}, as you set it)").format(value=visible) if visible is not None else ""
-    return [_("the {count} tasks ran on this one machine and shared its GPUs{where}: {gpus} in each task is the "
-              "same physical device").format(count=len(traced.tasks), where=where, gpus=", ".join(gpus))]
 
 
 def _graph(traced: Any, filters: Any) -> Any:

@@ -21,7 +21,8 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from placement_cli.model import GpuMemory
+from placement_cli.i18n import _
+from placement_cli.model import GpuMemory, Report
 
 GROWTH, SHARE, WHOLE = "growth", "share", "whole"
 POLICIES = (GROWTH, SHARE, WHOLE)
@@ -165,3 +166,39 @@ def grow_here(tf: Any, environ: Mapping[str, str] | None = None) -> bool:
         except (ValueError, RuntimeError):  # virtual devices, or devices already made: left as they are
             pass
     return done
+
+
+# trace --cluster: what the tasks of one machine are told of its GPUs
+
+def split_for_tasks(jobs: list[tuple[str, int]], gpu_list: str | None) -> tuple[dict[str, str], list[str]]:
+    """--split-gpus: each task's CUDA_VISIBLE_DEVICES, and what the user should know of it."""
+    gpus = parse_list(gpu_list) if gpu_list is not None else present()
+    tasks = [(job, i) for job, count in jobs for i in range(count)]
+    visible = split(tasks, gpus)
+    computing = [name for name in visible if not name.startswith("ps/")]
+    notes = []
+    if not gpus:
+        where = _("--gpu-list is empty") if gpu_list is not None else (
+            _("CUDA_VISIBLE_DEVICES is empty") if VISIBLE in os.environ else _("the NVIDIA driver lists none"))
+        notes.append(_("--split-gpus: no GPU to share out ({where}): every task gets CUDA_VISIBLE_DEVICES=\"\" "
+                       "and runs on its CPU").format(where=where))
+    elif len(gpus) == 1 and len(computing) > 1:
+        notes.append(_("--split-gpus: {tasks} tasks and 1 GPU: they all share it ({each})").format(
+            tasks=len(computing), each=", ".join(f"{name}={visible[name]}" for name in computing)))
+    elif len(gpus) < len(computing):
+        notes.append(_("--split-gpus: {tasks} tasks and {gpus} GPUs: one GPU each, round-robin, so some tasks share "
+                       "one ({each})").format(tasks=len(computing), gpus=len(gpus),
+                                              each=", ".join(f"{name}={visible[name]}" for name in computing)))
+    return visible, notes
+
+
+def shared_note(report: Report, tasks: int) -> list[str]:
+    """What to know of a cluster traced on one machine without --split-gpus: every task saw the same GPUs."""
+    gpus = sorted({p.spec.device_type + ":" + str(p.spec.device_index) for p in report.placements
+                   if p.spec.device_type == "GPU"})
+    if not gpus:
+        return []
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    where = _(" (CUDA_VISIBLE_DEVICES={value}, as you set it)").format(value=visible) if visible is not None else ""
+    return [_("the {count} tasks ran on this one machine and shared its GPUs{where}: {gpus} in each task is the "
+              "same physical device").format(count=tasks, where=where, gpus=", ".join(gpus))]
