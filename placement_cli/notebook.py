@@ -283,7 +283,8 @@ class _Block:
                 problems.append(f"could not read what was written: {_why(error)}")
 
     def _build(self, taken: fdcapture.Separated, exc: BaseException | None, problems: list[str]) -> None:
-        from placement_cli.why import Facts, explain, facts_from_dict, xla_lines  # noqa: PLC0415
+        from placement_cli.model.facts import Facts  # noqa: PLC0415
+        from placement_cli.why import explain, facts_from_dict, xla_lines  # noqa: PLC0415
         from placement_cli.tfrules import compiled_calls  # noqa: PLC0415
 
         notes: list[str] = []

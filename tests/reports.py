@@ -9,7 +9,8 @@ from placement_cli import messages
 from placement_cli.devices import parse_device
 from placement_cli.i18n import Message
 from placement_cli.model import Origin, Placement, PlacementFailure, Report
-from placement_cli.why import Facts, NodeFacts, explain, merge_nodes
+from placement_cli.model.facts import Facts, NodeFacts
+from placement_cli.why import explain, merge_nodes
 
 CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
 GPU = "/job:localhost/replica:0/task:0/device:GPU:{}"

@@ -8,7 +8,8 @@ from placement_cli.devices import parse_device
 from placement_cli.model import (AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH_RESOURCE, Origin, Placement,
                                  reason_counts)
 from placement_cli.tfrules import arg_name
-from placement_cli.why import UNKNOWN, Facts, NodeFacts, Span, explain, has_kernel, merge_nodes
+from placement_cli.model.facts import Facts, NodeFacts, Span
+from placement_cli.why import UNKNOWN, explain, has_kernel, merge_nodes
 
 CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
 GPU0 = "/job:localhost/replica:0/task:0/device:GPU:0"

@@ -18,7 +18,8 @@ from placement_cli.runtime.fdcapture import capture_fds
 from placement_cli.runtime.run import plain
 from placement_cli.runtime import startup
 from placement_cli.runtime.startup import XLA_SWITCH, RunOptions, available_devices, session_config, xla_devices, xla_missing
-from placement_cli.why import Facts, explain, merge_nodes
+from placement_cli.model.facts import Facts
+from placement_cli.why import explain, merge_nodes
 
 # Every case runs in this one process: one TensorFlow start-up for the whole catalogue, XLA devices on
 # only where no GPU exists (the no-kernel case's stand-in for a GPU; the other cases run as they would

@@ -11,7 +11,8 @@ from placement_cli.devices import try_parse
 from placement_cli.model import Edge
 from placement_cli.runtime import private
 from placement_cli.runtime.fdcapture import silenced
-from placement_cli.why import NodeFacts, merge_nodes
+from placement_cli.model.facts import NodeFacts
+from placement_cli.why import merge_nodes
 
 
 def kernel_map() -> dict[str, frozenset[str]] | None:

@@ -20,7 +20,8 @@ from placement_cli.runtime.facts import GraphRecorder, kernel_checks, kernel_map
 from placement_cli.runtime.fdcapture import capture_fds
 from placement_cli.runtime.stepstats import metadata_run, traced_run
 from placement_cli.runtime.startup import RunOptions, available_devices, tensorflow
-from placement_cli.why import Facts, Span, explain
+from placement_cli.model.facts import Facts, Span
+from placement_cli.why import explain
 
 # Written into the captured stream around eager code, then taken out of the log: the lines between
 # two marks are what that code made TensorFlow write. Random, so no log line can look like one.

@@ -448,7 +448,8 @@ def facts_of_child(raw: bytes | None) -> tuple[Any, tuple[Copy, ...] | None, tup
     """What the child recorded beside the log (copies: None when no Session ran; edges: None when
     none were sent; whether the program switched placement logging off, "kept" when TensorFlow
     logged on); no facts if it could not send them (killed, or it never imported TensorFlow)."""
-    from placement_cli.why import Facts, facts_from_dict  # noqa: PLC0415
+    from placement_cli.model.facts import Facts  # noqa: PLC0415
+    from placement_cli.why import facts_from_dict  # noqa: PLC0415
 
     try:
         data = json.loads(raw) if raw else None
