@@ -11,49 +11,22 @@ device for device, then within a task, then in order."""
 
 from __future__ import annotations
 
-import operator
-from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any
 
 from placement_cli.collector import paused
 from placement_cli.devices import DeviceNames
 from placement_cli.exceptions import UsageProblem
 from placement_cli.filters import compile_node, device_matcher, op_matcher
 from placement_cli.model.filtered import Filters
-from placement_cli.model.ops import onednn_base
+from placement_cli.pairing import (Fields, Place, Rest, SideRecords, Walk, decoded, everywhere, matched_by_name, one_side,
+                                   paired_group, record_parts)
 from placement_cli.i18n import _
 from placement_cli.logparse.functions import function_key, trace_counters
-from placement_cli.logparse.records import (Records, Repeats, adjacent_repeats, escaped_name, name_text, node_groups,
-                                           paired_repeats)
+from placement_cli.logparse.records import (Records, Repeats, escaped_name, name_text, paired_repeats)
 from placement_cli.logparse.saved import Tallied, record_fields
 from placement_cli.model import LOGGED, Change, DiffSide, PlacementDiff, PlacementKind, link_totals
-from placement_cli.model.diff import Changes, Entry, RowAfters, pair_devices, plain_text, same_op
-
-# A record as compared: (node or None, op, device, status or None, graph or None); the device as a log
-# printed it, or a saved report's canonical name; the graph as TensorFlow named the function.
-Fields = tuple[str | None, str | None, str, str | None, str | None]
-
-
-# A graph record as compared: b"GRAPH\0NODE\0REST" (see logparse.records), sorted; REST is read by the
-# side's ``rest`` into (op, device, status): a log's "(Op): device" as printed, a saved report's own code.
-Rest = tuple[str | None, str, str | None]
-
-
-@dataclass
-class _Records:
-    """One side's placements: graph records as sorted lines, eager ones counted, with what each says."""
-
-    lines: list[bytes]
-    rest: Callable[[bytes], Rest]
-    eager: Counter[Any]  # of an eager record's key: (op, device) bytes for a log, a report's own
-    eager_fields: Callable[[Hashable], Fields]
-    traces: dict[str, list[int]]  # each function's trace counters on this side (see functions.function_key)
-    named: bool = False  # some node's graph is known (a report saved before graphs were recorded names none)
-    unique: bool = False  # known: no node has two records (records.Records.unique)
-
 
 def _graph_key(traces: dict[str, list[int]]) -> Callable[[bytes], bytes]:
     def key(function: bytes) -> bytes:
@@ -63,7 +36,7 @@ def _graph_key(traces: dict[str, list[int]]) -> Callable[[bytes], bytes]:
     return key
 
 
-def _log_records(side: Tallied) -> _Records:
+def _log_records(side: Tallied) -> SideRecords:
     rests: dict[bytes, Rest] = {}  # "(Op): device" read once each (a few per log)
 
     def rest(text: bytes) -> Rest:
@@ -82,7 +55,7 @@ def _log_records(side: Tallied) -> _Records:
     traces = trace_counters(op.decode("utf-8", "replace") for op, _device in eagers)
     records = side.records if side.records is not None else Records()
     lines = records.sorted_lines(_graph_key(traces), number=not eagers)  # see records.number_repeats
-    return _Records(lines, rest, eagers, eager, traces, bool(records.named), records.unique)
+    return SideRecords(lines, rest, eagers, eager, traces, bool(records.named), records.unique)
 
 
 def prepared(side: Tallied) -> None:
@@ -92,7 +65,7 @@ def prepared(side: Tallied) -> None:
         _log_records(side)
 
 
-def _report_records(side: Tallied) -> _Records:
+def _report_records(side: Tallied) -> SideRecords:
     eager: Counter[Hashable] = Counter()
     codes: dict[Rest, bytes] = {}
     rests: dict[bytes, Rest] = {}
@@ -121,7 +94,7 @@ def _report_records(side: Tallied) -> _Records:
             graph = repeats.graph(p.node, p.canonical)
         lines.append(graph + b"\0" + _node_bytes(p.node) + b"\0" + code)
     lines.sort()
-    return _Records(lines, rests.__getitem__, eager, lambda r: r, traces,  # type: ignore[arg-type,return-value]
+    return SideRecords(lines, rests.__getitem__, eager, lambda r: r, traces,  # type: ignore[arg-type,return-value]
                     any(p.graph for p in side.report.placements))
 
 
@@ -129,13 +102,7 @@ def _node_bytes(node: str) -> bytes:
     return escaped_name(node.encode("utf-8", "surrogatepass"))
 
 
-def _group_names(group: bytes) -> tuple[str | None, str | None]:
-    """A record's ``GRAPH\0NODE`` as a row's graph and node (None: a Session's graph)."""
-    graph, _sep, node = group.partition(b"\0")
-    return name_text(graph) or None, name_text(node)  # a node "" (a saved report's) is one, not eager ops
-
-
-def _filtered(records: _Records, filters: Filters) -> _Records:
+def _filtered(records: SideRecords, filters: Filters) -> SideRecords:
     """Only the records the op and node filters match (as parse's filters match placements); the device
     filter applies after matching (what left or entered the device)."""
     tests: list[Callable[[str | None, str | None], bool]] = []
@@ -149,7 +116,7 @@ def _filtered(records: _Records, filters: Filters) -> _Records:
         return records
 
     def keep_line(line: bytes) -> bool:
-        _graph, raw, rest = _parts(line)
+        _graph, raw, rest = record_parts(line)
         node = name_text(raw)
         op = records.rest(rest)[0]
         return all(test(node, op) for test in tests)
@@ -158,118 +125,14 @@ def _filtered(records: _Records, filters: Filters) -> _Records:
         _node, op, *_rest = records.eager_fields(record)
         return all(test(None, op) for test in tests)
 
-    return _Records([line for line in records.lines if keep_line(line)],
+    return SideRecords([line for line in records.lines if keep_line(line)],
                     records.rest, Counter({r: n for r, n in records.eager.items() if keep_eager(r)}),
                     records.eager_fields, records.traces, records.named, records.unique)
 
 
-# A group as rows name it: an eager op's key (see _decoded), or a graph record's (graph, node).
-Group: TypeAlias = "str | tuple[str | None, str | None]"
-# A device as compared: (its task, its canonical name).
-Place = tuple[tuple[str, int, int], str]
-
-
-def _decoded(records: dict[Hashable, int], fields: Callable[[Hashable], Fields], devices: DeviceNames,
-             places: dict[str, Place], eager: bool, traces: dict[str, list[int]] | None
-             ) -> dict[str, list[Entry]]:
-    """The records by group: a graph node by graph and name; an eager op by op, oneDNN's renaming undone
-    (``_MklMatMul`` is MatMul) and a function's trace counter dropped."""
-    found: dict[str, list[Entry]] = {}
-    keys: dict[str | None, Any] = {}  # a graph's identity ("": a Session's graph, or none known)
-    for record, n in records.items():
-        node, op, device, status, graph = fields(record)
-        place = places.get(device)
-        if place is None:
-            spec = devices.spec(device)
-            place = places[device] = spec.task_key, spec.canonical
-        if eager:
-            key = "\0" + (function_key(onednn_base(op or "") or op, traces) or "")
-        else:  # "graph\0name": one string, which sorts fast (a million of them)
-            graph_key = keys.get(graph)
-            if graph_key is None:  # traces None: graphs are not compared
-                graph_key = keys[graph] = ("" if traces is None else function_key(graph, traces) or "") + "\0"
-            key = graph_key + (node or "")
-        entry = (place[1], op, status, n)
-        entries = found.get(key)
-        if entries is None:
-            found[key] = [entry]
-        else:
-            entries.append(entry)
-    return found
-
-
-def _merged(entries: list[Entry]) -> tuple[dict[str, int], dict[str, str | None], dict[str, str | None]]:
-    """One side's devices of a group, counted (records spelled apart may name one device), and each
-    device's op (``_MklMatMul`` on CPU:0, ``MatMul`` on GPU:0) and first status."""
-    counts: dict[str, int] = {}
-    ops: dict[str, str | None] = {}
-    statuses: dict[str, str | None] = {}
-    for canonical, entry_op, status, n in entries:
-        counts[canonical] = counts.get(canonical, 0) + n
-        statuses.setdefault(canonical, status)
-        op = ops.get(canonical)  # records of several ops on one device: the least, whatever their order
-        ops[canonical] = entry_op if op is None or (entry_op is not None and entry_op < op) else op
-    return counts, ops, statuses
-
-
-def _names(key: Group, eager: bool) -> tuple[str | None, str | None]:
-    """A group's graph and node as rows name them (None for a Session's graph, and for eager ops); a
-    graph record's group is its (graph, node) already."""
-    if isinstance(key, tuple):
-        return key
-    graph, _sep, node = key.partition("\0")
-    return (None, None) if eager else (graph or None, node)
-
-
-def _one_side(key: Group, entries: list[Entry], eager: bool, old: bool, into: list[Change],
-              on: Callable[[str], bool]) -> None:
-    """A group only one side has: every placement of it is only there."""
-    graph, node = _names(key, eager)
-    if len(entries) == 1:
-        canonical, op, status, n = entries[0]
-        if on(canonical):
-            into.append(Change(node, op, canonical, None, status, None, n, eager, graph) if old else
-                        Change(node, op, None, canonical, None, status, n, eager, graph))
-        return
-    counts: dict[tuple[str, str], int] = {}  # per device and op: a name two graphs of a Session gave two ops
-    statuses: dict[tuple[str, str], str | None] = {}
-    for canonical, op, status, n in entries:
-        counts[canonical, op or ""] = counts.get((canonical, op or ""), 0) + n
-        statuses.setdefault((canonical, op or ""), status)
-    for device, op in sorted(counts):
-        if on(device):
-            n, status = counts[device, op], statuses[device, op]
-            into.append(Change(node, op or None, device, None, status, None, n, eager, graph) if old
-                        else Change(node, op or None, None, device, None, status, n, eager, graph))
-
-
-def _paired(key: Group, old_entries: list[Entry], new_entries: list[Entry], eager: bool,
-            moved: list[Change], removed: list[Change], added: list[Change], on: Callable[[str], bool],
-            task_of: Callable[[str], Any]) -> int:
-    """A group both sides have: what stays, what moved (devices paired within a task first, then in
-    order), what is only on one side (appended); how many placements stayed (on the device filtered for)."""
-    graph, node = _names(key, eager)
-    kept, old_entries, new_entries = same_op(old_entries, new_entries)
-    old, old_ops, old_statuses = _merged(old_entries)
-    new, new_ops, new_statuses = _merged(new_entries)
-    op = next(filter(None, (*new_ops.values(), *old_ops.values())), None)
-    stayed = {d: min(n, new[d]) for d, n in old.items() if d in new}
-    olds: list[list[Any]] = [[d, n - stayed.get(d, 0)] for d, n in sorted(old.items()) if n > stayed.get(d, 0)]
-    news: list[list[Any]] = [[d, n - stayed.get(d, 0)] for d, n in sorted(new.items()) if n > stayed.get(d, 0)]
-    for source, target, count in pair_devices(olds, news, task_of):
-        if on(source) or on(target):
-            moved.append(Change(node, new_ops[target] or old_ops[source] or op, source, target, old_statuses[source],
-                                new_statuses[target], count, eager, graph))
-    removed += [Change(node, old_ops[d] or op, d, None, old_statuses[d], None, n, eager, graph)
-                for d, n in olds if n and on(d)]
-    added += [Change(node, new_ops[d] or op, None, d, None, new_statuses[d], n, eager, graph)
-              for d, n in news if n and on(d)]
-    return sum(n for d, n in (*stayed.items(), *kept.items()) if on(d))
-
-
-def _by_device(records: _Records, devices: DeviceNames) -> Counter[str]:
+def _by_device(records: SideRecords, devices: DeviceNames) -> Counter[str]:
     counts: Counter[str] = Counter()
-    for rest, n in Counter(_parts(line)[2] for line in records.lines).items():
+    for rest, n in Counter(record_parts(line)[2] for line in records.lines).items():
         counts[devices.spec(records.rest(rest)[1]).canonical] += n
     per_device: Counter[str] = Counter()
     for record, n in records.eager.items():
@@ -284,223 +147,6 @@ def compare(old: Tallied, new: Tallied, filters: Filters = Filters()) -> Placeme
     answer, not the inputs: what left the device or entered it is a move, never "only on one side"."""
     with paused():  # a million rows hold no cycles: the collector would walk them again and again
         return _compare(old, new, filters)
-
-
-class _Walk:
-    """Two sides' sorted graph records walked together, node by node (``GRAPH\0NODE``: a line up to its
-    last NUL): a record both sides hold stays; a node's records only one side holds are rows of that
-    side, kept as the lines themselves until a row is read; a node both sides hold with different
-    records is paired device by device (``_paired``)."""
-
-    def __init__(self, old: _Records, new: _Records, devices: DeviceNames, on: Callable[[str], bool] | None,
-                 task_of: Callable[[str], Any]) -> None:
-        self.sides = old, new
-        self.devices, self.on, self.task_of = devices, on, task_of
-        self.moved: list[Change] = []
-        self.rows: tuple[list[Any], list[Any]] = ([], [])  # removed, added: lines, (line, count), Changes
-        self.lines_in = [0, 0]  # of each side's rows, how many are lines (a placement each)
-        self.unchanged = 0
-        self._said: list[dict[bytes, tuple[str | None, str, str | None]]] = [{}, {}]
-
-    def said(self, side: int, rest: bytes) -> tuple[str | None, str, str | None]:
-        """A record's op, canonical device and status."""
-        found = self._said[side].get(rest)
-        if found is None:
-            op, device, status = self.sides[side].rest(rest)
-            found = self._said[side][rest] = (op, self.devices.spec(device).canonical, status)
-        return found
-
-    def kept(self, side: int, line: bytes) -> bool:
-        return self.on is None or self.on(self.said(side, _parts(line)[2])[1])
-
-    def in_place(self, a: list[bytes], b: list[bytes]) -> tuple[list[bytes], list[bytes]]:
-        """The records the two sides hold at the same place of their sorted order (two runs of one program
-        place mostly the same nodes the same way) stay; what is left of each side (sorted still), to be
-        matched by node: the two sides as they are where none is at the start, middle or end (two logs whose
-        names all differ, or one with nodes the other lacks early on: the walk matches what is the same)."""
-        n = min(len(a), len(b))
-        if not any(any(map(operator.eq, a[at : at + STRETCH], b[at : at + STRETCH]))
-                   for at in {0, max(0, n // 2 - STRETCH // 2), max(0, n - STRETCH)}):
-            return a, b
-        left: tuple[list[bytes], list[bytes]] = ([], [])
-        for start in range(0, n, STRETCH):
-            end = min(start + STRETCH, n)
-            olds, news = a[start:end], b[start:end]
-            if olds == news:  # by the list comparison's own loop
-                self.unchanged += end - start if self.on is None else sum(self.kept(0, x) for x in olds)
-                continue
-            if all(map(operator.ne, olds, news)):  # nothing in place (two logs whose names differ)
-                left[0].extend(olds)
-                left[1].extend(news)
-                continue
-            for x, y in zip(olds, news):
-                if x == y:
-                    self.unchanged += self.kept(0, x)
-                else:
-                    left[0].append(x)
-                    left[1].append(y)
-        left[0].extend(a[n:])
-        left[1].extend(b[n:])
-        return left
-
-    def run(self) -> None:
-        a, b = self.in_place(self.sides[0].lines, self.sides[1].lines)  # each sorted, as each side's lines are
-        i = j = 0
-        na, nb = len(a), len(b)
-        while i < na and j < nb:
-            x, y = a[i], b[j]
-            if x == y:  # the same record, at other places of the two sides' order
-                self.unchanged += self.kept(0, x)
-                i += 1
-                j += 1
-                continue
-            gx, gy = x[: x.find(b"\0", x.find(b"\0") + 1)], y[: y.find(b"\0", y.find(b"\0") + 1)]
-            if gx != gy:
-                # every record before the other side's next node is of a node that side does not hold
-                side, lines, at, other = (0, a, i, gy) if gx < gy else (1, b, j, gx)
-                end = bisect_left(lines, other, at)
-                if end > at:
-                    self.one_side(side, lines[at:end])
-                    if side == 0:
-                        i = end
-                    else:
-                        j = end
-                    continue
-            i, j = self.node(min(gx, gy), (a, b), i, j)
-        self.one_side(0, a[i:])
-        self.one_side(1, b[j:])
-
-    def node(self, group: bytes, sides: tuple[list[bytes], list[bytes]], i: int, j: int) -> tuple[int, int]:
-        """The records of one node (``group``) from ``i`` and ``j`` on in the two sides' sorted ``sides``:
-        what stays, moves, is one side's."""
-        prefix = group + b"\0"
-        runs = []
-        for lines, at in zip(sides, (i, j)):
-            end = at
-            while end < len(lines) and lines[end].startswith(prefix):
-                end += 1
-            runs.append(lines[at:end])
-        olds, news = Counter(runs[0]), Counter(runs[1])
-        for line, n in olds.items():
-            if line in news:
-                self.unchanged += min(n, news[line]) if self.kept(0, line) else 0
-        old_extra, new_extra = olds - news, news - olds
-        key = _group_names(group)
-        if old_extra and new_extra:
-            self.unchanged += _paired(key, self.entries(0, old_extra), self.entries(1, new_extra), False,
-                                      self.moved, self.rows[0], self.rows[1], self.on or _everywhere, self.task_of)
-        else:
-            for side, extra in ((0, old_extra), (1, new_extra)):
-                if extra:
-                    self.one_side(side, sorted(extra.elements()))
-        return i + len(runs[0]), j + len(runs[1])
-
-    def entries(self, side: int, lines: Counter[bytes]) -> list[Entry]:
-        return [(canonical, op, status, n) for line, n in lines.items()
-                for op, canonical, status in [self.said(side, _parts(line)[2])]]
-
-    def one_side(self, side: int, lines: list[bytes]) -> None:
-        """Records (sorted) of nodes the other side does not hold: a row each, a node's records
-        counted per device."""
-        if not lines:
-            return
-        into = self.rows[side]
-        groups = [] if self.sides[side].unique else node_groups(lines)
-        if not groups or (self.on is None and not adjacent_repeats(groups)):  # a record per node: lines are rows
-            kept = lines if self.on is None else [line for line in lines if self.kept(side, line)]
-            into.extend(kept)
-            self.lines_in[side] += len(kept)
-            return
-        start = 0
-        while start < len(lines):
-            end = start + 1
-            while end < len(lines) and groups[end] == groups[start]:
-                end += 1
-            if end - start == 1:
-                if self.kept(side, lines[start]):
-                    into.append(lines[start])
-                    self.lines_in[side] += 1
-            else:
-                _one_side(_group_names(groups[start]), self.entries(side, Counter(lines[start:end])),
-                          False, side == 0, into, self.on or _everywhere)
-            start = end
-
-    def changes(self, side: int) -> Changes:
-        graphs: dict[bytes, str | None] = {b"": None}
-        afters_for: dict[tuple[Callable[[str], str], bool], RowAfters] = {}  # a row's JSON after its node
-
-        def make(item: Any) -> Change:
-            if isinstance(item, Change):
-                return item
-            line, n = (item, 1) if isinstance(item, bytes) else item
-            graph_key, node, rest = _parts(line)
-            graph = graphs.get(graph_key)
-            if graph is None and graph_key:
-                graph = graphs[graph_key] = name_text(graph_key)
-            op, canonical, status = self.said(side, rest)
-            name = name_text(node)
-            return (Change(name, op, canonical, None, status, None, n, False, graph) if side == 0 else
-                    Change(name, op, None, canonical, None, status, n, False, graph))
-
-        def afters(quote: Callable[[str], str], decoded: bool = False) -> RowAfters:
-            """The JSON of a row after its node's string (``, "op": ...}``), per (graph, rest), as ``quote``
-            writes strings; ``decoded``: graph and rest given as text (of valid UTF-8), and the node's
-            closing quote written first."""
-            found = afters_for.get((quote, decoded))
-            if found is None:
-                def after(graph_key: bytes, rest: bytes) -> str:
-                    row = make(graph_key + b"\0\0" + rest)._replace(node=None)
-                    return "".join(f", {quote(k)}: {'null' if v is None else quote(v) if isinstance(v, str) else v}"
-                                   for k, v in list(row.side_dict().items())[1:]) + "}"
-
-                found = afters_for[quote, decoded] = RowAfters(
-                    (lambda graph, rest: '"' + after(graph.encode(), rest.encode())) if decoded else after)
-            return found
-
-        def text(items: list[Any], quote: Callable[[str], str], encode: Callable[[Any], str], separator: str) -> str:
-            fast = plain_text(items, quote, self.lines_in[side] == len(self.rows[side]), afters(quote, decoded=True),
-                              separator)
-            if fast is not None:  # the usual rows: a line each, names JSON takes as they are
-                return fast
-            after = afters(quote)
-            found: list[str] = []
-            append = found.append
-            for item in items:  # a million rows: each line's own work only
-                parts = item.split(b"\0", 2) if type(item) is bytes else ()
-                if len(parts) != 3:
-                    append(encode(item))
-                    continue
-                graph_key, node, rest = parts
-                append('{"node": ' + quote(name_text(node)) + after[graph_key, rest])
-            return separator.join(found)
-
-        def count(items: list[Any]) -> int:
-            if items is self.rows[side] and self.lines_in[side] == len(items):  # lines only: a placement each
-                return len(items)
-            others = [item for item in items if type(item) is not bytes]
-            return len(items) - len(others) + sum(item.count if isinstance(item, Change) else item[1]
-                                                  for item in others)
-
-        return Changes(self.rows[side], make, count, text)
-
-
-STRETCH = 64  # records compared at once, where the two sides are likely the same
-
-
-def _parts(line: bytes) -> tuple[bytes, bytes, bytes]:
-    """A sorted record's graph, node and rest (see logparse.records)."""
-    parts = line.split(b"\0", 2)
-    return (parts[0], parts[1], parts[2]) if len(parts) == 3 else (b"", parts[-1], b"")
-
-
-def _everywhere(_canonical: str) -> bool:
-    return True
-
-
-def _by_name(records: _Records) -> _Records:
-    """The records with no graph named: matched by node name alone."""
-    lines = sorted(line[line.find(b"\0"):] for line in records.lines)
-    return _Records(lines, records.rest, records.eager, records.eager_fields, records.traces, False)
 
 
 def _compare(old: Tallied, new: Tallied, filters: Filters) -> PlacementDiff:
@@ -543,7 +189,7 @@ def _compare(old: Tallied, new: Tallied, filters: Filters) -> PlacementDiff:
     if on is not None:
         by_device = [Counter({d: n for d, n in counts.items() if on(d)}) for counts in by_device]
     task_of = devices.task
-    walk = _Walk(sides[0], sides[1], devices, on, task_of)
+    walk = Walk(sides[0], sides[1], devices, on, task_of)
     # a report saved before placement recorded graphs is matched with a side that names graphs by names
     # alone: it ran tf.functions (its eager ops call them) yet names no node's graph. A log, or a report
     # that ran none, names none because its nodes are a Session's graph's: matched by graph and name.
@@ -554,21 +200,21 @@ def _compare(old: Tallied, new: Tallied, filters: Filters) -> PlacementDiff:
     added: list[Change] = []
     if not any(counts_only):
         if by_name:
-            walk.sides = _by_name(sides[0]), _by_name(sides[1])
+            walk.sides = matched_by_name(sides[0]), matched_by_name(sides[1])
         walk.run()
         a, b = sides
         # every eager record is grouped before any is matched: one record may be another group on the other
         # side (``__inference_f_48`` is f's first trace in one log, its second in the other)
         places: dict[str, Place] = {}
-        olds = _decoded(a.eager, a.eager_fields, devices, places, True, a.traces)
-        news = _decoded(b.eager, b.eager_fields, devices, places, True, b.traces)
+        olds = decoded(a.eager, a.eager_fields, devices, places, True, a.traces)
+        news = decoded(b.eager, b.eager_fields, devices, places, True, b.traces)
         both = olds.keys() & news.keys()
         for key in sorted(both):  # groups by graph and name
-            walk.unchanged += _paired(key, olds[key], news[key], True, walk.moved, removed, added, on or _everywhere,
-                                      task_of)
+            walk.unchanged += paired_group(key, olds[key], news[key], True, walk.moved, removed, added,
+                                           on or everywhere, task_of)
         for found, old_side, into in ((olds, True, removed), (news, False, added)):
             for key in sorted(found.keys() - both):
-                _one_side(key, found[key], True, old_side, into, on or _everywhere)
+                one_side(key, found[key], True, old_side, into, on or everywhere)
         walk.rows[0].extend(sorted(removed, key=_row_order))
         walk.rows[1].extend(sorted(added, key=_row_order))
     names = sorted(set(by_device[0]) | set(by_device[1]), key=_device_order(devices))
