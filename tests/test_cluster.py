@@ -540,31 +540,31 @@ def test_the_watch_names_a_stopped_task_and_a_silent_one(tmp_path: Path) -> None
     and one whose heartbeats stopped although it runs."""
     from types import SimpleNamespace
 
-    from placement_cli.runtime import cluster_supervisor
+    from placement_cli.runtime import cluster_watch
 
     sleeper = subprocess.Popen(["sleep", "120"])
     try:
         processes = {"ps/0": SimpleNamespace(pid=os.getpid(), exitcode=None),
                      "worker/0": SimpleNamespace(pid=sleeper.pid, exitcode=None)}
-        watch = cluster_supervisor._Watch(processes, None, str(tmp_path))
-        assert watch.lost(set(processes), cluster_supervisor._TRAINING) is None
-        watch.beats["ps/0"] = time.monotonic() - cluster_supervisor.SILENCE_LIMIT - 5
-        said = _english(watch.lost(set(processes), cluster_supervisor._TRAINING))
+        watch = cluster_watch.Watch(processes, None, str(tmp_path))
+        assert watch.lost(set(processes), cluster_watch.TRAINING) is None
+        watch.beats["ps/0"] = time.monotonic() - cluster_watch.SILENCE_LIMIT - 5
+        said = _english(watch.lost(set(processes), cluster_watch.TRAINING))
         assert said.startswith(f"ps/0 (pid {os.getpid()}) has not answered placement for ")
         assert said.endswith("while the workers trained")
         os.kill(sleeper.pid, signal.SIGSTOP)
         end = time.monotonic() + patience(30)
-        while cluster_supervisor.process_state(sleeper.pid) != "T":  # the kernel stops it: wait for that state, bounded
+        while cluster_watch.process_state(sleeper.pid) != "T":  # the kernel stops it: wait for that state, bounded
             assert time.monotonic() < end
             time.sleep(0.05)
-        said = _english(watch.lost({"worker/0"}, cluster_supervisor._TRAINING))
+        said = _english(watch.lost({"worker/0"}, cluster_watch.TRAINING))
         assert said == (f"worker/0 (pid {sleeper.pid}) was found stopped (process state T: SIGSTOP or a debugger) "
                         "while the workers trained")
         # a worker that said its own error exits 0: it is not the peer to blame for another's error
         processes["ps/0"] = SimpleNamespace(pid=os.getpid(), exitcode=0)
         watch.beats.clear()
-        assert watch.lost({"ps/0"}, cluster_supervisor._TRAINING, failed_only=True) is None
-        assert "exited with code 0" in _english(watch.lost({"ps/0"}, cluster_supervisor._TRAINING))
+        assert watch.lost({"ps/0"}, cluster_watch.TRAINING, failed_only=True) is None
+        assert "exited with code 0" in _english(watch.lost({"ps/0"}, cluster_watch.TRAINING))
     finally:
         sleeper.kill()
         sleeper.wait()

@@ -26,7 +26,6 @@ import contextlib
 import ctypes
 import json
 import os
-import queue as queue_module
 import shutil
 import signal
 import socket
@@ -39,17 +38,14 @@ from collections.abc import Callable
 from typing import Any
 
 from placement_cli.i18n import N_
-from placement_cli.logparse import written
-from placement_cli.logparse.error_messages import cause as cause_of, cause_line, gpu_kind, gpu_log_line, port_taken
-from placement_cli.model import Cause, GpuMemory
+from placement_cli.logparse.error_messages import cause_line, port_taken
+from placement_cli.model import GpuMemory
 from placement_cli.runtime import gpu_policy
-from placement_cli.runtime.cluster_launch import how_it_ended, process_state
+from placement_cli.runtime.cluster_watch import AFTER, BEFORE, TRAINING, Watch, read_text, to_show
 
 READY_LIMIT = 150.0  # seconds for every task to import TensorFlow and start its server (loaded 2-core machine)
 TRAIN_LIMIT = 300.0  # seconds for the training itself
 BEAT = 1.0  # seconds between a task's heartbeats (each carries its steps so far)
-SILENCE_LIMIT = 45.0  # seconds without a heartbeat before a running task is named as not answering
-_TAIL = 6  # lines of a failed task's log quoted in its error
 
 
 # ---------------------------------------------------------------- isolation
@@ -230,32 +226,6 @@ def said(exc: BaseException) -> str:
 # ---------------------------------------------------------------- the supervisor
 
 
-def _tail(path: str, lines: int = _TAIL) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, 2)
-            start = max(0, f.tell() - 16384)
-            f.seek(start)
-            data = f.read()
-    except OSError:
-        return ""
-    if start:  # the first line read is a fragment of one: it would quote half a placement
-        data = data.partition(b"\n")[2]
-    text = data.decode("utf-8", "replace")
-    # what says why: warnings, errors, Python's traceback; not TensorFlow's INFO chatter (placements)
-    kept = [line.strip() for line in text.splitlines()
-            if line.strip() and not written.INFO_LINE.match(line) and "cuInit" not in line and "cuda drivers" not in line]
-    return " | ".join(kept[-lines:])
-
-
-def _read(path: str, limit: int = 8 << 20) -> str:
-    try:
-        with open(path, "rb") as f:
-            return f.read(limit).decode("utf-8", "replace")
-    except OSError:
-        return ""
-
-
 def _private_kib(pid: int) -> int | None:
     try:
         with open(f"/proc/{pid}/smaps_rollup") as f:
@@ -268,91 +238,7 @@ def _private_kib(pid: int) -> int | None:
         return None
 
 
-def _m(template: str, **fields: Any) -> dict[str, Any]:
-    """A message for the CLI to show in the user's language (``i18n.Message`` as JSON): the template
-    is marked with ``N_`` where it is written, the fields may be messages too."""
-    return {"template": template, "fields": fields}
-
-
-def _how(code: int) -> dict[str, Any]:
-    said = how_it_ended(code)
-    return _m(said.template, **said.fields)
-
-
 _GPU_SAID = ("cuda_visible_devices", "gpu_options", "tf_force_gpu_allow_growth")  # what a ready task said of its GPU
-_BEFORE = N_("before it was ready")
-_AFTER = N_("after it was ready")
-_TRAINING = N_("while the workers trained")
-
-
-class _Watch:
-    """The supervisor's view of its tasks: their messages, heartbeats and steps so far; names the
-    first task that died, is stopped (SIGSTOP, a debugger: /proc state T) or fell silent."""
-
-    def __init__(self, processes: dict[str, Any], messages: Any, logdir: str) -> None:
-        self.processes = processes
-        self.messages = messages
-        self.logdir = logdir
-        self.beats: dict[str, float] = {}  # task -> when it last said it is alive
-        self.steps: dict[str, int] = {}  # task -> the steps it last said it had run
-        self.cause: dict[str, Any] | None = None  # the first failed task's cause (model.Cause as JSON)
-        self.port_taken = False  # an error or log quoted said a task's port was taken
-
-    def caused(self, name: str, error: str) -> str:
-        """A task's error in one line with its cause: TensorFlow's cause line, and the GPU line of the
-        task's log where the error names no GPU memory trouble (kept as the run's cause)."""
-        found = cause_of(error, _read(os.path.join(self.logdir, name.replace("/", "-") + ".err")))
-        self.port_taken = self.port_taken or port_taken(error)
-        if found is None:
-            return error
-        self.cause = self.cause or found.to_dict()
-        return found.said
-
-    def next(self) -> dict[str, Any] | None:
-        """The tasks' next message other than a heartbeat, or None after about 0.2 s."""
-        end = time.monotonic() + 0.2
-        while True:
-            message = _poll(self.messages, max(0.0, end - time.monotonic()))
-            if message is None or message["kind"] != "alive":
-                return message
-            self.beats[message["task"]] = time.monotonic()
-            self.steps[message["task"]] = int(message.get("steps") or 0)
-
-    def lost(self, names: set[str], stage: str, *, failed_only: bool = False) -> dict[str, Any] | None:
-        """Why the first of ``names`` can no longer take part, or None while every one can
-        (``failed_only``: a task that exited 0, having said its own error, is not named)."""
-        for name, p in self.processes.items():
-            if name in names and p.exitcode is not None and not (failed_only and p.exitcode == 0):
-                return self._named(name, _how(p.exitcode), stage, quote=p.exitcode > 0)
-        for name, p in self.processes.items():
-            state = process_state(p.pid) if name in names else None
-            if state in ("T", "t"):
-                return self._named(name, _m(N_("was found stopped (process state {state}: SIGSTOP or a "
-                                               "debugger)"), state=state), stage)
-        now = time.monotonic()
-        for name in self.processes:
-            if name in names and name in self.beats and now - self.beats[name] > SILENCE_LIMIT:
-                return self._named(name, _m(N_("has not answered placement for {seconds:g} s (process state {state})"),
-                                            seconds=round(now - self.beats[name]),
-                                            state=process_state(self.processes[name].pid) or "?"), stage)
-        return None
-
-    def _named(self, name: str, how: dict[str, Any], stage: str, *, quote: bool = False) -> dict[str, Any]:
-        """The task and what happened to it; ``quote``: with the end of its log, where the task ended
-        itself with an error (a task killed or stopped says nothing of why: its last lines are
-        TensorFlow's chatter, such as rendezvous aborts, not a reason)."""
-        said = _m(N_("{task} (pid {pid}) {how} {stage}"), task=name, pid=self.processes[name].pid, how=how,
-                  stage=_m(stage))
-        log = os.path.join(self.logdir, name.replace("/", "-") + ".err")
-        tail = _tail(log) if quote else ""
-        gpu = gpu_log_line(_read(log))  # a task TensorFlow aborted (no tail) may have said why on its log
-        if gpu is not None:
-            self.cause = self.cause or Cause(line=gpu, kind=gpu_kind(gpu) or "gpu").to_dict()
-            tail = gpu if not tail else tail if gpu in tail else f"{gpu} | {tail}"
-        self.port_taken = self.port_taken or port_taken(tail)
-        return _m(N_("{problem}: {tail}"), problem=said, tail=tail) if tail else said
-
-
 def supervise(request: dict[str, Any], emit: Any, work: Work) -> dict[str, Any]:
     """Start the cluster, train, collect; always kills every task it started before returning. A port
     placement chose that another process took in between (error_messages.port_taken) is retried once."""
@@ -383,7 +269,7 @@ def supervise(request: dict[str, Any], emit: Any, work: Work) -> dict[str, Any]:
 
 
 def _english(message: dict[str, Any] | str) -> str:
-    """A message made by _m, in English (as i18n.Message's str)."""
+    """A message made by to_show, in English (as i18n.Message's str)."""
     if not isinstance(message, dict):
         return str(message)
     fields = {k: _english(v) if isinstance(v, dict) else v for k, v in message["fields"].items()}
@@ -425,7 +311,7 @@ def _attempt(request: dict[str, Any], emit: Any, ctx: Any, work: Work) -> dict[s
     memory: dict[str, int | None] = {}
     error: dict[str, Any] | None = None
     ended: set[str] = set()  # tasks placement killed at the end (a server never stops on its own)
-    watch = _Watch(processes, messages, logdir)
+    watch = Watch(processes, messages, logdir)
     launched = time.monotonic()
     try:
         for job, i in tasks:
@@ -451,14 +337,14 @@ def _attempt(request: dict[str, Any], emit: Any, ctx: Any, work: Work) -> dict[s
                           "pid": message["pid"], "seconds": round(time.monotonic() - launched, 2)})
                 elif message["kind"] == "error":
                     job, _, i = message["task"].partition("/")
-                    hint = _m(N_(" (is the port taken?)")) if port_taken(message["error"]) else ""
-                    error = _m(N_("{task} (pid {pid}) failed before it was ready, at {address}: {error}{hint}"),
+                    hint = to_show(N_(" (is the port taken?)")) if port_taken(message["error"]) else ""
+                    error = to_show(N_("{task} (pid {pid}) failed before it was ready, at {address}: {error}{hint}"),
                                task=message["task"], pid=processes[message["task"]].pid,
                                address=cluster[job][int(i)], error=watch.caused(message["task"], message["error"]),
                                hint=hint)
-            error = error or watch.lost(set(processes) - ready, _BEFORE) or watch.lost(ready, _AFTER)
+            error = error or watch.lost(set(processes) - ready, BEFORE) or watch.lost(ready, AFTER)
             if error is None and time.monotonic() > deadline:
-                error = _m(N_("{tasks} did not start within {limit:g} s"),
+                error = to_show(N_("{tasks} did not start within {limit:g} s"),
                            tasks=", ".join(sorted(set(processes) - ready)), limit=READY_LIMIT)
         for s in held:
             s.close()
@@ -482,8 +368,8 @@ def _attempt(request: dict[str, Any], emit: Any, ctx: Any, work: Work) -> dict[s
                     os.kill(p.pid, signal.SIGKILL)
         for p in processes.values():
             p.join(5)
-        logs = {name: _read(os.path.join(logdir, name.replace("/", "-") + ".err")) for name in processes}
-        outs = {name: _read(os.path.join(logdir, name.replace("/", "-") + ".out")) for name in processes}
+        logs = {name: read_text(os.path.join(logdir, name.replace("/", "-") + ".err")) for name in processes}
+        outs = {name: read_text(os.path.join(logdir, name.replace("/", "-") + ".out")) for name in processes}
         shutil.rmtree(logdir, ignore_errors=True)
     for name, p in processes.items():
         info[name]["exit_code"] = p.exitcode
@@ -496,16 +382,7 @@ def _attempt(request: dict[str, Any], emit: Any, ctx: Any, work: Work) -> dict[s
             "seconds": round(time.monotonic() - launched, 2)}
 
 
-def _poll(messages: Any, timeout: float = 0.2) -> dict[str, Any] | None:
-    """The tasks' next message, or None after ``timeout`` seconds (the caller's loop checks its deadline)."""
-    try:
-        got: dict[str, Any] | None = messages.get(timeout=timeout)
-        return got
-    except queue_module.Empty:
-        return None
-
-
-def _train_all(watch: _Watch, workers: list[str], go: list[Any], results: dict[str, dict[str, Any]],
+def _train_all(watch: Watch, workers: list[str], go: list[Any], results: dict[str, dict[str, Any]],
                emit: Any) -> dict[str, Any] | None:
     """Release the chief, then (once its session is up) the other workers; wait for every result
     (``workers``: the tasks that train and report: TF1's workers, TF2's coordinator). A task that
@@ -520,11 +397,11 @@ def _train_all(watch: _Watch, workers: list[str], go: list[Any], results: dict[s
         """A worker's error: a peer that died or stopped is the cause, so it is named rather than the worker."""
         end = time.monotonic() + 0.5
         while time.monotonic() < end:
-            cause = watch.lost(set(processes) - set(results) - {message["task"]}, _TRAINING, failed_only=True)
+            cause = watch.lost(set(processes) - set(results) - {message["task"]}, TRAINING, failed_only=True)
             if cause:
                 return cause
             time.sleep(0.1)
-        return _m(N_("{task} stopped training: {error}"), task=message["task"],
+        return to_show(N_("{task} stopped training: {error}"), task=message["task"],
                   error=watch.caused(message["task"], message["error"]))
 
     while len(results) < len(workers):
@@ -543,7 +420,7 @@ def _train_all(watch: _Watch, workers: list[str], go: list[Any], results: dict[s
                 results[message["task"]] = message
             elif message["kind"] == "error":
                 return blamed(message)
-        failure = watch.lost(set(processes) - set(results), _TRAINING)
+        failure = watch.lost(set(processes) - set(results), TRAINING)
         if failure:  # a result may still be on its way: drain the queue first
             end = time.monotonic() + 1.0
             while time.monotonic() < end:
@@ -554,11 +431,11 @@ def _train_all(watch: _Watch, workers: list[str], go: list[Any], results: dict[s
                     results[message["task"]] = message
                 elif message["kind"] == "error":
                     return blamed(message)
-            failure = watch.lost(set(processes) - set(results), _TRAINING)
+            failure = watch.lost(set(processes) - set(results), TRAINING)
             if failure:
                 return failure
         if time.monotonic() > deadline:
-            return _m(N_("training did not finish within {limit:g} s"), limit=TRAIN_LIMIT)
+            return to_show(N_("training did not finish within {limit:g} s"), limit=TRAIN_LIMIT)
     return None
 
 
