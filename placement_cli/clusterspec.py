@@ -7,6 +7,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 from placement_cli.devices import JOB_NAME
@@ -128,15 +129,19 @@ def described(spec_file: str | None, flags_given: bool) -> tuple[Cluster | None,
         return from_file(spec_file), False
     if not flags_given:
         return from_environment(), False
-    return None, bool(os.environ.get("TF_CONFIG", "").strip())
+    return None, bool(_tf_config(os.environ))
 
 
 def from_environment(environ: os._Environ[str] | dict[str, str] | None = None) -> Cluster | None:
     """The cluster TF_CONFIG describes, or None when it is unset or empty."""
-    value = (os.environ if environ is None else environ).get("TF_CONFIG", "")
-    if not value.strip():
-        return None
-    return from_text(value, "TF_CONFIG")
+    value = _tf_config(os.environ if environ is None else environ)
+    return from_text(value, "TF_CONFIG") if value else None
+
+
+def _tf_config(environ: Mapping[str, str]) -> str:
+    """TF_CONFIG as set ("" when it is unset or blank)."""
+    value = environ.get("TF_CONFIG", "")
+    return value if value.strip() else ""
 
 
 def _task_of(task: Any, source: str) -> tuple[str, int] | None:

@@ -9,7 +9,7 @@ from placement_cli.cli.app import COMMANDS, app, app_for, command_name
 from placement_cli.cli.options import speaks
 
 # --help lists them in this order; a command not named there comes last (tests/test_cli_package.py asks for its place)
-app.registered_commands.sort(key=lambda info: ((*COMMANDS, command_name(info))).index(command_name(info)))
+app.registered_commands.sort(key=lambda info: (*COMMANDS, command_name(info)).index(command_name(info)))
 for _info in app.registered_commands:  # every command takes --lang
     if _info.callback is not None:
         _info.callback = speaks(_info.callback)

@@ -100,9 +100,13 @@ _NEW_MESSAGE = lazy.Pattern(
     r"\s*+(?:[\w.]*(?:Error|Exception|Warning)\b|Traceback|File \"|\[\[|[IWEF]\d{4} |\d{4}-\d\d-\d\d)"
 )
 # The words of TensorFlow's placement errors (a console may cut any of them).
-_WORDS = frozenset(
-    ["cannot", "assign", "device", "devices", "operation", "explicitly", "assigned", "available", "make", "sure", "specification", "refers", "valid", "could", "not", "satisfy", "explicit", "because", "supported", "kernel", "kernels", "registered", "matching", "process", "colocate", "colocation", "colocation_node", "nodes", "merge", "incompatible", "types", "with", "enable_soft_placement", "all", "debug", "info", "group", "following", "requested", "assigned"]
-)
+_WORDS = frozenset((
+    "cannot", "assign", "device", "devices", "operation", "explicitly", "assigned", "available", "make", "sure",
+    "specification", "refers", "valid", "could", "not", "satisfy", "explicit", "because", "supported", "kernel",
+    "kernels", "registered", "matching", "process", "colocate", "colocation", "colocation_node", "nodes", "merge",
+    "incompatible", "types", "with", "enable_soft_placement", "all", "debug", "info", "group", "following",
+    "requested", "assigned"
+))
 
 
 def may_hold_failure(data: bytes) -> bool:

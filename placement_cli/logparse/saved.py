@@ -21,7 +21,7 @@ from placement_cli.logparse import reader
 from placement_cli.logparse.error_messages import headline
 from placement_cli.logparse.engine import FunctionsRun, holds_functions, tally_streams
 from placement_cli.logparse.records import Records, release
-from placement_cli.model import (Report)
+from placement_cli.model import Report
 
 _JSON_ARRAY = re.compile(r'\[\s*(\]|\{\s*")')
 SNIFF = 64 << 10  # the bytes looked at to tell a saved report from a log

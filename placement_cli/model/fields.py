@@ -3,6 +3,7 @@ error (TypeError, ValueError) that the reader turns into "not as placement write
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 
@@ -30,3 +31,12 @@ def dimension(value: Any) -> int:
 
 def optional_int(value: Any) -> int | None:
     return None if value is None else count(value)
+
+
+def number(value: Any) -> float:
+    """A float as the JSON has it; null: a number that was not finite (the document lists which)."""
+    if value is None:
+        return math.nan
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"expected a number, found {value!r}")
+    return float(value)

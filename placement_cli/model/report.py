@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from enum import Enum
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from placement_cli.devices import DeviceSpec, try_parse
@@ -340,7 +340,7 @@ class Compiled:
                    calls=count(c.get("calls", 1)), ops=tuple(map(CompiledOp.from_dict, c.get("ops") or ())))
 
 
-class Origin(str, Enum):
+class Origin(StrEnum):
     """Where a report comes from, which says what it can know: a log of a past run says where each op
     went; a run placement watched (show, tower, trace, capture(), cluster, the demo, or a report saved
     from one) also says what each op asked for, why it went there, and what the run gave."""

@@ -8,16 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from placement_cli.model.cause import Cause, first_line
-from placement_cli.model.fields import count, dimension, optional_text, text
-
-
-def number(value: Any) -> float:
-    """A float as the JSON has it; null: a number that was not finite (the document lists which)."""
-    if value is None:
-        return math.nan
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"expected a number, found {value!r}")
-    return float(value)
+from placement_cli.model.fields import count, dimension, number, optional_text, text
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ from placement_cli.i18n import N_
 from placement_cli.logparse.error_messages import cause_line, port_taken
 from placement_cli.model import GpuMemory
 from placement_cli.runtime import gpu_policy
+from placement_cli.runtime.cluster_launch import message as message_of
 from placement_cli.runtime.cluster_watch import AFTER, BEFORE, TRAINING, Watch, read_text, to_show
 
 READY_LIMIT = 150.0  # seconds for every task to import TensorFlow and start its server (loaded 2-core machine)
@@ -263,17 +264,9 @@ def supervise(request: dict[str, Any], emit: Any, work: Work) -> dict[str, Any]:
         ours = not request.get("cluster")
         if not (ours and attempt == 0 and answer["error"] and answer.get("port_taken")):
             break
-        emit({"event": "retry", "why": _english(answer["error"])})
+        emit({"event": "retry", "why": str(message_of(answer["error"]))})  # English: the CLI's line says it as is
     answer.update(isolated=isolated, isolation_note=why, start_method=start_method)
     return answer
-
-
-def _english(message: dict[str, Any] | str) -> str:
-    """A message made by to_show, in English (as i18n.Message's str)."""
-    if not isinstance(message, dict):
-        return str(message)
-    fields = {k: _english(v) if isinstance(v, dict) else v for k, v in message["fields"].items()}
-    return str(message["template"].format(**fields))
 
 
 def _module_of(work: Work) -> list[str]:
