@@ -88,6 +88,13 @@ REPLICA = N_("replica {number}: {part}")
 _UNITS = {TOWER: N_("towers {first}-{last}: {part}"), REPLICA: N_("replicas {first}-{last}: {part}")}
 
 
+GUIDE_TOWER = N_("tower {number} ({device})")  # the guide's towers: one matmul on each device
+
+
+def guide_tower(number: int, device: str) -> Message:
+    return Message(GUIDE_TOWER, number=number, device=device)
+
+
 def tower_role(number: int, part: Message) -> Message:
     return Message(TOWER, number=number, part=part)
 

@@ -85,7 +85,7 @@ def tower_graph(tf: Any, devices: list[str], reduce_on: str, groups: dict[str, s
             b = tf.constant(A_VALUES, shape=[3, 2])
             towers.append(tf.matmul(a, b))
         for op in ops()[before:]:
-            groups[op.name] = f"tower {i} ({d})"
+            groups[op.name] = messages.guide_tower(i, d)
     if len(towers) == 1:
         return towers[0]  # nothing to sum: tf.add_n of one tensor makes no op
     before = len(ops())
@@ -135,9 +135,6 @@ def tower(devices: list[str], reduce_on: str, options: RunOptions) -> Report:
     the result, and the title says so."""
     summed = len(devices) > 1
 
-    def label(i: int, d: str) -> str:
-        return f"tower {i} ({d})"
-
     def build(tf: Any, options: RunOptions) -> Trial:
         trial = Trial()
         if options.mode == "eager":
@@ -145,7 +142,7 @@ def tower(devices: list[str], reduce_on: str, options: RunOptions) -> Report:
             def compute() -> Any:
                 towers = []
                 for i, d in enumerate(devices):
-                    with trial.span(d, label(i, d)), _on(tf, d):
+                    with trial.span(d, messages.guide_tower(i, d)), _on(tf, d):
                         a, b = _constants(tf, named=False)
                         towers.append(tf.matmul(a, b))
                 if not summed:
