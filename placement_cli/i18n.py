@@ -116,16 +116,39 @@ class Message(str):
         self.fields = fields
         return self
 
-    def __reduce__(self) -> tuple[object, tuple[str, dict[str, object]]]:
-        return _message, (self.template, self.fields)
+    def __reduce__(self) -> tuple[object, tuple[dict[str, object]]]:
+        return Message.from_dict, (self.to_dict(),)  # pickled as it is sent as JSON: one wire format
+
+    def to_dict(self) -> dict[str, object]:
+        """The message as one process sends it to another: its template and its fields, a field that
+        is a Message as its own dict (JSON keeps no str subclass)."""
+        return {"template": self.template,
+                "fields": {k: v.to_dict() if isinstance(v, Message) else v for k, v in self.fields.items()}}
+
+    @classmethod
+    def from_dict(cls, data: object) -> Message:
+        """A message ``to_dict`` wrote; ValueError for anything else."""
+        if not (isinstance(data, dict) and isinstance(data.get("template"), str)
+                and isinstance(data.get("fields", {}), dict)):
+            raise ValueError(f"not a message: {str(data)[:80]}")
+        fields = {k: cls.from_dict(v) if isinstance(v, dict) else v for k, v in data.get("fields", {}).items()}
+        return cls(data["template"], **fields)
 
     def shown(self) -> str:
         return translated(self.template).format(**{k: shown(v) if isinstance(v, Message) else v
                                                    for k, v in self.fields.items()})
 
 
-def _message(template: str, fields: dict[str, object]) -> Message:
-    return Message(template, **fields)
+def wire(value: object) -> object:
+    """``value`` (dicts, lists and tuples of anything) with each Message as its ``to_dict``: what
+    json.dumps sends to another process (it would write a Message as its English text)."""
+    if isinstance(value, Message):
+        return value.to_dict()
+    if isinstance(value, dict):
+        return {k: wire(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [wire(v) for v in value]
+    return value
 
 
 def shown(text: object) -> str:

@@ -20,7 +20,7 @@ import pytest
 from rich.console import Console
 
 from placement_cli import messages
-from placement_cli.i18n import shown
+from placement_cli.i18n import Message, shown
 from placement_cli.logparse.error_messages import cause, cause_line, gpu_kind, gpu_log_line
 from placement_cli.model import Cause, ClusterReport, ClusterRun, Origin, PlacementFailure, Report
 from placement_cli.render.parts import failure_panel, gpu_remedy, result_cause
@@ -149,7 +149,7 @@ def test_the_cluster_supervisor_knows_a_taken_port_from_tensorflows_words(tmp_pa
     assert watch.port_taken
     (tmp_path / "ps-0.err").write_text(f"E0000 00:00:1.5    1 grpc_server_lib.cc:1] {taken}\n")
     quoted = _Watch({"ps/0": SimpleNamespace(pid=4321)}, None, str(tmp_path))
-    quoted._named("ps/0", {"template": "exited with code {code}", "fields": {"code": 1}}, "before it was ready",
+    quoted._named("ps/0", Message("exited with code {code}", code=1), "before it was ready",
                   quote=True)
     assert quoted.port_taken
 
@@ -249,7 +249,7 @@ def test_a_task_tensorflow_aborted_is_named_with_the_gpu_line_of_its_log(tmp_pat
         "from device: CUDA_ERROR_OUT_OF_MEMORY: out of memory\n"
         "F0000 00:00:1795665604.301300   10818 gpu_device.cc:500] Check failed\n")
     watch = _Watch({"ps/0": SimpleNamespace(pid=4321)}, None, str(tmp_path))
-    named = watch._named("ps/0", {"template": "was killed by signal {signal}", "fields": {"signal": "SIGABRT"}},
+    named = watch._named("ps/0", Message("was killed by signal {signal}", signal="SIGABRT"),
                          "while the workers trained")
     said = str(message(named))
     assert "CUDA_ERROR_OUT_OF_MEMORY" in said and "failed to allocate 137.53G" in said

@@ -49,6 +49,21 @@ def test_the_translation_comes_from_the_fields_not_from_the_english(zh) -> None:
     assert i18n.shown(None) == "" and i18n.shown("model/dense") == "model/dense"
 
 
+def test_a_message_sent_as_json_comes_back_whole_and_anything_else_is_refused(zh) -> None:
+    """The cluster's supervisor sends its messages as JSON (json.dumps would write a Message as its English):
+    wire() turns each into its template and fields, and Message.from_dict makes it whole again."""
+    import json
+
+    role = messages.tower_role(3, messages.GRADIENTS)
+    sent = json.loads(json.dumps(i18n.wire({"error": role, "tasks": [role], "code": 1})))
+    assert sent["code"] == 1 and sent["tasks"][0] == sent["error"] != str(role)
+    back = Message.from_dict(sent["error"])
+    assert back == role and back.fields["part"].template == "gradients" and i18n.shown(back) == i18n.shown(role) != role
+    for bad in ({"fields": {}}, {"template": 3}, {"template": "x", "fields": []}, "text"):
+        with pytest.raises(ValueError, match="not a message"):
+            Message.from_dict(bad)
+
+
 def test_messages_survive_pickling_whole(zh) -> None:
     """A child process (the parallel parser, the cluster's tasks, inspect) pickles what it made:
     the Messages come back with their template and fields, so they still translate."""

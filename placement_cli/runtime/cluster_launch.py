@@ -30,11 +30,8 @@ OVERALL_LIMIT = 600.0  # seconds the supervisor may take in all before it is kil
 
 
 def message(data: Any) -> Message | str:
-    """A message the supervisor made (``{"template": ..., "fields": ...}``) as an i18n.Message."""
-    if isinstance(data, dict) and isinstance(data.get("template"), str):
-        fields = {k: message(v) if isinstance(v, dict) else v for k, v in (data.get("fields") or {}).items()}
-        return Message(data["template"], **fields)
-    return str(data)
+    """A message the supervisor sent (``Message.to_dict``) as an i18n.Message; its own crash's text as it is."""
+    return Message.from_dict(data) if isinstance(data, dict) else str(data)
 
 
 def task_of(data: dict[str, Any]) -> ClusterTask:

@@ -37,12 +37,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from placement_cli.i18n import N_
+from placement_cli.i18n import N_, Message, wire
 from placement_cli.logparse.error_messages import cause_line, port_taken
 from placement_cli.model import GpuMemory
 from placement_cli.runtime import gpu_policy
-from placement_cli.runtime.cluster_launch import message as message_of
-from placement_cli.runtime.cluster_watch import AFTER, BEFORE, TRAINING, Watch, read_text, to_show
+from placement_cli.runtime.cluster_watch import AFTER, BEFORE, TRAINING, Watch, read_text
 
 READY_LIMIT = 150.0  # seconds for every task to import TensorFlow and start its server (loaded 2-core machine)
 TRAIN_LIMIT = 300.0  # seconds for the training itself
@@ -264,7 +263,7 @@ def supervise(request: dict[str, Any], emit: Any, work: Work) -> dict[str, Any]:
         ours = not request.get("cluster")
         if not (ours and attempt == 0 and answer["error"] and answer.get("port_taken")):
             break
-        emit({"event": "retry", "why": str(message_of(answer["error"]))})  # English: the CLI's line says it as is
+        emit({"event": "retry", "why": str(answer["error"])})  # English: the CLI's line says it as is
     answer.update(isolated=isolated, isolation_note=why, start_method=start_method)
     return answer
 
@@ -302,7 +301,7 @@ def _attempt(request: dict[str, Any], emit: Any, ctx: Any, work: Work) -> dict[s
     info: dict[str, dict[str, Any]] = {}
     results: dict[str, dict[str, Any]] = {}
     memory: dict[str, int | None] = {}
-    error: dict[str, Any] | None = None
+    error: Message | None = None
     ended: set[str] = set()  # tasks placement killed at the end (a server never stops on its own)
     watch = Watch(processes, messages, logdir)
     launched = time.monotonic()
@@ -330,14 +329,14 @@ def _attempt(request: dict[str, Any], emit: Any, ctx: Any, work: Work) -> dict[s
                           "pid": message["pid"], "seconds": round(time.monotonic() - launched, 2)})
                 elif message["kind"] == "error":
                     job, _, i = message["task"].partition("/")
-                    hint = to_show(N_(" (is the port taken?)")) if port_taken(message["error"]) else ""
-                    error = to_show(N_("{task} (pid {pid}) failed before it was ready, at {address}: {error}{hint}"),
+                    hint = Message(N_(" (is the port taken?)")) if port_taken(message["error"]) else ""
+                    error = Message(N_("{task} (pid {pid}) failed before it was ready, at {address}: {error}{hint}"),
                                task=message["task"], pid=processes[message["task"]].pid,
                                address=cluster[job][int(i)], error=watch.caused(message["task"], message["error"]),
                                hint=hint)
             error = error or watch.lost(set(processes) - ready, BEFORE) or watch.lost(ready, AFTER)
             if error is None and time.monotonic() > deadline:
-                error = to_show(N_("{tasks} did not start within {limit:g} s"),
+                error = Message(N_("{tasks} did not start within {limit:g} s"),
                            tasks=", ".join(sorted(set(processes) - ready)), limit=READY_LIMIT)
         for s in held:
             s.close()
@@ -376,7 +375,7 @@ def _attempt(request: dict[str, Any], emit: Any, ctx: Any, work: Work) -> dict[s
 
 
 def _train_all(watch: Watch, workers: list[str], go: list[Any], results: dict[str, dict[str, Any]],
-               emit: Any) -> dict[str, Any] | None:
+               emit: Any) -> Message | None:
     """Release the chief, then (once its session is up) the other workers; wait for every result
     (``workers``: the tasks that train and report: TF1's workers, TF2's coordinator). A task that
     dies, is stopped or falls silent ends the run at once, named."""
@@ -386,7 +385,7 @@ def _train_all(watch: Watch, workers: list[str], go: list[Any], results: dict[st
     sessions: set[str] = set()
     deadline = time.monotonic() + TRAIN_LIMIT
 
-    def blamed(message: dict[str, Any]) -> dict[str, Any]:
+    def blamed(message: dict[str, Any]) -> Message:
         """A worker's error: a peer that died or stopped is the cause, so it is named rather than the worker."""
         end = time.monotonic() + 0.5
         while time.monotonic() < end:
@@ -394,7 +393,7 @@ def _train_all(watch: Watch, workers: list[str], go: list[Any], results: dict[st
             if cause:
                 return cause
             time.sleep(0.1)
-        return to_show(N_("{task} stopped training: {error}"), task=message["task"],
+        return Message(N_("{task} stopped training: {error}"), task=message["task"],
                   error=watch.caused(message["task"], message["error"]))
 
     while len(results) < len(workers):
@@ -428,7 +427,7 @@ def _train_all(watch: Watch, workers: list[str], go: list[Any], results: dict[st
             if failure:
                 return failure
         if time.monotonic() > deadline:
-            return to_show(N_("training did not finish within {limit:g} s"), limit=TRAIN_LIMIT)
+            return Message(N_("training did not finish within {limit:g} s"), limit=TRAIN_LIMIT)
     return None
 
 
@@ -459,7 +458,7 @@ def main(work: Work) -> None:
     os.close(log)
 
     def emit(data: dict[str, Any]) -> None:
-        out.write(json.dumps(data) + "\n")
+        out.write(json.dumps(wire(data)) + "\n")
         out.flush()
 
     try:

@@ -9,7 +9,7 @@ import queue as queue_module
 import time
 from typing import Any
 
-from placement_cli.i18n import N_
+from placement_cli.i18n import N_, Message
 from placement_cli.logparse import written
 from placement_cli.logparse.error_messages import cause as cause_of, gpu_kind, gpu_log_line, port_taken
 from placement_cli.model import Cause
@@ -43,17 +43,6 @@ def read_text(path: str, limit: int = 8 << 20) -> str:
             return f.read(limit).decode("utf-8", "replace")
     except OSError:
         return ""
-
-
-def to_show(template: str, **fields: Any) -> dict[str, Any]:
-    """A message for the CLI to show in the user's language (``i18n.Message`` as JSON): the template
-    is marked with ``N_`` where it is written, the fields may be messages too."""
-    return {"template": template, "fields": fields}
-
-
-def ended_how(code: int) -> dict[str, Any]:
-    said = how_it_ended(code)
-    return to_show(said.template, **said.fields)
 
 
 BEFORE = N_("before it was ready")
@@ -94,31 +83,31 @@ class Watch:
             self.beats[message["task"]] = time.monotonic()
             self.steps[message["task"]] = int(message.get("steps") or 0)
 
-    def lost(self, names: set[str], stage: str, *, failed_only: bool = False) -> dict[str, Any] | None:
+    def lost(self, names: set[str], stage: str, *, failed_only: bool = False) -> Message | None:
         """Why the first of ``names`` can no longer take part, or None while every one can
         (``failed_only``: a task that exited 0, having said its own error, is not named)."""
         for name, p in self.processes.items():
             if name in names and p.exitcode is not None and not (failed_only and p.exitcode == 0):
-                return self._named(name, ended_how(p.exitcode), stage, quote=p.exitcode > 0)
+                return self._named(name, how_it_ended(p.exitcode), stage, quote=p.exitcode > 0)
         for name, p in self.processes.items():
             state = process_state(p.pid) if name in names else None
             if state in ("T", "t"):
-                return self._named(name, to_show(N_("was found stopped (process state {state}: SIGSTOP or a "
+                return self._named(name, Message(N_("was found stopped (process state {state}: SIGSTOP or a "
                                                "debugger)"), state=state), stage)
         now = time.monotonic()
         for name in self.processes:
             if name in names and name in self.beats and now - self.beats[name] > SILENCE_LIMIT:
-                return self._named(name, to_show(N_("has not answered placement for {seconds:g} s (process state {state})"),
+                return self._named(name, Message(N_("has not answered placement for {seconds:g} s (process state {state})"),
                                             seconds=round(now - self.beats[name]),
                                             state=process_state(self.processes[name].pid) or "?"), stage)
         return None
 
-    def _named(self, name: str, how: dict[str, Any], stage: str, *, quote: bool = False) -> dict[str, Any]:
+    def _named(self, name: str, how: Message, stage: str, *, quote: bool = False) -> Message:
         """The task and what happened to it; ``quote``: with the end of its log, where the task ended
         itself with an error (a task killed or stopped says nothing of why: its last lines are
         TensorFlow's chatter, such as rendezvous aborts, not a reason)."""
-        said = to_show(N_("{task} (pid {pid}) {how} {stage}"), task=name, pid=self.processes[name].pid, how=how,
-                  stage=to_show(stage))
+        said = Message(N_("{task} (pid {pid}) {how} {stage}"), task=name, pid=self.processes[name].pid, how=how,
+                       stage=Message(stage))
         log = os.path.join(self.logdir, name.replace("/", "-") + ".err")
         tail = log_tail(log) if quote else ""
         gpu = gpu_log_line(read_text(log))  # a task TensorFlow aborted (no tail) may have said why on its log
@@ -126,7 +115,7 @@ class Watch:
             self.cause = self.cause or Cause(line=gpu, kind=gpu_kind(gpu) or "gpu").to_dict()
             tail = gpu if not tail else tail if gpu in tail else f"{gpu} | {tail}"
         self.port_taken = self.port_taken or port_taken(tail)
-        return to_show(N_("{problem}: {tail}"), problem=said, tail=tail) if tail else said
+        return Message(N_("{problem}: {tail}"), problem=said, tail=tail) if tail else said
 
 
 def poll(messages: Any, timeout: float = 0.2) -> dict[str, Any] | None:
