@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from placement_cli.caps import LESSON_DEVICES, MAX_CPUS  # the table, kept light for the CLI
 from placement_cli.exceptions import DeviceSpecError
 from placement_cli.messages import cut
 
@@ -227,7 +226,6 @@ def parse_indices(text: str) -> list[int]:
 # another device.
 INT32_MAX = 2**31 - 1  # TensorFlow holds replica, task and device numbers in a 32-bit int
 
-MAX_TOWERS = max(cap for cap, _, _ in LESSON_DEVICES.values())  # what a device list may hold at all
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")  # job names and device types
 _NUMBER = re.compile(r"[0-9]+")
 _SPAN = re.compile(r"([0-9]+)(?:-([0-9]+))?")
@@ -308,12 +306,12 @@ def _check_number(value: str, what: str, raw: str) -> int:
     return int(value)
 
 
-def parse_option_devices(text: str) -> list[DeviceSpec]:
+def parse_option_devices(text: str, most: int) -> list[DeviceSpec]:
     """``--devices``: a comma-separated list of distinct devices (compared in full, so
-    ``/cpu:0`` and ``/CPU:0`` are one device), at most MAX_TOWERS of them."""
+    ``/cpu:0`` and ``/CPU:0`` are one device), at most ``most`` of them (a lesson's cap)."""
     parts = text.split(",")
-    if len(parts) > MAX_TOWERS:
-        raise DeviceSpecError(f"{len(parts)} devices in --devices: the lesson runs at most {MAX_TOWERS} towers")
+    if len(parts) > most:
+        raise DeviceSpecError(f"{len(parts)} devices in --devices: the lesson runs at most {most} towers")
     specs = [parse_option_device(part) for part in parts]
     seen: dict[str, str] = {}
     for part, spec in zip(parts, specs):
@@ -324,9 +322,9 @@ def parse_option_devices(text: str) -> list[DeviceSpec]:
     return specs
 
 
-def parse_option_indices(text: str) -> list[int]:
+def parse_option_indices(text: str, most: int) -> list[int]:
     """``--gpus``: ``2,3`` or ``0-3`` (or a mix), each index one TensorFlow can hold,
-    at most MAX_TOWERS of them; DeviceSpecError on bad input."""
+    at most ``most`` of them (a lesson's cap); DeviceSpecError on bad input."""
     total = 0
     for part in text.split(","):
         span = _SPAN.fullmatch(part.strip())
@@ -338,40 +336,12 @@ def parse_option_indices(text: str) -> list[int]:
         if last < first:
             raise DeviceSpecError(f"empty range {part.strip()!r} in {_brief(text)!r}")
         total += last - first + 1
-        if total > MAX_TOWERS:
-            raise DeviceSpecError(f"{_brief(text)!r} asks for more than {MAX_TOWERS} towers: the lesson runs "
-                                  f"at most {MAX_TOWERS}")
+        if total > most:
+            raise DeviceSpecError(f"{_brief(text)!r} asks for more than {most} towers: the lesson runs "
+                                  f"at most {most}")
     return parse_indices(text)
 
 
 def _brief(text: str, limit: int = 40) -> str:
     """A user's string cut to fit a one-line message."""
     return cut(text, limit, "\N{HORIZONTAL ELLIPSIS}")
-
-
-def lesson_devices(lesson: str, devices: list[str], option: str, cpus: int | None, *,
-                   derive_cpus: bool) -> int | None:
-    """The caps of LESSON_DEVICES and MAX_CPUS for ``devices`` (given with ``option``); the logical
-    CPUs to make: ``cpus`` as given, or with ``derive_cpus`` (and no --cpus) as many as the highest
-    /cpu:K of ``devices`` needs. DeviceSpecError (exit 2) for a count beyond a cap."""
-    from placement_cli.i18n import _, translated  # noqa: PLC0415
-
-    cap, unit, why = LESSON_DEVICES[lesson]
-    unit, why = translated(unit), translated(why)
-    if len(devices) > cap:
-        raise DeviceSpecError(_("{count} {unit} asked for with {option}: {lesson} runs at most {cap} {unit} "
-                                "({why})").format(count=len(devices), unit=unit, option=option, lesson=lesson,
-                                                  cap=cap, why=why))
-    if cpus is not None and not 1 <= cpus <= MAX_CPUS:
-        raise DeviceSpecError(_("{count} logical CPUs for {count_devices} {unit}: placement makes 1 to {cap} "
-                                "(--cpus)").format(count=cpus, count_devices=len(devices), unit=unit, cap=MAX_CPUS))
-    if cpus is not None or not derive_cpus:
-        return cpus
-    highest = max((s.device_index for s in map(parse_device, devices)
-                   if s.device_type == "CPU" and s.device_index is not None and s.job in (None, "localhost")),
-                  default=0)
-    if highest >= MAX_CPUS:
-        raise DeviceSpecError(_("/cpu:{index} in {option} would need {count} logical CPUs: placement makes at most "
-                                "{cap} (/cpu:0../cpu:{last}, --cpus takes 1 to {cap})").format(
-            index=highest, option=option, count=highest + 1, cap=MAX_CPUS, last=MAX_CPUS - 1))
-    return highest + 1 if highest > 0 else None

@@ -4,9 +4,10 @@ import re
 
 import pytest
 
-from placement_cli.devices import (LESSON_DEVICES, MAX_CPUS, MAX_TOWERS, DeviceSpec, DeviceSpecError, lesson_devices,
-                                   parse_device, parse_option_device, parse_option_devices, parse_option_indices,
-                                   short_name)
+from placement_cli.devices import (DeviceSpec, DeviceSpecError, parse_device, parse_option_device, parse_option_devices,
+                                   parse_option_indices, short_name)
+from placement_cli.lessons.caps import LESSON_DEVICES, MAX_CPUS, MAX_TOWERS
+from placement_cli.lessons.split import lesson_devices
 
 
 @pytest.mark.parametrize(
@@ -100,12 +101,12 @@ def test_option_device_messages_stay_one_short_line() -> None:
 
 
 def test_option_device_lists_compare_full_names() -> None:
-    assert [s.short for s in parse_option_devices("/cpu:1, /cpu:2")] == ["CPU:1", "CPU:2"]
+    assert [s.short for s in parse_option_devices("/cpu:1, /cpu:2", MAX_TOWERS)] == ["CPU:1", "CPU:2"]
     for same in ("/cpu:0,/CPU:0", "/cpu:0,/device:CPU:0", "/gpu:1,/job:localhost/replica:0/gpu:1"):
         with pytest.raises(DeviceSpecError, match="same device"):
-            parse_option_devices(same)
+            parse_option_devices(same, MAX_TOWERS)
     with pytest.raises(DeviceSpecError, match=f"at most {MAX_TOWERS}"):
-        parse_option_devices(",".join(f"/cpu:{i}" for i in range(MAX_TOWERS + 1)))
+        parse_option_devices(",".join(f"/cpu:{i}" for i in range(MAX_TOWERS + 1)), MAX_TOWERS)
 
 
 @pytest.mark.parametrize(
@@ -117,13 +118,13 @@ def test_option_device_lists_compare_full_names() -> None:
 )
 def test_gpu_index_lists_are_capped_and_checked_before_anything_is_built(text: str, says: str) -> None:
     with pytest.raises(DeviceSpecError, match=re.escape(says)):
-        parse_option_indices(text)
+        parse_option_indices(text, MAX_TOWERS)
 
 
 def test_gpu_index_lists() -> None:
-    assert parse_option_indices("2,3") == [2, 3]
-    assert parse_option_indices("0-3, 6") == [0, 1, 2, 3, 6]
-    assert len(parse_option_indices("0-63")) == MAX_TOWERS
+    assert parse_option_indices("2,3", MAX_TOWERS) == [2, 3]
+    assert parse_option_indices("0-3, 6", MAX_TOWERS) == [0, 1, 2, 3, 6]
+    assert len(parse_option_indices("0-63", MAX_TOWERS)) == MAX_TOWERS
 
 
 @pytest.mark.parametrize("text, canonical", [

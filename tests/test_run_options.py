@@ -15,8 +15,7 @@ import typer
 from typer.testing import CliRunner
 
 from placement_cli.cli import app
-from placement_cli.caps import MAX_VIRTUAL_GPUS
-from placement_cli.devices import LESSON_DEVICES, MAX_CPUS
+from placement_cli.lessons.caps import LESSON_DEVICES, MAX_CPUS, MAX_VIRTUAL_GPUS
 
 
 def invoke(*args: str) -> tuple[int, str]:

@@ -14,16 +14,15 @@ MAX_LINES = 600
 ROOT = Path(__file__).resolve().parent.parent / "placement_cli"
 
 # Each group of modules, and the groups it may import (besides itself). Ordered from the bottom.
-BASE = ("i18n", "caps", "exceptions", "messages", "devices", "model", "collector", "forked")
+BASE = ("i18n", "exceptions", "messages", "devices", "model", "collector", "forked")
 ALLOWED: dict[str, tuple[str, ...]] = {
     "collector": (),
     "forked": (),
     "i18n": (),
-    "caps": ("i18n",),
-    "exceptions": ("i18n", "caps"),
-    "messages": ("i18n", "caps", "exceptions"),
-    "devices": ("i18n", "caps", "exceptions", "messages"),
-    "model": ("i18n", "caps", "exceptions", "messages", "devices"),
+    "exceptions": ("i18n",),
+    "messages": ("i18n", "exceptions"),
+    "devices": ("i18n", "exceptions", "messages"),
+    "model": ("i18n", "exceptions", "messages", "devices"),
     "clusterspec": BASE,
     "outputs": BASE,
     "logparse": BASE,

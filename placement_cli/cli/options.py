@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from placement_cli.caps import MAX_CPUS, MAX_VIRTUAL_GPUS
+from placement_cli.lessons.caps import MAX_CPUS, MAX_TOWERS, MAX_VIRTUAL_GPUS
 from placement_cli.cli.app import option_callback
 from placement_cli.cli.funnel import say
 from placement_cli.cli.outcome import Pictures
@@ -87,8 +87,8 @@ def _filters_module() -> Any:
 # tidied as TensorFlow reads them: stripped, and /xla_cpu:0 as /device:XLA_CPU:0
 device_option = checked(lambda value: _devices_module().parse_option_device(value),
                         tidy=lambda value: _devices_module().xla_spelling(value))
-gpus_option = checked(lambda value: _devices_module().parse_option_indices(value), tidy=str)
-devices_option = checked(lambda value: _devices_module().parse_option_devices(value),
+gpus_option = checked(lambda value: _devices_module().parse_option_indices(value, MAX_TOWERS), tidy=str)
+devices_option = checked(lambda value: _devices_module().parse_option_devices(value, MAX_TOWERS),
                          tidy=lambda value: ",".join(_devices_module().xla_spelling(d) for d in value.split(",")))
 
 

@@ -84,13 +84,15 @@ def tower(
     Without GPUs, use --soft to see the fallbacks, or run the towers on logical CPUs.
     Example: placement tower --devices /cpu:1,/cpu:2 --cpus 3
     """
-    from placement_cli.devices import lesson_devices, parse_option_indices  # noqa: PLC0415
+    from placement_cli.devices import parse_option_indices  # noqa: PLC0415
+    from placement_cli.lessons.caps import MAX_TOWERS  # noqa: PLC0415
+    from placement_cli.lessons.split import lesson_devices  # noqa: PLC0415
     from placement_cli.lessons.guide import tower as run_tower  # noqa: PLC0415
 
     source = ctx.get_parameter_source("gpus")
     if devices and source is not None and source.name != "DEFAULT":
         raise typer.BadParameter("give the towers with --gpus or with --devices, not both", param_hint="--gpus")
-    towers = devices.split(",") if devices else [f"/gpu:{i}" for i in parse_option_indices(gpus)]
+    towers = devices.split(",") if devices else [f"/gpu:{i}" for i in parse_option_indices(gpus, MAX_TOWERS)]
     lesson_devices("tower", towers, "--devices" if devices else "--gpus", cpus, derive_cpus=False)
     drawn = pictures("placement tower", as_json=as_json, force=force, svg=svg, dot=dot, graph_svg=graph_svg)
     options = run_options(soft, mode, cpus, virtual_gpus, copies, tensorboard, drawn, devices=(*towers, reduce_on))

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from placement_cli.caps import LESSON_DEVICES
+from placement_cli.lessons.caps import LESSON_DEVICES
 from placement_cli.cli import shown
 from placement_cli.cli.app import command
 from placement_cli.cli.outcome import ExitCode, Json, Outcome, Pictures

@@ -1,8 +1,11 @@
-"""The rules both training lessons share: their devices, and a batch split evenly over them."""
+"""The rules the lessons share: their devices held to their caps, and a batch split evenly over them."""
 
 from __future__ import annotations
 
-from placement_cli.exceptions import UsageProblem
+from placement_cli.devices import parse_device, parse_indices
+from placement_cli.exceptions import DeviceSpecError, UsageProblem
+from placement_cli.i18n import _, translated
+from placement_cli.lessons.caps import LESSON_DEVICES, MAX_CPUS
 
 
 def check_even(batch: int, parts: int, unit: str, why: str) -> None:
@@ -18,9 +21,6 @@ def training_devices(lesson: str, count: int | None, devices: str | None, gpus: 
                      default: int, first_cpu: int) -> tuple[list[str], int | None]:
     """The towers' (or replicas') devices and the logical CPUs to make: --devices, --gpus, or
     ``default`` logical CPUs from /cpu:``first_cpu`` on; every count held to the lesson's caps."""
-    from placement_cli.caps import LESSON_DEVICES  # noqa: PLC0415
-    from placement_cli.devices import lesson_devices, parse_indices  # noqa: PLC0415
-
     unit = LESSON_DEVICES[lesson][1]
     if devices and gpus:
         raise UsageProblem("give --devices or --gpus, not both")
@@ -35,3 +35,29 @@ def training_devices(lesson: str, count: int | None, devices: str | None, gpus: 
     chosen = [f"/cpu:{first_cpu + i}" for i in range(count)]
     option = "--towers" if lesson == "train" else "--replicas"
     return chosen, lesson_devices(lesson, chosen, option, first_cpu + count if cpus is None else cpus, derive_cpus=False)
+
+
+def lesson_devices(lesson: str, devices: list[str], option: str, cpus: int | None, *,
+                   derive_cpus: bool) -> int | None:
+    """The caps of LESSON_DEVICES and MAX_CPUS for ``devices`` (given with ``option``); the logical
+    CPUs to make: ``cpus`` as given, or with ``derive_cpus`` (and no --cpus) as many as the highest
+    /cpu:K of ``devices`` needs. DeviceSpecError (exit 2) for a count beyond a cap."""
+    cap, unit, why = LESSON_DEVICES[lesson]
+    unit, why = translated(unit), translated(why)
+    if len(devices) > cap:
+        raise DeviceSpecError(_("{count} {unit} asked for with {option}: {lesson} runs at most {cap} {unit} "
+                                "({why})").format(count=len(devices), unit=unit, option=option, lesson=lesson,
+                                                  cap=cap, why=why))
+    if cpus is not None and not 1 <= cpus <= MAX_CPUS:
+        raise DeviceSpecError(_("{count} logical CPUs for {count_devices} {unit}: placement makes 1 to {cap} "
+                                "(--cpus)").format(count=cpus, count_devices=len(devices), unit=unit, cap=MAX_CPUS))
+    if cpus is not None or not derive_cpus:
+        return cpus
+    highest = max((s.device_index for s in map(parse_device, devices)
+                   if s.device_type == "CPU" and s.device_index is not None and s.job in (None, "localhost")),
+                  default=0)
+    if highest >= MAX_CPUS:
+        raise DeviceSpecError(_("/cpu:{index} in {option} would need {count} logical CPUs: placement makes at most "
+                                "{cap} (/cpu:0../cpu:{last}, --cpus takes 1 to {cap})").format(
+            index=highest, option=option, count=highest + 1, cap=MAX_CPUS, last=MAX_CPUS - 1))
+    return highest + 1 if highest > 0 else None

@@ -22,7 +22,6 @@ from placement_cli.model.kinds import PlacementKind
 FEATURES, HIDDEN, CLASSES = 24, 16, 10  # the notes' small MLP: 24 -> 16 -> 10
 SEED = 2017
 VARIABLES_ON = "/cpu:0"
-MAX_TOWERS = 32
 MAX_STEPS = 10_000
 MAX_BATCH = 65_536
 # The largest relative difference (of the gradient's largest magnitude) the check allows: a few

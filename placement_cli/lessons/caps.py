@@ -1,4 +1,5 @@
-"""How many devices a run may make or use (light: the CLI's options read it at import)."""
+"""How many devices a lesson may make or use (light: the CLI's options read it at import; lessons/split.py
+holds a run's devices to it)."""
 
 from __future__ import annotations
 
@@ -18,3 +19,4 @@ LESSON_DEVICES = {
     "train": (32, N_("towers"), N_("one logical device and about 60 ops per tower")),
     "mirrored": (16, N_("replicas"), N_("one logical device per replica")),
 }
+MAX_TOWERS = max(cap for cap, _unit, _why in LESSON_DEVICES.values())  # what a device list may hold at all
