@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -134,6 +135,48 @@ def parse_device(text: str, *, logged: bool = False) -> DeviceSpec:
                 raise DeviceSpecError(f"{key} must be a number in {raw!r}, not {value!r}")
             fields[key] = _whole(value, key, raw)
     return DeviceSpec(**fields)  # type: ignore[arg-type]
+
+
+class DeviceName(str):
+    """A device as it was written (by TensorFlow's log, a user, a saved report), read once where it
+    enters the model: ``spec`` is what TensorFlow's grammar makes of it (None: it names no device),
+    ``short`` how tables name it. As a string it is the name as written (JSON, comparisons), so a
+    report says a device the way its source did."""
+
+    spec: DeviceSpec | None
+
+    def __new__(cls, text: str) -> DeviceName:
+        if type(text) is DeviceName:
+            return text
+        return _device_name(str(text))
+
+    def __reduce__(self) -> tuple[type[DeviceName], tuple[str]]:
+        return DeviceName, (str(self),)
+
+    @property
+    def short(self) -> str:
+        """``CPU:0``, ``ps/0 CPU:0``; the name itself where it names no device."""
+        return self.spec.short if self.spec is not None else str(self)
+
+    @property
+    def task_key(self) -> tuple[str, int, int] | None:
+        """The task it is on (job, replica, task; localhost's where it names none); None: no device."""
+        return None if self.spec is None else self.spec.task_key
+
+
+@functools.lru_cache(maxsize=4096)  # a log names a few devices many times
+def _device_name(text: str) -> DeviceName:
+    name = str.__new__(DeviceName, text)
+    try:
+        name.spec = parse_device(text, logged=True)
+    except DeviceSpecError:
+        name.spec = None
+    return name
+
+
+def device_name(text: str | None) -> DeviceName | None:
+    """``text`` as a DeviceName; None as None."""
+    return None if text is None else DeviceName(text)
 
 
 class DeviceNames:

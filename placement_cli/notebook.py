@@ -63,7 +63,7 @@ class CapturedReport:
 
     @property
     def by_device(self) -> dict[str, int]:
-        return self.report.by_device
+        return {str(device): n for device, n in self.report.by_device.items()}
 
     @property
     def log(self) -> str:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
-from placement_cli.devices import DeviceSpec, try_parse
+from placement_cli.devices import DeviceName, DeviceSpec, try_parse
 from placement_cli.model.ops import PLUMBING_OPS
 from placement_cli.model import AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH_RESOURCE, Placement
 from placement_cli.eagerjoin import eager_records
@@ -220,7 +220,7 @@ class _Explainer:
         there = try_parse(record.resource_device) if record.resource_device else None
         if want is not None and there is not None and not want.satisfied_by(p.spec) \
                 and there.canonical == p.spec.canonical:
-            return replace(p, requested=requested, status=WITH_RESOURCE, reason=resource_reason(record, p.short))
+            return replace(p, requested=DeviceName(requested), status=WITH_RESOURCE, reason=resource_reason(record, p.short))
         node = NodeFacts(name=p.node or "", op=p.op, requested=requested or None,
                          unchecked=(want.device_type,) if want and want.device_type else ())
         return self.one(p, node)
@@ -263,10 +263,10 @@ class _Explainer:
             return replace(p, requested=None, status=FREE, group=node.group, reason=self.on_cpu_reason(p, node, gpu))
         want = try_parse(node.requested)
         if want is None or want.satisfied_by(p.spec):
-            return replace(p, requested=node.requested, status=AS_REQUESTED, group=node.group)
+            return replace(p, requested=DeviceName(node.requested), status=AS_REQUESTED, group=node.group)
         if p.status == WITH_RESOURCE and p.kind != PlacementKind.EAGER:  # the log said so: it follows its reference input
-            return replace(p, requested=node.requested, group=node.group)  # (logparse.ignored.settle): no fallback
-        return replace(p, requested=node.requested, status=SOFT_FALLBACK, group=node.group,
+            return replace(p, requested=DeviceName(node.requested), group=node.group)  # (logparse.ignored.settle): no fallback
+        return replace(p, requested=DeviceName(node.requested), status=SOFT_FALLBACK, group=node.group,
                        reason=self.fallback_reason(want, p, node, self.specs if specs is None else specs))
 
     def fallback_reason(self, want: DeviceSpec, p: Placement, node: NodeFacts, specs: tuple[DeviceSpec, ...]) -> Message:

@@ -160,3 +160,28 @@ def test_lesson_devices_caps_counts_and_the_logical_cpus_devices_imply() -> None
     assert lesson_devices("tower", ["/cpu:1", "/cpu:20000"], "--devices", None, derive_cpus=False) is None
     with pytest.raises(DeviceSpecError, match="placement makes 1 to 64"):
         lesson_devices("train", ["/cpu:1"], "--towers", 65, derive_cpus=False)
+
+
+def test_a_device_name_is_read_once_where_it_enters_the_model_and_keeps_its_spelling() -> None:
+    """The model's device fields hold DeviceNames: the name as written (JSON, comparisons), read once
+    (``spec``, ``short``); a plain string given to a model type is read there, a name that is no
+    device stands as written, and a name survives pickling (the parallel parser, a run's child)."""
+    import pickle
+
+    from placement_cli.devices import DeviceName
+    from placement_cli.model import Copy, DeviceMapping, PlacementFailure
+    from placement_cli.model.kinds import FailureKind
+
+    name = DeviceName("/job:ps/task:1/gpu:0")
+    assert name == "/job:ps/task:1/gpu:0" and name.short == "ps/1 GPU:0" and name.task_key == ("ps", 0, 1)
+    assert DeviceName(name) is name and pickle.loads(pickle.dumps(name)).short == "ps/1 GPU:0"
+    odd = DeviceName("not a [device]")
+    assert odd.spec is None and odd.short == "not a [device]" and odd.task_key is None
+    copy = Copy(tensor="x:0", source="/job:localhost/replica:0/task:0/device:CPU:0", target="/gpu:1")
+    assert (type(copy.source), copy.source.short, copy.target.short) == (DeviceName, "CPU:0", "GPU:1")
+    assert copy.to_dict()["to"] == "/gpu:1"  # as written
+    failure = PlacementFailure(FailureKind.DEVICE_NOT_FOUND, "a", "/device:GPU:3", "m", ("/cpu:0",), "/gpu:2")
+    assert [d.short for d in (failure.requested_device, *failure.available_devices, failure.group_device)] \
+        == ["GPU:3", "CPU:0", "GPU:2"]
+    assert PlacementFailure.from_dict(failure.to_dict()) == failure
+    assert DeviceMapping("/job:localhost/replica:0/task:0/device:GPU:0", "H200").device.short == "GPU:0"

@@ -167,7 +167,7 @@ def _missing(machine: Machine) -> DemoOutcome:
     return _taught(report, N_("TensorFlow refused to run: {node} asked for {requested}, which does not "
                                         "exist ({kind}); it has {available}."),
                    {"node": failure.node or "?", "requested": machine.missing, "kind": failure.kind,
-                    "available": ", ".join(short_name(d) for d in failure.available_devices) or "?"})
+                    "available": ", ".join(d.short for d in failure.available_devices) or "?"})
 
 
 def _soft(machine: Machine) -> DemoOutcome:
@@ -231,7 +231,7 @@ def _copies(machine: Machine) -> DemoOutcome:
     report = _towers(machine, copies=True)
     if report.result is None or report.copies is None:
         return DemoOutcome(report, ok=False, problem="the copies were not recorded")
-    links = sorted({f"{short_name(c.source)} -> {short_name(c.target)}" for c in report.copies})
+    links = sorted({f"{c.source.short} -> {c.target.short}" for c in report.copies})
     return _taught(report, N_("{count} tensors crossed devices ({links}): each crossing is a _Send/_Recv "
                                         "pair TensorFlow added."),
                    {"count": len(report.copies), "links": ", ".join(links) or "-"})

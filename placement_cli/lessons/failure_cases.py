@@ -10,6 +10,7 @@ from placement_cli.i18n import N_, Message
 from placement_cli.lessons.guide import A_VALUES, string_graph
 from placement_cli.logparse import parse_text
 from placement_cli.logparse.error_messages import cause, essential, failure_from_text, headline
+from placement_cli.devices import DeviceName
 from placement_cli.model import FailureCase, FailureCatalogue, PlacementFailure, SoftRun
 from placement_cli.model.kinds import FailureKind
 from placement_cli.runtime import private
@@ -133,7 +134,7 @@ def _failure(message: str, error_class: str | None, requested: str) -> Placement
         return parsed
     kind = FailureKind.INVALID_DEVICE_SPEC if error_class == "ValueError" else FailureKind.RUN_FAILED
     said = essential(message)
-    return PlacementFailure(kind=kind, node=None, requested_device=requested, message=said,
+    return PlacementFailure(kind=kind, node=None, requested_device=DeviceName(requested), message=said,
                             cause=cause(message) if kind == FailureKind.RUN_FAILED else None, headline=headline(said))
 
 
@@ -153,7 +154,8 @@ def _case(tf: Any, case: Case, have_gpu: bool, devices: tuple[str, ...], kernels
         error = _failure(message, error_class, case.requested)
         if not error.available_devices:
             error = PlacementFailure(error.kind, error.node, error.requested_device, error.message,
-                                     devices if error_class != "ValueError" else (), headline=error.headline)
+                                     tuple(map(DeviceName, devices)) if error_class != "ValueError" else (),
+                                     headline=error.headline)
     result, soft_class, soft_message, log, graph = _run(tf, case, soft=True)
     if soft_message is None:
         facts = Facts(nodes=merge_nodes(graph_nodes(graph.get_operations(), kernels, check)), available=devices,

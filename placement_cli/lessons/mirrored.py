@@ -13,6 +13,7 @@ from placement_cli.exceptions import UsageProblem
 from placement_cli.i18n import Message
 from placement_cli.lessons.split import check_even
 from placement_cli.logparse.error_messages import cause, headline
+from placement_cli.devices import DeviceName
 from placement_cli.model import Copy, ExpectedBytes, Placement, Report, Training, VariableCopies
 from placement_cli.model.ops import PLUMBING_OPS
 from placement_cli.runtime import private
@@ -262,7 +263,7 @@ def ring_copies(replicas: tuple[str, ...], gradient_bytes: int) -> list[Copy]:
         return []
     total = 2 * (n - 1) * gradient_bytes
     share, extra = divmod(total, n)
-    return [Copy(tensor=messages.RING_TENSOR, source=replicas[i], target=replicas[(i + 1) % n],
+    return [Copy(tensor=messages.RING_TENSOR, source=DeviceName(replicas[i]), target=DeviceName(replicas[(i + 1) % n]),
                  dtype="float32", bytes=share + (1 if i < extra else 0), computed=True,
                  physical=crosses_memory(replicas[i], replicas[(i + 1) % n])) for i in range(n)]
 

@@ -18,7 +18,7 @@ from operator import attrgetter, itemgetter
 from typing import Any, BinaryIO
 
 from placement_cli.collector import paused
-from placement_cli.devices import DeviceSpec, parse_device
+from placement_cli.devices import DeviceName, DeviceSpec, parse_device
 from placement_cli.exceptions import DeviceSpecError
 from placement_cli.logparse import eager, functions, ignored, lazy, mapping, placer, reader, rejoin
 from placement_cli.logparse.error_messages import MAX_CHARS, MAX_LINES, TRIGGER, may_hold_failure, read_failure
@@ -426,7 +426,7 @@ class _Parser:
             counted = tuple(merged.items())
         return Report(
             placements=ignored.settle(tuple(sorted(self.placements, key=attrgetter("line"))), self.ignored),
-            device_mapping=tuple(DeviceMapping(d, desc) for d, desc in self.mappings.items()),
+            device_mapping=tuple(DeviceMapping(DeviceName(d), desc) for d, desc in self.mappings.items()),
             errors=self.failures.result(),
             lines=_line_count(self.newlines, self.last),
             mapping_seen=self.mapping_seen,

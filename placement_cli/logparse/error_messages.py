@@ -15,7 +15,7 @@ from collections.abc import Callable
 from functools import partial
 
 from placement_cli.logparse import lazy
-from placement_cli.devices import tf_rejects, try_parse
+from placement_cli.devices import DeviceName, device_name, tf_rejects, try_parse
 from placement_cli.model import Cause, PlacementFailure
 from placement_cli.model.kinds import FailureKind
 
@@ -240,8 +240,8 @@ def _classify(wording: str, message: str, trace: str) -> PlacementFailure:
         available = _bracket_list(message, "Registered devices:") or ()
     else:
         return _placement_failure(message)
-    return PlacementFailure(kind=kind, node=node, requested_device=requested, message=message,
-                            available_devices=available, headline=headline(message))
+    return PlacementFailure(kind=kind, node=node, requested_device=device_name(requested), message=message,
+                            available_devices=tuple(map(DeviceName, available)), headline=headline(message))
 
 
 def _placement_failure(message: str) -> PlacementFailure:
@@ -282,8 +282,9 @@ def _placement_failure(message: str) -> PlacementFailure:
     if m := _UNKNOWN_COLOCATION.match(message):
         kind, node = FailureKind.COLOCATION, m.group(1)
     return PlacementFailure(
-        kind=kind, node=node, requested_device=requested, message=message, available_devices=available,
-        group_device=group_device, headline=headline(message),
+        kind=kind, node=node, requested_device=device_name(requested), message=message,
+        available_devices=tuple(map(DeviceName, available)),
+        group_device=device_name(group_device), headline=headline(message),
     )
 
 

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from placement_cli import messages
-from placement_cli.devices import try_parse
+from placement_cli.devices import device_name, try_parse
 from placement_cli.i18n import Message
 from placement_cli.logparse import lazy
 from placement_cli.model import AS_REQUESTED, WITH_RESOURCE, IgnoredRequest, Placement
@@ -68,8 +68,8 @@ def _resources(m: re.Match[bytes], line: int) -> IgnoredRequest:
         if members >= 0 and (found := _MEMBER.search(window, members)):
             node = found.group(1).decode("utf-8", "replace")
             requested = requested or found.group(2).decode("utf-8", "replace")
-    return IgnoredRequest(node=node or "", requested=requested, cause="resource_device", source=None,
-                          device=", ".join(candidates) or None, line=line, message=message)
+    return IgnoredRequest(node=node or "", requested=device_name(requested), cause="resource_device", source=None,
+                          device=device_name(", ".join(candidates) or None), line=line, message=message)
 
 
 def request(m: re.Match[bytes], line: int) -> IgnoredRequest:
@@ -83,8 +83,8 @@ def request(m: re.Match[bytes], line: int) -> IgnoredRequest:
         return _resources(m, line)
     message = m.group().decode("utf-8", "replace").rstrip()
     if m.group("node") is not None:
-        return IgnoredRequest(node=text("node") or "", requested=text("requested") or None, cause="reference_input",
-                              source=text("source"), device=text("device") or None, line=line, message=message)
+        return IgnoredRequest(node=text("node") or "", requested=device_name(text("requested") or None),
+                              cause="reference_input", source=text("source"), device=device_name(text("device") or None), line=line, message=message)
     return IgnoredRequest(node=text("cnode") or "", requested=None, cause="colocation", source=text("group"),
                           device=None, line=line, message=message)
 

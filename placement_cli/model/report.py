@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from placement_cli.devices import DeviceSpec, try_parse
+from placement_cli.devices import DeviceName, DeviceSpec, device_name, try_parse
 from placement_cli.i18n import N_, Message
 from placement_cli.model.cause import Cause, first_line
 from placement_cli.model.fields import count, dimension, optional_int, optional_text, text
@@ -38,7 +38,7 @@ class Placement:
     spec: DeviceSpec
     kind: PlacementKind
     line: int
-    requested: str | None = None
+    requested: DeviceName | None = None  # read where the model is made: a plain string is read here once
     status: str = LOGGED  # one of the statuses above
     reason: str | None = None  # a Message (messages.py), English as a string
     group: str | None = None  # the tower a node belongs to, a lesson's role (a Message), a name scope
@@ -46,6 +46,10 @@ class Placement:
     # the tf.function whose graph holds the node, as TensorFlow named it (``__inference_step_17``); None: a
     # Session's graph, an eager op's wrapper, or a log that does not say
     graph: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.requested is not None and type(self.requested) is not DeviceName:
+            object.__setattr__(self, "requested", DeviceName(self.requested))
 
     @property
     def canonical(self) -> str:
@@ -95,7 +99,7 @@ class Placement:
         spec = _spec(p)
         return cls(node=optional_text(p.get("node")), op=optional_text(p.get("op")),
                    device=text(p.get("device", spec.canonical)), spec=spec, kind=PlacementKind(kind),
-                   line=count(p.get("line", 0)), requested=optional_text(p.get("requested")),
+                   line=count(p.get("line", 0)), requested=device_name(optional_text(p.get("requested"))),
                    status=_STATUSES.get(status, status if isinstance(status, str) else LOGGED),
                    reason=optional_text(p.get("reason")), group=optional_text(p.get("group")),
                    graph=optional_text(p.get("graph")), wrapper=p.get("wrapper") is True)
@@ -117,15 +121,18 @@ def _spec(p: dict[str, Any]) -> DeviceSpec:
 class DeviceMapping:
     """One line of a ``Device mapping:`` block."""
 
-    device: str
+    device: DeviceName
     description: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "device", DeviceName(self.device))
 
     def to_dict(self) -> dict[str, Any]:
         return {"device": self.device, "description": self.description}
 
     @classmethod
     def from_dict(cls, m: Any) -> DeviceMapping:
-        return cls(text(m["device"]), text(m["description"]))
+        return cls(DeviceName(text(m["device"])), text(m["description"]))
 
 
 @dataclass(frozen=True)
@@ -134,14 +141,19 @@ class PlacementFailure:
 
     kind: FailureKind
     node: str | None
-    requested_device: str | None
+    requested_device: DeviceName | None
     message: str
-    available_devices: tuple[str, ...] = ()
-    group_device: str | None = None  # colocation: the device the node's colocation group required
+    available_devices: tuple[DeviceName, ...] = ()
+    group_device: DeviceName | None = None  # colocation: the device the node's colocation group required
     cause: Cause | None = None  # a run that stopped: TensorFlow's line that says why, not its traceback header
     # the line of ``message`` that says what failed, as logparse reads it (not in the JSON: read again from it);
     # "": the message's first line
     headline: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:  # the device names, read once (plain strings are read here)
+        object.__setattr__(self, "requested_device", device_name(self.requested_device))
+        object.__setattr__(self, "available_devices", tuple(map(DeviceName, self.available_devices)))
+        object.__setattr__(self, "group_device", device_name(self.group_device))
 
     @property
     def says(self) -> str:
@@ -170,9 +182,9 @@ class PlacementFailure:
         if kind not in _FAILURE_KINDS:  # as a placement's kind: only those placement writes
             raise ValueError(f"unknown placement error kind {kind!r}")
         return cls(kind=FailureKind(kind), node=optional_text(e.get("node")),
-                   requested_device=optional_text(e.get("requested_device")), message=message,
-                   available_devices=tuple(text(d) for d in e.get("available_devices") or ()),
-                   group_device=optional_text(e.get("group_device")),
+                   requested_device=device_name(optional_text(e.get("requested_device"))), message=message,
+                   available_devices=tuple(DeviceName(text(d)) for d in e.get("available_devices") or ()),
+                   group_device=device_name(optional_text(e.get("group_device"))),
                    cause=None if e.get("cause") is None else Cause.from_dict(e["cause"]))
 
 
@@ -184,12 +196,16 @@ class IgnoredRequest:
     'N' with nodes in colocation group 'G' because soft placement is on ...")."""
 
     node: str
-    requested: str | None  # the device it asked for (None: a colocation it asked for)
+    requested: DeviceName | None  # the device it asked for (None: a colocation it asked for)
     cause: str  # reference_input: it follows its reference input ``source`` to ``device``; colocation: see message
     source: str | None  # the input (reference_input) or the colocation group (colocation)
-    device: str | None  # reference_input: the device the input already had
+    device: DeviceName | None  # reference_input: the device the input already had
     line: int
     message: str  # TensorFlow's line, from "Ignoring"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "requested", device_name(self.requested))
+        object.__setattr__(self, "device", device_name(self.device))
 
     def to_dict(self) -> dict[str, Any]:
         return {"node": self.node, "requested": self.requested, "cause": self.cause, "source": self.source,
@@ -197,8 +213,8 @@ class IgnoredRequest:
 
     @classmethod
     def from_dict(cls, i: Any) -> IgnoredRequest:
-        return cls(node=text(i["node"]), requested=optional_text(i.get("requested")), cause=text(i["cause"]),
-                   source=optional_text(i.get("source")), device=optional_text(i.get("device")),
+        return cls(node=text(i["node"]), requested=device_name(optional_text(i.get("requested"))), cause=text(i["cause"]),
+                   source=optional_text(i.get("source")), device=device_name(optional_text(i.get("device"))),
                    line=count(i.get("line", 0)), message=text(i.get("message", "")))
 
 
@@ -208,8 +224,8 @@ class Copy:
     traffic a collective op moves out of sight, worked out rather than seen)."""
 
     tensor: str  # a computed copy's: a Message
-    source: str
-    target: str
+    source: DeviceName
+    target: DeviceName
     dtype: str | None = None  # what is known only where the run was traced (train, mirrored --copies)
     shape: tuple[int, ...] | None = None
     bytes: int | None = None  # per step
@@ -217,6 +233,10 @@ class Copy:
     consumer: str | None = None
     physical: bool | None = None  # False: between logical devices sharing one memory; None: unknown
     computed: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "source", DeviceName(self.source))
+        object.__setattr__(self, "target", DeviceName(self.target))
 
     @property
     def detailed(self) -> bool:
@@ -238,7 +258,7 @@ class Copy:
     @classmethod
     def from_dict(cls, c: Any) -> Copy:
         shape = c.get("shape")
-        return cls(tensor=text(c["tensor"]), source=text(c["from"]), target=text(c["to"]),
+        return cls(tensor=text(c["tensor"]), source=DeviceName(text(c["from"])), target=DeviceName(text(c["to"])),
                    dtype=optional_text(c.get("dtype")), shape=None if shape is None else tuple(map(dimension, shape)),
                    bytes=optional_int(c.get("bytes")), producer=optional_text(c.get("producer")),
                    consumer=optional_text(c.get("consumer")), physical=c.get("physical"),
@@ -259,8 +279,8 @@ class Edge:
 class LinkTotal:
     """The copies of one step from one device to another."""
 
-    source: str
-    target: str
+    source: DeviceName
+    target: DeviceName
     copies: int
     bytes: int | None  # None: some copy's size is unknown
     computed: bool = False  # some of these bytes were worked out, not seen as _Send nodes
@@ -272,7 +292,7 @@ class LinkTotal:
 
 def link_totals(copies: tuple[Copy, ...]) -> tuple[LinkTotal, ...]:
     """Copies and bytes per (from, to) link, in the order links first appear."""
-    found: dict[tuple[str, str], list[Copy]] = {}
+    found: dict[tuple[DeviceName, DeviceName], list[Copy]] = {}
     for c in copies:
         found.setdefault((c.source, c.target), []).append(c)
     totals = []
@@ -390,10 +410,10 @@ class Report:
         return self.origin is Origin.RUN
 
     @property
-    def by_device(self) -> dict[str, int]:
+    def by_device(self) -> dict[DeviceName, int]:
         if self.counted is not None:
-            return dict(self.counted)
-        return dict(Counter(p.canonical for p in self.placements))
+            return {DeviceName(device): n for device, n in self.counted}
+        return {DeviceName(device): n for device, n in Counter(p.canonical for p in self.placements).items()}
 
     @property
     def placement_count(self) -> int:

@@ -44,7 +44,7 @@ def _case_panel(case: FailureCase) -> Panel:
             (_("error"), f"{case.error_class} ({error.kind})"),
             (_("node"), error.node or "-"),
             (_("TensorFlow says"), error.says),
-            (_("available"), ", ".join(short_name(d) for d in error.available_devices) or "-"),
+            (_("available"), ", ".join(d.short for d in error.available_devices) or "-"),
             (_("with --soft"), _soft_summary(case.soft)),
         ]
         style, status = "red", case.error_class or "?"

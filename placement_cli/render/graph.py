@@ -166,15 +166,13 @@ def device_order(device: str) -> tuple[Any, ...]:
 def _measured_copies(report: Report) -> tuple[dict[tuple[str, str], int], set[tuple[str, str]]]:
     """Per (producer node, target device) of the copies --copies measured: bytes per step, and the
     keys of those between logical devices of one memory (nothing really moved)."""
-    from placement_cli.devices import try_parse  # noqa: PLC0415
-
     sizes: dict[tuple[str, str], int] = {}
     same_memory: set[tuple[str, str]] = set()
     for c in report.copies or ():
         if c.computed:
             continue
-        target = try_parse(c.target)
-        key = (c.producer_node, target.canonical if target else c.target)
+        target = c.target.spec
+        key = (c.producer_node, target.canonical if target else str(c.target))
         if c.bytes is not None:
             sizes[key] = sizes.get(key, 0) + c.bytes
         if c.physical is False:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from enum import Enum
 
 from placement_cli import messages
-from placement_cli.devices import short_name
 from placement_cli.i18n import translated
 from placement_cli.model import FailureKind, PlacementFailure
 from placement_cli.render.view import Hints
@@ -60,7 +59,7 @@ def hint(failure: PlacementFailure, hints: Hints) -> str:
     fields = {
         "fix": translated(messages.HINT_FIX).format(soft=translated(messages.HINT_SOFT_IN_PROGRAM)),
         "pins": translated(messages.PINS_PAST if advice is Advice.LOG else messages.PINS_PRESENT),
-        "device": short_name(failure.group_device) if failure.group_device else "",
+        "device": failure.group_device.short if failure.group_device else "",
         "cpus": translated(messages.HINT_CPUS) if hints.cpus else "",
     }
     kind = FailureKind(failure.kind) if failure.kind in FailureKind.__members__.values() else FailureKind.UNSATISFIABLE

@@ -15,7 +15,7 @@ def why_ignored(request: IgnoredRequest) -> str:
     """What TensorFlow did instead, in one line."""
     if request.cause == "reference_input":
         return _("follows its reference input {source} to {device}").format(
-            source=request.source or "?", device=short_name(request.device) if request.device else "?")
+            source=request.source or "?", device=request.device.short if request.device else "?")
     if request.cause == "resource_device":
         return _("a warning, no failure: soft placement put the resource's colocation group on {devices}, not on "
                  "the resource's device (TensorFlow's warning says why)").format(
@@ -35,6 +35,6 @@ def ignored_table(report: Report) -> Table | None:
     table.add_column(_("asked for"), no_wrap=True)
     table.add_column(_("why it was ignored"), overflow="fold")
     for r in report.ignored:
-        table.add_row(str(r.line), literal(r.node), literal(short_name(r.requested) if r.requested else "-"),
+        table.add_row(str(r.line), literal(r.node), literal(r.requested.short if r.requested else "-"),
                       literal(why_ignored(r)))
     return table

@@ -13,8 +13,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from placement_cli.devices import DeviceSpec, parse_device, short_name
-from placement_cli.exceptions import DeviceSpecError
+from placement_cli.devices import DeviceName, DeviceSpec
 from placement_cli import messages
 from placement_cli.i18n import _, shown
 from placement_cli.model import (AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH_RESOURCE, Cause, Origin, Placement,
@@ -113,7 +112,7 @@ def rows_table(rows: list[tuple[Placement, int]], *, title: str | None = None, c
     for p, times in rows:
         section = (p.group or "") if grouped else p.canonical
         if p.requested not in requested_names:
-            requested_names[p.requested] = clean(short_name(p.requested)) if p.requested else "-"
+            requested_names[p.requested] = clean(p.requested.short) if p.requested else "-"
         requested = requested_names[p.requested] if p.requested or p.status != LOGGED else "?"
         row = [clean(p.node) or "-", clean(p.op) or "-", requested, clean(p.short), shown(p.status)]
         if grouped:
@@ -204,14 +203,8 @@ def counts_table(report: Report, filtered: Filtered | None = None) -> Renderable
     return per_device if tasks is None else Group(tasks, per_device)
 
 
-def _device_tasks(by_device: dict[str, int]) -> dict[str, tuple[str, int]]:
-    def spec(device: str) -> DeviceSpec | None:
-        try:
-            return parse_device(device, logged=True)
-        except DeviceSpecError:
-            return None
-
-    return {d: task_key(spec(d)) for d in by_device}
+def _device_tasks(by_device: dict[DeviceName, int]) -> dict[DeviceName, tuple[str, int]]:
+    return {d: task_key(d.spec) for d in by_device}
 
 
 def _task_counts(report: Report) -> Table | None:
@@ -240,7 +233,7 @@ def _counts(report: Report, caption: str | None, *, full: bool) -> Table:
     total = sum(by_device.values()) or 1
     table = Table(title=_("Per device"), title_justify="left", caption=literal(caption) if caption else None,
                   caption_justify="left")
-    shorts = {d: clean(short_name(d)) for d in by_device}
+    shorts = {d: clean(d.short) for d in by_device}
     table.add_column(_("device"), no_wrap=True)
     if full:
         table.add_column(_("full name"), no_wrap=True)
@@ -275,7 +268,7 @@ def mapping_renderable(report: Report) -> RenderableType | None:
         table.add_column(_("device"), no_wrap=True)
         table.add_column(_("description"), overflow="fold")
         for m in report.device_mapping:
-            table.add_row(literal(short_name(m.device)), literal(m.description))
+            table.add_row(literal(m.device.short), literal(m.description))
         return table
     if report.mapping_seen:
         return Text(_("Device mapping: no known devices (a CPU has no description)."))
@@ -304,12 +297,12 @@ def failure_panel(failure: PlacementFailure, origin: Origin = Origin.RUN, hints:
     """One placement error of a report from ``origin``, explained: node, request, what exists, how to proceed."""
     run = origin is Origin.RUN
     hints = hints or Hints(source="program" if run else "log")
-    available = ", ".join(short_name(d) for d in failure.available_devices) or _("(not listed)")
+    available = ", ".join(d.short for d in failure.available_devices) or _("(not listed)")
     body = Text()
     for label, value in (
         (_("node"), failure.node or "-"),
-        (_("requested"), short_name(failure.requested_device) if failure.requested_device else "-"),
-        *(((_("group requires"), short_name(failure.group_device)),) if failure.group_device else ()),
+        (_("requested"), failure.requested_device.short if failure.requested_device else "-"),
+        *(((_("group requires"), failure.group_device.short),) if failure.group_device else ()),
         (_("available"), available),
         (_("TensorFlow says"), failure.says or "-"),
     ):

@@ -6,7 +6,6 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from placement_cli.devices import short_name
 from placement_cli.i18n import _, shown
 from placement_cli.model import Report
 from placement_cli.render.digest import digest_renderables
@@ -36,7 +35,7 @@ def copies_table(report: Report, view: View | None = None) -> RenderableType:
     table.add_column(_("from"), no_wrap=True)
     table.add_column(_("to"), no_wrap=True)
     for c in report.copies:
-        table.add_row(literal(shown(c.tensor)), literal(short_name(c.source)), literal(short_name(c.target)))
+        table.add_row(literal(shown(c.tensor)), literal(c.source.short), literal(c.target.short))
     return table
 
 

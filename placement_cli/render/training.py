@@ -12,7 +12,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from placement_cli import messages
-from placement_cli.devices import short_name, try_parse
+from placement_cli.devices import short_name
 from placement_cli.i18n import _, shown
 from placement_cli.model import Copy, GradientCheck, Placement, Report, Training, link_totals
 from placement_cli.render.digest import digest_renderables
@@ -206,7 +206,7 @@ def copies_renderables(report: Report, view: View) -> list[RenderableType]:
     links = RowTable(_("Per link, one step"), [Column(_("from")), Column(_("to")), Column(_("copies"), justify="right"),
                                             Column(_("bytes"), justify="right")], fit=view.fit)
     for t in totals:
-        links.add_row(clean(short_name(t.source)), clean(short_name(t.target)), str(t.copies),
+        links.add_row(clean(t.source.short), clean(t.target.short), str(t.copies),
                       size(t.bytes) + (_(" (partly computed)") if t.computed else ""))
     parts.append(links)
     known = [c.bytes for c in copies]
@@ -240,9 +240,9 @@ def _sharing_memory(copies: Sequence[Copy]) -> list[list[str]]:
     groups: dict[str, set[str]] = {}
     for c in copies:
         if c.physical is False:
-            spec = try_parse(c.source)
+            spec = c.source.spec
             task = "" if spec is None else f"{spec.job}/{spec.replica}/{spec.task}"
-            groups.setdefault(task, set()).update((short_name(c.source), short_name(c.target)))
+            groups.setdefault(task, set()).update((c.source.short, c.target.short))
     return [sorted(devices) for _task, devices in sorted(groups.items())]
 
 
@@ -274,8 +274,8 @@ def _copies_table(copies: Sequence[Copy], view: View) -> RowTable:
     for c in sorted(copies, key=lambda c: links[c.source, c.target]):
         link = (c.source, c.target)
         shape = "?" if c.shape is None else "[" + ", ".join(map(str, c.shape)) + "]"
-        table.add_row(clean(shown(c.tensor)), clean(c.consumer) or "-", clean(short_name(c.source)),
-                      clean(short_name(c.target)), clean(c.dtype) or "?", shape,
+        table.add_row(clean(shown(c.tensor)), clean(c.consumer) or "-", clean(c.source.short),
+                      clean(c.target.short), clean(c.dtype) or "?", shape,
                       _("{size} (computed)").format(size=size(c.bytes)) if c.computed else size(c.bytes),
                       new_section=previous is not None and link != previous)
         previous = link

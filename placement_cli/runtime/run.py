@@ -12,6 +12,7 @@ from typing import Any
 
 from placement_cli.logparse import parse_text
 from placement_cli.logparse.error_messages import cause, essential, headline
+from placement_cli.devices import DeviceName, device_name
 from placement_cli.model import Copy, Origin, PlacementFailure, Report
 from placement_cli.model.kinds import FailureKind
 from placement_cli.runtime import private
@@ -160,8 +161,8 @@ def outcome(parsed: tuple[PlacementFailure, ...], trial: Trial,
     run_error = f"{trial.error_class or 'Error'}: {message}"
     if parsed:
         return parsed, run_error
-    return (PlacementFailure(kind=FailureKind.RUN_FAILED, node=trial.error_node, requested_device=trial.error_device,
-                             message=message, available_devices=trial.available,
+    return (PlacementFailure(kind=FailureKind.RUN_FAILED, node=trial.error_node, requested_device=device_name(trial.error_device),
+                             message=message, available_devices=tuple(map(DeviceName, trial.available)),
                              cause=cause(trial.error or "", log), headline=headline(message)),), run_error
 
 
