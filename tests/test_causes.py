@@ -21,7 +21,7 @@ from rich.console import Console
 
 from placement_cli import messages
 from placement_cli.i18n import Message, shown
-from placement_cli.logparse.error_messages import cause, cause_line, gpu_kind, gpu_log_line
+from placement_cli.logparse.causes import cause, cause_line, gpu_kind, gpu_log_line
 from placement_cli.model import Cause, ClusterReport, ClusterRun, Origin, PlacementFailure, Report
 from placement_cli.render.parts import failure_panel, gpu_remedy, result_cause
 from placement_cli.render.view import Hints
@@ -137,7 +137,7 @@ def test_the_cluster_supervisor_knows_a_taken_port_from_tensorflows_words(tmp_pa
     message came as the task's error or was quoted from its log."""
     from types import SimpleNamespace
 
-    from placement_cli.logparse.error_messages import port_taken
+    from placement_cli.logparse.causes import port_taken
     from placement_cli.runtime.cluster_watch import Watch as _Watch
 
     taken = "UnknownError: Could not start gRPC server"

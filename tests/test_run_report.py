@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from placement_cli.model import PlacementFailure, Report
-from placement_cli.logparse.error_messages import essential
+from placement_cli.logparse.causes import essential
 from placement_cli.runtime.run import Trial, outcome, split_marks, spans_of, _MARK
 
 GRAPH_MESSAGE = """Graph execution error:
@@ -74,7 +74,7 @@ def test_a_log_without_marks_is_untouched() -> None:
 
 
 def test_a_message_of_several_root_errors_is_headed_by_its_first_and_the_hint_names_no_pin() -> None:
-    from placement_cli.logparse.error_messages import headline
+    from placement_cli.logparse.causes import headline
     from placement_cli.render.hints import hint
     from placement_cli.render.view import Hints
 

@@ -211,7 +211,7 @@ def test_a_tally_in_two_halves_is_the_one_pass_tally_and_the_full_parse(
 def test_a_functions_name_across_the_scans_block_boundary_is_found(tmp_path: Path) -> None:
     """diff reads a log's placer lines by thread only where it may run a tf.function: the name is
     found wherever it falls, across the 1 MiB blocks the scan reads too."""
-    from placement_cli.logparse.engine import holds_functions
+    from placement_cli.logparse.reader import holds_functions
 
     line = b"Executing op __inference_f_12 in device /job:localhost/replica:0/task:0/device:CPU:0\n"
     for cut in (0, 1, 4, 8, 9):  # "inference" starts ``cut`` bytes before the second block

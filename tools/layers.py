@@ -10,7 +10,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-MAX_LINES = 600
+MAX_LINES = 500
 ROOT = Path(__file__).resolve().parent.parent / "placement_cli"
 
 # Each group of modules, and the groups it may import (besides itself). Ordered from the bottom.

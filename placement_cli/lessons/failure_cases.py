@@ -9,7 +9,8 @@ from typing import Any
 from placement_cli.i18n import N_, Message
 from placement_cli.lessons.guide import A_VALUES, string_graph
 from placement_cli.logparse import parse_text
-from placement_cli.logparse.error_messages import cause, essential, failure_from_text, headline
+from placement_cli.logparse.causes import cause, essential, headline
+from placement_cli.logparse.error_messages import failure_from_text
 from placement_cli.devices import DeviceName
 from placement_cli.model import FailureCase, FailureCatalogue, PlacementFailure, SoftRun
 from placement_cli.model.kinds import FailureKind

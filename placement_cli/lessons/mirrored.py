@@ -12,7 +12,7 @@ from placement_cli import messages
 from placement_cli.exceptions import UsageProblem
 from placement_cli.i18n import Message
 from placement_cli.lessons.split import check_even
-from placement_cli.logparse.error_messages import cause, headline
+from placement_cli.logparse.causes import cause, headline
 from placement_cli.devices import DeviceName
 from placement_cli.model import Copy, ExpectedBytes, Placement, Report, Training, VariableCopies
 from placement_cli.model.ops import PLUMBING_OPS

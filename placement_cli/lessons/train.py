@@ -12,7 +12,7 @@ from placement_cli import messages
 from placement_cli.devices import short_name, try_parse
 from placement_cli.exceptions import UsageProblem
 from placement_cli.lessons.split import check_even
-from placement_cli.logparse.error_messages import cause, headline
+from placement_cli.logparse.causes import cause, headline
 from placement_cli.i18n import Message
 from placement_cli.model import FREE, ExpectedBytes, GradientCheck, Placement, Report, Training, VariableCopies
 from placement_cli.runtime.run import Trial, run_captured, run_traced_step

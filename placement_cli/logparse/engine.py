@@ -8,8 +8,6 @@ passed on, and the next chunk leaves those lines alone.
 
 from __future__ import annotations
 
-import io
-import os
 import re
 from collections import Counter, deque
 from collections.abc import Callable, Collection, Iterable, Iterator
@@ -17,16 +15,16 @@ from dataclasses import replace
 from operator import attrgetter, itemgetter
 from typing import Any, BinaryIO
 
-from placement_cli.collector import paused
 from placement_cli.devices import DeviceName, DeviceSpec, parse_device
 from placement_cli.exceptions import DeviceSpecError
 from placement_cli.logparse import eager, functions, ignored, lazy, mapping, placer, reader, rejoin
-from placement_cli.logparse.error_messages import MAX_CHARS, MAX_LINES, TRIGGER, may_hold_failure, read_failure
+from placement_cli.logparse.causes import MAX_CHARS
+from placement_cli.logparse.error_messages import MAX_LINES, TRIGGER, may_hold_failure, read_failure
 from placement_cli.logparse.records import Records
 from placement_cli.model import DeviceMapping, IgnoredRequest, Placement, PlacementFailure, Report
 from placement_cli.model.kinds import PlacementKind
 
-CHUNK = 2 << 20  # bytes read and parsed at a time; no answer depends on it
+CHUNK = reader.CHUNK  # bytes parsed at a time (the property tests vary it)
 # A bare stdout copy and its glog twin pair up when at most this many lines apart (up to
 # twice as many, depending on where blocks of this many lines end): stdout is
 # block-buffered, so its copies lag the glog copies by a few KiB.
@@ -143,7 +141,7 @@ def _numbered(data: bytes, base: int, matches: Iterable[re.Match[bytes]]) -> Ite
         yield line, m
 
 
-class _Parser:
+class Parser:
     """Consumes chunks; glog and eager lines count at once, a bare copy once it is known
     whether its glog twin was printed near it (before or after it).
 
@@ -317,9 +315,9 @@ class _Parser:
     def _executed(self, text: bytes, m: re.Match[bytes]) -> None:
         settled = self.functions.executed(functions.thread_of(text, m.start()), m.group(1))
         if settled is not None:
-            self._settle(*settled)
+            self.settle(*settled)
 
-    def _settle(self, items: list[Any], function: bytes | None) -> None:
+    def settle(self, items: list[Any], function: bytes | None) -> None:
         """Placer lines whose function is known (None: no tf.function's)."""
         if self.keep:
             if function is not None:
@@ -331,7 +329,7 @@ class _Parser:
 
     def _settle_functions(self) -> None:
         for items, function in self.functions.close():
-            self._settle(items, function)
+            self.settle(items, function)
 
     def _feed_full(self, data: bytes, glog: list[Any], eagers: list[Any], bare: list[Any], ahead: bytes) -> None:
         base = self.newlines
@@ -435,7 +433,7 @@ class _Parser:
         )
 
 
-def _feed_source(parser: _Parser, stream: BinaryIO, name: str, note: Note | None, empty_ok: bool,
+def _feed_source(parser: Parser, stream: BinaryIO, name: str, note: Note | None, empty_ok: bool,
                  known_text: bool = False) -> None:
     opened = reader.open_text(stream, name, CHUNK, note, empty_ok=empty_ok, known_text=known_text)
     if opened is None:
@@ -451,120 +449,20 @@ def parse_streams(sources: Iterable[tuple[str, BinaryIO]], *, keep: bool = True,
     return tally_streams(sources, keep=keep, note=note, known_text=known_text)[0]
 
 
-def holds_functions(path: str, limit: int | None = None) -> bool:
-    """Whether a file may run a tf.function (its placer lines then need their place read, to know
-    whose they are); any compressed or re-encoded file may. ``limit``: its first bytes only."""
-    try:
-        if not os.path.isfile(path):
-            return True
-        layout = layout_of(path)
-    except Exception:  # noqa: BLE001 - the reader says what is wrong with it, in its words, as it reads it
-        return True
-    if layout.compression is not None or "16" in layout.encoding or "32" in layout.encoding \
-            or os.path.getsize(path) == 0:
-        return True
-    # read a block at a time (a file mapped whole would count every page of it as this process's memory)
-    # also escaped, as a log pasted into Markdown has it: \_\_inference\_
-    needles = (b"inference", b"forward")
-    overlap = max(map(len, needles)) - 1
-    with open(path, "rb") as f:
-        before = b""
-        while block := f.read(1 << 20 if limit is None else min(1 << 20, limit - f.tell())):
-            if any(needle in block or needle in before + block[:overlap] for needle in needles):
-                return True
-            before = block[-overlap:]
-    return False
-
-
 class FunctionsRun(Exception):
     """(``watch``) The text executed a tf.function: its placer lines are to be read by thread."""
 
 
 def tally_streams(sources: Iterable[tuple[str, BinaryIO]], *, keep: bool = True, note: Note | None = None,
                   known_text: bool = False, tally: bool = False, functions_known: bool = True, watch: bool = False
-                  ) -> tuple[Report, _Parser]:
+                  ) -> tuple[Report, Parser]:
     """Parse one or more logs as one stream (line numbers run on across them). A source
     named ``<stdin>`` that was already read to its end (``parse - -``) adds nothing;
     ``known_text``: never refuse the input as binary (a log placement captured itself); ``watch`` (a tally
     with ``functions_known`` False): FunctionsRun where the text executes a tf.function after all."""
-    parser = _Parser(keep, tally, functions_known, watch)
+    parser = Parser(keep, tally, functions_known, watch)
     stdin_read = False
     for name, stream in sources:
         _feed_source(parser, stream, name, note, empty_ok=name == "<stdin>" and stdin_read, known_text=known_text)
         stdin_read = stdin_read or name == "<stdin>"
     return parser.finish(), parser
-
-
-def layout_of(path: str) -> reader.Layout:
-    """How a file's bytes become text (InputError if they do not)."""
-    with open(path, "rb") as f:
-        opened = reader.open_text(f, path, CHUNK, None)
-    assert opened is not None
-    return opened[0]
-
-
-def count_range(path: str, start: int, end: int, layout: reader.Layout, *, start_line: int = 0,
-                tally: bool = False, functions_known: bool = True) -> _Parser:
-    """Per-device counts of the lines in [start, end) of a file, which begin after
-    ``start_line`` lines, with the state ``merge_ranges`` needs to pair copies across the
-    boundary. ``start`` begins a line that stands on its own (see ``parallel``), so
-    nothing before it is needed; the range at the file's start is left open for the next."""
-    parser = _Parser(keep=False, tally=tally, functions_known=functions_known)
-    start = max(start, layout.bom)
-    with open(path, "rb") as f:
-        f.seek(start)
-        stream = io.BufferedReader(_Slice(f, end - start), CHUNK)
-        if start > layout.bom:
-            parser.held, parser.newlines = [], start_line
-            parser.functions = functions.Functions(mid_file=True)
-        parser.start_source(layout.wrap)  # the whole file's layout, not one found in this range
-        with paused():  # millions of short-lived pieces, no cycles: about 8% of a big count
-            for data, body_end in reader.Lines(CHUNK).chunks(reader.decoded(stream, layout.encoding, CHUNK)):
-                parser.feed(data, body_end)
-    if parser.held is not None:
-        parser.close()
-    return parser
-
-
-class _Slice(io.RawIOBase):
-    """At most ``size`` bytes of an open file, from where it stands."""
-
-    def __init__(self, f: BinaryIO, size: int) -> None:
-        self.f, self.left = f, size
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        n = self.f.readinto(memoryview(buffer)[: min(len(buffer), self.left)])  # type: ignore[attr-defined]
-        self.left -= n or 0
-        return n or 0
-
-
-def merge_ranges(head: _Parser, tail: _Parser) -> Report:
-    """One Report from two consecutive ranges, as one pass would have counted them: the
-    block the boundary cuts is made whole again, and the bare copies the tail held back
-    are settled against the glog lines on both sides."""
-    held = list(tail.held or ()) + [([], set())] * 3
-    cut_keys = head.block_keys | held[0][1]  # the glog keys of the block the boundary cuts
-    before = list(head.window)
-    after = [held[1][1], held[2][1]]
-    settle = [
-        (head.pending, [*before, cut_keys]),  # the head's last whole block
-        (head.block_bare + held[1][0], [before[-1] if before else set(), cut_keys, after[0]]),
-        (held[2][0], [cut_keys, *after]),
-    ]
-    for bare, blocks in settle:
-        head.count_bare(bare, set().union(*blocks))
-    for items, function in head.functions.merge(tail.functions):
-        head._settle(items, function)  # noqa: SLF001 - the two ranges' parsers are one parse's halves
-    head.counts.update(tail.counts)
-    if head.tally is not None and tail.tally is not None:
-        head.tally.update(tail.tally)
-        head.eager_tally.update(tail.eager_tally)
-    for failure in tail.failures.result():
-        head.failures.seen.setdefault(failure)
-    head.specs.update(tail.specs)
-    head.newlines = tail.newlines
-    head.last = tail.last or head.last
-    return head.report()

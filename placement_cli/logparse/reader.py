@@ -17,6 +17,7 @@ from typing import Any, BinaryIO, Protocol
 from placement_cli.exceptions import InputError
 from placement_cli.i18n import _
 
+CHUNK = 2 << 20  # bytes read and parsed at a time; no answer depends on it
 SAMPLE = 256 << 10  # text judged (binary or not, wrap width) before anything is parsed
 BINARY_SHARE = 0.03  # more control bytes than this in the sample: not a text log
 MAX_LINE = 256 << 10  # longer lines keep their head and tail (no record is this long)
@@ -395,3 +396,36 @@ def _body_end(buf: bytearray) -> int:
         if end < 0:
             return 0
     return end + 1
+
+
+def layout_of(path: str) -> Layout:
+    """How a file's bytes become text (InputError if they do not)."""
+    with open(path, "rb") as f:
+        opened = open_text(f, path, CHUNK, None)
+    assert opened is not None
+    return opened[0]
+
+
+def holds_functions(path: str, limit: int | None = None) -> bool:
+    """Whether a file may run a tf.function (its placer lines then need their place read, to know
+    whose they are); any compressed or re-encoded file may. ``limit``: its first bytes only."""
+    try:
+        if not os.path.isfile(path):
+            return True
+        layout = layout_of(path)
+    except Exception:  # noqa: BLE001 - the reader says what is wrong with it, in its words, as it reads it
+        return True
+    if layout.compression is not None or "16" in layout.encoding or "32" in layout.encoding \
+            or os.path.getsize(path) == 0:
+        return True
+    # read a block at a time (a file mapped whole would count every page of it as this process's memory)
+    # also escaped, as a log pasted into Markdown has it: \_\_inference\_
+    needles = (b"inference", b"forward")
+    overlap = max(map(len, needles)) - 1
+    with open(path, "rb") as f:
+        before = b""
+        while block := f.read(1 << 20 if limit is None else min(1 << 20, limit - f.tell())):
+            if any(needle in block or needle in before + block[:overlap] for needle in needles):
+                return True
+            before = block[-overlap:]
+    return False

@@ -18,8 +18,9 @@ from typing import Any, BinaryIO, cast
 from placement_cli.exceptions import InputError
 from placement_cli.i18n import N_, _, translated
 from placement_cli.logparse import reader
-from placement_cli.logparse.error_messages import headline
-from placement_cli.logparse.engine import FunctionsRun, holds_functions, tally_streams
+from placement_cli.logparse.causes import headline
+from placement_cli.logparse.engine import FunctionsRun, tally_streams
+from placement_cli.logparse.reader import holds_functions
 from placement_cli.logparse.records import Records, release
 from placement_cli.model import Report
 

@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 from placement_cli.model.cause import Cause
 from placement_cli.model.kinds import FailureKind, PlacementKind
+from placement_cli.model.copies import Copy, Edge, LinkTotal, link_totals
 from placement_cli.model.report import (AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH_RESOURCE, Compiled, CompiledOp,
-                                        Copy, DeviceMapping, Edge, IgnoredRequest, LinkTotal, Origin, Placement,
-                                        PlacementFailure, Report, link_totals, reason_counts)
+                                        DeviceMapping, IgnoredRequest, Origin, Placement, PlacementFailure, Report,
+                                        reason_counts)
 
 if TYPE_CHECKING:
     from placement_cli.model.check import CheckResult, RuleFailure

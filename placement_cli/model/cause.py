@@ -1,4 +1,4 @@
-"""Why a run stopped, as TensorFlow said it (logparse.error_messages.cause reads it)."""
+"""Why a run stopped, as TensorFlow said it (logparse.causes.cause reads it)."""
 
 from __future__ import annotations
 

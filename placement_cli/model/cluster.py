@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from placement_cli.model.cause import Cause
-from placement_cli.model.report import Copy, Report
+from placement_cli.model.copies import Copy
+from placement_cli.model.report import Report
 
 _TASK_FIELDS = ("job", "task", "target", "pid", "exit_code", "ended_by_placement", "private_kib", "steps_reported",
                 "cuda_visible_devices", "tf_force_gpu_allow_growth", "gpu_options")

@@ -8,7 +8,7 @@ from itertools import repeat
 from operator import itemgetter
 from typing import Any, NamedTuple, overload
 
-from placement_cli.model.report import LinkTotal
+from placement_cli.model.copies import LinkTotal
 
 
 class Change(NamedTuple):

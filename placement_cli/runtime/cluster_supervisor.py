@@ -38,7 +38,7 @@ from collections.abc import Callable
 from typing import Any
 
 from placement_cli.i18n import N_, Message, wire
-from placement_cli.logparse.error_messages import cause_line, port_taken
+from placement_cli.logparse.causes import cause_line, port_taken
 from placement_cli.model import GpuMemory
 from placement_cli.runtime import gpu_policy
 from placement_cli.runtime.cluster_watch import AFTER, BEFORE, TRAINING, Watch, read_text
@@ -213,7 +213,7 @@ def _heartbeat(name: str, messages: Any) -> None:
 
 
 def said(exc: BaseException) -> str:
-    """What an error says, in one line: TensorFlow's cause line (error_messages.cause_line), not the
+    """What an error says, in one line: TensorFlow's cause line (logparse.causes.cause_line), not the
     ``Graph execution error:`` / ``Detected at node ...`` header and traceback graph errors begin with,
     and the node it names (``Node: '...'``)."""
     text = (getattr(exc, "message", None) or str(exc)).strip()
@@ -241,7 +241,7 @@ def _private_kib(pid: int) -> int | None:
 _GPU_SAID = ("cuda_visible_devices", "gpu_options", "tf_force_gpu_allow_growth")  # what a ready task said of its GPU
 def supervise(request: dict[str, Any], emit: Any, work: Work) -> dict[str, Any]:
     """Start the cluster, train, collect; always kills every task it started before returning. A port
-    placement chose that another process took in between (error_messages.port_taken) is retried once."""
+    placement chose that another process took in between (logparse.causes.port_taken) is retried once."""
     import multiprocessing  # noqa: PLC0415
 
     parent = int(os.environ.get("PLACEMENT_CLUSTER_PARENT", "0")) or os.getppid()

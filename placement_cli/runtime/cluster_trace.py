@@ -23,7 +23,6 @@ its work done). Every task is ended as soon as any task failed.
 
 from __future__ import annotations
 
-import collections
 import json
 import os
 import select
@@ -32,81 +31,26 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field, replace
-from typing import Any, BinaryIO
+from dataclasses import replace
+from typing import BinaryIO
 
 from placement_cli.exceptions import UsageProblem
 from placement_cli.i18n import N_, Message, _
 from placement_cli.messages import TRACE, one_line
-from placement_cli.logparse.error_messages import cause as cause_of
-from placement_cli.model import Cause, ClusterTask, Report
+from placement_cli.logparse.causes import cause as cause_of
+from placement_cli.model import Cause, ClusterTask
 from placement_cli.runtime.wakeup import Wakeup
 from placement_cli.runtime.child import BOOT, ENV, NO_CAPTURE, frames
 from placement_cli.runtime.cluster_launch import how_it_ended, process_state
-from placement_cli.runtime.cluster_trace_output import Screens, quote_lines
-from placement_cli.runtime.splitter import Channel, Splitter
+from placement_cli.runtime.cluster_trace_output import Screens, TaskLines, TracedTask, quote_lines
+from placement_cli.runtime.cluster_trace_report import ClusterTraceResult, copy_sizes, merge
+from placement_cli.runtime.splitter import Splitter
 from placement_cli.runtime.fds import new_pipe
 from placement_cli.runtime.tracer import GRACE_IDLE, GRACE_MAX, READ, facts_of_child, min_log_level
 
 CHIEF_GRACE = 60.0  # seconds a task neither serving nor done may run on after the chief finished (--chief-grace)
 INTERRUPT_GRACE = 2.0  # seconds the tasks get to end on a signal placement forwarded, before they are killed
 HOLD = 0.2  # seconds an unfinished line waits for its end before it is shown as it is
-_TAIL = 6  # lines of a failed task's own stderr quoted
-
-
-@dataclass
-class _Lines:
-    """One source of a task's output (its Python stdout, or C stdio's rest) on its way to one sink,
-    prefixed line by line."""
-
-    sink: int
-    pending: bytes = b""
-    since: float = 0.0
-    quoted: bytes = b""  # stderr: what follows the last whole line, kept for the failure's quote
-    eof: bool = False  # the task's end of the pipe closed (or placement closed ours)
-    done: bool = False  # and its last line went out, ended
-
-
-@dataclass
-class _Task:
-    job: str
-    index: int
-    splitter: Splitter
-    parsed: Any
-    fds: dict[int, str] = field(default_factory=dict)  # our read end -> "control", "cout", "cerr", "out", "err"
-    channels: dict[str, Channel] = field(default_factory=dict)
-    lines: dict[str, _Lines] = field(default_factory=dict)
-    control_buf: bytearray = field(default_factory=bytearray)
-    facts_raw: bytes | None = None
-    error_text: bytes | None = None
-    pid: int | None = None
-    address: str | None = None
-    status: int | None = None
-    exit_time: float = 0.0
-    ended: bool = False  # placement ended it (a serving task, or after another failed)
-    serving: bool = False  # it called Server.join: it serves until it is ended
-    tail: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=_TAIL))
-    gpu: list[str] = field(default_factory=list)  # the first line of its stderr that named GPU trouble
-    saved: dict[str, BinaryIO] = field(default_factory=dict)
-
-    @property
-    def name(self) -> str:
-        return f"{self.job}/{self.index}"
-
-
-@dataclass(frozen=True)
-class ClusterTraceResult:
-    report: Report
-    graph: Report  # what --dot and --graph-svg draw: each task's nodes named by their task
-    exit_code: int
-    tasks: tuple[ClusterTask, ...]
-    isolated: bool | None
-    isolation_note: str
-    problem: Message | None  # the task that failed or stopped, and how
-    notes: tuple[str, ...] = ()
-    output_closed: bool = False
-    cause: Cause | None = None  # the failed task's cause in TensorFlow's words
-    signalled: int | None = None  # the signal placement received (Ctrl-C...) and passed to every task
 
 
 class _Run:
@@ -118,19 +62,19 @@ class _Run:
         self.visible = visible or {}  # --split-gpus: task -> its CUDA_VISIBLE_DEVICES
         self.stdout_fd, self.copies = stdout_fd, copies
         level = min_log_level(os.environ.get("TF_CPP_MIN_LOG_LEVEL"))
-        self.tasks = [_Task(job, i, Splitter(parsed := tempfile.TemporaryFile(), echo_placement=echo_log,  # noqa: SIM115
+        self.tasks = [TracedTask(job, i, Splitter(parsed := tempfile.TemporaryFile(), echo_placement=echo_log,  # noqa: SIM115
                                              min_level=level), parsed)
                       for job, count in jobs for i in range(count)]
         self.by_name = {t.name: t for t in self.tasks}
         for task in self.tasks:
             task.saved = dict(saved.get(task.name, {}))
-        self.by_fd: dict[int, _Task] = {}
+        self.by_fd: dict[int, TracedTask] = {}
         self.launcher: subprocess.Popen[bytes] | None = None
         self.events = bytearray()
         self.isolated: bool | None = None
         self.isolation_note = ""
         self.problem: Message | None = None  # placement's own trouble with the tasks
-        self.first_failure: _Task | None = None
+        self.first_failure: TracedTask | None = None
         self.failure: tuple[Message, bool] | None = None  # how the first failure ended, and whether to quote it
         self.busy: tuple[str, int] | None = None  # a --cluster-spec port something else listens on
         self.notes: list[str] = []
@@ -158,8 +102,8 @@ class _Run:
             task.channels = {"cout": task.splitter.channel("stdout", stdout=True),
                              "cerr": task.splitter.channel("stderr", stdout=False)}
             out_sink, err_sink = self.stdout_fd, 2
-            task.lines = {"out": _Lines(out_sink), "cout": _Lines(out_sink), "err": _Lines(err_sink),
-                          "cerr": _Lines(err_sink)}
+            task.lines = {"out": TaskLines(out_sink), "cout": TaskLines(out_sink), "err": TaskLines(err_sink),
+                          "cerr": TaskLines(err_sink)}
             self.out.watch(out_sink)
             self.out.watch(err_sink)
             specs.append({"job": task.job, "index": task.index, "flags": flags,
@@ -270,7 +214,7 @@ class _Run:
         if self.problem is None and self.busy is None:
             self.problem = Message(N_("placement's launcher of the tasks ended before them"))
 
-    def _failed(self, task: _Task, how: Message, *, quote: bool) -> None:
+    def _failed(self, task: TracedTask, how: Message, *, quote: bool) -> None:
         """The first task that failed is named, with the end of its own stderr; every other task is ended."""
         if self.first_failure is None:
             self.first_failure = task
@@ -303,7 +247,7 @@ class _Run:
         for other in self.tasks:
             self._end(other)
 
-    def _end(self, task: _Task) -> None:
+    def _end(self, task: TracedTask) -> None:
         if task.status is None and not task.ended and self.launcher is not None and self.launcher.stdin is not None:
             task.ended = True
             try:
@@ -312,7 +256,7 @@ class _Run:
             except OSError:
                 pass
 
-    def _must_finish(self) -> list[_Task]:
+    def _must_finish(self) -> list[TracedTask]:
         chief = [t for t in self.tasks if t.job == "chief"]
         return chief or [t for t in self.tasks if t.job == "worker"]
 
@@ -352,7 +296,7 @@ class _Run:
 
     # -- output --------------------------------------------------------------------------------
 
-    def _read(self, task: _Task, fd: int, poller: select.poll) -> None:
+    def _read(self, task: TracedTask, fd: int, poller: select.poll) -> None:
         kind = task.fds[fd]
         data = os.read(fd, READ)
         if not data:
@@ -371,7 +315,7 @@ class _Run:
             self._save(task, kind, data)
             self._lines_in(task, kind, data)
 
-    def _control(self, task: _Task, data: bytes) -> None:
+    def _control(self, task: TracedTask, data: bytes) -> None:
         task.control_buf += data
         for kind, payload in frames(task.control_buf):
             if kind == b"L":
@@ -386,7 +330,7 @@ class _Run:
             else:
                 self.notes.append(f"{task.name}: {NO_CAPTURE}")
 
-    def _save(self, task: _Task, kind: str, data: bytes) -> None:
+    def _save(self, task: TracedTask, kind: str, data: bytes) -> None:
         saved = task.saved.get(kind)
         if saved is not None:
             try:
@@ -395,7 +339,7 @@ class _Run:
                 self.notes.append(f"--save-log: stopped writing {saved.name} ({exc.strerror})")
                 task.saved.pop(kind)
 
-    def _close(self, task: _Task, fd: int) -> None:
+    def _close(self, task: TracedTask, fd: int) -> None:
         """Our end of one of the task's pipes closes: at its end, or (its stdout or stderr) when what
         placement passes it on to is gone."""
         self.poller.unregister(fd)
@@ -405,7 +349,7 @@ class _Run:
         if lines is not None:
             lines.eof = True
 
-    def _write_out(self, task: _Task, now: float) -> None:
+    def _write_out(self, task: TracedTask, now: float) -> None:
         for kind, channel in task.channels.items():
             data = channel.take()
             if data:
@@ -416,7 +360,7 @@ class _Run:
             else:
                 self._flush_lines(task, kind, final=False, now=now)
 
-    def _last_line(self, task: _Task, kind: str) -> None:
+    def _last_line(self, task: TracedTask, kind: str) -> None:
         """The stream ended (or the run did): what is left of it goes out, and a line it left
         unfinished is ended, so that what comes next (another task's, placement's) starts its own line.
         What it left of a line on stderr is quoted as a line of its own."""
@@ -430,7 +374,7 @@ class _Run:
             lines.quoted = b""
         self.out.end_line(task.name, kind, lines.sink)
 
-    def _lines_in(self, task: _Task, kind: str, data: bytes) -> None:
+    def _lines_in(self, task: TracedTask, kind: str, data: bytes) -> None:
         lines = task.lines[kind]
         if kind in ("err", "cerr"):  # quoted by whole lines: a traceback's last line comes in several writes
             whole, newline, rest = (lines.quoted + data).rpartition(b"\n")
@@ -446,7 +390,7 @@ class _Run:
             lines.since = time.monotonic()
             self.out.emit(task.name, kind, lines.sink, whole + b"\n")
 
-    def _flush_lines(self, task: _Task, kind: str, *, final: bool, now: float = 0.0) -> None:
+    def _flush_lines(self, task: TracedTask, kind: str, *, final: bool, now: float = 0.0) -> None:
         lines = task.lines[kind]
         if lines.pending and (final or now - lines.since >= HOLD or len(lines.pending) > READ):
             data, lines.pending = lines.pending, b""
@@ -490,12 +434,10 @@ class _Run:
                     self.notes.append(f"--save-log: {saved.name} may be incomplete ({exc.strerror})")
 
     def result(self) -> ClusterTraceResult:
-        from placement_cli.runtime.cluster_trace_report import merge  # noqa: PLC0415
-
         code = self._exit_code()
         parts = []
         for task in self.tasks:
-            parts.append((task.job, task.index, task.parsed, (*facts_of_child(task.facts_raw), _copy_sizes(task.facts_raw))))
+            parts.append((task.job, task.index, task.parsed, (*facts_of_child(task.facts_raw), copy_sizes(task.facts_raw))))
         report, graph = merge(parts)
         title = Message(TRACE, script=one_line(self.script), code=code)
         report, graph = replace(report, title=title), replace(graph, title=title)
@@ -528,16 +470,6 @@ class _Run:
         else:
             code = 0
         return 128 - code if code < 0 else code
-
-
-def _copy_sizes(raw: bytes | None) -> dict[str, Any] | None:
-    """The sizes of the task's Session copies, as its recorder found them in the graph."""
-    try:
-        data = json.loads(raw) if raw else None
-    except ValueError:
-        return None
-    sizes = data.get("copy_sizes") if isinstance(data, dict) else None
-    return sizes if isinstance(sizes, dict) else None
 
 
 def run_cluster_traced(script: str, args: list[str], jobs: list[tuple[str, int]],

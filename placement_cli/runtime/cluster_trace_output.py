@@ -7,13 +7,16 @@ from __future__ import annotations
 import collections
 import re
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
 
 from placement_cli.logparse import glog
-from placement_cli.logparse.error_messages import gpu_kind
+from placement_cli.logparse.causes import gpu_kind
 from placement_cli.runtime.fds import write_all
+from placement_cli.runtime.splitter import Channel, Splitter
 
 _GLOG_ERROR = re.compile(glog.ERROR_START.decode())
+TAIL = 6  # lines of a failed task's own stderr quoted
 
 
 def says_why(line: str, *, c_stdio: bool) -> bool:
@@ -105,3 +108,43 @@ class Screens:
         except OSError:
             self.dead.add(sink)
             self.gone(sink)
+
+
+@dataclass
+class TaskLines:
+    """One source of a task's output (its Python stdout, or C stdio's rest) on its way to one sink,
+    prefixed line by line."""
+
+    sink: int
+    pending: bytes = b""
+    since: float = 0.0
+    quoted: bytes = b""  # stderr: what follows the last whole line, kept for the failure's quote
+    eof: bool = False  # the task's end of the pipe closed (or placement closed ours)
+    done: bool = False  # and its last line went out, ended
+
+
+@dataclass
+class TracedTask:
+    job: str
+    index: int
+    splitter: Splitter
+    parsed: Any
+    fds: dict[int, str] = field(default_factory=dict)  # our read end -> "control", "cout", "cerr", "out", "err"
+    channels: dict[str, Channel] = field(default_factory=dict)
+    lines: dict[str, TaskLines] = field(default_factory=dict)
+    control_buf: bytearray = field(default_factory=bytearray)
+    facts_raw: bytes | None = None
+    error_text: bytes | None = None
+    pid: int | None = None
+    address: str | None = None
+    status: int | None = None
+    exit_time: float = 0.0
+    ended: bool = False  # placement ended it (a serving task, or after another failed)
+    serving: bool = False  # it called Server.join: it serves until it is ended
+    tail: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=TAIL))
+    gpu: list[str] = field(default_factory=list)  # the first line of its stderr that named GPU trouble
+    saved: dict[str, BinaryIO] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return f"{self.job}/{self.index}"

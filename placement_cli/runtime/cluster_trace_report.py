@@ -8,10 +8,12 @@ there. The device as TensorFlow printed it stays in ``device``.
 
 from __future__ import annotations
 
-from dataclasses import replace
+import json
+from dataclasses import dataclass, replace
 from typing import Any
 
-from placement_cli.model import Copy, Edge, Origin, Placement, Report
+from placement_cli.i18n import Message
+from placement_cli.model import Cause, ClusterTask, Copy, Edge, Origin, Placement, Report
 
 
 def _in_task(placement: Placement, job: str, index: int) -> Placement:
@@ -71,3 +73,28 @@ def merge(parts: list[tuple[str, int, Any, tuple[Any, Any, Any, Any, Any]]]) -> 
                     log=log, copies=None if copies is None else tuple(copies),
                     edges=None if edges is None else tuple(edges), origin=Origin.RUN)
     return report, replace(report, placements=tuple(drawn), edges=tuple(drawn_edges) if drawn_edges else None)
+
+
+@dataclass(frozen=True)
+class ClusterTraceResult:
+    report: Report
+    graph: Report  # what --dot and --graph-svg draw: each task's nodes named by their task
+    exit_code: int
+    tasks: tuple[ClusterTask, ...]
+    isolated: bool | None
+    isolation_note: str
+    problem: Message | None  # the task that failed or stopped, and how
+    notes: tuple[str, ...] = ()
+    output_closed: bool = False
+    cause: Cause | None = None  # the failed task's cause in TensorFlow's words
+    signalled: int | None = None  # the signal placement received (Ctrl-C...) and passed to every task
+
+
+def copy_sizes(raw: bytes | None) -> dict[str, Any] | None:
+    """The sizes of the task's Session copies, as its recorder found them in the graph."""
+    try:
+        data = json.loads(raw) if raw else None
+    except ValueError:
+        return None
+    sizes = data.get("copy_sizes") if isinstance(data, dict) else None
+    return sizes if isinstance(sizes, dict) else None

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from placement_cli.logparse import parse_text
-from placement_cli.logparse.error_messages import cause, essential, headline
+from placement_cli.logparse.causes import cause, essential, headline
 from placement_cli.devices import DeviceName, device_name
 from placement_cli.model import Copy, Origin, PlacementFailure, Report
 from placement_cli.model.kinds import FailureKind
