@@ -12,7 +12,7 @@ from typing import Any
 
 from placement_cli.devices import JOB_NAME
 from placement_cli.exceptions import UsageProblem
-from placement_cli.messages import cut
+from placement_cli.messages import quoted
 
 # host:port, host a name, an IPv4 address or a bracketed IPv6 address
 _ADDRESS = re.compile(r"(?P<host>\[[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*(?:%[A-Za-z0-9_.\-]+)?\]|[A-Za-z0-9_.\-]+)"
@@ -164,24 +164,24 @@ def _jobs(data: dict[Any, Any], source: str) -> dict[str, tuple[Task, ...]]:
     total = 0
     for job, addresses in data.items():
         if not isinstance(job, str) or not JOB_NAME.fullmatch(job):
-            raise UsageProblem(f"{source}: {job!r} is not a job name (a letter, then letters, digits or _)")
+            raise UsageProblem(f"{source}: {quoted(job, 40)} is not a job name (a letter, then letters, digits or _)")
         if isinstance(addresses, dict):  # TensorFlow's sparse form: {"1": "host:port"}
             pairs = []
             for key, address in addresses.items():
                 if not _INDEX.fullmatch(str(key)) or len(str(key)) > 10 or int(key) > _MAX_INDEX:
-                    raise UsageProblem(f"{source}: job {job!r}: task index {str(key)[:40]!r} is not a whole "
+                    raise UsageProblem(f"{source}: job {quoted(job, 40)}: task index {quoted(str(key), 40)} is not a whole "
                                        f"number from 0 to {_MAX_INDEX}")
                 pairs.append((int(key), address))
         elif isinstance(addresses, list):
             pairs = list(enumerate(addresses))
         else:
-            raise UsageProblem(f"{source}: job {job!r} must list its tasks' addresses")
+            raise UsageProblem(f"{source}: job {quoted(job, 40)} must list its tasks' addresses")
         if not pairs:
-            raise UsageProblem(f"{source}: job {job!r} has no tasks")
+            raise UsageProblem(f"{source}: job {quoted(job, 40)} has no tasks")
         total += len(pairs)
         if total > _MAX_TASKS:
             raise UsageProblem(f"{source}: more than {_MAX_TASKS} tasks")
-        jobs[job] = tuple(Task(job, index, _address(address, f"{source}: job {job!r} task {index}"))
+        jobs[job] = tuple(Task(job, index, _address(address, f"{source}: job {quoted(job, 40)} task {index}"))
                           for index, address in sorted(pairs))
     seen: dict[tuple[str, int], Task] = {}
     for task in (t for tasks in jobs.values() for t in tasks):
@@ -222,7 +222,7 @@ def _unique(pairs: list[tuple[str, Any]], source: str) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for key, value in pairs:
         if key in found:
-            raise UsageProblem(f"{source}: the key {cut(key, 40)!r} is given twice in one JSON object")
+            raise UsageProblem(f"{source}: the key {quoted(key, 40)} is given twice in one JSON object")
         found[key] = value
     return found
 
@@ -243,7 +243,7 @@ def _address(value: Any, where: str) -> str:
     text = text.removeprefix("grpc://")
     match = _ADDRESS.fullmatch(text)
     if match is None or not 0 < int(match["port"]) < 65536:
-        raise UsageProblem(f"{where}: {cut(value, 80)!r} is not HOST:PORT with a port from 1 to 65535")
+        raise UsageProblem(f"{where}: {quoted(value, 80)} is not HOST:PORT with a port from 1 to 65535")
     return text
 
 

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 
 from placement_cli.exceptions import DeviceSpecError
-from placement_cli.messages import cut
+from placement_cli.messages import cut, quoted
 
 _PART = re.compile(r"(job|replica|task|device|cpu|gpu):([^/]*)", re.IGNORECASE)
 _TYPE_INDEX = re.compile(r"([A-Za-z][A-Za-z0-9_]*):(\d+|\*)")
@@ -107,7 +107,7 @@ def parse_device(text: str, *, logged: bool = False) -> DeviceSpec:
     fields: dict[str, object] = {}
     for chunk in body.split("/")[1:]:
         if not chunk:
-            raise DeviceSpecError(f"empty component in device string {raw!r}")
+            raise DeviceSpecError(f"empty component in device string {_quoted(raw)}")
         if chunk.upper() in _BARE_TYPES and "device_type" not in fields:  # "/gpu": any GPU, as TF reads it
             _set_type_index(fields, chunk, "*", raw)
             continue
@@ -115,7 +115,7 @@ def parse_device(text: str, *, logged: bool = False) -> DeviceSpec:
         if match is None:
             type_index = _TYPE_INDEX.fullmatch(chunk)
             if type_index is None or "device_type" in fields or type_index.group(1).upper() not in _BARE_TYPES:
-                raise DeviceSpecError(f"unknown component {chunk!r} in device string {raw!r}")
+                raise DeviceSpecError(f"unknown component {_quoted(chunk)} in device string {_quoted(raw)}")
             _set_type_index(fields, type_index.group(1), type_index.group(2), raw)
             continue
         key, value = match.group(1).lower(), match.group(2)
@@ -124,15 +124,15 @@ def parse_device(text: str, *, logged: bool = False) -> DeviceSpec:
         elif key == "device":
             type_index = (_LOGGED_TYPE_INDEX if logged else _TYPE_INDEX).fullmatch(value)
             if type_index is None:
-                raise DeviceSpecError(f"bad device component {chunk!r} in {raw!r}")
+                raise DeviceSpecError(f"bad device component {_quoted(chunk)} in {_quoted(raw)}")
             _set_type_index(fields, type_index.group(1), type_index.group(2), raw)
         elif key == "job":
             if not value:
-                raise DeviceSpecError(f"empty job name in {raw!r}")
+                raise DeviceSpecError(f"empty job name in {_quoted(raw)}")
             fields["job"] = value
         else:
             if not (value.isascii() and value.isdigit()):
-                raise DeviceSpecError(f"{key} must be a number in {raw!r}, not {value!r}")
+                raise DeviceSpecError(f"{key} must be a number in {_quoted(raw)}, not {_quoted(value)}")
             fields[key] = _whole(value, key, raw)
     return DeviceSpec(**fields)  # type: ignore[arg-type]
 
@@ -203,7 +203,7 @@ class DeviceNames:
 
 def _set_type_index(fields: dict[str, object], kind: str, index: str, raw: str) -> None:
     if not ((index.isascii() and index.isdigit()) or index == "*"):
-        raise DeviceSpecError(f"device index must be a number in {raw!r}, not {index!r}")
+        raise DeviceSpecError(f"device index must be a number in {_quoted(raw)}, not {_quoted(index)}")
     fields["device_type"] = kind.upper()
     fields["device_index"] = None if index == "*" else _whole(index, "device index", raw)
 
@@ -212,7 +212,7 @@ def _whole(digits: str, what: str, raw: str) -> int:
     """A number of a device name; one of 4,300 digits or more is no int to Python (a ValueError in
     words about sys), and of more than 100 none that TensorFlow could hold."""
     if len(digits) > 100:
-        raise DeviceSpecError(f"{what} {_brief(digits)} in {_brief(raw)!r} is too large")
+        raise DeviceSpecError(f"{what} {_brief(digits)} in {_quoted(raw)} is too large")
     return int(digits)
 
 
@@ -253,13 +253,13 @@ def parse_indices(text: str) -> list[int]:
         part = part.strip()
         lo, sep, hi = part.partition("-")
         if not lo.isdigit() or (sep and not hi.isdigit()):
-            raise DeviceSpecError(f"bad device index {part!r} in {text!r}: use numbers like 2,3 or 0-3")
+            raise DeviceSpecError(f"bad device index {_quoted(part)} in {_quoted(text)}: use numbers like 2,3 or 0-3")
         span = range(int(lo), int(hi) + 1) if sep else [int(lo)]
         if not span:
-            raise DeviceSpecError(f"empty range {part!r} in {text!r}")
+            raise DeviceSpecError(f"empty range {_quoted(part)} in {_quoted(text)}")
         indices.extend(span)
     if len(set(indices)) != len(indices):
-        raise DeviceSpecError(f"duplicate device index in {text!r}")
+        raise DeviceSpecError(f"duplicate device index in {_quoted(text)}")
     return indices
 
 
@@ -283,39 +283,39 @@ def parse_option_device(text: str) -> DeviceSpec:
         raise DeviceSpecError("empty device string")
     odd = next((c for c in raw if not (c.isascii() and c.isprintable()) or c.isspace()), None)
     if odd is not None:
-        raise DeviceSpecError(f"{odd!r} in device string {_brief(raw)!r}: TensorFlow's device names use "
+        raise DeviceSpecError(f"{_quoted(odd)} in device string {_quoted(raw)}: TensorFlow's device names use "
                               "only ASCII letters, digits, _, / and :")
     seen: set[str] = set()
     for chunk in (raw if raw.startswith("/") else "/" + raw).split("/")[1:]:
         if not chunk:
-            raise DeviceSpecError(f"empty component in device string {_brief(raw)!r}")
+            raise DeviceSpecError(f"empty component in device string {_quoted(raw)}")
         key, colon, value = chunk.partition(":")
         if colon and key.upper() in XLA_TYPES:
             key, value = "device", f"{key.upper()}:{value}"  # /xla_cpu:0 is /device:XLA_CPU:0
         if not colon and key.upper() in _BARE_TYPES and key.lower() in ("cpu", "gpu"):
             if "device type" in seen:
-                raise DeviceSpecError(f"more than one device type in {_brief(raw)!r}")
+                raise DeviceSpecError(f"more than one device type in {_quoted(raw)}")
             seen.add("device type")  # "/gpu": any GPU, as TensorFlow reads it
             continue
         if key.lower() in _FIELDS and key != key.lower():
-            raise DeviceSpecError(f"{_brief(key)!r} in {_brief(raw)!r}: TensorFlow only reads {key.lower()!r} "
+            raise DeviceSpecError(f"{_quoted(key)} in {_quoted(raw)}: TensorFlow only reads {_quoted(key.lower())} "
                                   "in lower case")
         field = key if key in ("job", "replica", "task") else "device type"
         if field in seen:
-            raise DeviceSpecError(f"more than one {field} in {_brief(raw)!r}")
+            raise DeviceSpecError(f"more than one {field} in {_quoted(raw)}")
         seen.add(field)
         if key == "job":
             if not _NAME.fullmatch(value):
-                raise DeviceSpecError(f"job name {_brief(value)!r} in {_brief(raw)!r}: TensorFlow's job names "
+                raise DeviceSpecError(f"job name {_quoted(value)} in {_quoted(raw)}: TensorFlow's job names "
                                       "are a letter, then letters, digits or _")
             continue
         if key == "device":
             value_type, _, value = value.partition(":")
             if not _NAME.fullmatch(value_type):
-                raise DeviceSpecError(f"device type {_brief(value_type)!r} in {_brief(raw)!r}: TensorFlow's "
+                raise DeviceSpecError(f"device type {_quoted(value_type)} in {_quoted(raw)}: TensorFlow's "
                                       "device types are a letter, then letters, digits or _")
         elif key not in ("replica", "task") and key.upper() not in _BARE_TYPES:
-            raise DeviceSpecError(f"unknown component {_brief(chunk)!r} in device string {_brief(raw)!r}")
+            raise DeviceSpecError(f"unknown component {_quoted(chunk)} in device string {_quoted(raw)}")
         if value != "*" or key in ("replica", "task"):
             _check_number(value, key if key in ("replica", "task") else "device index", raw)
     return parse_device(xla_spelling(raw))
@@ -342,9 +342,9 @@ def names_xla(devices: object) -> bool:
 
 def _check_number(value: str, what: str, raw: str) -> int:
     if not _NUMBER.fullmatch(value):
-        raise DeviceSpecError(f"{what} must be a number in {_brief(raw)!r}, not {_brief(value)!r}")
+        raise DeviceSpecError(f"{what} must be a number in {_quoted(raw)}, not {_quoted(value)}")
     if len(value) > len(str(INT32_MAX)) or int(value) > INT32_MAX:
-        raise DeviceSpecError(f"{what} {_brief(value)} in {_brief(raw)!r} is too large: TensorFlow holds it "
+        raise DeviceSpecError(f"{what} {_brief(value)} in {_quoted(raw)} is too large: TensorFlow holds it "
                               f"in 32 bits (at most {INT32_MAX})")
     return int(value)
 
@@ -359,8 +359,8 @@ def parse_option_devices(text: str, most: int) -> list[DeviceSpec]:
     seen: dict[str, str] = {}
     for part, spec in zip(parts, specs):
         if spec.canonical in seen:
-            raise DeviceSpecError(f"{_brief(part.strip())!r} and {seen[spec.canonical]!r} are the same device "
-                                  f"({spec.canonical}) in {_brief(text)!r}")
+            raise DeviceSpecError(f"{_quoted(part.strip())} and {_quoted(seen[spec.canonical])} are the same device "
+                                  f"({spec.canonical}) in {_quoted(text)}")
         seen[spec.canonical] = part.strip()
     return specs
 
@@ -372,15 +372,15 @@ def parse_option_indices(text: str, most: int) -> list[int]:
     for part in text.split(","):
         span = _SPAN.fullmatch(part.strip())
         if span is None:
-            raise DeviceSpecError(f"bad GPU index {_brief(part.strip())!r} in {_brief(text)!r}: "
+            raise DeviceSpecError(f"bad GPU index {_quoted(part.strip())} in {_quoted(text)}: "
                                   "use numbers like 2,3 or 0-3")
         first = _check_number(span.group(1), "GPU index", text)
         last = first if span.group(2) is None else _check_number(span.group(2), "GPU index", text)
         if last < first:
-            raise DeviceSpecError(f"empty range {part.strip()!r} in {_brief(text)!r}")
+            raise DeviceSpecError(f"empty range {_quoted(part.strip())} in {_quoted(text)}")
         total += last - first + 1
         if total > most:
-            raise DeviceSpecError(f"{_brief(text)!r} asks for more than {most} towers: the lesson runs "
+            raise DeviceSpecError(f"{_quoted(text)} asks for more than {most} towers: the lesson runs "
                                   f"at most {most}")
     return parse_indices(text)
 
@@ -388,3 +388,8 @@ def parse_option_indices(text: str, most: int) -> list[int]:
 def _brief(text: str, limit: int = 40) -> str:
     """A user's string cut to fit a one-line message."""
     return cut(text, limit, "\N{HORIZONTAL ELLIPSIS}")
+
+
+def _quoted(text: str) -> str:
+    """A user's string quoted in a one-line message."""
+    return quoted(text, 40, "\N{HORIZONTAL ELLIPSIS}")

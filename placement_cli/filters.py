@@ -13,7 +13,7 @@ from placement_cli.exceptions import FilterError
 from placement_cli.i18n import _
 from placement_cli.logparse import placer
 from placement_cli.logparse.records import Repeats
-from placement_cli.messages import cut
+from placement_cli.messages import quoted
 from placement_cli.model import Placement, Report
 from placement_cli.model.filtered import Filtered, Filters
 from placement_cli.model.kinds import PlacementKind
@@ -85,18 +85,6 @@ class _Utf8Search:
             return self.compiled.search(text)
         except UnicodeEncodeError:
             return self.compiled.search(text.encode("utf-8", "replace").decode("utf-8"))
-
-
-def quoted(value: str) -> str:
-    """A user's value as a message quotes it: in quotes, at most 60 characters, backslashes as typed,
-    control and unprintable characters escaped (never sent to the terminal), a byte that is not
-    UTF-8 as \\xff."""
-    return "'" + "".join(c if c.isprintable() else _escaped(c) for c in cut(value, 60)) + "'"
-
-
-def _escaped(char: str) -> str:
-    """\\xff for a byte that is not UTF-8 (Python reads it as U+DCFF), else Python's escape."""
-    return f"\\x{ord(char) - 0xDC00:02x}" if 0xDC80 <= ord(char) <= 0xDCFF else ascii(char)[1:-1]
 
 
 def check_op(value: str) -> None:

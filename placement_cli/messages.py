@@ -190,6 +190,18 @@ def cut(text: str, limit: int, mark: str = "...") -> str:
     return text if len(text) <= limit else text[: limit - len(mark)] + mark
 
 
+def quoted(value: str, limit: int = 60, mark: str = "...") -> str:
+    """A user's value as every message quotes it: in quotes, cut to ``limit`` characters (``mark`` the
+    last of them), backslashes as typed, control and unprintable characters escaped (never sent to the
+    terminal), a byte that is not UTF-8 as \\xff."""
+    return "'" + "".join(c if c.isprintable() else _escaped(c) for c in cut(value, limit, mark)) + "'"
+
+
+def _escaped(char: str) -> str:
+    """\\xff for a byte that is not UTF-8 (Python reads it as U+DCFF), else Python's escape."""
+    return f"\\x{ord(char) - 0xDC00:02x}" if 0xDC80 <= ord(char) <= 0xDCFF else ascii(char)[1:-1]
+
+
 # Why a rule of `placement check` failed.
 CHECK_MAX_ON = N_("placements on {device}: {count}, at most {limit} allowed")
 CHECK_EXPECT = N_("nodes matching {regex} not on {device}: {count} of {total}")

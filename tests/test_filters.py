@@ -209,7 +209,7 @@ def test_an_op_no_placement_could_have_is_a_usage_error(tmp_path: Path, value: s
 
 def test_a_refused_value_is_quoted_as_typed() -> None:
     """Backslashes as typed, control characters escaped, a byte that is not UTF-8 as \\xff."""
-    from placement_cli.filters import quoted
+    from placement_cli.messages import quoted
 
     assert quoted("(a)\\1") == "'(a)\\1'" and quoted("\x1b[31m") == "'\\x1b[31m'"
     assert quoted("\udcff") == "'\\xff'" and quoted("x" * 100) == "'" + "x" * 57 + "...'"

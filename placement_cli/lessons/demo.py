@@ -12,7 +12,7 @@ from typing import Any
 
 from placement_cli.devices import short_name
 from placement_cli.i18n import N_, Message
-from placement_cli.messages import cut
+from placement_cli.messages import quoted
 from placement_cli.model import ClusterEvent, DemoOutcome, DemoStep, DemoSteps, StepTitle
 from placement_cli.runtime.startup import RunOptions
 
@@ -380,7 +380,7 @@ def select(spec: str | None) -> list[int]:
         low, dash, high = part.partition("-")
         low, high = low.strip(), high.strip()
         # ASCII digits only: str.isdigit() takes "²" (which int() refuses) and "١" (which int() reads as 1)
-        shown = repr(cut(part, 40))
+        shown = quoted(part, 40)
         if not _DIGITS.fullmatch(low) or (dash and not _DIGITS.fullmatch(high)):
             raise ValueError(f"{shown} is not a step: give K, K-M or a comma-separated list (1-{len(STEPS)})")
         if max(len(low), len(high)) > 6:  # int() refuses 4,300 digits and more, in words about sys
