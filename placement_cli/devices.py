@@ -359,7 +359,7 @@ def parse_option_devices(text: str, most: int) -> list[DeviceSpec]:
     seen: dict[str, str] = {}
     for part, spec in zip(parts, specs):
         if spec.canonical in seen:
-            raise DeviceSpecError(f"{_quoted(part.strip())} and {_quoted(seen[spec.canonical])} are the same device "
+            raise DeviceSpecError(f"{_quoted(seen[spec.canonical])} and {_quoted(part.strip())} are the same device "
                                   f"({spec.canonical}) in {_quoted(text)}")
         seen[spec.canonical] = part.strip()
     return specs
@@ -391,5 +391,6 @@ def _brief(text: str, limit: int = 40) -> str:
 
 
 def _quoted(text: str) -> str:
-    """A user's string quoted in a one-line message."""
-    return quoted(text, 40, "\N{HORIZONTAL ELLIPSIS}")
+    """A user's string quoted in a one-line message: long enough for a device's full name
+    (``/job:localhost/replica:0/task:0/device:CPU:0``, 44 characters) to be seen whole."""
+    return quoted(text, 60, "\N{HORIZONTAL ELLIPSIS}")

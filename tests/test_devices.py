@@ -185,3 +185,10 @@ def test_a_device_name_is_read_once_where_it_enters_the_model_and_keeps_its_spel
         == ["GPU:3", "CPU:0", "GPU:2"]
     assert PlacementFailure.from_dict(failure.to_dict()) == failure
     assert DeviceMapping("/job:localhost/replica:0/task:0/device:GPU:0", "H200").device.short == "GPU:0"
+
+
+def test_a_duplicate_device_is_named_whole_the_first_given_first() -> None:
+    full = "/job:localhost/replica:0/task:0/device:CPU:0"
+    with pytest.raises(DeviceSpecError) as caught:
+        parse_option_devices(f"{full},/cpu:0", MAX_TOWERS)
+    assert str(caught.value).startswith(f"'{full}' and '/cpu:0' are the same device")
