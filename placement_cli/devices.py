@@ -189,9 +189,8 @@ class DeviceNames:
     def spec(self, device: str) -> DeviceSpec:
         spec = self.specs.get(device)
         if spec is None:
-            try:
-                spec = parse_device(device, logged=True)
-            except DeviceSpecError:
+            spec = DeviceName(device).spec
+            if spec is None:
                 spec = DeviceSpec(device_type=device)
             self.specs[device] = spec
         return spec

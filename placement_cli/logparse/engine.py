@@ -15,8 +15,7 @@ from dataclasses import replace
 from operator import attrgetter, itemgetter
 from typing import Any, BinaryIO
 
-from placement_cli.devices import DeviceName, DeviceSpec, parse_device
-from placement_cli.exceptions import DeviceSpecError
+from placement_cli.devices import DeviceName, DeviceSpec
 from placement_cli.logparse import eager, functions, ignored, lazy, mapping, placer, reader, rejoin
 from placement_cli.logparse.causes import MAX_CHARS
 from placement_cli.logparse.error_messages import MAX_LINES, TRIGGER, may_hold_failure, read_failure
@@ -192,9 +191,8 @@ class Parser:
     def spec_of(self, device: bytes) -> DeviceSpec:
         spec = self.specs.get(device)
         if spec is None:
-            try:
-                spec = parse_device(_decode(device), logged=True)
-            except DeviceSpecError:  # the device pattern is stricter than this; never abort a parse
+            spec = DeviceName(_decode(device)).spec
+            if spec is None:  # the device pattern is stricter than the grammar; never abort a parse
                 spec = DeviceSpec()
             self.specs[device] = spec
         return spec
