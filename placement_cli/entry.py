@@ -128,7 +128,7 @@ def _end_quietly() -> None:
                 stream.flush()  # type: ignore[union-attr]
             except (OSError, ValueError, AttributeError):
                 pass
-        from placement_cli.runtime.fds import flush_c_stdio  # noqa: PLC0415
+        from placement_cli.runtime.capture.fds import flush_c_stdio  # noqa: PLC0415
 
         flush_c_stdio()  # what C code printed and libc still holds: _exit would drop it
         _non_blocking_again()

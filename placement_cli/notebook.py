@@ -12,7 +12,7 @@ from typing import Any, Literal, cast
 
 from placement_cli.messages import parseable
 from placement_cli.model import Origin, Placement, Report
-from placement_cli.runtime import fdcapture, pystreams
+from placement_cli.runtime.capture import fdcapture, pystreams
 from placement_cli.model.kinds import PlacementKind
 
 _WIDTH = 120
@@ -219,7 +219,7 @@ class _Block:
             try:
                 self.streams.start()
                 if self.enable_logging:
-                    from placement_cli.runtime.recording import Recorder  # noqa: PLC0415
+                    from placement_cli.runtime.trace.recording import Recorder  # noqa: PLC0415
 
                     self.recorder = Recorder(tf, copies=False)
                     self.undo = self.recorder.install()
@@ -446,7 +446,7 @@ def _parse(taken: fdcapture.Separated, exc: BaseException | None) -> Report:
 
 def _traced() -> bool:
     """Whether `placement trace` runs this program with TensorFlow's log on pipes of its own."""
-    child = sys.modules.get("placement_cli.runtime.child")
+    child = sys.modules.get("placement_cli.runtime.trace.child")
     return bool(child is not None and child.TRACED)
 
 

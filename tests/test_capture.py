@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from placement_cli.runtime.fdcapture import capture_fds
+from placement_cli.runtime.capture.fdcapture import capture_fds
 from processes import patience
 
 
@@ -22,7 +22,7 @@ def test_captures_raw_fd_writes_and_restores() -> None:
 def test_libc_buffered_printf_is_flushed_into_the_capture() -> None:
     code = (
         "import ctypes\n"
-        "from placement_cli.runtime.fdcapture import capture_fds\n"
+        "from placement_cli.runtime.capture.fdcapture import capture_fds\n"
         "libc = ctypes.CDLL(None)\n"
         "with capture_fds() as cap:\n"
         "    libc.printf(b'from-printf\\n')\n"
@@ -45,7 +45,7 @@ CPU = b"/job:localhost/replica:0/task:0/device:CPU:0"
 
 
 def test_only_tensorflow_s_placement_lines_are_taken_out_of_what_an_fd_received() -> None:
-    from placement_cli.runtime.fdcapture import separate
+    from placement_cli.runtime.capture.fdcapture import separate
 
     stderr = (GLOG + b"placer.cc:162] MatMul: (MatMul): " + CPU + b"\n"
               + GLOG + b"execute.cc:1775] Executing op MatMul in device " + CPU + b"\n"
@@ -70,7 +70,7 @@ def test_only_tensorflow_s_placement_lines_are_taken_out_of_what_an_fd_received(
 
 def test_the_blank_line_that_ends_a_gpu_mapping_is_tensorflow_s_not_the_program_s() -> None:
     """Before: a script captured on a GPU machine got a blank line on stderr it never wrote."""
-    from placement_cli.runtime.fdcapture import separate
+    from placement_cli.runtime.capture.fdcapture import separate
 
     mapping = (GLOG + b"direct_session.cc:382] Device mapping:\n/job:localhost/replica:0/task:0/device:GPU:0 -> "
                b"device: 0, name: NVIDIA H200, pci bus id: 0000:00:06.0, compute capability: 9.0a\n\n")
@@ -81,7 +81,7 @@ def test_the_blank_line_that_ends_a_gpu_mapping_is_tensorflow_s_not_the_program_
 
 
 def test_where_info_lines_are_hidden_whole_copies_of_the_placer_s_shape_count_and_glued_ones_do_not() -> None:
-    from placement_cli.runtime.fdcapture import separate
+    from placement_cli.runtime.capture.fdcapture import separate
 
     copy = b"MatMul: (MatMul): " + CPU + b"\n"
     glued = b"step=42input: (_Arg): " + CPU + b"\n"  # no twin says where TensorFlow's line starts
@@ -98,7 +98,7 @@ def test_where_info_lines_are_hidden_whole_copies_of_the_placer_s_shape_count_an
 
 
 def test_a_tensorflow_line_after_the_program_s_unfinished_line_is_split_off_it() -> None:
-    from placement_cli.runtime.fdcapture import separate
+    from placement_cli.runtime.capture.fdcapture import separate
 
     arg = b"input: (_Arg): " + CPU + b"\n"
     stdout = b"step=42" + arg + b"\ndone\n"
@@ -113,7 +113,7 @@ def test_a_tensorflow_line_after_the_program_s_unfinished_line_is_split_off_it()
 
 
 def test_lines_a_capture_added_from_python_join_the_log_never_the_program_s_bytes() -> None:
-    from placement_cli.runtime.fdcapture import separate
+    from placement_cli.runtime.capture.fdcapture import separate
 
     line = b"Executing op AddV2 in device " + CPU + b"\n"
     stderr = b"first\nunfinished" + b" line\n"
@@ -125,7 +125,7 @@ def test_lines_a_capture_added_from_python_join_the_log_never_the_program_s_byte
 
 
 def test_what_tensorflow_s_python_listener_writes_is_recognised_whole() -> None:
-    from placement_cli.runtime.fdcapture import is_placement_text
+    from placement_cli.runtime.capture.fdcapture import is_placement_text
 
     eager = b"Executing op MatMul in device " + CPU + b"\n"
     assert is_placement_text(eager) and is_placement_text(eager * 2)
@@ -144,7 +144,7 @@ def test_what_tensorflow_s_python_listener_writes_is_recognised_whole() -> None:
 def test_split_capture_keeps_each_fd_apart_in_order_and_restores_them() -> None:
     code = (
         "import os\n"
-        "from placement_cli.runtime.fdcapture import SplitCapture\n"
+        "from placement_cli.runtime.capture.fdcapture import SplitCapture\n"
         "cap = SplitCapture()\n"
         "cap.start()\n"
         "os.write(1, b'out\\n'); os.write(2, b'err 1\\n'); cap.write(2, b'added\\n'); os.write(2, b'err 2\\n')\n"
@@ -159,8 +159,8 @@ def test_split_capture_keeps_each_fd_apart_in_order_and_restores_them() -> None:
 
 STREAMS = r'''
 import os, sys
-from placement_cli.runtime import pystreams
-from placement_cli.runtime.fdcapture import SplitCapture
+from placement_cli.runtime.capture import pystreams
+from placement_cli.runtime.capture.fdcapture import SplitCapture
 
 CPU = "/job:localhost/replica:0/task:0/device:CPU:0"
 # Code whose module is TensorFlow's, as the frame of a write from TensorFlow's listener is.
@@ -216,7 +216,7 @@ def test_streams_keep_tensorflow_s_python_level_lines_and_pass_the_rest_on() -> 
 
 
 def test_split_capture_takes_more_than_a_pipe_holds() -> None:
-    from placement_cli.runtime.fdcapture import SplitCapture
+    from placement_cli.runtime.capture.fdcapture import SplitCapture
 
     line = b"y" * 1023 + b"\n"
     cap = SplitCapture()
@@ -284,7 +284,7 @@ STEPS = st.lists(st.one_of(st.tuples(st.just("tf"), EVENT),
 def test_random_program_bytes_around_tensorflow_s_lines_come_back_exactly_and_change_no_placement(
         steps: list[tuple[str, object]]) -> None:
     from placement_cli.notebook import _parse
-    from placement_cli.runtime.fdcapture import separate
+    from placement_cli.runtime.capture.fdcapture import separate
 
     received, diverted, mine = replay(steps)
     taken = separate(received, diverted)
@@ -300,8 +300,8 @@ def test_random_program_bytes_around_tensorflow_s_lines_come_back_exactly_and_ch
 
 OUT_OF_ORDER = r'''
 import os, signal
-from placement_cli.runtime import fdcapture
-from placement_cli.runtime.fdcapture import SplitCapture
+from placement_cli.runtime.capture import fdcapture
+from placement_cli.runtime.capture.fdcapture import SplitCapture
 
 def where():
     return [os.readlink(f"/proc/self/fd/{fd}") for fd in (1, 2)]
@@ -330,7 +330,7 @@ def test_split_captures_stopped_out_of_order_put_every_fd_back_and_ctrl_c_waits_
 
 _DIES = r"""
 import os, sys
-from placement_cli.runtime.fdcapture import {how}
+from placement_cli.runtime.capture.fdcapture import {how}
 line = b"F0000 00:00:1795557014.587480    4303 parse_flags_from_env.cc:234] Unknown flag in TF_XLA_FLAGS: --bogus\x1b[2J\n"
 {start}
 os.write(1, b"I0000 00:00:1.5    4303 placer.cc:162] a: (Const): /job:localhost/replica:0/task:0/device:CPU:0\n")
@@ -352,7 +352,7 @@ def test_tensorflow_s_last_words_are_told_when_it_ends_the_process_inside_a_capt
 
 
 def test_a_capture_that_ends_leaves_no_watcher_and_says_nothing() -> None:
-    script = ("import os, sys\nfrom placement_cli.runtime.fdcapture import capture_fds\n"
+    script = ("import os, sys\nfrom placement_cli.runtime.capture.fdcapture import capture_fds\n"
               "with capture_fds():\n    os.write(2, b'F0000 00:00:1.5    1 x.cc:1] not the end\\n')\n"
               "def parent(pid):\n    try:\n        with open(f'/proc/{pid}/stat', 'rb') as f:\n"
               "            return int(f.read().rsplit(b')', 1)[1].split()[1])\n"
@@ -365,7 +365,7 @@ def test_a_capture_that_ends_leaves_no_watcher_and_says_nothing() -> None:
 def test_a_capture_ends_at_once_while_a_process_forked_inside_it_still_runs() -> None:
     """A process forked inside the capture holds every fd placement had, the watcher's pipe too: the
     capture still ends when placement says so, not when that process exits."""
-    script = ("import os, signal, sys, time\nfrom placement_cli.runtime.fdcapture import capture_fds\n"
+    script = ("import os, signal, sys, time\nfrom placement_cli.runtime.capture.fdcapture import capture_fds\n"
               "with capture_fds():\n    pid = os.fork()\n    if pid == 0:\n        time.sleep(60)\n        os._exit(0)\n"
               "    start = time.monotonic()\n"
               "took = time.monotonic() - start\nos.kill(pid, signal.SIGKILL)\nos.waitpid(pid, 0)\nprint(took < 8)\n")

@@ -15,8 +15,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from placement_cli.logparse import parse_text
-from placement_cli.runtime.fdcapture import is_placement_text, separate
-from placement_cli.runtime.splitter import Splitter
+from placement_cli.runtime.capture.fdcapture import is_placement_text, separate
+from placement_cli.runtime.capture.splitter import Splitter
 
 # absl's prefix (TensorFlow >= 2.16) and glog's (older), the placer's file bare or with its folders
 GLOGS = [b"I0000 00:00:1795232759.847888    3899 ", b"2024-01-02 10:00:00.123456: I tensorflow/core/common_runtime/"]

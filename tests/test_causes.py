@@ -95,7 +95,7 @@ def test_tensorflows_gpu_wordings_are_in_the_catalogue(line: str, kind: str | No
 def test_the_recorded_failure_is_said_by_its_cause_not_its_traceback_header() -> None:
     """Before: 'worker/0 stopped training: InternalError: Detected at node 'MatMul' defined at (most recent call
     last): ('MatMul')' (the H200 run's demo, step 11)."""
-    from placement_cli.runtime.cluster_supervisor import said
+    from placement_cli.runtime.cluster.supervisor import said
 
     line = said(RuntimeError(RECORDED))
     assert line.startswith("INTERNAL: Blas xGEMM launch failed"), line
@@ -118,7 +118,7 @@ def test_the_logs_gpu_line_names_a_cause_the_error_does_not() -> None:
 
 
 def test_the_cluster_supervisor_says_the_cause_and_keeps_it(tmp_path: Path) -> None:
-    from placement_cli.runtime.cluster_watch import Watch as _Watch
+    from placement_cli.runtime.cluster.watch import Watch as _Watch
 
     (tmp_path / "worker-0.err").write_text(CUBLAS_LOG)
     watch = _Watch({}, None, str(tmp_path))
@@ -138,7 +138,7 @@ def test_the_cluster_supervisor_knows_a_taken_port_from_tensorflows_words(tmp_pa
     from types import SimpleNamespace
 
     from placement_cli.logparse.causes import port_taken
-    from placement_cli.runtime.cluster_watch import Watch as _Watch
+    from placement_cli.runtime.cluster.watch import Watch as _Watch
 
     taken = "UnknownError: Could not start gRPC server"
     assert port_taken(taken) and not port_taken("UnknownError: Deadline exceeded")
@@ -240,8 +240,8 @@ def test_a_task_tensorflow_aborted_is_named_with_the_gpu_line_of_its_log(tmp_pat
     """A task killed by TensorFlow's own abort (SIGABRT: no traceback is quoted) said why on its log."""
     from types import SimpleNamespace
 
-    from placement_cli.runtime.cluster_launch import message
-    from placement_cli.runtime.cluster_watch import Watch as _Watch
+    from placement_cli.runtime.cluster.launch import message
+    from placement_cli.runtime.cluster.watch import Watch as _Watch
 
     (tmp_path / "ps-0.err").write_text(
         "I0000 00:00:1795665599.171620   10818 gpu_device.cc:2020] Created device /job:ps/replica:0/task:0/device:GPU:0\n"

@@ -261,7 +261,7 @@ def test_a_ctrl_c_the_captured_code_swallowed_still_ends_the_command(capsys: pyt
     (`demo`'s first step, 1 run in 5 of a loop of early Ctrl-Cs) was lost, and the demo waited for
     Enter. A signal the code inside a capture swallowed ends the command when the capture ends."""
     from placement_cli.cli.app import guarded
-    from placement_cli.runtime.fdcapture import capture_fds
+    from placement_cli.runtime.capture.fdcapture import capture_fds
 
     went_on: list[str] = []
 

@@ -287,7 +287,7 @@ def test_a_host_the_private_namespace_cannot_reach_is_refused_at_once(host: str)
     """Each of these once passed the check and left the workers waiting 300 s for their ps."""
     from placement_cli.clusterspec import from_text
     from placement_cli.exceptions import UsageProblem
-    from placement_cli.runtime.cluster_launch import check_cluster
+    from placement_cli.runtime.cluster.launch import check_cluster
 
     spec = from_text(json.dumps({"ps": [f"{host}:2222"], "worker": ["localhost:2223"]}), "spec.json")
     with pytest.raises(UsageProblem, match="give localhost, 127.x.x.x or"):
@@ -530,7 +530,7 @@ def test_tf2_refuses_sync() -> None:
 
 
 def _english(message: dict) -> str:
-    from placement_cli.runtime.cluster_launch import message as as_message
+    from placement_cli.runtime.cluster.launch import message as as_message
 
     return str(as_message(message))
 
@@ -540,7 +540,7 @@ def test_the_watch_names_a_stopped_task_and_a_silent_one(tmp_path: Path) -> None
     and one whose heartbeats stopped although it runs."""
     from types import SimpleNamespace
 
-    from placement_cli.runtime import cluster_watch
+    from placement_cli.runtime.cluster import watch as cluster_watch
 
     sleeper = subprocess.Popen(["sleep", "120"])
     try:
@@ -573,7 +573,7 @@ def test_the_watch_names_a_stopped_task_and_a_silent_one(tmp_path: Path) -> None
 def _report(*, sync: bool, workers: int, results: dict, api: str = "tf1", tasks: list | None = None):
     from placement_cli.lessons.cluster import build
     from placement_cli.model import ClusterRun
-    from placement_cli.runtime.cluster_launch import task_of, training_of
+    from placement_cli.runtime.cluster.launch import task_of, training_of
 
     tasks = tasks or [{"job": "ps", "task": 0, "target": "grpc://localhost:1", "pid": 10, "exit_code": -9,
                        "ended_by_placement": True}] + [
@@ -624,7 +624,7 @@ def test_a_worker_that_never_reported_is_unknown_not_zero() -> None:
 def test_a_report_of_unknown_isolation_says_so() -> None:
     from placement_cli.lessons.cluster import build
     from placement_cli.model import ClusterRun
-    from placement_cli.runtime.cluster_launch import task_of
+    from placement_cli.runtime.cluster.launch import task_of
 
     tasks = [{"job": "ps", "task": 0, "target": "grpc://localhost:1", "pid": 10, "exit_code": None,
               "ended_by_placement": None}]
@@ -637,7 +637,7 @@ def test_a_report_of_unknown_isolation_says_so() -> None:
 def test_a_graph_execution_error_is_said_by_its_cause() -> None:
     """TensorFlow's graph errors begin with an empty 'Graph execution error:' (once all a worker's
     error said); the cause follows the node's traceback."""
-    from placement_cli.runtime.cluster_supervisor import said
+    from placement_cli.runtime.cluster.supervisor import said
 
     text = ("Graph execution error:\n\nDetected at node 'GradientDescent/update' defined at (most recent call last):\n"
             "  File \"x.py\", line 1, in <module>\nNode: 'GradientDescent/update'\n"

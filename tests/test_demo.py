@@ -412,7 +412,7 @@ def test_a_step_result_is_shown_by_its_own_renderer(monkeypatch) -> None:
 
 _WAIT_WHILE_ANOTHER_THREAD_TAKES_CTRL_C = r"""
 import os, signal, sys, threading
-from placement_cli.runtime.wakeup import read_line
+from placement_cli.runtime.capture.wakeup import read_line
 started = threading.Event()
 def press_ctrl_c():
     started.wait()
@@ -451,7 +451,7 @@ def test_a_ctrl_c_the_wait_for_enter_itself_never_sees_still_ends_it() -> None:
 @pytest.mark.parametrize(("given", "said"), [(b"one\ntwo\n", "line line end"), (b"", "end end end"),
                                              (b"no newline", "end end end")])
 def test_each_wait_takes_one_line_and_leaves_the_next(given: bytes, said: str) -> None:
-    code = ("import sys\nfrom placement_cli.runtime.wakeup import read_line\n"
+    code = ("import sys\nfrom placement_cli.runtime.capture.wakeup import read_line\n"
             "print(*('line' if read_line(sys.stdin) else 'end' for _ in range(3)))")
     ran = subprocess.run([sys.executable, "-c", code], input=given, capture_output=True, timeout=patience(60),
                          check=False)

@@ -106,7 +106,7 @@ def test_inspects_child_sees_no_gpu() -> None:
 def test_inspect_starts_its_child_without_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     import subprocess
 
-    from placement_cli.runtime import inspect
+    from placement_cli.runtime.cluster import inspect
 
     seen = {}
 

@@ -192,7 +192,7 @@ def test_reasons_are_kept_whole_english_in_json_and_translated_in_tables() -> No
     from placement_cli import i18n
     from placement_cli.model import Inspection, TaskAnswer
     from placement_cli.render.inspect import render_inspection, silent_summary
-    from placement_cli.runtime.inspect import _at, tcp_probe
+    from placement_cli.runtime.cluster.inspect import _at, tcp_probe
 
     why = _at("localhost:1", tcp_probe("127.0.0.1", free_port(), 1.0))
     assert pickle.loads(pickle.dumps(why)) == why  # it crosses from the child process whole

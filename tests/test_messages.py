@@ -92,7 +92,7 @@ def test_the_makers_of_messages_import_nothing_of_render_and_render_has_no_cycle
     for name, path in known.items():
         graph[name] = layers.imports(name, path, known)
     makers = [m for m in known if m == "placement_cli.why" or m.startswith("placement_cli.lessons")] + \
-        ["placement_cli.runtime.tracer"]
+        ["placement_cli.runtime.trace.tracer"]
     for maker in makers:
         assert not [t for t in graph[maker] if t.startswith("placement_cli.render")], maker
     for module in (m for m in known if m.startswith("placement_cli.render")):

@@ -272,7 +272,7 @@ print("FLIPPED", json.dumps({"nodes": [p.node for p in flipped.placements],
 HOSTILE = r'''
 import json, os, random, re, signal, sys, tempfile, warnings
 import placement_cli
-from placement_cli.runtime import fdcapture, pystreams
+from placement_cli.runtime.capture import fdcapture, pystreams
 import tensorflow as tf
 tf.get_logger().setLevel("ERROR")  # its retracing warnings are not the noise this checks
 
@@ -451,7 +451,7 @@ def interrupted_while_parsing():
         logparse.parse_text = real
 
 def enter_fails():
-    from placement_cli.runtime.recording import Recorder
+    from placement_cli.runtime.trace.recording import Recorder
     real = Recorder.install
     def broken(self):
         raise RuntimeError("cannot patch")

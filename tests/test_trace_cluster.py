@@ -450,7 +450,7 @@ def test_an_unfinished_last_line_is_ended_before_anything_else_is_written(tmp_pa
 
 
 def test_stdout_and_stderr_on_one_screen_never_glue_two_sources_lines(tmp_path: Path) -> None:
-    from placement_cli.runtime.cluster_trace_output import Screens
+    from placement_cli.runtime.cluster.trace_output import Screens
 
     read, write = os.pipe()
     second = os.dup(write)  # stdout and stderr on one pipe, as `2>&1` makes them
@@ -749,7 +749,7 @@ def test_split_gpus_says_one_gpu_in_the_singular() -> None:
 
 def test_the_control_pipe_says_when_a_task_serves() -> None:
     """``J`` (the script called Server.join) is a frame of its own: the frames after it are read too."""
-    from placement_cli.runtime.child import frames
+    from placement_cli.runtime.trace.child import frames
 
     buf = bytearray(b"J\nL2\nE3\nabcJ\n")
     assert list(frames(buf)) == [(b"J", b""), (b"L", b"2"), (b"E", b"abc"), (b"J", b"")] and not buf

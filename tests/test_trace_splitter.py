@@ -1,4 +1,4 @@
-"""runtime.splitter: which bytes of the C stdio streams are TensorFlow's, decided chunk by chunk."""
+"""runtime.capture.splitter: which bytes of the C stdio streams are TensorFlow's, decided chunk by chunk."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from placement_cli.logparse import parse_text
-from placement_cli.runtime.splitter import HOLD, Splitter
+from placement_cli.runtime.capture.splitter import HOLD, Splitter
 
 CPU = b"/job:localhost/replica:0/task:0/device:CPU:0"
 GPU = b"/job:localhost/replica:0/task:0/device:GPU:0"
@@ -184,7 +184,7 @@ def test_every_start_of_a_tf_line_is_held() -> None:
 def test_the_child_s_control_frames_are_read_whole_however_the_pipe_cuts_them(sent: list[bytes], step: int) -> None:
     """trace and trace --cluster read the child's control pipe with one reader: each frame whole,
     sized payloads with newlines in them too, whatever the reads' sizes."""
-    from placement_cli.runtime.child import frames
+    from placement_cli.runtime.trace.child import frames
 
     data, buf, got = b"".join(sent), bytearray(), []
     for at in range(0, len(data), step):

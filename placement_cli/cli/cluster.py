@@ -82,7 +82,7 @@ def inspect(
             raise UsageProblem("nothing to inspect: give grpc://HOST:PORT, --cluster-spec FILE, or set TF_CONFIG")
     drawn = pictures("placement inspect", as_json=as_json, force=force, svg=svg,
                      protect=(cluster_spec,) if cluster_spec else ())
-    from placement_cli.runtime.inspect import run  # noqa: PLC0415
+    from placement_cli.runtime.cluster.inspect import run  # noqa: PLC0415
 
     found = run(cluster, address, timeout)  # TensorFlow works in a child process, bounded and killable
     from placement_cli.render.inspect import render_inspection, silent_summary  # noqa: PLC0415
@@ -125,7 +125,7 @@ def cluster(
     from placement_cli import clusterspec  # noqa: PLC0415
     from placement_cli.exceptions import Terminated, UsageProblem  # noqa: PLC0415
     from placement_cli.lessons.cluster import plan, run  # noqa: PLC0415
-    from placement_cli.runtime.cluster_launch import check_cluster  # noqa: PLC0415
+    from placement_cli.runtime.cluster.launch import check_cluster  # noqa: PLC0415
 
     flags = ps is not None or workers is not None
     if cluster_spec is not None and flags:

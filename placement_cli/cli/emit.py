@@ -64,7 +64,7 @@ class _Printer:
         asking = self.console if is_terminal(sys.stdout) else make_console(sys.stderr)
         asking.print(AsciiSafe(prompt), end="")
         asking.file.flush()
-        from placement_cli.runtime.wakeup import read_line  # noqa: PLC0415
+        from placement_cli.runtime.capture.wakeup import read_line  # noqa: PLC0415
 
         if not read_line(sys.stdin):
             asking.print()

@@ -87,8 +87,8 @@ def trace(
     from placement_cli.model.filtered import Filters  # noqa: PLC0415
     from placement_cli.outputs import check_distinct, open_save_log  # noqa: PLC0415
     from placement_cli.messages import one_line  # noqa: PLC0415
-    from placement_cli.runtime.fds import fresh_line, reopen_closed_stdio  # noqa: PLC0415
-    from placement_cli.runtime.tracer import check_script, run_traced  # noqa: PLC0415
+    from placement_cli.runtime.capture.fds import fresh_line, reopen_closed_stdio  # noqa: PLC0415
+    from placement_cli.runtime.trace.tracer import check_script, run_traced  # noqa: PLC0415
 
     closed = reopen_closed_stdio()
     check_script(script)
@@ -143,7 +143,7 @@ def _tables(traced: Any, narrowed: Any, name: str, all_rows: bool) -> Iterator[A
     from rich.rule import Rule  # noqa: PLC0415
 
     from placement_cli.render.table import Hints, literal  # noqa: PLC0415
-    from placement_cli.runtime.fds import fresh_line  # noqa: PLC0415
+    from placement_cli.runtime.capture.fds import fresh_line  # noqa: PLC0415
 
     sys.stdout.flush()
     fresh_line(1)

@@ -1,5 +1,5 @@
 """`placement trace --cluster worker=N[,ps=M][,chief=1] SCRIPT`: the user's distributed program, one
-process per task, then the placements of every task (the CLI's side; runtime.cluster_trace runs it)."""
+process per task, then the placements of every task (the CLI's side; runtime.cluster.trace runs it)."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ def trace_cluster(script: str, args: list[str], *, cluster: str | None, cluster_
     from placement_cli.filters import apply  # noqa: PLC0415
     from placement_cli.messages import one_line  # noqa: PLC0415
     from placement_cli.runtime import gpu_policy  # noqa: PLC0415
-    from placement_cli.runtime.cluster_trace import run_cluster_traced  # noqa: PLC0415
-    from placement_cli.runtime.cluster_trace_spec import jobs_of_spec, parse_cluster  # noqa: PLC0415
+    from placement_cli.runtime.cluster.trace import run_cluster_traced  # noqa: PLC0415
+    from placement_cli.runtime.cluster.trace_spec import jobs_of_spec, parse_cluster  # noqa: PLC0415
 
     if cluster is not None and cluster_spec is not None:
         raise UsageProblem(_("give --cluster or --cluster-spec, not both"))
@@ -94,7 +94,7 @@ def _tables(traced: Any, narrowed: Any, name: str, all_rows: bool) -> Iterator[A
 
     from placement_cli.render.cluster_trace import tasks_table, variables_table  # noqa: PLC0415
     from placement_cli.render.table import Hints, literal  # noqa: PLC0415
-    from placement_cli.runtime.fds import fresh_line  # noqa: PLC0415
+    from placement_cli.runtime.capture.fds import fresh_line  # noqa: PLC0415
 
     sys.stdout.flush()
     fresh_line(1)

@@ -11,7 +11,8 @@ from typing import Any
 from placement_cli.devices import try_parse
 from placement_cli.logparse import parse_text
 from placement_cli.model import ClusterEvent, ClusterReport, ClusterRun, Edge, Origin, Placement, Report, WorkerSteps
-from placement_cli.runtime import cluster_launch, gpu_policy
+from placement_cli.runtime import gpu_policy
+from placement_cli.runtime.cluster import launch as cluster_launch
 from placement_cli.model.kinds import PlacementKind
 
 # The supervisor's process: the entry module that hands it the work each task runs.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from placement_cli.runtime.cluster_supervisor import Trainer, main
+from placement_cli.runtime.cluster.supervisor import Trainer, main
 
 
 def work(tf: Any, task: Trainer) -> dict[str, Any]:

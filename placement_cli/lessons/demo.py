@@ -398,7 +398,7 @@ def start(chosen: list[int]) -> Machine:
     """TensorFlow, started once for every step, on the devices chosen from those it finds (``choose``):
     logical CPUs and GPUs first (they cannot be added later), and TensorFlow's XLA devices where the
     kernel step needs them (its stand-in for a GPU where none exists)."""
-    from placement_cli.runtime.fdcapture import capture_fds  # noqa: PLC0415
+    from placement_cli.runtime.capture.fdcapture import capture_fds  # noqa: PLC0415
     from placement_cli.runtime import startup  # noqa: PLC0415
 
     with capture_fds():

@@ -16,7 +16,7 @@ from placement_cli.model import FailureCase, FailureCatalogue, PlacementFailure,
 from placement_cli.model.kinds import FailureKind
 from placement_cli.runtime import private
 from placement_cli.runtime.facts import graph_nodes, kernel_checks, kernel_map
-from placement_cli.runtime.fdcapture import capture_fds
+from placement_cli.runtime.capture.fdcapture import capture_fds
 from placement_cli.runtime.run import plain
 from placement_cli.runtime import startup
 from placement_cli.runtime.startup import XLA_SWITCH, RunOptions, available_devices, session_config, xla_devices, xla_missing

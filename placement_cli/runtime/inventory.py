@@ -7,7 +7,7 @@ from typing import Any
 from placement_cli.devices import try_parse
 from placement_cli.logparse import parse_text
 from placement_cli.model import Inventory, LogicalDevice, PhysicalDevice
-from placement_cli.runtime.fdcapture import capture_fds
+from placement_cli.runtime.capture.fdcapture import capture_fds
 from placement_cli.runtime.startup import RunOptions, session_config, tensorflow
 
 

@@ -16,9 +16,9 @@ from placement_cli.devices import DeviceName, device_name
 from placement_cli.model import Copy, Origin, PlacementFailure, Report
 from placement_cli.model.kinds import FailureKind
 from placement_cli.runtime import private
-from placement_cli.runtime.fds import flush_c_stdio
+from placement_cli.runtime.capture.fds import flush_c_stdio
 from placement_cli.runtime.facts import GraphRecorder, kernel_checks, kernel_map
-from placement_cli.runtime.fdcapture import capture_fds
+from placement_cli.runtime.capture.fdcapture import capture_fds
 from placement_cli.runtime.stepstats import metadata_run, traced_run
 from placement_cli.runtime.startup import RunOptions, available_devices, tensorflow
 from placement_cli.model.facts import Facts, Span

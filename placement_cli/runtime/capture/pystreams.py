@@ -17,7 +17,7 @@ from types import FrameType
 from typing import Any
 
 from placement_cli.logparse import eager, mapping
-from placement_cli.runtime import fdcapture
+from placement_cli.runtime.capture import fdcapture
 
 # Loggers TensorFlow's Python side (and Keras, through absl) writes to.
 _TF_LOGGERS = ("tensorflow", "absl")
@@ -132,7 +132,7 @@ class Quiet:
         return len(text)
 
     def _without_placements(self, data: bytes) -> bytes:
-        from placement_cli.runtime.splitter import may_become_tensorflow_line  # noqa: PLC0415
+        from placement_cli.runtime.capture.splitter import may_become_tensorflow_line  # noqa: PLC0415
 
         end = data.rfind(b"\n") + 1
         whole, tail = data[:end], data[end:]

@@ -13,7 +13,7 @@ from placement_cli.i18n import N_, Message
 from placement_cli.logparse import written
 from placement_cli.logparse.causes import cause as cause_of, gpu_kind, gpu_log_line, port_taken
 from placement_cli.model import Cause
-from placement_cli.runtime.cluster_launch import how_it_ended, process_state
+from placement_cli.runtime.cluster.launch import how_it_ended, process_state
 
 SILENCE_LIMIT = 45.0  # seconds without a heartbeat before a running task is named as not answering
 TAIL = 6  # lines of a failed task's log quoted in its error

@@ -12,8 +12,8 @@ from typing import Any, BinaryIO
 
 from placement_cli.logparse import glog
 from placement_cli.logparse.causes import gpu_kind
-from placement_cli.runtime.fds import write_all
-from placement_cli.runtime.splitter import Channel, Splitter
+from placement_cli.runtime.capture.fds import write_all
+from placement_cli.runtime.capture.splitter import Channel, Splitter
 
 _GLOG_ERROR = re.compile(glog.ERROR_START.decode())
 TAIL = 6  # lines of a failed task's own stderr quoted

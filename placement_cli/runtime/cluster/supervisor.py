@@ -41,7 +41,7 @@ from placement_cli.i18n import N_, Message, wire
 from placement_cli.logparse.causes import cause_line, port_taken
 from placement_cli.model import GpuMemory
 from placement_cli.runtime import gpu_policy
-from placement_cli.runtime.cluster_watch import AFTER, BEFORE, TRAINING, Watch, read_text
+from placement_cli.runtime.cluster.watch import AFTER, BEFORE, TRAINING, Watch, read_text
 
 READY_LIMIT = 150.0  # seconds for every task to import TensorFlow and start its server (loaded 2-core machine)
 TRAIN_LIMIT = 300.0  # seconds for the training itself

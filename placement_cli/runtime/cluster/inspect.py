@@ -35,7 +35,7 @@ from placement_cli.devices import try_parse
 from placement_cli.exceptions import InspectorFailed
 from placement_cli.i18n import N_, Message
 from placement_cli.model import Inspection, TaskAnswer, TaskDevice
-from placement_cli.runtime.cluster_launch import how_it_ended, process_state
+from placement_cli.runtime.cluster.launch import how_it_ended, process_state
 from placement_cli.runtime.gpu_policy import no_gpu
 
 DEFAULT_TIMEOUT = 5.0
@@ -58,7 +58,7 @@ def _tensorflow() -> Any:
     if _tf is None:
         import os  # noqa: PLC0415
 
-        from placement_cli.runtime.fdcapture import silenced  # noqa: PLC0415
+        from placement_cli.runtime.capture.fdcapture import silenced  # noqa: PLC0415
 
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         with silenced(2):
@@ -244,7 +244,7 @@ def run(cluster: Cluster | None, address: str | None, timeout: float) -> Inspect
     """inspect_cluster or inspect_target in a child process, bounded: the import by IMPORT_LIMIT, then
     every query by the timeout (asked one after another in the worst case). Ctrl-C kills the child."""
     request = pickle.dumps((cluster, address, timeout, os.getpid()))
-    child = subprocess.Popen([sys.executable, "-P", "-c", "from placement_cli.runtime.inspect import _child; _child()"],
+    child = subprocess.Popen([sys.executable, "-P", "-c", "from placement_cli.runtime.cluster.inspect import _child; _child()"],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                              start_new_session=True,  # a terminal's Ctrl-C reaches placement, which ends the child
                              env=no_gpu(os.environ))  # it lists the cluster's devices: none of its own on a GPU

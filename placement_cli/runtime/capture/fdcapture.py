@@ -18,8 +18,8 @@ from types import FrameType
 from typing import IO, Any
 
 from placement_cli.logparse import placer, written
-from placement_cli.runtime import lastwords
-from placement_cli.runtime.fds import flush_c_stdio, write_all
+from placement_cli.runtime.capture import lastwords
+from placement_cli.runtime.capture.fds import flush_c_stdio, write_all
 
 
 @dataclass

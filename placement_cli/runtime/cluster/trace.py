@@ -3,12 +3,12 @@ TensorFlow's multi-worker and parameter-server tutorials run it, each task trace
 one script.
 
 Each task is ``python SCRIPT ARGS`` with the ``TF_CONFIG`` of the whole cluster (loopback ports the
-launcher chose) and its own task, started through runtime.child's bootstrap exactly as `trace` starts
+launcher chose) and its own task, started through runtime.trace.child's bootstrap exactly as `trace` starts
 its one child: placement logging on from the first op, C stdio's streams (TensorFlow's log) through two
 pipes, facts and the uncaught error on a control pipe. Its Python stdout and stderr come through two
 more pipes and are passed on live, each line prefixed with the task (``worker/1 | ...``).
 
-The tasks are children of runtime.cluster_trace_launcher (its own session, a private network
+The tasks are children of runtime.cluster.trace_launcher (its own session, a private network
 namespace where the kernel allows one), which reaps them and ends them when told; when placement's
 end of its stdin closes (placement done, failed, or killed even by SIGKILL) it kills every task's
 process group. The logs to parse are unlinked temporary files: nothing is left behind.
@@ -39,14 +39,14 @@ from placement_cli.i18n import N_, Message, _
 from placement_cli.messages import TRACE, one_line
 from placement_cli.logparse.causes import cause as cause_of
 from placement_cli.model import Cause, ClusterTask
-from placement_cli.runtime.wakeup import Wakeup
-from placement_cli.runtime.child import BOOT, ENV, NO_CAPTURE, frames
-from placement_cli.runtime.cluster_launch import how_it_ended, process_state
-from placement_cli.runtime.cluster_trace_output import Screens, TaskLines, TracedTask, quote_lines
-from placement_cli.runtime.cluster_trace_report import ClusterTraceResult, copy_sizes, merge
-from placement_cli.runtime.splitter import Splitter
-from placement_cli.runtime.fds import new_pipe
-from placement_cli.runtime.tracer import GRACE_IDLE, GRACE_MAX, READ, facts_of_child, min_log_level
+from placement_cli.runtime.capture.wakeup import Wakeup
+from placement_cli.runtime.trace.child import BOOT, ENV, NO_CAPTURE, frames
+from placement_cli.runtime.cluster.launch import how_it_ended, process_state
+from placement_cli.runtime.cluster.trace_output import Screens, TaskLines, TracedTask, quote_lines
+from placement_cli.runtime.cluster.trace_report import ClusterTraceResult, copy_sizes, merge
+from placement_cli.runtime.capture.splitter import Splitter
+from placement_cli.runtime.capture.fds import new_pipe
+from placement_cli.runtime.trace.tracer import GRACE_IDLE, GRACE_MAX, READ, facts_of_child, min_log_level
 
 CHIEF_GRACE = 60.0  # seconds a task neither serving nor done may run on after the chief finished (--chief-grace)
 INTERRUPT_GRACE = 2.0  # seconds the tasks get to end on a signal placement forwarded, before they are killed
@@ -116,7 +116,7 @@ class _Run:
         self._install_signals()
         try:
             self.launcher = subprocess.Popen(
-                [sys.executable, "-P", "-m", "placement_cli.runtime.cluster_trace_launcher"],
+                [sys.executable, "-P", "-m", "placement_cli.runtime.cluster.trace_launcher"],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=theirs, start_new_session=True)
         finally:
             for fd in theirs:

@@ -81,7 +81,7 @@ class _TensorFlowHook:
         _hide_our_frames()
         _say_when_serving(tf, self.control)
         try:
-            from placement_cli.runtime.recording import Recorder  # noqa: PLC0415
+            from placement_cli.runtime.trace.recording import Recorder  # noqa: PLC0415
 
             recorder = Recorder(tf, copies=self.copies)
             recorder.install()
@@ -115,7 +115,7 @@ class _Loader:
         self.hook.after(module)
 
 
-_RUNTIME = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_RUNTIME = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # placement_cli/runtime/
 
 
 def _say_when_serving(tf: Any, control: int) -> None:

@@ -51,7 +51,7 @@ def parse_cluster(text: str) -> list[tuple[str, int]]:
 def jobs_of_spec(spec: Any) -> tuple[list[tuple[str, int]], dict[str, list[str]]]:
     """A --cluster-spec file's cluster (clusterspec.Cluster): loopback addresses only, jobs of this
     command; what is wrong is said of the file."""
-    from placement_cli.runtime.cluster_launch import loopback  # noqa: PLC0415
+    from placement_cli.runtime.cluster.launch import loopback  # noqa: PLC0415
 
     for task in spec.tasks:
         if task.job not in JOBS:

@@ -1,9 +1,9 @@
 """`placement trace`: run a user's program as `python SCRIPT` would, placement logging on, then report.
 
-This is the parent. The child (runtime.child) inherits placement's stdin, stdout and stderr: the
+This is the parent. The child (runtime.trace.child) inherits placement's stdin, stdout and stderr: the
 program's own output goes where it would without placement, untouched and at full speed. Only C
 stdio's ``stdout`` and ``stderr``, where TensorFlow's C++ writes its log, come back through two
-pipes; runtime.splitter keeps TensorFlow's placement lines from them and passes the rest on. The
+pipes; runtime.capture.splitter keeps TensorFlow's placement lines from them and passes the rest on. The
 child runs in its own process group; when placement is in its terminal's foreground, that group
 gets the foreground (as a shell would give it), so Ctrl-C and Ctrl-Z reach the script exactly as
 without placement; every signal placement itself receives is forwarded to the group once. No file
@@ -30,10 +30,10 @@ from placement_cli.exceptions import UsageProblem
 from placement_cli.i18n import Message, _
 from placement_cli.messages import TRACE, one_line
 from placement_cli.model import Copy, Edge, Origin, Report
-from placement_cli.runtime.child import BOOT, ENV, NO_CAPTURE, frames
-from placement_cli.runtime.splitter import Channel, Splitter
-from placement_cli.runtime.fds import new_pipe, write_all
-from placement_cli.runtime.wakeup import Wakeup
+from placement_cli.runtime.trace.child import BOOT, ENV, NO_CAPTURE, frames
+from placement_cli.runtime.capture.splitter import Channel, Splitter
+from placement_cli.runtime.capture.fds import new_pipe, write_all
+from placement_cli.runtime.capture.wakeup import Wakeup
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2,
              signal.SIGTSTP)

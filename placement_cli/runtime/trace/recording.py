@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from placement_cli.runtime import private
-from placement_cli.runtime.eagerops import EagerOps
+from placement_cli.runtime.trace.eagerops import EagerOps
 from placement_cli.runtime.facts import GraphRecorder, kernel_checks, kernel_map, xla_compiled
 
 

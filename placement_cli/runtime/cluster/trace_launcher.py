@@ -1,7 +1,7 @@
 """The launcher of `placement trace --cluster`: one process that starts every task of the user's
 cluster, reaps them, and ends them when told, or when placement goes away.
 
-Started by runtime.cluster_trace as ``python -P -m placement_cli.runtime.cluster_trace_launcher`` in a
+Started by runtime.cluster.trace as ``python -P -m placement_cli.runtime.cluster.trace_launcher`` in a
 session of its own. It first moves into a fresh user + network namespace with only ``lo`` up
 (``cluster_supervisor.isolate``, where the kernel allows it), so the tasks' unauthenticated gRPC
 servers cannot be reached from outside this machine; then it chooses the ports (held with
@@ -31,8 +31,8 @@ import subprocess
 import time
 from typing import Any
 
-from placement_cli.runtime.cluster_supervisor import free_ports, isolate
-from placement_cli.runtime.cluster_trace_spec import port_in_use
+from placement_cli.runtime.cluster.supervisor import free_ports, isolate
+from placement_cli.runtime.cluster.trace_spec import port_in_use
 
 KILL_AFTER = 1.0  # seconds between the SIGTERM that ends a serving task and the SIGKILL
 
