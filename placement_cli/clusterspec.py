@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Mapping
 from typing import Any
 
 from placement_cli.devices import JOB_NAME
@@ -200,7 +201,6 @@ def _machine(host: str) -> str:
     """The host, spelled one way: every spelling of this machine (localhost, 127.x.x.x, ::1,
     ::ffff:127.0.0.1, 0.0.0.0) is one, since a TensorFlow server listens on every interface of it;
     an IP address in its compressed form; a name in lower case without its final dot."""
-    import ipaddress  # noqa: PLC0415
 
     name = host.lower().rstrip(".")
     if name == "localhost":

@@ -9,6 +9,9 @@ process ends before Python takes its modules down (see _end_quietly)."""
 
 from __future__ import annotations
 
+import atexit
+import os
+import signal
 import sys
 
 from placement_cli.exceptions import ARRIVED, Terminated
@@ -73,7 +76,6 @@ def _catch_termination_early() -> None:
     action killed the process while it loaded the command line (a quarter of a second, more on a busy
     machine), a death by signal with no exit code. An ignored one (``nohup``) stays ignored; each
     command's guard finds this handler in place and keeps it (it raises what the guard's would)."""
-    import signal  # noqa: PLC0415
 
     sys.unraisablehook = _unraisable
     for name in ("SIGTERM", "SIGHUP"):
@@ -90,7 +92,6 @@ def _catch_termination_early() -> None:
 def _stay_ended() -> None:
     """The command ended by a signal: the same signals arriving again are ignored until the process
     is gone (its exit code is decided; nothing is left to interrupt)."""
-    import signal  # noqa: PLC0415
 
     for name in _SIGNALLED.values():
         try:
@@ -104,7 +105,6 @@ def _late_signal(signum: int, _frame: object) -> None:
     callbacks run: TensorFlow's take a while): one line and 128 + its number, at once. An exception
     here would only be reported ("Exception ignored in atexit callback", a traceback) and lost."""
     _say(signum)
-    import os  # noqa: PLC0415
 
     os._exit(128 + signum)
 
@@ -118,7 +118,6 @@ def _end_quietly() -> None:
     to _late_signal; the last atexit callback (registered first, run last) then ends the process with
     the command's exit code, its output flushed, without Python taking its modules down (TensorFlow's
     take a second and more, and Python has put the signals' default actions back by then)."""
-    import atexit  # noqa: PLC0415
 
     def end() -> None:
         if not _DECIDED:  # main() did not finish: Python ends as it would
@@ -128,11 +127,10 @@ def _end_quietly() -> None:
                 stream.flush()  # type: ignore[union-attr]
             except (OSError, ValueError, AttributeError):
                 pass
-        from placement_cli.runtime.capture.fds import flush_c_stdio  # noqa: PLC0415
+        from placement_cli.runtime.capture.fds import flush_c_stdio  # noqa: PLC0415 - after the early signal handling is in force
 
         flush_c_stdio()  # what C code printed and libc still holds: _exit would drop it
         _non_blocking_again()
-        import os  # noqa: PLC0415
 
         os._exit(_DECIDED[0])
 
@@ -141,7 +139,6 @@ def _end_quietly() -> None:
 
 def _late_signals() -> None:
     """The command ended: the signals it would have handled go to _late_signal (ignored ones stay so)."""
-    import signal  # noqa: PLC0415
 
     for sig in _LINES:
         try:
@@ -169,7 +166,6 @@ def _blocking_output() -> None:
     set by a parent process that shares it) refuses what does not fit at once, and Python's buffered
     writer then drops part of it (seen: JSON with bytes missing from its middle, exit 0). Non-blocking
     again once the command's output is flushed (_end_quietly)."""
-    import os  # noqa: PLC0415
 
     for fd in (1, 2):
         try:
@@ -181,8 +177,6 @@ def _blocking_output() -> None:
 
 
 def _non_blocking_again() -> None:
-    import os  # noqa: PLC0415
-
     while _UNBLOCKED:
         try:
             os.set_blocking(_UNBLOCKED.pop(), False)
@@ -197,7 +191,7 @@ def main() -> None:
     try:
         try:
             _catch_termination_early()
-            from placement_cli.cli import main as run  # noqa: PLC0415
+            from placement_cli.cli import main as run  # noqa: PLC0415 - after the early signal handling is in force
 
             run()
             _DECIDED.append(0)

@@ -1,6 +1,8 @@
 """Every domain error the CLI turns into an exit code: 2 for usage and input, 128 + N for a signal,
 3 for placement's own helper process failing (the funnel in the CLI is the one place that maps them)."""
 
+import signal
+
 
 class InputError(Exception):
     """Input that is not a readable text log (exit 2)."""
@@ -32,8 +34,6 @@ class Terminated(BaseException):
         self.signum = signum
 
     def __str__(self) -> str:
-        import signal  # noqa: PLC0415
-
         return signal.Signals(self.signum).name
 
 

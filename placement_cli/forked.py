@@ -8,13 +8,14 @@ written twice. A child that fails, or is gone, gives None, and the caller does t
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import fcntl
 import os
 import pickle
 import signal
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
-
 
 PIPE = 1 << 20  # bytes a result's pipe holds (Linux: its most for any process, /proc/sys/fs/pipe-max-size)
 
@@ -34,7 +35,6 @@ def die_with(parent: int) -> None:
     """(In a forked child.) Ended by the kernel should ``parent`` die, even by SIGKILL (Linux), rather
     than work on for no one; gone at once where it already has."""
     with contextlib.suppress(Exception):  # not Linux, no libc: the parent's own ending ends the child
-        import ctypes  # noqa: PLC0415
 
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     if os.getppid() != parent:  # it died before the request
@@ -52,7 +52,6 @@ def started(work: Callable[[], Any]) -> Iterator[Callable[[], Any]]:
         return
     read_end, write_end = os.pipe()
     with contextlib.suppress(AttributeError, OSError):  # a wider pipe: a big result in fewer turns
-        import fcntl  # noqa: PLC0415
 
         fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, PIPE)
     parent = os.getpid()

@@ -10,10 +10,24 @@ from dataclasses import replace
 from types import TracebackType
 from typing import Any, Literal, cast
 
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.text import Text
+
+from placement_cli.logparse import parse_text
 from placement_cli.messages import parseable
 from placement_cli.model import Origin, Placement, Report
-from placement_cli.runtime.capture import fdcapture, pystreams
+from placement_cli.model.facts import Facts
 from placement_cli.model.kinds import PlacementKind
+from placement_cli.render.json import dumps
+from placement_cli.render.table import Hints, View, clean, report_renderables
+from placement_cli.rules import assert_holds
+from placement_cli.runtime import private
+from placement_cli.runtime.capture import fdcapture, pystreams
+from placement_cli.runtime.facts import placed_before
+from placement_cli.runtime.trace.recording import Recorder
+from placement_cli.tfrules import compiled_calls
+from placement_cli.why import explain, facts_from_dict, xla_lines
 
 _WIDTH = 120
 # A fragment for a notebook cell: inline styles only, nothing that restyles the page around it.
@@ -82,7 +96,6 @@ class CapturedReport:
         ``ignore_op``; placement errors fail it unless ``allow_placement_errors``): AssertionError naming each rule that failed and its nodes (also when the
         capture was incomplete: rules judged on part of the placements prove nothing); ValueError
         for a rule that is malformed or that this report cannot judge. Returns the CheckResult."""
-        from placement_cli.rules import assert_holds  # noqa: PLC0415
 
         __tracebackhide__ = True  # pytest shows the test's line, not this one
         if self.problems:
@@ -94,17 +107,12 @@ class CapturedReport:
                             allow_placement_errors=allow_placement_errors)
 
     def to_json(self) -> str:
-        from placement_cli.render.json import dumps  # noqa: PLC0415
-
         return dumps(self.to_dict())
 
     def renderables(self) -> list[Any]:
         """What the report shows, in reading order, with the notebook API's names where the CLI's
         renderer would name its own options."""
-        from rich.panel import Panel  # noqa: PLC0415
-        from rich.text import Text  # noqa: PLC0415
 
-        from placement_cli.render.table import Hints, View, clean, report_renderables  # noqa: PLC0415
 
         parts: list[Any] = []
         if self.problems:
@@ -118,12 +126,9 @@ class CapturedReport:
         return parts
 
     def __rich__(self) -> Any:
-        from rich.console import Group  # noqa: PLC0415
-
         return Group(*self.renderables())
 
     def _render(self, html: bool) -> str:
-        from rich.console import Console  # noqa: PLC0415
 
         # force_jupyter=False: inside Jupyter rich would display the report itself, a second time.
         console = Console(file=io.StringIO(), width=_WIDTH, record=html, force_jupyter=False, emoji=False,
@@ -210,8 +215,6 @@ class _Block:
             raise
 
     def _enter(self) -> None:
-        from placement_cli.runtime import private  # noqa: PLC0415
-
         pystreams.tf_log_level()  # before the program can change it inside a block
         tf = _tensorflow()
         self.started = private.context_initialized()  # before the block: TF ignores logging switched on later
@@ -219,8 +222,6 @@ class _Block:
             try:
                 self.streams.start()
                 if self.enable_logging:
-                    from placement_cli.runtime.trace.recording import Recorder  # noqa: PLC0415
-
                     self.recorder = Recorder(tf, copies=False)
                     self.undo = self.recorder.install()
             except BaseException:
@@ -283,10 +284,6 @@ class _Block:
                 problems.append(f"could not read what was written: {_why(error)}")
 
     def _build(self, taken: fdcapture.Separated, exc: BaseException | None, problems: list[str]) -> None:
-        from placement_cli.model.facts import Facts  # noqa: PLC0415
-        from placement_cli.why import explain, facts_from_dict, xla_lines  # noqa: PLC0415
-        from placement_cli.tfrules import compiled_calls  # noqa: PLC0415
-
         notes: list[str] = []
         report = _parse(taken, exc)
         facts = Facts()
@@ -327,7 +324,6 @@ class _Block:
 
     def _logging_problems(self, report: Report) -> list[str]:
         """Whether TensorFlow logged eager placements at all: the gotcha, or a log level that hides them."""
-        from placement_cli.runtime import private  # noqa: PLC0415
 
         if any(p.kind == PlacementKind.EAGER for p in report.placements) or not self.enable_logging:
             return []
@@ -349,7 +345,6 @@ class _Block:
 
     def _note_logging_stays_on(self) -> None:
         """TensorFlow's context started inside this block with our logging on: it logs from now on."""
-        from placement_cli.runtime import private  # noqa: PLC0415
 
         global _STAYS_ON  # noqa: PLW0603 - a fact about the whole process
         if self.recorder is not None and not self.recorder.previous_logging and self.started is False \
@@ -374,7 +369,6 @@ class _Block:
 def _functions_placed_before(report: Report) -> list[str]:
     """The block called tf.functions whose bodies TensorFlow placed before it began (it logs a function's
     placements once, as it first places it): their ops are missing, the capture is incomplete."""
-    from placement_cli.runtime.facts import placed_before  # noqa: PLC0415
 
     calls = [p.op for p in report.placements if p.kind == PlacementKind.EAGER and p.op]
     logged = [(p.node, p.op) for p in report.placements if p.kind != PlacementKind.EAGER and p.node and p.op]
@@ -396,7 +390,6 @@ def log_from_the_start(tf: Any) -> bool:
     run after other code ran TensorFlow ops (the pytest plugin): TensorFlow then logs every op from
     its first, and capture() sees them whatever ran before. False: too late (the context started)
     or cannot tell; logging is then left as it was."""
-    from placement_cli.runtime import private  # noqa: PLC0415
 
     if private.context_initialized() is not False:
         return False
@@ -428,7 +421,6 @@ def _parse(taken: fdcapture.Separated, exc: BaseException | None) -> Report:
     no twin (a log level that hides glog's INFO lines), and such copies come first, as they were
     printed before the eager op that ran their function. Errors are read from all of it. Bytes that
     are not text are parsed around, never a reason to refuse."""
-    from placement_cli.logparse import parse_text  # noqa: PLC0415
 
     out, err = _text(taken.log.get(1, b"")), _text(taken.log.get(2, b""))
     bare = parse_text(parseable(_text(taken.tensorflow.get(1, b""))))
@@ -463,7 +455,6 @@ def _exception_text(exc: BaseException) -> str:
 def _eager_ops_logged(tf: Any) -> bool | None:
     """Run one tiny eager op under a capture of its own and see whether TensorFlow logged it (None:
     cannot tell without starting TensorFlow's context, which the program may still want to configure)."""
-    from placement_cli.runtime import private  # noqa: PLC0415
 
     if private.context_initialized() is not True:
         return None

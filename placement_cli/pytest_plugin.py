@@ -43,7 +43,7 @@ class _AfterImport:
         if name != "tensorflow":
             return None
         _unhook()
-        import importlib.util  # noqa: PLC0415
+        import importlib.util  # noqa: PLC0415 - pytest start-up
 
         spec = importlib.util.find_spec(name)
         loader = getattr(spec, "loader", None)
@@ -81,7 +81,7 @@ def _unhook() -> None:
 
 def _switch_on(tf: Any) -> None:
     try:
-        from placement_cli.notebook import log_from_the_start  # noqa: PLC0415
+        from placement_cli.notebook import log_from_the_start  # noqa: PLC0415 - pytest start-up
 
         _STATE["on"] = log_from_the_start(tf)
     except Exception:  # noqa: BLE001 - the tests run on; a capture() then says what it could not see
@@ -140,11 +140,11 @@ class PlacementFixture:
         is not there raises FileNotFoundError, a folder IsADirectoryError, and one that is no log or
         report (or a rule that is malformed or that it cannot judge) ValueError."""
         __tracebackhide__ = True  # pytest shows the test's line, not the plugin's
-        import errno  # noqa: PLC0415
+        import errno  # noqa: PLC0415 - pytest start-up
 
-        from placement_cli.exceptions import InputError  # noqa: PLC0415
-        from placement_cli.logparse.saved import read_input  # noqa: PLC0415
-        from placement_cli.rules import assert_holds  # noqa: PLC0415
+        from placement_cli.exceptions import InputError  # noqa: PLC0415 - pytest start-up
+        from placement_cli.logparse.saved import read_input  # noqa: PLC0415 - pytest start-up
+        from placement_cli.rules import assert_holds  # noqa: PLC0415 - pytest start-up
 
         name = os.fspath(path)
         if not os.path.exists(name):

@@ -220,7 +220,7 @@ def test_an_error_a_signal_caused_is_that_signal(stop: BaseException, code: int,
     """A Ctrl-C landing while TensorFlow loaded a pybind11 module (`demo`'s first step, 1 run in 10 of a
     loop of Ctrl-Cs) came out as "internal error: ImportError: initialization failed", exit 3: pybind11
     raises that with the interrupt as its cause. An error a signal caused is that signal's ending."""
-    from placement_cli.cli.app import guarded
+    from placement_cli.cli.commands import guarded
 
     def loading() -> Outcome:
         try:
@@ -260,7 +260,7 @@ def test_a_ctrl_c_the_captured_code_swallowed_still_ends_the_command(capsys: pyt
     """TensorFlow imports ``ssl`` inside ``except ImportError`` and goes on: a Ctrl-C landing there
     (`demo`'s first step, 1 run in 5 of a loop of early Ctrl-Cs) was lost, and the demo waited for
     Enter. A signal the code inside a capture swallowed ends the command when the capture ends."""
-    from placement_cli.cli.app import guarded
+    from placement_cli.cli.commands import guarded
     from placement_cli.runtime.capture.fdcapture import capture_fds
 
     went_on: list[str] = []
@@ -359,7 +359,7 @@ def test_a_second_signal_while_a_forked_child_is_ended_still_reaps_it(monkeypatc
 
 def _exit_of(command: Any) -> int:
     """The exit code ``command`` ends with, run as a command with the signal handlers `placement` starts with."""
-    from placement_cli.cli.app import guarded
+    from placement_cli.cli.commands import guarded
 
     mine = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL, signal.SIGHUP: signal.SIG_DFL}
     previous = {sig: signal.signal(sig, handler) for sig, handler in mine.items()}

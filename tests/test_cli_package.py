@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 import placement_cli.logparse
 from placement_cli.cli import app
 from placement_cli.i18n import language
-from placement_cli.cli.app import COMMANDS, app_for, command, command_name
+from placement_cli.cli import app_for
+from placement_cli.cli.commands import COMMANDS, command, command_name
 from placement_cli.cli.outcome import Json, Outcome
 
 LOG = Path(__file__).parent / "fixtures" / "logs" / "tf2.21" / "guide_matmul_plain.log"
@@ -63,7 +64,7 @@ def test_anything_else_gets_the_whole_app(args: list[str]) -> None:
 
 
 def test_every_command_is_registered_once_in_the_help_order() -> None:
-    assert tuple(command_name(info) for info in app.registered_commands) == COMMANDS
+    assert tuple(command_name(info) for info in app.registered_commands) == tuple(COMMANDS)
 
 
 def test_the_entry_point_prints_what_the_whole_app_prints() -> None:

@@ -7,11 +7,16 @@ from typing import Annotated
 
 import typer
 
-from placement_cli.cli.app import command
+from placement_cli.cli.commands import command
 from placement_cli.cli.funnel import say
-from placement_cli.cli.outcome import ExitCode, Json, Outcome
 from placement_cli.cli.options import JsonOpt, named
+from placement_cli.cli.outcome import ExitCode, Json, Outcome
+from placement_cli.exceptions import RuleError
 from placement_cli.i18n import _
+from placement_cli.logparse.saved import read_input
+from placement_cli.render.check import render_check
+from placement_cli.rules import Rules, devices_on_nothing, expect_rule, judge, max_on_rule
+from placement_cli.rules import config as rules_file
 
 
 @command()
@@ -36,10 +41,6 @@ def check(
     them (a device's --max-on or a regex's --expect replaces the file's for the same device or regex).
     Example: placement check report.json --max-on CPU=0 --no-fallback
     """
-    from placement_cli.exceptions import RuleError  # noqa: PLC0415
-    from placement_cli.logparse.saved import read_input  # noqa: PLC0415
-    from placement_cli.rules import Rules, devices_on_nothing, expect_rule, judge, max_on_rule  # noqa: PLC0415
-    from placement_cli.rules import config as rules_file  # noqa: PLC0415
 
     if config is not None and no_config:
         raise RuleError(_("--config and --no-config: give one of them"))
@@ -61,6 +62,5 @@ def check(
     code = ExitCode.OK if result.passed else ExitCode.PLACEMENT_FAILED
     if as_json:
         return Outcome(code=code, output=(Json(result.to_dict()),))
-    from placement_cli.render.check import render_check  # noqa: PLC0415
 
     return Outcome(code=code, output=(render_check(result),))

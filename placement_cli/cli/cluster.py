@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+import math
 from enum import Enum
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from placement_cli import clusterspec, messages
 from placement_cli.cli import shown
-from placement_cli.cli.app import command, option_callback
+from placement_cli.cli.commands import command, option_callback
 from placement_cli.cli.funnel import say
+from placement_cli.cli.options import AllOpt, DotOpt, ForceOpt, GraphSvgOpt, JsonOpt, SvgOpt, capped, pictures
 from placement_cli.cli.outcome import ExitCode, Json, Outcome, signalled
-from placement_cli.cli.options import (AllOpt, DotOpt, ForceOpt, GraphSvgOpt, JsonOpt, SvgOpt, capped,
-                                       pictures)
+from placement_cli.exceptions import Terminated, UsageProblem
 from placement_cli.i18n import _
+from placement_cli.i18n import shown as shown_message
+from placement_cli.lessons import cluster as lesson
+from placement_cli.lessons.cluster import build
+from placement_cli.render.cluster import cluster_group, progress_line
+from placement_cli.render.inspect import render_inspection, silent_summary
+from placement_cli.runtime.cluster import inspect as inspection
+from placement_cli.runtime.cluster.launch import check_cluster
 
 if TYPE_CHECKING:
     from placement_cli.model import ClusterEvent
@@ -32,8 +41,6 @@ class GpuMemoryPolicy(str, Enum):  # runtime.gpu_policy.POLICIES
 
 @option_callback
 def _timeout_option(value: float) -> float:
-    import math  # noqa: PLC0415
-
     if not math.isfinite(value) or not 0.5 <= value <= 60:  # nan passes a range check: it compares false
         raise typer.BadParameter(f"{value} is not a timeout: give seconds from 0.5 to 60")
     return value
@@ -41,7 +48,6 @@ def _timeout_option(value: float) -> float:
 
 def progress(event: ClusterEvent) -> None:
     """A cluster's start-up, a line per task on stderr, as it happens (cluster, and the demo's cluster step)."""
-    from placement_cli.render.cluster import progress_line  # noqa: PLC0415
 
     line = progress_line(event)
     if line is not None:
@@ -66,8 +72,6 @@ def inspect(
 
     Example: placement inspect grpc://localhost:2222 --timeout 3
     """
-    from placement_cli import clusterspec  # noqa: PLC0415
-    from placement_cli.exceptions import UsageProblem  # noqa: PLC0415
 
     if target is not None and cluster_spec is not None:
         raise UsageProblem("give a TARGET or --cluster-spec FILE, not both")
@@ -82,10 +86,8 @@ def inspect(
             raise UsageProblem("nothing to inspect: give grpc://HOST:PORT, --cluster-spec FILE, or set TF_CONFIG")
     drawn = pictures("placement inspect", as_json=as_json, force=force, svg=svg,
                      protect=(cluster_spec,) if cluster_spec else ())
-    from placement_cli.runtime.cluster.inspect import run  # noqa: PLC0415
 
-    found = run(cluster, address, timeout)  # TensorFlow works in a child process, bounded and killable
-    from placement_cli.render.inspect import render_inspection, silent_summary  # noqa: PLC0415
+    found = inspection.run(cluster, address, timeout)  # TensorFlow works in a child process, bounded and killable
 
     missing = silent_summary(found)
     return Outcome(code=ExitCode.OK if found.complete else ExitCode.PLACEMENT_FAILED,
@@ -122,10 +124,6 @@ def cluster(
     a task that dies or never starts is named (exit 1); Ctrl-C exits 130, SIGTERM 143.
     Example: placement cluster --ps 2 --workers 2 --steps 10 --sync
     """
-    from placement_cli import clusterspec  # noqa: PLC0415
-    from placement_cli.exceptions import Terminated, UsageProblem  # noqa: PLC0415
-    from placement_cli.lessons.cluster import plan, run  # noqa: PLC0415
-    from placement_cli.runtime.cluster.launch import check_cluster  # noqa: PLC0415
 
     flags = ps is not None or workers is not None
     if cluster_spec is not None and flags:
@@ -134,16 +132,15 @@ def cluster(
     if ignored:
         say(_("TF_CONFIG is set and ignored: --ps and --workers describe the cluster"))
     addresses = check_cluster(described) if described is not None else None
-    request = plan(api=api.value, ps=ps, workers=workers, steps=steps, sync=sync, copies=copies, addresses=addresses,
+    request = lesson.plan(api=api.value, ps=ps, workers=workers, steps=steps, sync=sync, copies=copies, addresses=addresses,
                    gpu_memory=gpu_memory.value, ps_on_gpu=not ps_on_cpu)
     drawn = pictures("placement cluster", as_json=as_json, force=force, svg=svg, dot=dot, graph_svg=graph_svg,
                      protect=(cluster_spec,) if cluster_spec else ())
     try:
-        found_run = run(request, progress)
+        found_run = lesson.run(request, progress)
     except Terminated as exc:
         say(_("{signal}: every task of the cluster was ended").format(signal=exc))
         raise typer.Exit(int(signalled(exc.signum))) from None  # 143 for SIGTERM, 129 for SIGHUP
-    from placement_cli.lessons.cluster import build  # noqa: PLC0415
 
     found = build(found_run, sync=sync, steps=steps, copies=copies, api=api.value)
     code = ExitCode.OK if found.complete else ExitCode.PLACEMENT_FAILED
@@ -152,15 +149,10 @@ def cluster(
     if as_json:
         output: list[Any] = [Json(found.to_dict())]
     else:
-        from placement_cli.render.cluster import cluster_group  # noqa: PLC0415
 
         output = [cluster_group(found, shown.view(all_rows=all_rows))]
     notices: tuple[str, ...] = ()
     if found_run.problem is not None:
-        from placement_cli.i18n import shown as shown_message  # noqa: PLC0415
-
-        from placement_cli import messages  # noqa: PLC0415
-
         notices = (shown_message(found_run.problem),
                    *((shown_message(messages.GPU_TAKEN_CLUSTER),) if found_run.cause and found_run.cause.gpu_taken else ()))
     # the graph: each worker's nodes on its task, the ps nodes drawn once

@@ -4,22 +4,28 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Annotated, Any
 
 import typer
 
 from placement_cli.cli import shown
-from placement_cli.cli.app import command, option_callback
+from placement_cli.cli.cluster import progress
+from placement_cli.cli.commands import command, option_callback
 from placement_cli.cli.funnel import fail
-from placement_cli.cli.outcome import Ending, ExitCode, Json, Outcome, Pause
 from placement_cli.cli.options import AllOpt, ForceOpt, JsonOpt, SvgOpt, pictures
+from placement_cli.cli.outcome import Ending, ExitCode, Json, Outcome, Pause
 from placement_cli.i18n import _
+from placement_cli.lessons import demo as lesson
+from placement_cli.lessons.demo import STEPS, contents, gpu_note, run_steps, select
+from placement_cli.model import DemoRun
+from placement_cli.render.console import is_terminal
+from placement_cli.render.demo import machine_note, pause_prompt, step_group, steps_table
+from placement_cli.render.table import Hints
 
 
 @option_callback
 def _step_option(value: str | None) -> str | None:
-    from placement_cli.lessons.demo import select  # noqa: PLC0415 - no TensorFlow: the steps are data
-
     if value is not None:
         try:
             select(value)
@@ -59,7 +65,6 @@ def demo(
     say so; with one GPU, on two logical GPUs carved from it.
     Example: placement demo --lang zh --step 4-5
     """
-    from placement_cli.lessons.demo import contents, select  # noqa: PLC0415
 
     chosen = select(step)
     if list_steps and step is not None:
@@ -68,15 +73,11 @@ def demo(
     if list_steps:
         if as_json:
             return Outcome(output=[Json(contents().to_dict())], pictures=drawn)
-        from placement_cli.render.demo import steps_table  # noqa: PLC0415
 
         return Outcome(output=[steps_table(contents())], pictures=drawn)
-    from dataclasses import replace  # noqa: PLC0415
 
-    from placement_cli.cli.cluster import progress  # noqa: PLC0415
-    from placement_cli.lessons.demo import start  # noqa: PLC0415
 
-    machine = replace(start(chosen), progress=progress)  # the cluster step's tasks, a line each as they start
+    machine = replace(lesson.start(chosen), progress=progress)  # the cluster step's tasks, a line each as they start
     failed: list[str] = []  # filled as the steps run; the ending reads it once they all did
     if as_json:
         return _json(chosen, machine)
@@ -85,16 +86,11 @@ def demo(
 
 
 def _pausing(pause: bool | None) -> bool:
-    from placement_cli.render.console import is_terminal  # noqa: PLC0415
-
     return pause if pause is not None else is_terminal(sys.stdin) and is_terminal(sys.stdout)
 
 
 def _tables(chosen: list[int], machine: Any, failed: list[str], pause: bool, all_rows: bool) -> Iterator[Any]:
     """The chosen steps, each run and shown in turn (after Enter, when pausing); the failed ones named in ``failed``."""
-    from placement_cli.lessons.demo import STEPS, gpu_note, run_steps  # noqa: PLC0415
-    from placement_cli.render.demo import machine_note, pause_prompt, step_group  # noqa: PLC0415
-    from placement_cli.render.table import Hints  # noqa: PLC0415
 
     note = machine_note(gpu_note(machine))
     if note is not None:
@@ -111,9 +107,6 @@ def _tables(chosen: list[int], machine: Any, failed: list[str], pause: bool, all
 
 
 def _json(chosen: list[int], machine: Any) -> Outcome:
-    from placement_cli.lessons.demo import gpu_note, run_steps  # noqa: PLC0415
-    from placement_cli.model import DemoRun  # noqa: PLC0415
-
     found = DemoRun(machine.gpus, gpu_note(machine), tuple(run_steps(chosen, machine)))
     ending = _ending([s.failure for s in found.steps if s.failure is not None])
     return Outcome(code=ending.code, output=[Json(found.to_dict())], notices=ending.notices)

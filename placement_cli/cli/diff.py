@@ -3,16 +3,33 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Annotated, Any
 
 import typer
 
-from placement_cli.cli.app import command
+from placement_cli.cli.commands import command
 from placement_cli.cli.funnel import say
+from placement_cli.cli.options import (
+    AllOpt,
+    DeviceFilterOpt,
+    ForceOpt,
+    JsonOpt,
+    NodeFilterOpt,
+    OpFilterOpt,
+    SvgOpt,
+    named,
+    pictures,
+)
 from placement_cli.cli.outcome import ExitCode, Json, Outcome
-from placement_cli.cli.options import (named, AllOpt, DeviceFilterOpt, ForceOpt, JsonOpt, NodeFilterOpt,
-                                       OpFilterOpt, SvgOpt, pictures)
+from placement_cli.cli.shown import view
+from placement_cli.compare import compare, prepared
+from placement_cli.exceptions import FilterError, InputError, UsageProblem
+from placement_cli.filters import check_device, check_op, compile_node, widened
 from placement_cli.i18n import _
+from placement_cli.logparse.saved import read_pair
+from placement_cli.model.filtered import Filters
+from placement_cli.render.diff import diff_group
 
 DIFFERENT = ExitCode.PLACEMENT_FAILED  # as diff(1) says it: 1 when the two differ
 
@@ -35,10 +52,6 @@ def diff(
     of the same placements show no difference. Exit 0: the same placements; 1: they differ; 2: bad input.
     Example: placement diff before.log after.json
     """
-    from placement_cli.compare import compare, prepared  # noqa: PLC0415
-    from placement_cli.exceptions import InputError, UsageProblem  # noqa: PLC0415
-    from placement_cli.model.filtered import Filters  # noqa: PLC0415
-    from placement_cli.logparse.saved import read_pair  # noqa: PLC0415
 
     if old == "-" and new == "-":
         raise UsageProblem(_("standard input can be one side only: give a file for OLD or NEW"))
@@ -69,8 +82,6 @@ def diff(
         name=read.name, why=read.report.run_error) for read in sides if read.report.run_error is not None)
     if as_json:
         return Outcome(code=code, output=[Json(result.to_dict(lazy=True))], pictures=drawn, notices=notices)
-    from placement_cli.cli.shown import view  # noqa: PLC0415
-    from placement_cli.render.diff import diff_group  # noqa: PLC0415
 
     return Outcome(code=code, output=[diff_group(result, view(all_rows=all_rows))], pictures=drawn, notices=notices)
 
@@ -79,10 +90,7 @@ def _narrowed(sides: Any, filters: Any) -> tuple[Any, tuple[str, ...]]:
     """The filters the two sides are compared with: the command line's, and, for the kinds it left out,
     those a saved report was narrowed by (it holds nothing else: the other side is narrowed alike), with a
     line for each such report; UsageProblem where the two were saved narrowed differently."""
-    from dataclasses import replace  # noqa: PLC0415
 
-    from placement_cli.exceptions import UsageProblem  # noqa: PLC0415
-    from placement_cli.filters import widened  # noqa: PLC0415
 
     saved = [dict(side.report.saved_filters) for side in sides]
     for side, said in zip(sides, saved):  # the other side narrowed by the command line's value alone
@@ -120,16 +128,12 @@ def _narrowed(sides: Any, filters: Any) -> tuple[Any, tuple[str, ...]]:
 
 
 def _described(saved: dict[str, Any]) -> str:
-    from placement_cli.model.filtered import Filters  # noqa: PLC0415
-
     return Filters(saved.get("device"), saved.get("op"), saved.get("node")).describe() or "-"
 
 
 def _check_saved(kind: str, value: str, name: str) -> None:
     """InputError where the filter a report says it was saved narrowed by is none the command line takes (a
     hand-edited report's ``"node": "(a"``): the other side cannot be narrowed alike."""
-    from placement_cli.exceptions import FilterError, InputError  # noqa: PLC0415
-    from placement_cli.filters import check_device, check_op, compile_node  # noqa: PLC0415
 
     checks: dict[str, Callable[[str], object]] = {"device": check_device, "op": check_op, "node": compile_node}
     try:

@@ -8,9 +8,12 @@ from typing import Any
 
 import typer
 
+from placement_cli import outputs
 from placement_cli.cli.funnel import fail, funnel, say, silence_stdout
 from placement_cli.cli.outcome import ExitCode, Json, Outcome, Pause, Pictures, Said, Verbatim
+from placement_cli.exceptions import Terminated, UsageProblem
 from placement_cli.i18n import _
+from placement_cli.runtime.capture.wakeup import read_line
 
 
 class _Printer:
@@ -38,8 +41,8 @@ class _Printer:
         if isinstance(item, Said):
             say(item.text)
         elif isinstance(item, Json):
-            from placement_cli.render.console import unicode_stream  # noqa: PLC0415
-            from placement_cli.render.json import write  # noqa: PLC0415
+            from placement_cli.render.console import unicode_stream  # noqa: PLC0415 - start-up
+            from placement_cli.render.json import write  # noqa: PLC0415 - start-up
 
             write(item.value, sys.stdout, ascii_only=not unicode_stream(sys.stdout))  # long lists as encoded
             sys.stdout.write("\n")
@@ -49,7 +52,7 @@ class _Printer:
         elif isinstance(item, Pause):
             self.pause(item.prompt)
         else:
-            from placement_cli.render.console import AsciiSafe  # noqa: PLC0415
+            from placement_cli.render.console import AsciiSafe  # noqa: PLC0415 - start-up
 
             self.console.print(AsciiSafe(item), crop=False)
             sys.stdout.flush()
@@ -59,12 +62,11 @@ class _Printer:
         steps). End of input: no one to press Enter, go on unpaused."""
         if not self.pausing:
             return
-        from placement_cli.render.console import AsciiSafe, is_terminal, make_console  # noqa: PLC0415
+        from placement_cli.render.console import AsciiSafe, is_terminal, make_console  # noqa: PLC0415 - start-up
 
         asking = self.console if is_terminal(sys.stdout) else make_console(sys.stderr)
         asking.print(AsciiSafe(prompt), end="")
         asking.file.flush()
-        from placement_cli.runtime.capture.wakeup import read_line  # noqa: PLC0415
 
         if not read_line(sys.stdin):
             asking.print()
@@ -84,7 +86,6 @@ def emit(outcome: Outcome) -> None:
             for item in outcome.output:
                 printer.show(item)
         except BaseException as exc:
-            from placement_cli.exceptions import Terminated  # noqa: PLC0415
 
             # the slides keep what was shown; nothing shown yet: a file --force would replace stays as it is
             if isinstance(exc, (KeyboardInterrupt, Terminated)) and pictures.svg is not None and printer.printed:
@@ -108,15 +109,14 @@ def _save_pictures(printer: _Printer, pictures: Pictures, graph: Any, code: int,
     """Write what the command printed (--svg) and the graph (--dot, --graph-svg). A file that cannot
     be written after all (its folder went away, a read-only or full disk) is one line and exit 2, or
     the command's own code; with ``keep_code``, the line only."""
-    from placement_cli.exceptions import UsageProblem  # noqa: PLC0415
 
     wanted: list[tuple[str, str, Callable[[], str]]] = []
     if pictures.svg is not None:
-        from placement_cli.render.svg import render_svg  # noqa: PLC0415
+        from placement_cli.render.svg import render_svg  # noqa: PLC0415 - start-up
 
         wanted.append(("--svg", pictures.svg, lambda: render_svg(printer.console, pictures.command)))
     if graph is not None:
-        from placement_cli.render.graph import render_dot, render_graph_svg  # noqa: PLC0415
+        from placement_cli.render.graph import render_dot, render_graph_svg  # noqa: PLC0415 - start-up
 
         if pictures.dot is not None:
             wanted.append(("--dot", pictures.dot, lambda: render_dot(graph)))
@@ -124,11 +124,10 @@ def _save_pictures(printer: _Printer, pictures: Pictures, graph: Any, code: int,
             wanted.append(("--graph-svg", pictures.graph_svg, lambda: render_graph_svg(graph)))
     if not wanted:
         return
-    from placement_cli.outputs import write_file  # noqa: PLC0415
 
     for option, path, render in wanted:
         try:
-            write_file(path, render(), pictures.force)
+            outputs.write_file(path, render(), pictures.force)
         except UsageProblem as exc:  # the file appeared meanwhile: kept, and a failed run keeps its 1
             problem = str(exc)
         except BrokenPipeError:  # --svg /dev/stdout | head -1: the reader has all it wanted

@@ -4,19 +4,24 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import os
+import signal
 import sys
+import traceback
 
 import typer
+from typer.main import get_current_context  # type: ignore[attr-defined]  # typer's (click's)
 
 from placement_cli.cli.outcome import ExitCode, signalled
+from placement_cli.exceptions import ARRIVED, DeviceSpecError, InputError, Terminated, UsageProblem, signal_exception
 from placement_cli.i18n import N_, _, translated
+from placement_cli.messages import clean
 
 TRACEBACK = "placement.traceback"  # the context's meta key: --traceback for this invocation
 
 
 def say(message: str) -> None:
     """One diagnostic line on stderr, never wrapped, control characters removed (nothing if stderr is closed)."""
-    from placement_cli.messages import clean  # noqa: PLC0415 - no rich: a Ctrl-C while rich loads still gets its line
 
     if sys.stderr is None:
         return
@@ -38,8 +43,6 @@ def fail(code: int, message: str) -> typer.Exit:
 
 
 def _traceback_wanted() -> bool:
-    from typer.main import get_current_context  # type: ignore[attr-defined]  # noqa: PLC0415 - typer's (click's)
-
     try:
         return bool(get_current_context().meta.get(TRACEBACK))
     except RuntimeError:  # no command line being run (a test calling a helper)
@@ -49,8 +52,6 @@ def _traceback_wanted() -> bool:
 def internal(exc: BaseException) -> typer.Exit:
     """An unexpected error: exit 3 with one line; with --traceback, its traceback instead (exit 3 too)."""
     if _traceback_wanted():
-        import traceback  # noqa: PLC0415
-
         with contextlib.suppress(OSError, ValueError, AttributeError):  # stderr closed: the code still says it
             traceback.print_exception(exc, file=sys.stderr)
         return typer.Exit(int(ExitCode.INTERNAL))
@@ -65,29 +66,23 @@ TERMINATING = {"SIGTERM": N_("terminated"), "SIGHUP": N_("hung up")}
 
 def signal_said(signum: int) -> str:
     """What placement says when a signal it received (and passed on) ended the run: interrupted, terminated, hung up."""
-    import signal  # noqa: PLC0415
 
     name = signal.Signals(signum).name
     return _("interrupted") if name == "SIGINT" else translated(TERMINATING.get(name, name))
 
 
 def _usage_error(exc: BaseException) -> bool:
-    from placement_cli.exceptions import DeviceSpecError, InputError, UsageProblem  # noqa: PLC0415
-
     return isinstance(exc, (InputError, UsageProblem, DeviceSpecError))
 
 
 def funnel(exc: BaseException, code: int = ExitCode.OK) -> BaseException:
     """THE place an exception becomes an exit code. ``code``: what the command had decided when it
     happened, kept when only the output could not be written (a failed run keeps its 1)."""
-    from placement_cli.exceptions import Terminated  # noqa: PLC0415
 
     if isinstance(exc, (typer.Exit, typer.Abort, typer.BadParameter)):
         return exc
     exc = _signal_behind(exc)
     if isinstance(exc, Terminated):
-        import signal  # noqa: PLC0415
-
         return fail(signalled(exc.signum), translated(TERMINATING[signal.Signals(exc.signum).name]))
     if isinstance(exc, KeyboardInterrupt):
         return fail(ExitCode.INTERRUPTED, _("interrupted"))
@@ -111,7 +106,6 @@ def _signal_behind(exc: BaseException) -> BaseException:
     extension module came out as "ImportError: initialization failed" (pybind11's, the interrupt its
     cause), or as TensorFlow Lite's lazy import's RuntimeError naming it in words only, an internal
     error with exit 3. An error after a signal arrived is that signal. ``exc`` itself when none did."""
-    from placement_cli.exceptions import ARRIVED, Terminated, signal_exception  # noqa: PLC0415
 
     seen: set[int] = set()
     behind: BaseException | None = exc
@@ -127,7 +121,6 @@ def _signal_behind(exc: BaseException) -> BaseException:
 
 def silence_stdout() -> None:
     """stdout is a closed pipe: point fd 1 at /dev/null so python's flush at exit stays quiet."""
-    import os  # noqa: PLC0415
 
     null = os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, 1)

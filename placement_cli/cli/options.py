@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import math
 import sys
 from collections.abc import Callable
 from enum import Enum
@@ -10,11 +11,15 @@ from typing import Annotated, Any
 
 import typer
 
-from placement_cli.lessons.caps import MAX_CPUS, MAX_TOWERS, MAX_VIRTUAL_GPUS
-from placement_cli.cli.app import option_callback
+from placement_cli import devices, filters
+from placement_cli.cli.commands import option_callback
 from placement_cli.cli.funnel import say
 from placement_cli.cli.outcome import Pictures
-from placement_cli.i18n import _
+from placement_cli.devices import names_xla
+from placement_cli.exceptions import UsageProblem
+from placement_cli.i18n import _, characters, from_locale, use
+from placement_cli.lessons.caps import MAX_CPUS, MAX_TOWERS, MAX_VIRTUAL_GPUS
+from placement_cli.outputs import check_distinct, check_file, check_folder
 
 
 class Mode(str, Enum):
@@ -72,30 +77,16 @@ named = checked(_names, tidy=lambda v: v)
 current folder), not passed on to fail as "': no such file'"."""
 
 
-def _devices_module() -> Any:
-    import placement_cli.devices  # noqa: PLC0415
-
-    return placement_cli.devices
-
-
-def _filters_module() -> Any:
-    import placement_cli.filters  # noqa: PLC0415
-
-    return placement_cli.filters
-
-
 # tidied as TensorFlow reads them: stripped, and /xla_cpu:0 as /device:XLA_CPU:0
-device_option = checked(lambda value: _devices_module().parse_option_device(value),
-                        tidy=lambda value: _devices_module().xla_spelling(value))
-gpus_option = checked(lambda value: _devices_module().parse_option_indices(value, MAX_TOWERS), tidy=str)
-devices_option = checked(lambda value: _devices_module().parse_option_devices(value, MAX_TOWERS),
-                         tidy=lambda value: ",".join(_devices_module().xla_spelling(d) for d in value.split(",")))
+device_option = checked(devices.parse_option_device,
+                        tidy=devices.xla_spelling)
+gpus_option = checked(lambda value: devices.parse_option_indices(value, MAX_TOWERS), tidy=str)
+devices_option = checked(lambda value: devices.parse_option_devices(value, MAX_TOWERS),
+                         tidy=lambda value: ",".join(devices.xla_spelling(d) for d in value.split(",")))
 
 
 @option_callback
 def lr_option(value: float) -> float:
-    import math  # noqa: PLC0415
-
     if not math.isfinite(value) or not 0 < value <= 100:
         raise typer.BadParameter(f"{value} is not a learning rate: give a number above 0 and at most 100")
     return value
@@ -104,8 +95,7 @@ def lr_option(value: float) -> float:
 @option_callback
 def _lang_option(value: Lang | None) -> Lang | None:
     """Choose the language before anything is rendered; no --lang: the locale's."""
-    from placement_cli.i18n import characters, from_locale, use  # noqa: PLC0415
-    from placement_cli.render.console import shows  # noqa: PLC0415
+    from placement_cli.render.console import shows  # noqa: PLC0415 - start-up
 
     language = value.value if value else from_locale()
     if not shows(sys.stdout, characters(language)):  # ascii, Big5: Chinese would print as "??"
@@ -127,9 +117,9 @@ VGpusOpt = Annotated[int | None, typer.Option("--virtual-gpus", metavar="N", cal
 LangOpt = Annotated[Lang | None, typer.Option("--lang", callback=_lang_option, show_default=False, help="Language of tables, statuses, reasons and hints: en or zh (default: the locale's: LANGUAGE, LC_ALL, LC_MESSAGES or LANG, the first set). --json stays English.")]
 
 # Filters of the commands that read a program's placements (parse, trace); every one ignores case.
-DeviceFilterOpt = Annotated[str | None, typer.Option("--device", metavar="DEV", callback=checked(lambda value: _filters_module().check_device(value)), help="Only placements on DEV: a device type, a device or a task (GPU, CPU:0, /job:ps, ps/0).")]
-OpFilterOpt = Annotated[str | None, typer.Option("--op", metavar="OP", callback=checked(lambda value: _filters_module().check_op(value)), help="Only placements of op type OP (MatMul also matches oneDNN's _MklMatMul).")]
-NodeFilterOpt = Annotated[str | None, typer.Option("--node", metavar="REGEX", callback=checked(lambda value: _filters_module().compile_node(value), tidy=str), help="Only nodes whose name matches REGEX (Python's syntax, matched in linear time: no backreferences or lookaround).")]
+DeviceFilterOpt = Annotated[str | None, typer.Option("--device", metavar="DEV", callback=checked(filters.check_device), help="Only placements on DEV: a device type, a device or a task (GPU, CPU:0, /job:ps, ps/0).")]
+OpFilterOpt = Annotated[str | None, typer.Option("--op", metavar="OP", callback=checked(filters.check_op), help="Only placements of op type OP (MatMul also matches oneDNN's _MklMatMul).")]
+NodeFilterOpt = Annotated[str | None, typer.Option("--node", metavar="REGEX", callback=checked(filters.compile_node, tidy=str), help="Only nodes whose name matches REGEX (Python's syntax, matched in linear time: no backreferences or lookaround).")]
 TopOpt = Annotated[int | None, typer.Option("--top", min=1, metavar="N", help="Only the first N placements a table shows (TensorFlow's plumbing not counted).")]
 
 # Pictures: the same options on every command that has what they draw (add them to a new command with
@@ -144,14 +134,11 @@ TensorBoardOpt = Annotated[str | None, typer.Option("--tensorboard", metavar="DI
 def pictures(command: str, *, as_json: bool, force: bool, svg: str | None = None, dot: str | None = None,
              graph_svg: str | None = None, protect: tuple[str, ...] = ()) -> Pictures:
     """Check the pictures' files before anything runs (exit 2 for one that cannot be written)."""
-    from placement_cli.exceptions import UsageProblem  # noqa: PLC0415
 
     if svg is not None and as_json:
         raise UsageProblem(_("--svg draws the tables, and --json prints none: give one of them"))
     named = (("--svg", svg), ("--dot", dot), ("--graph-svg", graph_svg))
     if any(path is not None for _option, path in named):
-        from placement_cli.outputs import check_distinct, check_file  # noqa: PLC0415
-
         check_distinct(named)
         for option, path in named:
             if path is not None:
@@ -164,7 +151,6 @@ def tensorboard(path: str | None, mode: Mode = Mode.graph, drawn: Pictures = Pic
     when a picture's file has the same name (the picture could not be written after the run)."""
     if path is None:
         return None
-    from placement_cli.outputs import check_distinct, check_folder  # noqa: PLC0415
 
     if mode is Mode.eager:
         raise typer.BadParameter(_("--tensorboard needs --mode graph (eager ops run without a Session graph to store)"))
@@ -179,8 +165,7 @@ def run_options(soft: bool, mode: Mode, cpus: int | None, virtual_gpus: int | No
     """The options of a run on this machine, checked against each other; ``devices``: the devices its
     options name (an XLA device among them turns TensorFlow's XLA devices on); ``step_function``: the
     lesson runs its step as a tf.function, whose partition graphs hold its copies in eager mode too."""
-    from placement_cli.devices import names_xla  # noqa: PLC0415
-    from placement_cli.runtime.startup import RunOptions  # noqa: PLC0415
+    from placement_cli.runtime.startup import RunOptions  # noqa: PLC0415 - start-up
 
     if copies and mode is Mode.eager and not step_function:
         raise typer.BadParameter("--copies needs --mode graph (eager ops run one by one: no partition graphs)")

@@ -7,14 +7,28 @@ from typing import Annotated
 
 import typer
 
+from placement_cli import logparse
 from placement_cli.cli import shown
-from placement_cli.cli.app import command
+from placement_cli.cli.commands import command
 from placement_cli.cli.funnel import say
+from placement_cli.cli.options import (
+    AllOpt,
+    DeviceFilterOpt,
+    ForceOpt,
+    JsonOpt,
+    NodeFilterOpt,
+    OpFilterOpt,
+    SvgOpt,
+    TopOpt,
+    named,
+    pictures,
+)
 from placement_cli.cli.outcome import Outcome
-from placement_cli.cli.options import (named, AllOpt, DeviceFilterOpt, ForceOpt, JsonOpt, NodeFilterOpt,
-                                       OpFilterOpt, SvgOpt, TopOpt, pictures)
 from placement_cli.exceptions import UsageProblem
+from placement_cli.filters import apply, widened
 from placement_cli.i18n import _
+from placement_cli.logparse.saved import saved_among
+from placement_cli.model.filtered import Filters
 
 
 @command()
@@ -35,16 +49,12 @@ def parse(
     Several files are read as one stream, so a program's stdout and stderr logs pair up.
     Example: placement parse train.log --summary
     """
-    from placement_cli.filters import apply  # noqa: PLC0415
-    from placement_cli.model.filtered import Filters  # noqa: PLC0415
-    from placement_cli.logparse import parse_paths  # noqa: PLC0415
-    from placement_cli.logparse.saved import saved_among  # noqa: PLC0415
 
     drawn = pictures("placement parse", as_json=as_json, force=force, svg=svg, protect=tuple(files))
     filters = Filters(device, op, node, top)
     saved, stdin, refused = saved_among(files)  # a report saved with --json is shown as it was saved, statuses too
     if saved is None:
-        report = parse_paths(files, keep=not summary or filters.active, note=say, stdin=stdin)
+        report = logparse.parse_paths(files, keep=not summary or filters.active, note=say, stdin=stdin)
         if refused is not None and not (report.placement_count or report.errors or report.ignored):
             raise refused  # text that starts like JSON, is none (a truncated report, JSON lines) and holds no log
     elif saved.counted is not None and filters.active:
@@ -79,7 +89,6 @@ def parse(
 def _check_renarrowed(path: str, said: dict[str, object], filters: object) -> None:
     """UsageProblem where a filter given again would make the report name one value and hold another: a
     report saved narrowed by ``--device CPU:1`` narrowed by ``--device CPU`` holds CPU:1's placements only."""
-    from placement_cli.filters import widened  # noqa: PLC0415
 
     found = widened(said, filters)  # type: ignore[arg-type]
     if found is not None:

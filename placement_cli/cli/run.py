@@ -7,17 +7,43 @@ from typing import Annotated, Any
 import typer
 
 from placement_cli.cli import shown
-from placement_cli.i18n import _
-from placement_cli.cli.app import command
+from placement_cli.cli.commands import command
+from placement_cli.cli.options import (
+    AllOpt,
+    CopiesOpt,
+    CpusOpt,
+    DotOpt,
+    ForceOpt,
+    GraphSvgOpt,
+    JsonOpt,
+    LogOpt,
+    Mode,
+    ModeOpt,
+    SoftOpt,
+    SvgOpt,
+    TensorBoardOpt,
+    VGpusOpt,
+    device_option,
+    devices_option,
+    gpus_option,
+    pictures,
+    run_options,
+)
 from placement_cli.cli.outcome import ExitCode, Json, Outcome, Pictures
-from placement_cli.cli.options import (AllOpt, CopiesOpt, CpusOpt, DotOpt, ForceOpt, GraphSvgOpt, JsonOpt, LogOpt, Mode, ModeOpt, SoftOpt, SvgOpt, TensorBoardOpt, VGpusOpt, device_option,
-                                       devices_option, gpus_option, pictures, run_options)
+from placement_cli.devices import parse_option_indices
+from placement_cli.i18n import _
+from placement_cli.lessons import failure_cases, guide
+from placement_cli.lessons.caps import MAX_TOWERS
+from placement_cli.lessons.split import lesson_devices
+from placement_cli.render.failure_cases import render_catalogue
+from placement_cli.render.inventory import render_inventory
+from placement_cli.render.table import Hints
+from placement_cli.runtime import inventory
 
 
 def _ran(report: Any, options: Any, drawn: Pictures, *, as_json: bool, log: bool, all_rows: bool,
          soft: bool) -> Outcome:
     """A run's outcome: its report, the pictures of its graph; exit 1 when it produced no result."""
-    from placement_cli.render.table import Hints  # noqa: PLC0415
 
     produced = report.result is not None
     return Outcome(
@@ -51,11 +77,10 @@ def show(
 
     Example: placement show --device /gpu:2 --soft
     """
-    from placement_cli.lessons.guide import matmul  # noqa: PLC0415
 
     drawn = pictures("placement show", as_json=as_json, force=force, svg=svg, dot=dot, graph_svg=graph_svg)
     options = run_options(soft, mode, cpus, virtual_gpus, copies, tensorboard, drawn, devices=(device, inputs_on))
-    report = matmul(device, inputs_on, options)
+    report = guide.matmul(device, inputs_on, options)
     return _ran(report, options, drawn, as_json=as_json, log=log, all_rows=all_rows, soft=soft)
 
 
@@ -84,10 +109,6 @@ def tower(
     Without GPUs, use --soft to see the fallbacks, or run the towers on logical CPUs.
     Example: placement tower --devices /cpu:1,/cpu:2 --cpus 3
     """
-    from placement_cli.devices import parse_option_indices  # noqa: PLC0415
-    from placement_cli.lessons.caps import MAX_TOWERS  # noqa: PLC0415
-    from placement_cli.lessons.split import lesson_devices  # noqa: PLC0415
-    from placement_cli.lessons.guide import tower as run_tower  # noqa: PLC0415
 
     source = ctx.get_parameter_source("gpus")
     if devices and source is not None and source.name != "DEFAULT":
@@ -96,7 +117,7 @@ def tower(
     lesson_devices("tower", towers, "--devices" if devices else "--gpus", cpus, derive_cpus=False)
     drawn = pictures("placement tower", as_json=as_json, force=force, svg=svg, dot=dot, graph_svg=graph_svg)
     options = run_options(soft, mode, cpus, virtual_gpus, copies, tensorboard, drawn, devices=(*towers, reduce_on))
-    report = run_tower(towers, reduce_on, options)
+    report = guide.tower(towers, reduce_on, options)
     return _ran(report, options, drawn, as_json=as_json, log=log, all_rows=all_rows, soft=soft)
 
 
@@ -107,14 +128,12 @@ def errors(as_json: JsonOpt = False, svg: SvgOpt = None, force: ForceOpt = False
     All cases share one TensorFlow start-up; GPU-only cases are reported as not run on machines without one.
     Example: placement errors --json
     """
-    from placement_cli.lessons.failure_cases import catalogue  # noqa: PLC0415
 
     drawn = pictures("placement errors", as_json=as_json, force=force, svg=svg)
-    found = catalogue()
+    found = failure_cases.catalogue()
     if as_json:
         output: list[Any] = [Json(found.to_dict())]
     else:
-        from placement_cli.render.failure_cases import render_catalogue  # noqa: PLC0415
 
         output = [render_catalogue(found)]
     return Outcome(output=output, pictures=drawn, notices=shown.incomplete(
@@ -133,12 +152,10 @@ def devices(
 
     Example: placement devices --cpus 4
     """
-    from placement_cli.runtime.inventory import inventory  # noqa: PLC0415
 
     drawn = pictures("placement devices", as_json=as_json, force=force, svg=svg)
-    found = inventory(run_options(False, Mode.graph, cpus, virtual_gpus))
+    found = inventory.inventory(run_options(False, Mode.graph, cpus, virtual_gpus))
     if as_json:
         return Outcome(output=[Json(found.to_dict())], pictures=drawn)
-    from placement_cli.render.inventory import render_inventory  # noqa: PLC0415
 
     return Outcome(output=[render_inventory(found)], pictures=drawn)

@@ -12,8 +12,8 @@ from placement_cli.i18n import _
 def view(*, all_rows: bool, hints: Any = None, filtered: Any = None) -> Any:
     """How much of a report stdout shows: every row when they fit a screen or with --all, else a
     digest; whole node names when stdout is not a terminal (files, pipes)."""
-    from placement_cli.render.console import is_terminal, screen_rows  # noqa: PLC0415
-    from placement_cli.render.table import View  # noqa: PLC0415
+    from placement_cli.render.console import is_terminal, screen_rows  # noqa: PLC0415 - start-up
+    from placement_cli.render.table import View  # noqa: PLC0415 - start-up
 
     return View(all_rows=all_rows, screen_rows=screen_rows(sys.stdout), fit=is_terminal(sys.stdout), hints=hints,
                 filtered=filtered)
@@ -29,9 +29,9 @@ def no_match(filtered: Any) -> list[Said]:
 
 def log(report: Any) -> list[Any]:
     """--log: TensorFlow's log as it wrote it, each line kept whole (also in files and pipes)."""
-    from rich.rule import Rule  # noqa: PLC0415
+    from rich.rule import Rule  # noqa: PLC0415 - start-up
 
-    from placement_cli.render.table import literal  # noqa: PLC0415
+    from placement_cli.render.table import literal  # noqa: PLC0415 - start-up
 
     if not report.log:
         return []
@@ -43,10 +43,10 @@ def report_output(report: Any, *, as_json: bool, show_log: bool = False, summary
                   all_rows: bool = False, hints: Any = None, filtered: Any = None) -> list[Any]:
     """A report as JSON, or as its tables (after TensorFlow's log with --log)."""
     if as_json:
-        from placement_cli.render.json import report_dict  # noqa: PLC0415
+        from placement_cli.render.json import report_dict  # noqa: PLC0415 - start-up
 
         return [*no_match(filtered), Json(report_dict(report, filtered=filtered))]
-    from placement_cli.render.table import report_group  # noqa: PLC0415
+    from placement_cli.render.table import report_group  # noqa: PLC0415 - start-up
 
     return [*no_match(filtered), *(log(report) if show_log else ()),
             report_group(report, summary=summary, view=view(all_rows=all_rows, hints=hints, filtered=filtered))]
@@ -62,7 +62,7 @@ def incomplete(found: Any, what: str | None = None) -> tuple[str, ...]:
 
 def xla_notice(options: Any) -> tuple[str, ...]:
     """The line that says why an XLA device asked for does not exist here (none when it does)."""
-    from placement_cli.runtime.startup import XLA_SWITCH, xla_missing  # noqa: PLC0415
+    from placement_cli.runtime.startup import XLA_SWITCH, xla_missing  # noqa: PLC0415 - start-up
 
     why = xla_missing(options)
     if why == "dropped":

@@ -2,32 +2,51 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Iterator
 from typing import Annotated, Any
 
 import typer
+from rich.rule import Rule
 
 from placement_cli.cli import shown
-from placement_cli.cli.app import command, option_callback
+from placement_cli.cli.commands import command, option_callback
 from placement_cli.cli.funnel import say
+from placement_cli.cli.options import (
+    AllOpt,
+    DeviceFilterOpt,
+    DotOpt,
+    GraphSvgOpt,
+    JsonOpt,
+    NodeFilterOpt,
+    OpFilterOpt,
+    SvgOpt,
+    TopOpt,
+    named,
+    pictures,
+)
 from placement_cli.cli.outcome import Json, Outcome, Verbatim
-from placement_cli.cli.options import (named, AllOpt, DeviceFilterOpt, DotOpt, GraphSvgOpt, JsonOpt, NodeFilterOpt,
-                                       OpFilterOpt, SvgOpt, TopOpt, pictures)
+from placement_cli.cli.trace_cluster import trace_cluster
+from placement_cli.exceptions import UsageProblem
+from placement_cli.filters import apply
 from placement_cli.i18n import _
+from placement_cli.messages import one_line
+from placement_cli.model.filtered import Filters
+from placement_cli.outputs import check_distinct, open_save_log
+from placement_cli.render.json import traced_dict
+from placement_cli.render.table import Hints, literal
+from placement_cli.runtime.capture.fds import fresh_line, reopen_closed_stdio
+from placement_cli.runtime.trace.tracer import check_script, run_traced
 
 
 def _load_renderers() -> None:
     """Imported while the script runs: the report is printed the moment it ends."""
-    import placement_cli.render.json  # noqa: PLC0415
-    import placement_cli.render.table  # noqa: PLC0415
     import placement_cli.why  # noqa: F401, PLC0415
 
 
 @option_callback
 def _grace_option(value: float | None) -> float | None:
-    import math  # noqa: PLC0415
-
     if value is None:
         return None
     if not math.isfinite(value) or not 0 <= value <= 86400:  # nan passes a range check: it compares false
@@ -83,12 +102,6 @@ def trace(
     The why column explains each op not where its graph asked, or on a CPU while a GPU exists.
     Example: placement trace train.py --epochs 1
     """
-    from placement_cli.filters import apply  # noqa: PLC0415
-    from placement_cli.model.filtered import Filters  # noqa: PLC0415
-    from placement_cli.outputs import check_distinct, open_save_log  # noqa: PLC0415
-    from placement_cli.messages import one_line  # noqa: PLC0415
-    from placement_cli.runtime.capture.fds import fresh_line, reopen_closed_stdio  # noqa: PLC0415
-    from placement_cli.runtime.trace.tracer import check_script, run_traced  # noqa: PLC0415
 
     closed = reopen_closed_stdio()
     check_script(script)
@@ -96,7 +109,6 @@ def trace(
     drawn = pictures("placement trace", as_json=as_json, force=force, svg=svg, dot=dot, graph_svg=graph_svg,
                      protect=(script,))
     if cluster is not None or cluster_spec is not None:  # one process per task: cli.trace_cluster
-        from placement_cli.cli.trace_cluster import trace_cluster  # noqa: PLC0415
 
         return trace_cluster(script, args or [], cluster=cluster, cluster_spec=cluster_spec,
                              filters=Filters(device, op, node, top), save_log=save_log, force=force, log=log,
@@ -104,13 +116,9 @@ def trace(
                              split_gpus=split_gpus or gpu_list is not None, gpu_list=gpu_list,
                              chief_grace=60.0 if chief_grace is None else chief_grace)
     if split_gpus or gpu_list is not None:
-        from placement_cli.exceptions import UsageProblem  # noqa: PLC0415
-
         raise UsageProblem(_("{option} gives each task of a cluster its GPUs: use it with --cluster or "
                              "--cluster-spec").format(option="--gpu-list" if gpu_list is not None else "--split-gpus"))
     if chief_grace is not None:
-        from placement_cli.exceptions import UsageProblem  # noqa: PLC0415
-
         raise UsageProblem(_("--chief-grace is how long the tasks of a cluster may run on after the chief: use it "
                              "with --cluster or --cluster-spec"))
     saved = open_save_log(save_log, script, force) if save_log else None
@@ -132,18 +140,13 @@ def trace(
 
 
 def _json(traced: Any, narrowed: Any) -> list[Any]:
-    from placement_cli.render.json import traced_dict  # noqa: PLC0415
-
     return [Json(traced_dict(narrowed.report, traced.exit_code, narrowed)), *shown.no_match(narrowed)]
 
 
 def _tables(traced: Any, narrowed: Any, name: str, all_rows: bool) -> Iterator[Any]:
     """The report under a rule naming the script and its exit code; made as it is printed, as the
     script's output may have left stdout closed or its last line unfinished."""
-    from rich.rule import Rule  # noqa: PLC0415
 
-    from placement_cli.render.table import Hints, literal  # noqa: PLC0415
-    from placement_cli.runtime.capture.fds import fresh_line  # noqa: PLC0415
 
     sys.stdout.flush()
     fresh_line(1)

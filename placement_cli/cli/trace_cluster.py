@@ -7,30 +7,35 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from rich.rule import Rule
+
+from placement_cli import messages, outputs
 from placement_cli.cli import shown
 from placement_cli.cli.funnel import say, signal_said
 from placement_cli.cli.outcome import Json, Outcome, Verbatim
+from placement_cli.clusterspec import from_file
 from placement_cli.exceptions import UsageProblem
+from placement_cli.filters import apply
 from placement_cli.i18n import _
+from placement_cli.i18n import shown as shown_message
+from placement_cli.messages import one_line
+from placement_cli.render.cluster_trace import tasks_table, variables_table
+from placement_cli.render.json import cluster_traced_dict
+from placement_cli.render.table import Hints, literal
+from placement_cli.runtime import gpu_policy
+from placement_cli.runtime.capture.fds import fresh_line
+from placement_cli.runtime.cluster.trace import run_cluster_traced
+from placement_cli.runtime.cluster.trace_spec import jobs_of_spec, parse_cluster
 
 
 def trace_cluster(script: str, args: list[str], *, cluster: str | None, cluster_spec: str | None, filters: Any,
                   save_log: str | None, force: bool, log: bool, copies: bool, all_rows: bool, as_json: bool,
                   drawn: Any, split_gpus: bool = False, gpu_list: str | None = None,
                   chief_grace: float = 60.0) -> Outcome:
-    from placement_cli import outputs  # noqa: PLC0415
-    from placement_cli.filters import apply  # noqa: PLC0415
-    from placement_cli.messages import one_line  # noqa: PLC0415
-    from placement_cli.runtime import gpu_policy  # noqa: PLC0415
-    from placement_cli.runtime.cluster.trace import run_cluster_traced  # noqa: PLC0415
-    from placement_cli.runtime.cluster.trace_spec import jobs_of_spec, parse_cluster  # noqa: PLC0415
-
     if cluster is not None and cluster_spec is not None:
         raise UsageProblem(_("give --cluster or --cluster-spec, not both"))
     addresses = None
     if cluster_spec is not None:
-        from placement_cli.clusterspec import from_file  # noqa: PLC0415
-
         jobs, addresses = jobs_of_spec(from_file(cluster_spec))
     else:
         assert cluster is not None
@@ -52,12 +57,8 @@ def trace_cluster(script: str, args: list[str], *, cluster: str | None, cluster_
     if traced.signalled is not None:  # every task had the signal; what they placed until then is reported
         say(signal_said(traced.signalled))
     if traced.problem is not None:
-        from placement_cli.i18n import shown as shown_message  # noqa: PLC0415
-
         say(shown_message(traced.problem))
         if traced.cause is not None and traced.cause.gpu_taken:
-            from placement_cli import messages  # noqa: PLC0415
-
             say(shown_message(messages.GPU_TAKEN_TRACE_CLUSTER))
     if traced.output_closed:
         return Outcome(code=traced.exit_code, output_closed=True)
@@ -76,26 +77,17 @@ def trace_cluster(script: str, args: list[str], *, cluster: str | None, cluster_
 
 def _graph(traced: Any, filters: Any) -> Any:
     """The pictures draw what the filters keep, each task's graph apart (its nodes named by task)."""
-    from placement_cli.filters import apply  # noqa: PLC0415
 
     return apply(traced.graph, filters).report
 
 
 def _json(traced: Any, narrowed: Any) -> list[Any]:
-    from placement_cli.render.json import cluster_traced_dict  # noqa: PLC0415
-
     document = cluster_traced_dict(narrowed.report, traced.exit_code, narrowed, traced.tasks, traced.isolated,
                                    traced.problem, traced.cause)
     return [Json(document), *shown.no_match(narrowed)]
 
 
 def _tables(traced: Any, narrowed: Any, name: str, all_rows: bool) -> Iterator[Any]:
-    from rich.rule import Rule  # noqa: PLC0415
-
-    from placement_cli.render.cluster_trace import tasks_table, variables_table  # noqa: PLC0415
-    from placement_cli.render.table import Hints, literal  # noqa: PLC0415
-    from placement_cli.runtime.capture.fds import fresh_line  # noqa: PLC0415
-
     sys.stdout.flush()
     fresh_line(1)
     title = literal(_("placement: {script} exited with code {code}").format(script=name, code=traced.exit_code))

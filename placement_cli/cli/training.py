@@ -7,15 +7,45 @@ from typing import Annotated, Any
 
 import typer
 
-from placement_cli.lessons.caps import LESSON_DEVICES
 from placement_cli.cli import shown
-from placement_cli.cli.app import command
+from placement_cli.cli.commands import command
+from placement_cli.cli.options import (
+    AllOpt,
+    CpusOpt,
+    DeviceFilterOpt,
+    DotOpt,
+    ForceOpt,
+    GraphSvgOpt,
+    JsonOpt,
+    LogOpt,
+    Mode,
+    NodeFilterOpt,
+    OpFilterOpt,
+    SoftOpt,
+    SvgOpt,
+    TensorBoardOpt,
+    TopOpt,
+    VGpusOpt,
+    capped,
+    devices_option,
+    gpus_option,
+    lr_option,
+    pictures,
+    run_options,
+)
 from placement_cli.cli.outcome import ExitCode, Json, Outcome, Pictures
-from placement_cli.cli.options import (AllOpt, CpusOpt, DeviceFilterOpt, DotOpt, ForceOpt, GraphSvgOpt, JsonOpt,
-                                       LogOpt, Mode, NodeFilterOpt, OpFilterOpt, SoftOpt, SvgOpt, TensorBoardOpt,
-                                       TopOpt, VGpusOpt, capped, devices_option, gpus_option, lr_option, pictures,
-                                       run_options)
+from placement_cli.filters import apply
 from placement_cli.i18n import _
+from placement_cli.lessons import mirrored as mirrored_lesson
+from placement_cli.lessons import train as train_lesson
+from placement_cli.lessons.caps import LESSON_DEVICES
+from placement_cli.lessons.mirrored import MirroredSpec
+from placement_cli.lessons.split import training_devices
+from placement_cli.lessons.train import TrainSpec
+from placement_cli.model.filtered import Filters
+from placement_cli.render.json import report_dict
+from placement_cli.render.table import Hints
+from placement_cli.render.training import diverged_message, training_group
 
 
 class DType(str, Enum):
@@ -39,7 +69,6 @@ def _code(report: Any) -> ExitCode:
 
 def _why_failed(report: Any) -> tuple[str, ...]:
     """The lines that say why: the training diverged, the gradient check failed."""
-    from placement_cli.render.training import diverged_message  # noqa: PLC0415
 
     training = report.training
     if training is None:
@@ -59,12 +88,8 @@ def _trained(report: Any, narrowed: Any, drawn: Pictures, *, as_json: bool, log:
     """A training lesson's outcome: JSON, or its tables (roles, placements or digest, losses, check, copies)."""
     shown_report = narrowed.report
     if as_json:
-        from placement_cli.render.json import report_dict  # noqa: PLC0415
-
         output: list[Any] = [*shown.no_match(narrowed), Json(report_dict(shown_report, filtered=narrowed))]
     else:
-        from placement_cli.render.table import Hints  # noqa: PLC0415
-        from placement_cli.render.training import training_group  # noqa: PLC0415
 
         view = shown.view(all_rows=all_rows, hints=Hints.run_command(soft), filtered=narrowed)
         output = [*shown.no_match(narrowed), *(shown.log(shown_report) if log else ()),
@@ -108,20 +133,15 @@ def train(
     variable reads went.
     Example: placement train --towers 2 --check --copies
     """
-    from placement_cli.filters import apply  # noqa: PLC0415
-    from placement_cli.model.filtered import Filters  # noqa: PLC0415
-    from placement_cli.lessons.split import training_devices  # noqa: PLC0415
-    from placement_cli.lessons.train import TrainSpec, check_split  # noqa: PLC0415
 
     chosen, cpus = training_devices("train", towers, devices, gpus, cpus, default=2, first_cpu=1)
-    check_split(batch, len(chosen))
+    train_lesson.check_split(batch, len(chosen))
     drawn = pictures("placement train", as_json=as_json, force=force, svg=svg, dot=dot, graph_svg=graph_svg)
     options = run_options(soft, Mode.graph, cpus, virtual_gpus, copies, tensorboard, drawn, devices=tuple(chosen))
     board = options.tensorboard
-    from placement_cli.lessons.train import train as run_train  # noqa: PLC0415
 
     spec = TrainSpec(devices=tuple(chosen), batch=batch, steps=steps, lr=lr, dtype=dtype.value, check=check)
-    report = run_train(spec, options)
+    report = train_lesson.train(spec, options)
     narrowed = apply(report, Filters(device, op, node, top))
     return _trained(report, narrowed, drawn, as_json=as_json, log=log, all_rows=all_rows, soft=soft,
                     notices=(*shown.xla_notice(options), *shown.tensorboard_notice(board, written=report.result is not None)))
@@ -159,19 +179,14 @@ def mirrored(
     was used, the placements grouped per replica, and the loss per step.
     Example: placement mirrored --reduce one-device --copies
     """
-    from placement_cli.filters import apply  # noqa: PLC0415
-    from placement_cli.model.filtered import Filters  # noqa: PLC0415
-    from placement_cli.lessons.mirrored import MirroredSpec, check_split  # noqa: PLC0415
-    from placement_cli.lessons.split import training_devices  # noqa: PLC0415
 
     chosen, cpus = training_devices("mirrored", replicas, devices, gpus, cpus, default=2, first_cpu=0)
-    check_split(batch, len(chosen))
+    mirrored_lesson.check_split(batch, len(chosen))
     drawn = pictures("placement mirrored", as_json=as_json, force=force, svg=svg, dot=dot, graph_svg=graph_svg)
-    from placement_cli.lessons.mirrored import mirrored as run_mirrored  # noqa: PLC0415
 
     spec = MirroredSpec(devices=tuple(chosen), batch=batch, steps=steps, lr=lr, reduce=reduce.value, fit=fit)
     options = run_options(False, Mode.eager, cpus, virtual_gpus, copies, devices=tuple(chosen), step_function=True)
-    report = run_mirrored(spec, options)
+    report = mirrored_lesson.mirrored(spec, options)
     narrowed = apply(report, Filters(device, op, node, top))
     return _trained(report, narrowed, drawn, as_json=as_json, log=log, all_rows=all_rows, soft=None,
                     notices=shown.xla_notice(options))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -9,11 +10,12 @@ from dataclasses import replace
 from typing import Any
 
 from placement_cli.devices import try_parse
+from placement_cli.exceptions import UsageProblem
 from placement_cli.logparse import parse_text
 from placement_cli.model import ClusterEvent, ClusterReport, ClusterRun, Edge, Origin, Placement, Report, WorkerSteps
+from placement_cli.model.kinds import PlacementKind
 from placement_cli.runtime import gpu_policy
 from placement_cli.runtime.cluster import launch as cluster_launch
-from placement_cli.model.kinds import PlacementKind
 
 # The supervisor's process: the entry module that hands it the work each task runs.
 ENTRY = "placement_cli.lessons.cluster_tasks"
@@ -139,7 +141,6 @@ def worker_threads(workers: int, environ: Any) -> int:
     hung at its first step until the training limit. TensorFlow's own ParameterServerStrategy
     tests give each worker at least workers + 1 (multi_worker_test_base: "the cluster may hang if
     workers don't have enough inter_op threads"); a larger pool, the CPUs' or yours, is kept."""
-    import os  # noqa: PLC0415
 
     try:
         cpus = len(os.sched_getaffinity(0))
@@ -159,9 +160,7 @@ def plan(*, api: str, ps: int | None, workers: int | None, steps: int, sync: boo
     counts, else DEFAULT_TASKS each), the learning rate, the sessions' hang guard, and how the tasks
     share a GPU (every task a process on this machine: growth by default, ps tasks off the GPU, as
     TensorFlow's distributed guides keep them). UsageProblem for what the tf2 API cannot do."""
-    import os  # noqa: PLC0415
 
-    from placement_cli.exceptions import UsageProblem  # noqa: PLC0415
 
     if addresses is not None:
         ps, workers = len(addresses["ps"]), len(addresses["worker"])

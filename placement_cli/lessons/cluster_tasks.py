@@ -8,9 +8,11 @@ runtime, never the reverse, so this entry point hands runtime's supervisor the w
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from placement_cli.runtime.cluster.supervisor import Trainer, main
+from placement_cli.runtime.stepstats import copies_with_bytes
 
 
 def work(tf: Any, task: Trainer) -> dict[str, Any]:
@@ -168,9 +170,7 @@ def _coordinate(tf: Any, spec: Any, request: dict[str, Any]) -> dict[str, Any]:
 
 def _copies(tf: Any, metadata: Any, graph: Any) -> list[dict[str, Any]]:
     """The copies of one traced step that cross tasks, with dtype, shape and bytes where known."""
-    from dataclasses import asdict  # noqa: PLC0415
 
-    from placement_cli.runtime.stepstats import copies_with_bytes  # noqa: PLC0415
 
     found = []
     for copy in copies_with_bytes(tf, metadata.partition_graphs, metadata.step_stats, graph):

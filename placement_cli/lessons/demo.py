@@ -4,6 +4,7 @@ source it shows; the runner records that those very functions ran (the shown cod
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 import re
 from collections.abc import Callable, Collection, Iterator
@@ -12,8 +13,16 @@ from typing import Any
 
 from placement_cli.devices import short_name
 from placement_cli.i18n import N_, Message
+from placement_cli.lessons.cluster import build, plan, run
+from placement_cli.lessons.guide import matmul, string_op, tower
+from placement_cli.lessons.mirrored import MirroredSpec, mirrored
+from placement_cli.lessons.train import TrainSpec, train
 from placement_cli.messages import quoted
-from placement_cli.model import ClusterEvent, DemoOutcome, DemoStep, DemoSteps, StepTitle
+from placement_cli.model import SOFT_FALLBACK, ClusterEvent, DemoOutcome, DemoStep, DemoSteps, StepTitle
+from placement_cli.runtime import startup
+from placement_cli.runtime.capture.fdcapture import capture_fds
+from placement_cli.runtime.gpu_policy import grow_here
+from placement_cli.runtime.inventory import inventory
 from placement_cli.runtime.startup import RunOptions
 
 SOFT_CONFIG = "tf.compat.v1.ConfigProto(log_device_placement=True, allow_soft_placement=True)"
@@ -106,8 +115,6 @@ def _taught(result: Any, notice: str, fields: dict[str, Any], ran: tuple[str, ..
 # --- the steps' runs: each calls a lesson, then reads the one fact to notice off its result ---
 
 def _devices(machine: Machine) -> DemoOutcome:
-    from placement_cli.runtime.inventory import inventory  # noqa: PLC0415
-
     found = inventory(machine.options())
     logical = [short_name(d.canonical) for d in found.logical]
     carved = [short_name(d.canonical) for d in found.logical if d.device_type == "GPU"]
@@ -132,8 +139,6 @@ def _devices(machine: Machine) -> DemoOutcome:
 
 
 def _logging(machine: Machine) -> DemoOutcome:
-    from placement_cli.lessons.guide import matmul  # noqa: PLC0415
-
     report = matmul(None, None, machine.options())
     shown = [p for p in report.placements if p.node in ("a", "b", "MatMul")]
     if report.result is None or not shown:
@@ -143,8 +148,6 @@ def _logging(machine: Machine) -> DemoOutcome:
 
 
 def _manual(machine: Machine) -> DemoOutcome:
-    from placement_cli.lessons.guide import matmul  # noqa: PLC0415
-
     report = matmul(machine.pinned, "/cpu:0", machine.options())
     product = next((p for p in report.placements if p.op and "MatMul" in p.op), None)
     if report.result is None or product is None:
@@ -158,8 +161,6 @@ def _manual(machine: Machine) -> DemoOutcome:
 
 
 def _missing(machine: Machine) -> DemoOutcome:
-    from placement_cli.lessons.guide import matmul  # noqa: PLC0415
-
     report = matmul(machine.missing, None, machine.options())
     if report.result is not None or not report.errors:
         return DemoOutcome(report, ok=False, problem=f"pinning to {machine.missing} did not fail")
@@ -171,9 +172,6 @@ def _missing(machine: Machine) -> DemoOutcome:
 
 
 def _soft(machine: Machine) -> DemoOutcome:
-    from placement_cli.lessons.guide import matmul  # noqa: PLC0415
-    from placement_cli.model import SOFT_FALLBACK  # noqa: PLC0415
-
     report = matmul(machine.missing, None, machine.options(soft=True))
     fallen = [p for p in report.placements if p.status == SOFT_FALLBACK]
     if report.result is None or not fallen:
@@ -185,9 +183,6 @@ def _soft(machine: Machine) -> DemoOutcome:
 
 
 def _kernel(machine: Machine) -> DemoOutcome:
-    from placement_cli.lessons.guide import string_op  # noqa: PLC0415
-    from placement_cli.model import SOFT_FALLBACK  # noqa: PLC0415
-
     if machine.second is None:
         return DemoOutcome(notice=Message(NO_SECOND_TYPE), skipped=True)
     report = string_op(machine.second, machine.options(soft=True))
@@ -206,8 +201,6 @@ NO_SECOND_TYPE = N_("Not run here: no GPU, and this TensorFlow makes no XLA devi
 
 
 def _towers(machine: Machine, copies: bool = False) -> Any:
-    from placement_cli.lessons.guide import tower  # noqa: PLC0415
-
     return tower(machine.towers, "/cpu:0", machine.options(copies=copies))
 
 
@@ -238,8 +231,6 @@ def _copies(machine: Machine) -> DemoOutcome:
 
 
 def _train(machine: Machine) -> DemoOutcome:
-    from placement_cli.lessons.train import TrainSpec, train  # noqa: PLC0415
-
     report = train(TrainSpec(devices=tuple(machine.towers), batch=64, steps=3, lr=0.5, dtype="float32",
                              check=False), machine.options(mode="graph"))
     training = report.training
@@ -252,8 +243,6 @@ def _train(machine: Machine) -> DemoOutcome:
 
 
 def _mirrored(machine: Machine) -> DemoOutcome:
-    from placement_cli.lessons.mirrored import MirroredSpec, mirrored  # noqa: PLC0415
-
     report = mirrored(MirroredSpec(devices=tuple(machine.replicas), batch=64, steps=3, lr=0.1, reduce="collective", fit=False),
                       machine.options(mode="eager"))
     training = report.training
@@ -268,14 +257,11 @@ def _mirrored(machine: Machine) -> DemoOutcome:
 # the cluster step's run: 1 ps and 2 workers, each a process of its own, 3 async steps each
 def _cluster_request() -> dict[str, Any]:
     """The cluster lesson's run, as `placement cluster --ps 1 --workers 2 --steps 3` makes it."""
-    from placement_cli.lessons.cluster import plan  # noqa: PLC0415
 
     return plan(api="tf1", ps=1, workers=2, steps=3, sync=False, copies=False, addresses=None)
 
 
 def _cluster(machine: Machine) -> DemoOutcome:
-    from placement_cli.lessons.cluster import build, run  # noqa: PLC0415
-
     request = _cluster_request()
     found = build(run(request, machine.progress or (lambda event: None)), sync=False, steps=request["steps"],
                   copies=False)
@@ -296,8 +282,6 @@ def _cluster(machine: Machine) -> DemoOutcome:
 
 
 def _module(name: str) -> Any:
-    import importlib  # noqa: PLC0415
-
     return importlib.import_module(name)
 
 
@@ -398,8 +382,6 @@ def start(chosen: list[int]) -> Machine:
     """TensorFlow, started once for every step, on the devices chosen from those it finds (``choose``):
     logical CPUs and GPUs first (they cannot be added later), and TensorFlow's XLA devices where the
     kernel step needs them (its stand-in for a GPU where none exists)."""
-    from placement_cli.runtime.capture.fdcapture import capture_fds  # noqa: PLC0415
-    from placement_cli.runtime import startup  # noqa: PLC0415
 
     with capture_fds():
         keys = {STEPS[k - 1].key for k in chosen}
@@ -407,7 +389,6 @@ def start(chosen: list[int]) -> Machine:
         tf = startup.tensorflow(machine.options(xla=machine.xla))
         if "cluster" in keys and machine.gpus and machine.virtual_gpus is None:
             # its tasks are more processes on these GPUs (one GPU is split into logical GPUs of bounded size)
-            from placement_cli.runtime.gpu_policy import grow_here  # noqa: PLC0415
 
             grow_here(tf)
         made = machine.xla and bool(startup.xla_devices(tf))

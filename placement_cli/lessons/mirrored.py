@@ -9,19 +9,19 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from placement_cli import messages
+from placement_cli.devices import DeviceName, parse_device, try_parse
 from placement_cli.exceptions import UsageProblem
 from placement_cli.i18n import Message
 from placement_cli.lessons.split import check_even
 from placement_cli.logparse.causes import cause, headline
-from placement_cli.devices import DeviceName
 from placement_cli.model import Copy, ExpectedBytes, Placement, Report, Training, VariableCopies
+from placement_cli.model.kinds import PlacementKind
 from placement_cli.model.ops import PLUMBING_OPS
 from placement_cli.runtime import private
 from placement_cli.runtime.facts import GraphRecorder
 from placement_cli.runtime.run import Trial, run_captured
-from placement_cli.runtime.stepstats import crosses_memory
 from placement_cli.runtime.startup import RunOptions
-from placement_cli.model.kinds import PlacementKind
+from placement_cli.runtime.stepstats import copies_with_bytes, crosses_memory, executed_ops, static_shape, tensor_bytes
 
 INPUTS, HIDDEN, CLASSES = 784, 128, 10  # the seed's model
 SEED = 2017
@@ -53,8 +53,6 @@ class MirroredSpec:
 
 
 def _spec(device: str) -> Any:
-    from placement_cli.devices import parse_device  # noqa: PLC0415
-
     return parse_device(device)
 
 
@@ -228,7 +226,6 @@ def _traced_first(tf: Any, call: Any, options: RunOptions, trial: _MirroredTrial
     graphs = list(metadata.function_graphs)
     if graphs:
         step = max(graphs, key=lambda g: sum(len(p.node) for p in g.partition_graphs))
-        from placement_cli.runtime.stepstats import copies_with_bytes, executed_ops  # noqa: PLC0415
 
         trial.copies = list(copies_with_bytes(tf, step.partition_graphs, None, None,
                                               virtual_gpus=bool(options.virtual_gpus)))
@@ -241,7 +238,6 @@ def _traced_first(tf: Any, call: Any, options: RunOptions, trial: _MirroredTrial
 
 def _sized(tf: Any, copies: list[Copy], graph: Any) -> list[Copy]:
     """Sizes the partition graphs did not give, from the traced function's static shapes."""
-    from placement_cli.runtime.stepstats import static_shape, tensor_bytes  # noqa: PLC0415
 
     sized = []
     for c in copies:
@@ -274,7 +270,6 @@ def expected_bytes(spec: MirroredSpec, replicas: tuple[str, ...]) -> ExpectedByt
     device and a ring both come to this total); each other replica's loss for strategy.reduce; and
     the int32 labels of replicas on other CPUs than the host's CPU:0 (a function's int32 arguments
     stay in host memory, on CPU:0, and are sent from there)."""
-    from placement_cli.devices import try_parse  # noqa: PLC0415
 
     n = spec.replicas
     size = parameter_count() * 4
@@ -360,7 +355,6 @@ def missing_device_error(tf: Any, devices: tuple[str, ...]) -> str | None:
     MirroredStrategy does not check: eager soft placement then puts every missing replica on the
     CPU, and the replicas' collective all-reduce, its members now on one device, waits forever. So
     each device is tried first with soft placement off, and TensorFlow's refusal is the lesson."""
-    from placement_cli.devices import try_parse  # noqa: PLC0415
 
     existing = [s for s in (try_parse(d.name) for d in tf.config.list_logical_devices()) if s is not None]
     for device in devices:
@@ -386,8 +380,6 @@ def _message(exc: BaseException) -> str:
 
 
 def _replica_index(devices: tuple[str, ...]) -> dict[str, int]:
-    from placement_cli.devices import try_parse  # noqa: PLC0415
-
     found = {}
     for i, d in enumerate(devices):
         spec = try_parse(d)
@@ -456,8 +448,6 @@ def _part(op: str, scope: str, name: str, gradient: bool) -> Message:
 
 
 def _device_replica(p: Placement, replica_of: dict[str, int]) -> int | None:
-    from placement_cli.devices import try_parse  # noqa: PLC0415
-
     for device in (p.requested, p.canonical):
         spec = try_parse(device) if device else None
         if spec is not None and spec.device_type and spec.device_index is not None:

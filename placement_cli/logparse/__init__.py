@@ -10,6 +10,7 @@ from typing import BinaryIO
 
 from placement_cli.exceptions import InputError
 from placement_cli.i18n import _
+from placement_cli.logparse import parallel
 from placement_cli.logparse.engine import parse_streams
 from placement_cli.logparse.reader import stdin_stream
 from placement_cli.model import Report
@@ -46,8 +47,6 @@ def parse_paths(paths: list[str], *, keep: bool = True, note: Callable[[str], No
     A second ``-`` reads what is left of standard input: nothing, as ``cat - -`` does. ``stdin``: standard
     input's bytes, where some were read already to tell what it is."""
     if not keep and len(paths) == 1 and paths[0] != "-":
-        from placement_cli.logparse import parallel  # noqa: PLC0415
-
         report = parallel.count_split(paths[0])
         if report is not None:
             return report

@@ -16,6 +16,7 @@ from typing import Any, BinaryIO, Protocol
 
 from placement_cli.exceptions import InputError
 from placement_cli.i18n import _
+from placement_cli.logparse.rejoin import is_record
 
 CHUNK = 2 << 20  # bytes read and parsed at a time; no answer depends on it
 SAMPLE = 256 << 10  # text judged (binary or not, wrap width) before anything is parsed
@@ -234,7 +235,6 @@ def _chars(line: bytes) -> int:
 def wrap_width(sample: bytes) -> int | None:
     """The width a console hard-wrapped this log at, if it looks hard-wrapped: no line is
     longer, and many different lines that are not placements are exactly that long."""
-    from placement_cli.logparse.rejoin import is_record  # noqa: PLC0415
 
     lines = [line.rstrip(b"\r") for line in sample.split(b"\n")[:-1]]
     if not lines:

@@ -8,6 +8,7 @@ that; ``lines`` turns the text into what a comparison walks, once."""
 
 from __future__ import annotations
 
+import ctypes
 import operator
 from bisect import bisect_left
 from collections import Counter
@@ -17,7 +18,6 @@ from typing import Any
 
 from placement_cli.devices import DeviceNames
 from placement_cli.logparse.functions import SEPARATOR
-
 
 PIECE = 4 << 20  # the text turned into lines a piece at a time
 PIECE_LINES = 50_000  # lines sent as one text
@@ -256,8 +256,6 @@ def release(records: Records | None) -> None:
     if records is None or records.size < BIG:
         return
     try:
-        import ctypes  # noqa: PLC0415
-
         ctypes.CDLL(None).malloc_trim(0)
     except (OSError, AttributeError, TypeError):  # not glibc: nothing to hand back this way
         pass

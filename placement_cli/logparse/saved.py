@@ -15,9 +15,10 @@ from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from typing import Any, BinaryIO, cast
 
+from placement_cli import forked
 from placement_cli.exceptions import InputError
 from placement_cli.i18n import N_, _, translated
-from placement_cli.logparse import reader
+from placement_cli.logparse import parallel, reader
 from placement_cli.logparse.causes import headline
 from placement_cli.logparse.engine import FunctionsRun, tally_streams
 from placement_cli.logparse.reader import holds_functions
@@ -185,8 +186,6 @@ def read_pair(old: str, new: str, *, note: Callable[[str], None] | None = None,
     that sends back what it read and prepared (two files on two cores: each file's halves one after the
     other paid twice for the split, and left ``prepare`` to one core); its notes are said after OLD's.
     A child that fails (a file it cannot read) is not trusted: NEW is read here, and says what is wrong."""
-    from placement_cli import forked  # noqa: PLC0415
-    from placement_cli.logparse import parallel  # noqa: PLC0415
 
     def read(path: str, said: Callable[[str], None] | None, split: bool) -> Tallied:
         side = _read(path, said, tally=True, split=split)
@@ -266,14 +265,11 @@ def _read_log(path: str, name: str, raw: BinaryIO, note: Callable[[str], None] |
               split: bool) -> Tallied:
     """``raw`` (``path``'s bytes) read as a log: a big file in two halves at once where ``split``."""
     shown = "standard input" if path == "-" else path
-    if tally and split and path != "-":
-        from placement_cli.logparse import parallel  # noqa: PLC0415
-
-        if parallel.can_split(path):  # a big file: its halves at once, as parse --summary counts it
-            halves = parallel.split_tally(path)
-            if halves is not None:
-                release(halves[1].tally)
-                return Tallied(shown, halves[0], halves[1].tally, halves[1].eager_tally)
+    if tally and split and path != "-" and parallel.can_split(path):  # a big file: its halves at once, as parse --summary counts it
+        halves = parallel.split_tally(path)
+        if halves is not None:
+            release(halves[1].tally)
+            return Tallied(shown, halves[0], halves[1].tally, halves[1].eager_tally)
     if not tally or path == "-" or holds_functions(path, limit=FUNCTIONS_HEAD):  # each placer line by its thread
         report, parser = tally_streams([(name, raw)], note=note, keep=not tally, tally=tally)
     else:  # read as a text that runs no tf.function (at a count's speed), again by thread where it runs one

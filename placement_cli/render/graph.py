@@ -21,6 +21,7 @@ from typing import Any
 
 from rich.cells import cell_len, set_cell_size
 
+from placement_cli.devices import short_name, try_parse
 from placement_cli.i18n import _, shown
 from placement_cli.model import Report
 from placement_cli.render.text import clean
@@ -79,7 +80,6 @@ class Picture:
     @staticmethod
     def short(device: str) -> str:
         """CPU:1 for a local device, ps/0 CPU:0 for a remote one, an unreadable name as it is."""
-        from placement_cli.devices import short_name  # noqa: PLC0415
 
         return short_name(device)
 
@@ -154,7 +154,6 @@ def _inlined(scope: str, name: str) -> str:
 def device_order(device: str) -> tuple[Any, ...]:
     """Lanes in the order people count devices: by job, replica, task, type, then index as a number
     (CPU:2 before CPU:10); a name that does not parse goes last, by its text."""
-    from placement_cli.devices import try_parse  # noqa: PLC0415
 
     spec = try_parse(device)
     if spec is None:

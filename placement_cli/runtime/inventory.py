@@ -7,8 +7,9 @@ from typing import Any
 from placement_cli.devices import try_parse
 from placement_cli.logparse import parse_text
 from placement_cli.model import Inventory, LogicalDevice, PhysicalDevice
+from placement_cli.runtime import startup
 from placement_cli.runtime.capture.fdcapture import capture_fds
-from placement_cli.runtime.startup import RunOptions, session_config, tensorflow
+from placement_cli.runtime.startup import RunOptions, session_config
 
 
 def _physical(tf: Any, device: Any) -> PhysicalDevice:
@@ -23,7 +24,7 @@ def _physical(tf: Any, device: Any) -> PhysicalDevice:
 def inventory(options: RunOptions) -> Inventory:
     """Physical and logical devices, and the mapping a v1 Session prints when created."""
     with capture_fds() as cap:
-        tf = tensorflow(options)
+        tf = startup.tensorflow(options)  # through the module: a test's batch replaces it
         physical = tuple(_physical(tf, d) for d in tf.config.list_physical_devices())
         logical = []
         for d in tf.config.list_logical_devices():

@@ -89,7 +89,7 @@ def registered_kernels() -> dict[str, frozenset[str]] | None:
     """Op type -> the device types with a registered kernel (one call: the whole registry)."""
 
     def load() -> dict[str, frozenset[str]]:
-        from tensorflow.python.framework import kernels  # noqa: PLC0415
+        from tensorflow.python.framework import kernels  # noqa: PLC0415 - TensorFlow
 
         found: dict[str, set[str]] = {}
         for kernel in kernels.get_all_registered_kernels().kernel:
@@ -103,7 +103,7 @@ def kernel_lookup() -> Callable[[bytes], bool] | None:
     """``lookup(serialized NodeDef) -> bool``: is there a kernel for this node on its device type?"""
 
     def load() -> Callable[[bytes], bool]:
-        from tensorflow.python.util import _pywrap_kernel_registry as registry  # noqa: PLC0415
+        from tensorflow.python.util import _pywrap_kernel_registry as registry  # noqa: PLC0415 - TensorFlow
 
         find = registry.TryFindKernelClass
 
@@ -123,7 +123,7 @@ def func_graph_module() -> Any:
     """The module whose ``func_graph_from_py_func`` builds every tf.function graph."""
 
     def load() -> Any:
-        from tensorflow.python.framework import func_graph  # noqa: PLC0415
+        from tensorflow.python.framework import func_graph  # noqa: PLC0415 - TensorFlow
 
         func_graph.func_graph_from_py_func  # noqa: B018 - fail here, not when patching
         return func_graph
@@ -136,7 +136,7 @@ def frame_filter() -> Any:
     out of the stacks TensorFlow keeps of the ops created while it is entered (the "defined at" of its
     errors). Not one of ``APIS``: where it is missing nothing is unknown, placement's frame only shows."""
     try:
-        from tensorflow.python.util import tf_stack  # noqa: PLC0415
+        from tensorflow.python.util import tf_stack  # noqa: PLC0415 - TensorFlow
 
         return tf_stack.CurrentModuleFilter
     except Exception:  # noqa: BLE001 - any failure: no filter
@@ -147,7 +147,7 @@ def base_session(tf: Any) -> Any:
     """The class whose ``run`` every v1 Session (and InteractiveSession) uses."""
 
     def load() -> Any:
-        from tensorflow.python.client.session import BaseSession  # noqa: PLC0415
+        from tensorflow.python.client.session import BaseSession  # noqa: PLC0415 - TensorFlow
 
         if not issubclass(tf.compat.v1.Session, BaseSession) or "run" not in BaseSession.__dict__:
             raise TypeError("tf.compat.v1.Session no longer runs through BaseSession.run")
@@ -160,7 +160,7 @@ def context_initialized() -> bool | None:
     """Whether TensorFlow's eager context has started (None: cannot tell)."""
 
     def load() -> bool:
-        from tensorflow.python.eager import context  # noqa: PLC0415
+        from tensorflow.python.eager import context  # noqa: PLC0415 - TensorFlow
 
         return bool(context.context()._initialized)  # noqa: SLF001
 
@@ -173,8 +173,8 @@ def enable_xla_devices() -> bool:
     again (False: cannot)."""
 
     def load() -> bool:
-        from tensorflow.python import pywrap_tfe  # noqa: PLC0415
-        from tensorflow.python.eager import context  # noqa: PLC0415
+        from tensorflow.python import pywrap_tfe  # noqa: PLC0415 - TensorFlow
+        from tensorflow.python.eager import context  # noqa: PLC0415 - TensorFlow
 
         ctx = context.context()
         if ctx._initialized:  # noqa: SLF001
@@ -218,7 +218,7 @@ def eager_run_metadata() -> tuple[Callable[[], None], Callable[[], Any], Callabl
     tf.function call executed."""
 
     def load() -> tuple[Callable[[], None], Callable[[], Any], Callable[[], None]]:
-        from tensorflow.python.eager import context  # noqa: PLC0415
+        from tensorflow.python.eager import context  # noqa: PLC0415 - TensorFlow
 
         return context.enable_run_metadata, context.export_run_metadata, context.disable_run_metadata
 
@@ -230,7 +230,7 @@ def context_class() -> Any:
     switching placement logging goes through (``tf.debugging.set_log_device_placement`` included)."""
 
     def load() -> Any:
-        from tensorflow.python.eager import context  # noqa: PLC0415
+        from tensorflow.python.eager import context  # noqa: PLC0415 - TensorFlow
 
         cls = type(context.context())
         if not isinstance(cls.__dict__.get("log_device_placement"), property):
@@ -248,8 +248,8 @@ def op_callbacks() -> tuple[Callable[[Any], None], Callable[[Any], None], Callab
     ``callbacks()`` the callbacks of the calling thread."""
 
     def load() -> tuple[Callable[[Any], None], Callable[[Any], None], Callable[[], str], Callable[[], Any]]:
-        from tensorflow.python.eager import context  # noqa: PLC0415
-        from tensorflow.python.framework import op_callbacks as callbacks  # noqa: PLC0415
+        from tensorflow.python.eager import context  # noqa: PLC0415 - TensorFlow
+        from tensorflow.python.framework import op_callbacks as callbacks  # noqa: PLC0415 - TensorFlow
 
         ctx = context.context()
         if not isinstance(type(ctx).__dict__.get("device_name"), property):
@@ -266,7 +266,7 @@ def function_def() -> Callable[[str], Any] | None:
     knows none by that name)."""
 
     def load() -> Callable[[str], Any]:
-        from tensorflow.python.eager import context  # noqa: PLC0415
+        from tensorflow.python.eager import context  # noqa: PLC0415 - TensorFlow
 
         get: Callable[[str], Any] = context.context().get_function_def
         return get

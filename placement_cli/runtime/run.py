@@ -10,18 +10,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from placement_cli.devices import DeviceName, device_name
 from placement_cli.logparse import parse_text
 from placement_cli.logparse.causes import cause, essential, headline
-from placement_cli.devices import DeviceName, device_name
 from placement_cli.model import Copy, Origin, PlacementFailure, Report
-from placement_cli.model.kinds import FailureKind
-from placement_cli.runtime import private
-from placement_cli.runtime.capture.fds import flush_c_stdio
-from placement_cli.runtime.facts import GraphRecorder, kernel_checks, kernel_map
-from placement_cli.runtime.capture.fdcapture import capture_fds
-from placement_cli.runtime.stepstats import metadata_run, traced_run
-from placement_cli.runtime.startup import RunOptions, available_devices, tensorflow
 from placement_cli.model.facts import Facts, Span
+from placement_cli.model.kinds import FailureKind
+from placement_cli.runtime import private, startup
+from placement_cli.runtime.capture.fdcapture import capture_fds
+from placement_cli.runtime.capture.fds import flush_c_stdio
+from placement_cli.runtime.events import write_events
+from placement_cli.runtime.facts import GraphRecorder, kernel_checks, kernel_map
+from placement_cli.runtime.startup import RunOptions, available_devices
+from placement_cli.runtime.stepstats import metadata_run, traced_run
 from placement_cli.why import explain
 
 # Written into the captured stream around eager code, then taken out of the log: the lines between
@@ -126,7 +127,7 @@ def run_captured(build: Any, options: RunOptions, title: str) -> Report:
     private.forget()
     recorder = GraphRecorder()
     with capture_fds() as cap:
-        tf = tensorflow(options)
+        tf = startup.tensorflow(options)  # through the module: a test's batch replaces it
         undo = recorder.install()
         try:
             trial = build(tf, options)
@@ -142,8 +143,6 @@ def run_captured(build: Any, options: RunOptions, title: str) -> Report:
     errors, run_error = outcome(report.errors, trial, log)
     # a graph that never ran carries only the devices it asked for: no event file draws them as placements
     if options.tensorboard and trial.graph is not None and trial.result is not None:
-        from placement_cli.runtime.events import write_events  # noqa: PLC0415
-
         write_events(tf, trial.graph, placements, trial.metadata, options.tensorboard)
     return replace(report, placements=placements, errors=errors, title=title, result=trial.result, log=log,
                    copies=copies, run_error=run_error, incomplete=private.missing_facts(), executed=trial.executed,

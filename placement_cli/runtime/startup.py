@@ -9,6 +9,7 @@ from typing import Any
 
 from placement_cli.devices import try_parse
 from placement_cli.exceptions import UsageProblem
+from placement_cli.runtime import private
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,6 @@ def _turns_on(flags: str) -> bool:
 def _switched_late(tf: Any) -> bool:
     """After ``physical_devices()`` listed TensorFlow's devices (TF_XLA_FLAGS is read then, once), the
     XLA devices are turned on through TensorFlow itself, as XLA_DEVICES_FLAG would have at its start."""
-    from placement_cli.runtime import private  # noqa: PLC0415
 
     if not xla_devices(tf) and _turns_on(XLA_DEVICES_FLAG):
         private.enable_xla_devices()  # False: an API this TensorFlow dropped (with its XLA devices, says xla_missing)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import array
+import fcntl
 import os
 import re
 import signal
+import stat
 import sys
 import tempfile
+import termios
 import threading
 import time
 from collections import Counter
@@ -17,6 +20,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import IO, Any
 
+from placement_cli.exceptions import ARRIVED, swallowed
 from placement_cli.logparse import placer, written
 from placement_cli.runtime.capture import lastwords
 from placement_cli.runtime.capture.fds import flush_c_stdio, write_all
@@ -43,7 +47,6 @@ def _flush_all() -> None:
 def capture_fds(fds: tuple[int, ...] = (1, 2)) -> Iterator[Captured]:
     """Send ``fds`` into one temporary file (never a pipe: no buffer can fill), restore them
     afterwards, and leave the text in the yielded Captured."""
-    from placement_cli.exceptions import ARRIVED, swallowed  # noqa: PLC0415
 
     captured = Captured()
     arrived = len(ARRIVED)
@@ -210,10 +213,6 @@ def drain(fd: int, timeout: float = 1.0) -> None:
     forwards fd 1/2 into the running cell from a thread, and what it reads after the cell ended lands
     in another cell or nowhere."""
     try:
-        import fcntl  # noqa: PLC0415 - POSIX only
-        import stat  # noqa: PLC0415
-        import termios  # noqa: PLC0415
-
         if not stat.S_ISFIFO(os.fstat(fd).st_mode):
             return
         deadline = time.monotonic() + timeout

@@ -16,8 +16,11 @@ import threading
 from types import FrameType
 from typing import Any
 
+from IPython import get_ipython
+
 from placement_cli.logparse import eager, mapping
 from placement_cli.runtime.capture import fdcapture
+from placement_cli.runtime.capture.splitter import may_become_tensorflow_line
 
 # Loggers TensorFlow's Python side (and Keras, through absl) writes to.
 _TF_LOGGERS = ("tensorflow", "absl")
@@ -79,8 +82,6 @@ def _ipython() -> Any:
     if "IPython" not in sys.modules:
         return None
     try:
-        from IPython import get_ipython  # noqa: PLC0415
-
         return get_ipython()
     except Exception:  # noqa: BLE001 - no shell to ask
         return None
@@ -132,8 +133,6 @@ class Quiet:
         return len(text)
 
     def _without_placements(self, data: bytes) -> bytes:
-        from placement_cli.runtime.capture.splitter import may_become_tensorflow_line  # noqa: PLC0415
-
         end = data.rfind(b"\n") + 1
         whole, tail = data[:end], data[end:]
         if whole and fdcapture.is_placement_text(whole):

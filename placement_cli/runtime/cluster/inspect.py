@@ -18,6 +18,7 @@ the whole cluster; if that times out, which task is missing is unknown to Tensor
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import os
 import pickle
@@ -31,10 +32,11 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from placement_cli.clusterspec import Cluster, Task
-from placement_cli.devices import try_parse
+from placement_cli.devices import DeviceSpec, try_parse
 from placement_cli.exceptions import InspectorFailed
 from placement_cli.i18n import N_, Message
 from placement_cli.model import Inspection, TaskAnswer, TaskDevice
+from placement_cli.runtime.capture.fdcapture import silenced
 from placement_cli.runtime.cluster.launch import how_it_ended, process_state
 from placement_cli.runtime.gpu_policy import no_gpu
 
@@ -56,10 +58,6 @@ def _tensorflow() -> Any:
     """TensorFlow, imported once with its C++ chatter (cuda stubs, the empty-graph warning) off stderr."""
     global _tf  # noqa: PLW0603 - one import per process
     if _tf is None:
-        import os  # noqa: PLC0415
-
-        from placement_cli.runtime.capture.fdcapture import silenced  # noqa: PLC0415
-
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         with silenced(2):
             import tensorflow as tf  # noqa: PLC0415 - only inspect's own process state
@@ -119,7 +117,6 @@ def _list_devices(target: str, filters: list[str], timeout: float) -> list[Any]:
 def _device(d: Any) -> TaskDevice:
     spec = try_parse(d.name)
     if spec is None:  # TensorFlow names its own devices fully; keep what it said all the same
-        from placement_cli.devices import DeviceSpec  # noqa: PLC0415
 
         spec = DeviceSpec(device_type=d.device_type)
     memory = int(d.memory_limit_bytes) if getattr(d, "memory_limit_bytes", 0) else None
@@ -309,7 +306,6 @@ def _end_with_parent() -> None:
     kernel's own watch, as TensorFlow's calls hold the GIL and would starve a watching thread. It
     fires when the parent's thread that started this process ends: ``run`` waits in that thread.
     A parent that died before the watch was set is seen by the caller (its pid is not the parent's)."""
-    import ctypes  # noqa: PLC0415
 
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)

@@ -9,6 +9,7 @@ process group ends it, its forkserver and every task at once; that happens on ev
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import os
 import shutil
@@ -72,7 +73,6 @@ def loopback(host: str) -> bool:
     """A host every task reaches inside the cluster's private namespace, where only ``lo`` is up and
     no name server answers: ``localhost`` or a loopback address (127.999.0.1 or another name would
     leave a worker waiting for a ps it can never reach)."""
-    import ipaddress  # noqa: PLC0415
 
     if host == "localhost":
         return True

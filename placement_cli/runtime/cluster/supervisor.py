@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import json
+import multiprocessing
 import os
 import shutil
 import signal
@@ -34,8 +36,11 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from typing import Any
+
+from google.protobuf.json_format import MessageToDict
 
 from placement_cli.i18n import N_, Message, wire
 from placement_cli.logparse.causes import cause_line, port_taken
@@ -58,7 +63,6 @@ def isolate() -> tuple[bool, str]:
         return False, "PLACEMENT_CLUSTER_NO_NAMESPACE=1"
     if not sys.platform.startswith("linux"):
         return False, "network namespaces are Linux-only"
-    import fcntl  # noqa: PLC0415
 
     try:
         libc = ctypes.CDLL(None, use_errno=True)
@@ -161,7 +165,6 @@ def _task_main(job: str, index: int, cluster: dict[str, list[str]], request: dic
         result["private_kib"] = _private_kib(os.getpid())  # it exits next: measured here, at its largest
         messages.put({"kind": "result", "task": name, **result})
     except BaseException as exc:  # noqa: BLE001 - said to the supervisor, which names the task
-        import traceback  # noqa: PLC0415
 
         traceback.print_exc()
         messages.put({"kind": "error", "task": name, "error": f"{type(exc).__name__}: {said(exc)}"})
@@ -180,7 +183,6 @@ def _gpu_policy(job: str, request: dict[str, Any], config: Any) -> dict[str, Any
     """The request's GPU memory policy, applied to this task: its environment (read by TensorFlow when
     it makes the GPU device, after this) and its server's ConfigProto. What the task then has is
     said back, read from the ConfigProto itself."""
-    from google.protobuf.json_format import MessageToDict  # noqa: PLC0415 - TensorFlow's own dependency
 
     memory = GpuMemory.from_dict(request.get("gpu_memory"))
     if memory is not None:
@@ -242,7 +244,6 @@ _GPU_SAID = ("cuda_visible_devices", "gpu_options", "tf_force_gpu_allow_growth")
 def supervise(request: dict[str, Any], emit: Any, work: Work) -> dict[str, Any]:
     """Start the cluster, train, collect; always kills every task it started before returning. A port
     placement chose that another process took in between (logparse.causes.port_taken) is retried once."""
-    import multiprocessing  # noqa: PLC0415
 
     parent = int(os.environ.get("PLACEMENT_CLUSTER_PARENT", "0")) or os.getppid()
     isolated, why = isolate()

@@ -23,6 +23,7 @@ launcher is killed and reaped, whatever session or group it moved to.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import selectors
@@ -50,7 +51,6 @@ def _kill(pid: int, sig: int) -> None:
 
 def _subreaper() -> None:
     """Orphans of the tasks re-parent to this process (PR_SET_CHILD_SUBREAPER), so none escapes the end."""
-    import ctypes  # noqa: PLC0415
 
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER

@@ -5,6 +5,7 @@ words; and the lines of a task's stderr that say why it failed."""
 from __future__ import annotations
 
 import collections
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,7 +43,6 @@ def quote_lines(tail: collections.deque[str], data: bytes, *, c_stdio: bool, gpu
 
 def _screen(fd: int) -> Any:
     """What ``fd`` writes to, so that two fds on one terminal, pipe or file are known as one."""
-    import os  # noqa: PLC0415
 
     try:
         st = os.fstat(fd)

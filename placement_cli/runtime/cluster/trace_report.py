@@ -13,7 +13,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from placement_cli.i18n import Message
+from placement_cli.logparse.engine import parse_streams
 from placement_cli.model import Cause, ClusterTask, Copy, Edge, Origin, Placement, Report
+from placement_cli.why import explain
 
 
 def _in_task(placement: Placement, job: str, index: int) -> Placement:
@@ -33,9 +35,6 @@ def _sized(copy: Copy, sizes: dict[str, Any]) -> Copy:
 
 
 def _task_report(job: str, index: int, parsed: Any, facts: tuple[Any, Any, Any, Any, Any]) -> Report:
-    from placement_cli.logparse.engine import parse_streams  # noqa: PLC0415
-    from placement_cli.why import explain  # noqa: PLC0415
-
     size = parsed.seek(0, 2)
     parsed.seek(0)
     report = parse_streams([(f"<{job}/{index}>", parsed)], known_text=True) if size else Report()

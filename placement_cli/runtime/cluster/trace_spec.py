@@ -13,6 +13,7 @@ from typing import Any
 from placement_cli.exceptions import UsageProblem
 from placement_cli.i18n import _
 from placement_cli.messages import one_line
+from placement_cli.runtime.cluster.launch import loopback
 
 JOBS = ("chief", "worker", "ps")  # TF_CONFIG's order: the coordinator first
 MAX_TASKS = {"chief": 1, "worker": 16, "ps": 8}
@@ -51,7 +52,6 @@ def parse_cluster(text: str) -> list[tuple[str, int]]:
 def jobs_of_spec(spec: Any) -> tuple[list[tuple[str, int]], dict[str, list[str]]]:
     """A --cluster-spec file's cluster (clusterspec.Cluster): loopback addresses only, jobs of this
     command; what is wrong is said of the file."""
-    from placement_cli.runtime.cluster.launch import loopback  # noqa: PLC0415
 
     for task in spec.tasks:
         if task.job not in JOBS:

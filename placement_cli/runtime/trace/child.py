@@ -57,7 +57,7 @@ class _TensorFlowHook:
             return None
         if self in sys.meta_path:
             sys.meta_path.remove(self)
-        import importlib.util  # noqa: PLC0415
+        import importlib.util  # noqa: PLC0415 - the script's process
 
         spec = importlib.util.find_spec(name)
         if spec is None or not hasattr(spec.loader, "exec_module"):
@@ -81,7 +81,7 @@ class _TensorFlowHook:
         _hide_our_frames()
         _say_when_serving(tf, self.control)
         try:
-            from placement_cli.runtime.trace.recording import Recorder  # noqa: PLC0415
+            from placement_cli.runtime.trace.recording import Recorder  # noqa: PLC0415 - the script's process
 
             recorder = Recorder(tf, copies=self.copies)
             recorder.install()
@@ -221,7 +221,7 @@ def _at_exit(hook: _TensorFlowHook) -> None:
     error = getattr(sys, "last_value", None)  # what python printed as the script's uncaught exception
     if isinstance(error, BaseException) and not isinstance(error, (SystemExit, KeyboardInterrupt)):
         try:
-            import traceback  # noqa: PLC0415
+            import traceback  # noqa: PLC0415 - the script's process
 
             text = "".join(traceback.format_exception(type(error), error, error.__traceback__)).encode("utf-8", "replace")
             send(hook.control, b"E%d\n" % len(text) + text)
@@ -229,7 +229,7 @@ def _at_exit(hook: _TensorFlowHook) -> None:
             pass
     if hook.recorder is None:
         return
-    import json  # noqa: PLC0415
+    import json  # noqa: PLC0415 - the script's process
 
     saved = os.dup(hook.log)
     null = os.open(os.devnull, os.O_WRONLY)
@@ -263,7 +263,7 @@ def _out_of_the_way(fd: int) -> int:
     """Our pipes move up to high fd numbers, where the script's own files do not land (its first
     open() gets the fd it would get under plain python); close-on-exec, so that its children do
     not hold them."""
-    import fcntl  # noqa: PLC0415
+    import fcntl  # noqa: PLC0415 - the script's process
 
     try:
         high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 512)
@@ -276,10 +276,10 @@ def _out_of_the_way(fd: int) -> int:
 
 def _die_with_parent(parent: int) -> None:
     """If placement is killed (even by SIGKILL), the script must not run on unsupervised."""
-    import signal  # noqa: PLC0415
+    import signal  # noqa: PLC0415 - the script's process
 
     try:
-        import ctypes  # noqa: PLC0415
+        import ctypes  # noqa: PLC0415 - the script's process
 
         ctypes.CDLL(None).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG (Linux)
     except (OSError, AttributeError):
@@ -292,7 +292,7 @@ def _capture_c_stdio(out: int, err: int) -> bool:
     """Point C stdio's ``stdout`` and ``stderr`` at the parent's pipes: TensorFlow's printf copies
     and its glog lines go there, and nothing of the script's Python output does. Needs a C library
     whose stream pointers can be reassigned (glibc, macOS); False where they cannot."""
-    import ctypes  # noqa: PLC0415
+    import ctypes  # noqa: PLC0415 - the script's process
 
     if sys.platform == "darwin":
         names = ("__stdoutp", "__stderrp")
@@ -342,7 +342,7 @@ def _take_back_the_boot(boot: ModuleType, had_pythonpath: bool) -> None:
         os.environ.pop("PYTHONPATH", None)
     sys.path[:] = [p for p in sys.path if p != BOOT]
     sys.path_importer_cache.pop(BOOT, None)
-    import site  # noqa: PLC0415
+    import site  # noqa: PLC0415 - the script's process
 
     if sys.modules.get("sitecustomize") is boot:
         del sys.modules["sitecustomize"]
@@ -364,7 +364,7 @@ def start(boot: ModuleType) -> None:
     _closed_stdout(flags)
     hook = _TensorFlowHook(fd, err, copies="c" in flags)
     sys.meta_path.insert(0, hook)
-    import atexit  # noqa: PLC0415
+    import atexit  # noqa: PLC0415 - the script's process
 
     atexit.register(_at_exit, hook)
     _take_back_the_boot(boot, "p" in flags)  # last: the user's sitecustomize may import TensorFlow

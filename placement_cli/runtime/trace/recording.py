@@ -8,8 +8,10 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from placement_cli.runtime import private
-from placement_cli.runtime.trace.eagerops import EagerOps
 from placement_cli.runtime.facts import GraphRecorder, kernel_checks, kernel_map, xla_compiled
+from placement_cli.runtime.partitions import sends
+from placement_cli.runtime.stepstats import copies_with_bytes
+from placement_cli.runtime.trace.eagerops import EagerOps
 
 
 def set_logging(tf: Any, enabled: bool) -> None:
@@ -226,9 +228,6 @@ class Recorder:
         return partitioned_run
 
     def _note_copies(self, metadata: Any, graph: Any) -> None:
-        from placement_cli.runtime.partitions import sends  # noqa: PLC0415 - only with --copies
-        from placement_cli.runtime.stepstats import copies_with_bytes  # noqa: PLC0415
-
         for copy in sends(metadata.partition_graphs):
             self.copies[(copy.tensor, copy.source, copy.target)] = None  # type: ignore[index]
         try:  # sizes from the _Send's dtype and the Python graph's static shapes (no step is traced for them)

@@ -13,6 +13,7 @@ dies with placement (PR_SET_PDEATHSIG).
 
 from __future__ import annotations
 
+import importlib.machinery
 import json
 import os
 import select
@@ -28,12 +29,16 @@ from typing import Any, BinaryIO
 
 from placement_cli.exceptions import UsageProblem
 from placement_cli.i18n import Message, _
+from placement_cli.logparse.engine import parse_streams
 from placement_cli.messages import TRACE, one_line
 from placement_cli.model import Copy, Edge, Origin, Report
-from placement_cli.runtime.trace.child import BOOT, ENV, NO_CAPTURE, frames
-from placement_cli.runtime.capture.splitter import Channel, Splitter
+from placement_cli.model.facts import Facts
 from placement_cli.runtime.capture.fds import new_pipe, write_all
+from placement_cli.runtime.capture.splitter import Channel, Splitter
 from placement_cli.runtime.capture.wakeup import Wakeup
+from placement_cli.runtime.trace.child import BOOT, ENV, NO_CAPTURE, frames
+from placement_cli.tfrules import compiled_calls
+from placement_cli.why import explain, facts_from_dict, xla_lines
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2,
              signal.SIGTSTP)
@@ -57,8 +62,6 @@ def check_script(script: str) -> None:
     if os.path.isfile(script):
         return
     if os.path.isdir(script):
-        import importlib.machinery  # noqa: PLC0415
-
         if importlib.machinery.PathFinder.find_spec("__main__", [script]) is None:
             raise UsageProblem(_("{script}: a folder with no __main__.py (python runs a folder by its __main__.py)").format(
                 script=one_line(script)))
@@ -382,10 +385,6 @@ class _Supervisor:
         self.wake.close()
 
     def result(self) -> TraceResult:
-        from placement_cli.logparse.engine import parse_streams  # noqa: PLC0415
-        from placement_cli.why import explain, xla_lines  # noqa: PLC0415
-        from placement_cli.tfrules import compiled_calls  # noqa: PLC0415
-
         size = self.parsed.seek(0, 2)
         self.parsed.seek(0)
         parsed = parse_streams([("<trace>", self.parsed)]) if size else Report()
@@ -448,8 +447,6 @@ def facts_of_child(raw: bytes | None) -> tuple[Any, tuple[Copy, ...] | None, tup
     """What the child recorded beside the log (copies: None when no Session ran; edges: None when
     none were sent; whether the program switched placement logging off, "kept" when TensorFlow
     logged on); no facts if it could not send them (killed, or it never imported TensorFlow)."""
-    from placement_cli.model.facts import Facts  # noqa: PLC0415
-    from placement_cli.why import facts_from_dict  # noqa: PLC0415
 
     try:
         data = json.loads(raw) if raw else None

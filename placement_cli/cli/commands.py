@@ -1,11 +1,12 @@
-"""The typer app: its commands registered and guarded (signals, one machine), its root options, and the
-app a command line runs (outcome.py: what a command returns; funnel.py: exceptions to exit codes;
-emit.py: where an outcome is printed)."""
+"""The typer app: its commands registered and guarded (signals, one machine) and its root options
+(outcome.py: what a command returns; funnel.py: exceptions to exit codes; emit.py: where an outcome
+is printed; the package, cli/__init__.py: the app a command line runs)."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import signal
 import sys
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
@@ -17,7 +18,11 @@ from placement_cli import __version__
 from placement_cli.cli.emit import emit
 from placement_cli.cli.funnel import TERMINATING, TRACEBACK, fail, funnel, internal, say
 from placement_cli.cli.outcome import ExitCode, Outcome
+from placement_cli.exceptions import ARRIVED, Terminated, interrupt
 from placement_cli.i18n import _, speaking
+from placement_cli.messages import cut
+from placement_cli.runtime.startup import drop_cluster_config
+
 
 class _Invocation(TyperGroup):
     """The app's root command: each invocation speaks its own language (its --lang, else the locale's,
@@ -37,7 +42,7 @@ class _Invocation(TyperGroup):
         return ctx
 
 
-def _typer() -> typer.Typer:
+def new_app() -> typer.Typer:
     """An app with placement's settings (the commands are registered on ``app``)."""
     return typer.Typer(
         cls=_Invocation,
@@ -50,11 +55,13 @@ def _typer() -> typer.Typer:
     )
 
 
-app = _typer()
+app = new_app()
 
-# The order `placement --help` lists the commands in (each module registers its own, with command()).
-COMMANDS = ("show", "tower", "errors", "devices", "inspect", "parse", "diff", "check", "trace", "train", "cluster",
-            "mirrored", "demo")
+# Every command, in the order `placement --help` lists them, and the module of cli/ that declares it
+# (with command()): a run loads that module alone (cli.app_for); --help and the whole app load them all.
+COMMANDS = {"show": "run", "tower": "run", "errors": "run", "devices": "run", "inspect": "cluster", "parse": "parse",
+            "diff": "diff", "check": "check", "trace": "trace", "train": "training", "cluster": "cluster",
+            "mirrored": "training", "demo": "demo"}
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -80,8 +87,6 @@ def option_callback(fn: F) -> F:
 # --- signals and the guard --------------------------------------------------------------------------
 
 def _raise_terminated(signum: int, _frame: Any) -> None:
-    from placement_cli.exceptions import ARRIVED, Terminated  # noqa: PLC0415
-
     ARRIVED.append(signum)
     raise Terminated(signum)
 
@@ -89,9 +94,7 @@ def _raise_terminated(signum: int, _frame: Any) -> None:
 def _catch_termination() -> dict[int, Any]:
     """SIGTERM and SIGHUP raise Terminated (unless ignored), Ctrl-C its KeyboardInterrupt, each arrival
     kept (exceptions.ARRIVED); the handlers they had, to put back."""
-    import signal  # noqa: PLC0415
 
-    from placement_cli.exceptions import interrupt  # noqa: PLC0415
 
     saved: dict[int, Any] = {}
     try:
@@ -112,16 +115,12 @@ def _catch_termination() -> dict[int, Any]:
 
 
 def _restore_signals(saved: dict[int, Any]) -> None:
-    import signal  # noqa: PLC0415
-
     for sig, handler in saved.items():
         signal.signal(sig, handler)
 
 
 def _one_machine(command: str) -> None:
     """A TF_CONFIG left in the environment leaves it before TensorFlow starts, and the user is told once."""
-    from placement_cli.messages import cut  # noqa: PLC0415
-    from placement_cli.runtime.startup import drop_cluster_config  # noqa: PLC0415
 
     stale = drop_cluster_config()
     if stale is not None:
@@ -150,8 +149,6 @@ def guarded(fn: Callable[..., Outcome], *, one_machine: bool | Callable[[dict[st
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> None:
-        from placement_cli.exceptions import ARRIVED  # noqa: PLC0415
-
         ARRIVED.clear()  # this command's signals, not an earlier one's in the same process (a notebook, tests)
         kwargs.pop("lang", None)  # every command's --lang: its callback chose the language (options.speaks)
         saved = {} if own_signals else _catch_termination()
@@ -198,20 +195,3 @@ def _root(
 def command_name(info: Any) -> str:
     name: str = info.name or info.callback.__name__.lower().replace("_", "-")
     return name
-
-
-def app_for(args: list[str]) -> typer.Typer:
-    """The app to run for ``args``: only the command named, when nothing but --traceback comes before
-    it (typer builds every registered command's options at start: ten other commands cost more than
-    parsing a log); the whole app for --help, --version and anything else."""
-    for arg in args:
-        if arg == "--traceback":
-            continue
-        found = [info for info in app.registered_commands if command_name(info) == arg]
-        if not found:
-            return app
-        one = _typer()
-        one.registered_callback = app.registered_callback
-        one.registered_commands = found
-        return one
-    return app
