@@ -179,16 +179,15 @@ def wrapper_lines(ordered: list[Placement], facts: Facts,
     return wrappers
 
 
-def next_eager(ordered: list[Placement], threads: Mapping[int, int | None]) -> dict[int, int]:
+def next_eager(ordered: list[Placement]) -> dict[int, int]:
     """Placer line -> the first eager line after it written by its thread, where both name the thread:
     TensorFlow places an eager op's wrapper function just before it runs the op, in the same thread.
     ``ordered``: the placements in the order they were written (a bare copy where its glog twin came)."""
     found: dict[int, int] = {}
     waiting: dict[int, list[int]] = {}
     for p in ordered:
-        thread = threads.get(p.line)
-        if thread is not None and p.kind == PlacementKind.PLACER:
-            waiting.setdefault(thread, []).append(p.line)
-        elif thread is not None and p.kind == PlacementKind.EAGER:
-            found.update(dict.fromkeys(waiting.pop(thread, ()), p.line))
+        if p.thread is not None and p.kind == PlacementKind.PLACER:
+            waiting.setdefault(p.thread, []).append(p.line)
+        elif p.thread is not None and p.kind == PlacementKind.EAGER:
+            found.update(dict.fromkeys(waiting.pop(p.thread, ()), p.line))
     return found

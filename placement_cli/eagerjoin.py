@@ -1,67 +1,46 @@
 """Which recorded eager op each eager line of TensorFlow's log is: the op callback's records joined
-to the log's ``Executing op`` lines thread by thread (absl's prefix names the thread), where certain."""
+to the log's ``Executing op`` lines thread by thread (the thread the parser read off each line), where
+certain."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from placement_cli.model.ops import onednn_base
-from placement_cli.logparse import glog
 from placement_cli.model import Placement
 from placement_cli.tfrules import EagerRecord
 from placement_cli.model.kinds import PlacementKind
 
-_THREAD = re.compile(glog.THREAD.decode("ascii"))  # the id of the thread that wrote a line
 # Made by TensorFlow's C++ as a Python value becomes a tensor: logged, never seen by an op callback.
 _UNRECORDED = frozenset({"_EagerConst"})
 # Ops that run the program's Python, whose eager ops are recorded before the op that ran them (its
 # record comes when it ends): left out of the pairing, their own requests unknown.
 _NESTING = frozenset({"EagerPyFunc", "PyFunc", "PyFuncStateless"})
-_TWIN_LINES = 64  # how far after a placer line's bare copy its glog twin is looked for
 
 
-def eager_records(placements: Iterable[Placement], log: str, recorded: Mapping[str, Any]
-                  ) -> tuple[dict[int, EagerRecord], dict[int, int | None], dict[int, int]]:
-    """Line -> the record of the op that ran it, for each eager line joined to one; line -> the
-    thread that wrote it, of every line (None: no thread id in it); and, for a placement that stands
-    at a placer line's bare copy, that line -> the line of its glog twin: where it came in its
-    thread's order (the copies of several placer lines may all come before the first of their twins,
-    and the eager ops those twins came between).
+def eager_records(placements: Iterable[Placement], recorded: Mapping[str, Any]) -> dict[int, EagerRecord]:
+    """Line -> the record of the op that ran it, for each eager line joined to one.
 
-    A thread's eager lines (absl's prefix names the thread) and its records are in the same order:
-    the record is made right after the op's line is written, in the same thread. A line may have no
-    record (an op that failed after it was logged, such as the IteratorGetNext that ends a dataset
-    loop; the program's removing the callback), so a thread's records are paired with a subsequence
-    of its lines, oneDNN's renames (``_MklMatMul``) standing for the op the program ran. A record
-    takes a line only where every such pairing gives it that line (its earliest and its latest
-    possible line agree); a line it could share with another of its op type stays unknown. Where
-    the records are no subsequence of the lines (an op recorded without a line), they are paired
-    one to one only up to the first pair whose op types differ. Lines without a thread id
-    (TensorFlow's listener in a notebook) are joined only where one thread alone recorded ops and
-    no line has one."""
+    A thread's eager lines (the parser records the thread absl's prefix names) and its records are in
+    the same order: the record is made right after the op's line is written, in the same thread. A
+    line may have no record (an op that failed after it was logged, such as the IteratorGetNext that
+    ends a dataset loop; the program's removing the callback), so a thread's records are paired with a
+    subsequence of its lines, oneDNN's renames (``_MklMatMul``) standing for the op the program ran. A
+    record takes a line only where every such pairing gives it that line (its earliest and its latest
+    possible line agree); a line it could share with another of its op type stays unknown. Where the
+    records are no subsequence of the lines (an op recorded without a line), they are paired one to
+    one only up to the first pair whose op types differ. Lines without a thread id (TensorFlow's
+    listener in a notebook) are joined only where one thread alone recorded ops and no line has one."""
     try:
         pairs = [EagerRecord(*(str(field) for field in pair[:5])) for pair in recorded["pairs"]]
         threads = {int(tid): found for tid, found in recorded["threads"].items()}
     except (KeyError, TypeError, ValueError, AttributeError):
-        return {}, {}, {}
-    texts = log.split("\n")
-    writer: dict[int, int | None] = {}
-    twins: dict[int, int] = {}
-    taken: set[int] = set()
+        return {}
     by_thread: dict[int | None, list[Placement]] = {}
     for p in sorted(placements, key=lambda p: p.line):
-        match = _THREAD.match(texts[p.line - 1]) if 0 < p.line <= len(texts) else None
-        thread = int(match.group(1)) if match else None
-        if match is None and p.kind == PlacementKind.PLACER and 0 < p.line <= len(texts):
-            twin = _twin(texts, p.line - 1, taken)
-            if twin is not None:
-                twins[p.line], thread = twin
-                taken.add(twin[0])
-        writer[p.line] = thread
         if p.kind == PlacementKind.EAGER and p.op and p.op not in _UNRECORDED and p.op not in _NESTING:
-            by_thread.setdefault(thread, []).append(p)
+            by_thread.setdefault(p.thread, []).append(p)
     found: dict[int, EagerRecord] = {}
     for thread, lines in by_thread.items():
         if thread is None:
@@ -74,7 +53,7 @@ def eager_records(placements: Iterable[Placement], log: str, recorded: Mapping[s
         kept = [i for i in indices if pairs[i].op not in _NESTING]
         for at, i in _pairing(logged, [pairs[i].op for i in kept]).items():
             found[lines[at].line] = pairs[kept[i]]
-    return found, writer, twins
+    return found
 
 
 def _pairing(logged: list[str], ran: list[str]) -> dict[int, int]:
@@ -101,15 +80,3 @@ def _pairing(logged: list[str], ran: list[str]) -> dict[int, int]:
         latest[i] = at
         at -= 1
     return {first: i for i, (first, last) in enumerate(zip(earliest, latest)) if first == last}
-
-
-def _twin(texts: list[str], index: int, taken: set[int]) -> tuple[int, int] | None:
-    """The glog twin of a placer line's bare copy (TensorFlow prints each on stdout too, naming no
-    thread; a placement stands at its bare copy where that came first): the first line soon after it
-    that ends as it does and is no earlier copy's twin, as (its line, its thread)."""
-    bare = "] " + texts[index]
-    for at, text in enumerate(texts[index + 1:index + 1 + _TWIN_LINES], start=index + 2):
-        match = _THREAD.match(text)
-        if match and text.endswith(bare) and at not in taken:
-            return at, int(match.group(1))
-    return None

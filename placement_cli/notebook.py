@@ -301,7 +301,7 @@ class _Block:
                 problems.append("The program switched placement logging off inside the block "
                                 "(tf.debugging.set_log_device_placement(False)): what it placed after that may be "
                                 "missing from the report.")
-        placements = explain(report.placements, facts, report.log)
+        placements = explain(report.placements, facts)
         compiled = compiled_calls(placements, facts.compiled, xla_lines(report.placements, facts))
         report = replace(report, placements=placements, compiled=compiled, origin=Origin.RUN)
         traced = _traced()

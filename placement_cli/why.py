@@ -58,19 +58,17 @@ def _specs(names: Iterable[str]) -> tuple[DeviceSpec, ...]:
     return tuple(unique[name] for name in sorted(unique))
 
 
-def explain(placements: Iterable[Placement], facts: Facts, log: str | None = None) -> tuple[Placement, ...]:
-    """Each placement with what was requested, its status and, where one is due, the reason. ``log``:
-    the text the placements' line numbers count in, where eager ops were recorded (``facts.eager``)."""
+def explain(placements: Iterable[Placement], facts: Facts) -> tuple[Placement, ...]:
+    """Each placement with what was requested, its status and, where one is due, the reason."""
     placements = tuple(placements)
-    eager, threads, twins = eager_records(placements, log, facts.eager) \
-        if facts.eager is not None and log is not None else ({}, {}, {})
+    eager = eager_records(placements, facts.eager) if facts.eager is not None else {}
     where: dict[str, set[str]] = {}
     for p in placements:
         if p.node:
             where.setdefault(p.node, set()).add(p.canonical)
     specs = _specs(facts.available)
     gpu_exists = any(s.device_type == "GPU" for s in specs) or any(p.spec.device_type == "GPU" for p in placements)
-    explained = _Explainer(facts, specs, where, gpu_exists, eager, threads, twins).all(placements)
+    explained = _Explainer(facts, specs, where, gpu_exists, eager).all(placements)
     compiled, lines = facts.compiled or {}, xla_lines(placements, facts)
     return tuple(replace(p, reason=compiled_reason(p, compiled[lines[p.line]])) if p.line in lines and not p.reason
                  else p for p in explained)
@@ -106,8 +104,6 @@ class _Explainer:
     where: dict[str, set[str]]
     gpu_exists: bool
     eager: Mapping[int, EagerRecord]  # line -> what was recorded as that eager op ran
-    threads: Mapping[int, int | None]  # line -> the thread that wrote it (where eager ops were recorded)
-    twins: Mapping[int, int] = field(default_factory=dict)  # a bare copy's line -> its glog twin's: where it came
     _nodes_of: dict[frozenset[int], Mapping[tuple[str, str | None], NodeFacts]] = field(default_factory=dict)
     _runs: dict[int, int] = field(default_factory=dict)  # line -> its run of placer lines
     _callees: dict[tuple[int, str], frozenset[int]] = field(default_factory=dict)  # (run, call node) -> graphs
@@ -131,10 +127,10 @@ class _Explainer:
                                          self.facts.graph_names)
             self._callees = callees(placements, self.facts.graphs, blocks, runs)
         self._runs = runs
-        ordered = sorted(placements, key=lambda p: self.twins.get(p.line, p.line))  # as their threads wrote them
+        ordered = sorted(placements, key=lambda p: p.twin or p.line)  # as their threads wrote them
         wrappers = wrapper_lines(ordered, self.facts, blocks) if self.facts.graphs_known else {}
         eager = self.eager
-        following = next_eager(ordered, self.threads)
+        following = next_eager(ordered)
         for p in placements:
             span = self.span_of(p.line)
             if span is not None:

@@ -21,7 +21,7 @@ from rich.console import Console
 
 from placement_cli import messages
 from placement_cli.i18n import Message, shown
-from placement_cli.logparse.causes import cause, cause_line, gpu_kind, gpu_log_line
+from placement_cli.logparse.causes import cause, cause_line, gpu_kind, gpu_log_line, node_named, start_up_noise
 from placement_cli.model import Cause, ClusterReport, ClusterRun, Origin, PlacementFailure, Report
 from placement_cli.render.parts import failure_panel, gpu_remedy, result_cause
 from placement_cli.render.view import Hints
@@ -274,3 +274,13 @@ def test_cluster_names_its_own_gpu_memory_options_where_a_task_found_the_gpu_tak
     assert "--gpu-memory share" in said and "per_process_gpu_memory_fraction" not in said
     assert "--split-gpus" in " ".join(shown(messages.GPU_TAKEN_TRACE_CLUSTER).split())
     assert "--gpu-memory" not in shown(messages.GPU_TAKEN)  # show, tower, train, mirrored: TensorFlow's own remedies
+
+
+def test_the_node_a_graph_error_names_and_start_up_noise_are_read_here() -> None:
+    message = ("Graph execution error:\n\nDetected at node 'MatMul' defined at (most recent call last):\n"
+               "  File \"x.py\", line 3\nNode: 'MatMul'\nCannot assign a device for operation MatMul")
+    assert node_named(message) == "'MatMul'"
+    assert node_named("Cannot assign a device for operation MatMul") is None
+    assert start_up_noise("E0000 00:00:1795665604.298090   10818 cuda_platform.cc:52] failed call to cuInit: INTERNAL")
+    assert start_up_noise("Could not find cuda drivers on your machine, GPU will not be used.")
+    assert not start_up_noise("E0000 00:00:1795665604.298090   10818 cuda_blas.cc:193] failed to create cublas handle")

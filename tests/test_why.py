@@ -10,6 +10,7 @@ from placement_cli.model import (AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH
 from placement_cli.tfrules import arg_name
 from placement_cli.model.facts import Facts, NodeFacts, Span
 from placement_cli.why import UNKNOWN, explain, has_kernel, merge_nodes
+from placement_cli.logparse import parse_text
 
 CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
 GPU0 = "/job:localhost/replica:0/task:0/device:GPU:0"
@@ -28,6 +29,14 @@ def nodes(*facts: NodeFacts) -> dict[tuple[str, str | None], NodeFacts]:
 
 def placed(node: str | None, op: str, device: str, line: int, kind: str = "placer") -> Placement:
     return Placement(node=node, op=op, device=device, spec=parse_device(device), kind=kind, line=line)
+
+def _read(placements: tuple[Placement, ...] | list[Placement], log: str) -> tuple[Placement, ...]:
+    """``placements`` as the parser reads them off ``log``: the same placements, each with the thread
+    its line names (and a bare copy's glog twin), which the eager join goes by."""
+    parsed = parse_text(log).placements
+    assert parsed == tuple(placements)
+    return parsed
+
 
 
 def explained(facts: Facts, *placements: Placement) -> dict[str, Placement]:
@@ -293,7 +302,7 @@ def test_eager_ops_take_their_own_threads_records_in_order() -> None:
     recorded = {"pairs": [["MatMul", CPU0], ["AsString", xla], ["Abs", ""]], "threads": {"7": [0, 1, 2]}}
     facts = Facts(available=(CPU0, xla), kernels={"AsString": frozenset({"CPU"}), "MatMul": frozenset({"CPU", "XLA_CPU"})},
                   graphs_known=True, eager=recorded)
-    found = explain(placements, facts, log)
+    found = explain(_read(placements, log), facts)
     assert [(p.op, p.requested, p.status) for p in found] == [
         ("_EagerConst", None, LOGGED),  # made by C++ from a Python value: no record, unknown
         ("_MklMatMul", CPU0, AS_REQUESTED),  # oneDNN's name for the program's MatMul
@@ -303,39 +312,39 @@ def test_eager_ops_take_their_own_threads_records_in_order() -> None:
         ("Abs", None, FREE),
     ]
     assert found[3].reason == "no XLA_CPU kernel registered for AsString"
-    assert explain(placements, facts) == explain(placements, replace(facts, eager=None))  # no log: no join
+    assert [p.thread for p in _read(placements, log)] == [7, 7, 9, 7, 9, 7]  # the parser read each line's thread
 
 
 def test_eager_lines_without_records_are_skipped_only_where_certain() -> None:
     # Neg failed after it was logged (as a dataset loop's last IteratorGetNext does): no record
     log, placements = _eager_log((7, "Abs", CPU0), (7, "Neg", CPU0), (7, "Abs", CPU0), (7, "Sqrt", CPU0))
     recorded = {"pairs": [["Abs", "/device:GPU:1"], ["Sqrt", ""]], "threads": {"7": [0, 0, 1]}}
-    found = explain(placements, Facts(available=(CPU0,), graphs_known=True, eager=recorded), log)
+    found = explain(_read(placements, log), Facts(available=(CPU0,), graphs_known=True, eager=recorded))
     assert [(p.op, p.status) for p in found] == [("Abs", SOFT_FALLBACK), ("Neg", LOGGED), ("Abs", SOFT_FALLBACK),
                                                  ("Sqrt", FREE)]
     assert found[0].reason == "GPU:1 does not exist (have: CPU:0)"
     # two Abs lines, one Abs record: which line it belongs to cannot be told, so neither gets it
     log, placements = _eager_log((7, "Abs", CPU0), (7, "Abs", CPU0), (7, "Neg", CPU0))
     recorded = {"pairs": [["Abs", "/device:GPU:1"], ["Neg", ""]], "threads": {"7": [0, 1]}}
-    found = explain(placements, Facts(available=(CPU0,), graphs_known=True, eager=recorded), log)
+    found = explain(_read(placements, log), Facts(available=(CPU0,), graphs_known=True, eager=recorded))
     assert [p.status for p in found] == [LOGGED, LOGGED, FREE]
     # a record with no line (not a subsequence): one to one up to the first disagreement only
     log, placements = _eager_log((7, "Abs", CPU0), (7, "Neg", CPU0))
     recorded = {"pairs": [["Abs", ""], ["Sqrt", ""], ["Neg", ""]], "threads": {"7": [0, 1, 2]}}
-    found = explain(placements, Facts(available=(CPU0,), graphs_known=True, eager=recorded), log)
+    found = explain(_read(placements, log), Facts(available=(CPU0,), graphs_known=True, eager=recorded))
     assert [p.status for p in found] == [FREE, LOGGED]
 
 
 def test_eager_lines_without_a_thread_id_join_only_one_recording_thread() -> None:
     log, placements = _eager_log((None, "Abs", CPU0), (None, "Neg", CPU0))
     one = {"pairs": [["Abs", CPU0], ["Neg", ""]], "threads": {"7": [0, 1]}}
-    found = explain(placements, Facts(available=(CPU0,), graphs_known=True, eager=one), log)
+    found = explain(_read(placements, log), Facts(available=(CPU0,), graphs_known=True, eager=one))
     assert [p.status for p in found] == [AS_REQUESTED, FREE]
     two = {**one, "threads": {"7": [0, 1], "8": [1]}}
-    found = explain(placements, Facts(available=(CPU0,), graphs_known=True, eager=two), log)
+    found = explain(_read(placements, log), Facts(available=(CPU0,), graphs_known=True, eager=two))
     assert [p.status for p in found] == [LOGGED, LOGGED]
     garbled = {"pairs": [["Abs"]], "threads": {"x": [5]}}  # facts from a broken recorder: nothing joined
-    found = explain(placements, Facts(available=(CPU0,), graphs_known=True, eager=garbled), log)
+    found = explain(_read(placements, log), Facts(available=(CPU0,), graphs_known=True, eager=garbled))
     assert [p.status for p in found] == [LOGGED, LOGGED]
 
 
@@ -347,7 +356,7 @@ def test_a_wrapper_takes_the_request_of_its_own_threads_eager_op() -> None:
         (7, "execute.cc:1775", f"Executing op Abs in device {CPU0}")))
     placements = (placed("Abs", "Abs", CPU0, 1), placed("Abs", "Abs", CPU0, 2), placed(None, "Abs", CPU0, 3, kind="eager"))
     recorded = {"pairs": [["Abs", "/device:GPU:1"]], "threads": {"7": [0]}}
-    found = explain(placements, Facts(available=(CPU0,), graphs_known=True, eager=recorded), log)
+    found = explain(_read(placements, log), Facts(available=(CPU0,), graphs_known=True, eager=recorded))
     assert [(p.status, p.wrapper) for p in found] == [(LOGGED, True), (SOFT_FALLBACK, True), (SOFT_FALLBACK, False)]
 
 
@@ -360,7 +369,9 @@ def test_a_wrapper_whose_placement_stands_at_its_bare_copy_takes_its_threads_eag
         ("placer.cc:162", f"Abs: (Abs): {CPU0}"), ("execute.cc:1775", f"Executing op Abs in device {CPU0}")))
     placements = (placed("Abs", "Abs", CPU0, 1), placed(None, "Abs", CPU0, 3, kind="eager"))
     recorded = {"pairs": [["Abs", "/device:GPU:1"]], "threads": {"7": [0]}}
-    found = explain(placements, Facts(available=(CPU0,), graphs_known=True, eager=recorded), log)
+    read = _read(placements, log)
+    assert [(p.line, p.twin, p.thread) for p in read] == [(1, 2, 7), (3, None, 7)]  # at its bare copy, its twin's thread
+    found = explain(read, Facts(available=(CPU0,), graphs_known=True, eager=recorded))
     assert [(p.status, p.wrapper) for p in found] == [(SOFT_FALLBACK, True), (SOFT_FALLBACK, False)]
 
 
@@ -382,7 +393,7 @@ def test_wrappers_whose_bare_copies_came_together_take_the_eager_op_their_twin_c
                       placed(None, "_EagerConst", cpu1, 5, kind="eager"), placed(None, op, cpu1, 7, kind="eager"))
         recorded = {"pairs": [[op, "/device:CPU:0", CPU0, "VarHandleOp", "v"],
                               [op, second_scope, cpu1, "VarHandleOp", "v/replica_1"]], "threads": {"7": [0, 1]}}
-        found = explain(placements, Facts(available=(CPU0, cpu1), graphs_known=True, eager=recorded), log)
+        found = explain(_read(placements, log), Facts(available=(CPU0, cpu1), graphs_known=True, eager=recorded))
         second = AS_REQUESTED if second_scope.endswith("CPU:1") else WITH_RESOURCE
         assert [(p.status, p.requested, p.wrapper) for p in found] == [
             (AS_REQUESTED, "/device:CPU:0", True), (second, second_scope, True), (AS_REQUESTED, "/device:CPU:0", False),
@@ -401,7 +412,7 @@ def test_a_node_named_after_its_op_takes_no_record_of_a_later_eager_op_of_that_t
     placements = (placed("Identity", "Identity", cpu1, 1), placed(None, "Abs", CPU0, 3, kind="eager"),
                   placed(None, "Identity", CPU0, 4, kind="eager"))
     recorded = {"pairs": [["Abs", ""], ["Identity", "/device:CPU:0"]], "threads": {"7": [0, 1]}}
-    found = explain(placements, Facts(available=(CPU0, cpu1), graphs_known=True, eager=recorded), log)
+    found = explain(_read(placements, log), Facts(available=(CPU0, cpu1), graphs_known=True, eager=recorded))
     assert [p.status for p in found] == [LOGGED, FREE, AS_REQUESTED]
 
 
@@ -409,7 +420,7 @@ def test_a_py_function_is_recorded_after_the_eager_ops_it_ran() -> None:
     log, placements = _eager_log((7, "EagerPyFunc", CPU0), (7, "Mul", CPU0), (7, "IteratorGetNext", CPU0),
                                  (7, "Abs", CPU0))
     recorded = {"pairs": [["Mul", ""], ["EagerPyFunc", CPU0], ["Abs", "/device:GPU:1"]], "threads": {"7": [0, 1, 2]}}
-    found = explain(placements, Facts(available=(CPU0,), graphs_known=True, eager=recorded), log)
+    found = explain(_read(placements, log), Facts(available=(CPU0,), graphs_known=True, eager=recorded))
     # the py_function's own request is left unknown; the failed IteratorGetNext has no record
     assert [p.status for p in found] == [LOGGED, FREE, LOGGED, SOFT_FALLBACK]
 
@@ -551,7 +562,7 @@ def test_an_eager_op_with_a_resource_input_runs_with_its_resource() -> None:
                           ["ReadVariableOp", CPU0, cpu1, "AnonymousIteratorV3", ""],
                           ["AssignAddVariableOp", "/device:GPU:1", cpu1, "VarHandleOp", "weights"]],
                 "threads": {"7": [0, 1, 2]}}
-    rows = explain(placements, Facts(available=(CPU0, cpu1), graphs_known=True, eager=recorded), log)
+    rows = explain(_read(placements, log), Facts(available=(CPU0, cpu1), graphs_known=True, eager=recorded))
     assert [str(p.status) for p in rows] == ["with its resource", "with its resource", "soft fallback"]
     assert str(rows[0].reason).startswith("with its variable weights on CPU:1: TensorFlow runs an eager op")
     assert str(rows[1].reason).startswith("with its resource (AnonymousIteratorV3) on CPU:1")

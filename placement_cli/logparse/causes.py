@@ -122,11 +122,23 @@ _FRAME = lazy.Pattern(r"\s*+(?:File \"|<stack traces unavailable>|Traceback \(mo
 _ROOT = lazy.Pattern(r"\s*+\((\d++)\) (.*+)")
 
 
+def start_up_noise(line: str) -> bool:
+    """A line every TensorFlow on a machine without a GPU logs as it starts: it says nothing of why."""
+    low = line.lower()
+    return any(noise in low for noise in _NOT_A_CAUSE)
+
+
+def node_named(message: str) -> str | None:
+    """The node a graph error names on its ``Node: 'X'`` line, quotes kept (None: it names none)."""
+    return next((line.strip().removeprefix("Node: ") for line in message.splitlines()
+                 if line.strip().startswith("Node: '")), None)
+
+
 def gpu_kind(line: str) -> str | None:
     """The kind of GPU trouble a line names (GPU_CAUSES), or None."""
-    low = line.lower()
-    if any(noise in low for noise in _NOT_A_CAUSE):
+    if start_up_noise(line):
         return None
+    low = line.lower()
     return next((kind for literal, kind in _GPU_LITERALS if literal in low), None)
 
 

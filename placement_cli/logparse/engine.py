@@ -131,6 +131,12 @@ def _line_count(total_newlines: int, last: bytes) -> int:
     return total_newlines + (1 if last and not last.endswith(b"\n") else 0)
 
 
+def _thread(data: bytes, pos: int) -> int | None:
+    """The thread that wrote the line holding ``pos``, as absl's prefix names it (None: it names none)."""
+    found = functions.thread_of(data, pos)
+    return None if found is None else int(found)
+
+
 def _numbered(data: bytes, base: int, matches: Iterable[re.Match[bytes]]) -> Iterator[tuple[int, re.Match[bytes]]]:
     """Line numbers for matches in increasing order (``data`` starts with an extra newline)."""
     pos, line = 0, base
@@ -335,11 +341,12 @@ class Parser:
         for line, m in _numbered(data, base, glog):
             self.block_keys.setdefault(m.group(1), deque()).append(len(self.placements))
             placed.append((m.start(), len(self.placements)))
-            self.placements.append(self._placement(m, line))
+            self.placements.append(self._placement(m, line, _thread(data, m.start())))
         self._attribute(data, placed, eagers)
         for line, m in _numbered(data, base, eagers):
             op, dev = m.group(1, 2)
-            self.placements.append(Placement(None, _decode(op), _decode(dev), self.spec_of(dev), PlacementKind.EAGER, line))
+            self.placements.append(Placement(None, _decode(op), _decode(dev), self.spec_of(dev), PlacementKind.EAGER, line,
+                                             thread=_thread(data, m.start())))
         self.block_bare += [(m, line) for line, m in _numbered(data, base, bare)]
         if ignored.LITERAL in data or ignored.RESOURCES_LITERAL in data:
             found = _numbered(data, base, ignored.PATTERN.finditer(data))
@@ -356,10 +363,10 @@ class Parser:
                     text = f"{text} {_decode(mapping.clean(cont))}"
                 self.mappings.setdefault(_decode(device), text)
 
-    def _placement(self, m: re.Match[bytes], line: int) -> Placement:
+    def _placement(self, m: re.Match[bytes], line: int, thread: int | None = None) -> Placement:
         node, op, dev = m.group(2, 3, 4)
         return Placement(_decode(node), _decode(op) if op else None, _decode(dev), self.spec_of(dev),
-                         PlacementKind.PLACER if op else PlacementKind.LEGACY, line)
+                         PlacementKind.PLACER if op else PlacementKind.LEGACY, line, thread=thread)
 
     def _end_block(self) -> None:
         """A block's glog keys are known: settle the bare copies of the block before it."""
@@ -385,8 +392,9 @@ class Parser:
                     self.placements.append(self._placement(m, line))
                     continue
                 index = indexes.popleft() if len(indexes) > 1 else indexes[0]  # copies pair in order
-                if line < self.placements[index].line:  # the bare copy was printed first
-                    self.placements[index] = replace(self.placements[index], line=line)
+                twin = self.placements[index]
+                if line < twin.line:  # the bare copy was printed first: it stands there, its twin's line kept
+                    self.placements[index] = replace(twin, line=line, twin=twin.line)
         else:
             twins = newest.union(*self.window) if self.pending else set()
             self.count_bare(self.pending, twins)

@@ -47,6 +47,11 @@ class Placement:
     # the tf.function whose graph holds the node, as TensorFlow named it (``__inference_step_17``); None: a
     # Session's graph, an eager op's wrapper, or a log that does not say
     graph: str | None = None
+    # Where the log wrote it, as the parser read it (neither is saved nor compared): the thread that wrote
+    # the line, as absl's prefix names it (None: a line that names none), and, for a placement at a placer
+    # line's bare stdout copy printed before its glog twin, the twin's line (its place in its thread's order).
+    thread: int | None = field(default=None, compare=False)
+    twin: int | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.requested is not None and type(self.requested) is not DeviceName:

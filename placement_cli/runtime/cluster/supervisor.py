@@ -43,7 +43,7 @@ from typing import Any
 from google.protobuf.json_format import MessageToDict
 
 from placement_cli.i18n import N_, Message, wire
-from placement_cli.logparse.causes import cause_line, port_taken
+from placement_cli.logparse.causes import cause_line, node_named, port_taken
 from placement_cli.model import GpuMemory
 from placement_cli.runtime import gpu_policy
 from placement_cli.runtime.cluster.watch import AFTER, BEFORE, TRAINING, Watch, read_text
@@ -220,8 +220,7 @@ def said(exc: BaseException) -> str:
     and the node it names (``Node: '...'``)."""
     text = (getattr(exc, "message", None) or str(exc)).strip()
     line = cause_line(text)
-    node = next((rest.strip().removeprefix("Node: ") for rest in text.splitlines() if rest.strip().startswith("Node: '")),
-                None)
+    node = node_named(text)
     return f"{line} ({node})" if node and node.strip("'") not in line else line
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 from placement_cli.logparse import glog
-from placement_cli.logparse.causes import gpu_kind
+from placement_cli.logparse.causes import gpu_kind, start_up_noise
 from placement_cli.runtime.capture.fds import write_all
 from placement_cli.runtime.capture.splitter import Channel, Splitter
 
@@ -27,7 +27,7 @@ def says_why(line: str, *, c_stdio: bool) -> bool:
         return False
     if not c_stdio:
         return True
-    return bool(_GLOG_ERROR.match(line)) and "cuInit" not in line
+    return bool(_GLOG_ERROR.match(line)) and not start_up_noise(line)
 
 
 def quote_lines(tail: collections.deque[str], data: bytes, *, c_stdio: bool, gpu: list[str] | None = None) -> None:

@@ -44,7 +44,7 @@ def _task_report(job: str, index: int, parsed: Any, facts: tuple[Any, Any, Any, 
     known, copies, edges, _switched, sizes = facts
     if copies is not None and sizes:
         copies = tuple(_sized(c, sizes) for c in copies)
-    placements = tuple(_in_task(p, job, index) for p in explain(report.placements, known, text))
+    placements = tuple(_in_task(p, job, index) for p in explain(report.placements, known))
     return replace(report, placements=placements, log=text, copies=copies, edges=edges, origin=Origin.RUN)
 
 

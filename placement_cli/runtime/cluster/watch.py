@@ -11,7 +11,7 @@ from typing import Any
 
 from placement_cli.i18n import N_, Message
 from placement_cli.logparse import written
-from placement_cli.logparse.causes import cause as cause_of, gpu_kind, gpu_log_line, port_taken
+from placement_cli.logparse.causes import cause as cause_of, gpu_kind, gpu_log_line, port_taken, start_up_noise
 from placement_cli.model import Cause
 from placement_cli.runtime.cluster.launch import how_it_ended, process_state
 
@@ -33,7 +33,7 @@ def log_tail(path: str, lines: int = TAIL) -> str:
     text = data.decode("utf-8", "replace")
     # what says why: warnings, errors, Python's traceback; not TensorFlow's INFO chatter (placements)
     kept = [line.strip() for line in text.splitlines()
-            if line.strip() and not written.INFO_LINE.match(line) and "cuInit" not in line and "cuda drivers" not in line]
+            if line.strip() and not written.INFO_LINE.match(line) and not start_up_noise(line)]
     return " | ".join(kept[-lines:])
 
 

@@ -404,7 +404,7 @@ class _Supervisor:
         elif switched:
             self.notes.append(_("{script} switched placement logging off (tf.debugging.set_log_device_placement(False)): "
                                 "what it placed after that may be missing from the report").format(script=one_line(self.script)))
-        placements = explain(parsed.placements, facts, text)
+        placements = explain(parsed.placements, facts)
         compiled = compiled_calls(placements, facts.compiled, xla_lines(parsed.placements, facts))
         report = replace(parsed, placements=placements, log=text, compiled=compiled,
                          title=Message(TRACE, script=one_line(self.script), code=code), copies=copied, edges=edges,
