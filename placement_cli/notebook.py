@@ -14,7 +14,7 @@ from rich.console import Console, Group
 from rich.panel import Panel
 from rich.text import Text
 
-from placement_cli.logparse import parse_text
+from placement_cli import logparse
 from placement_cli.messages import parseable
 from placement_cli.model import Origin, Placement, Report
 from placement_cli.model.facts import Facts
@@ -423,13 +423,13 @@ def _parse(taken: fdcapture.Separated, exc: BaseException | None) -> Report:
     are not text are parsed around, never a reason to refuse."""
 
     out, err = _text(taken.log.get(1, b"")), _text(taken.log.get(2, b""))
-    bare = parse_text(parseable(_text(taken.tensorflow.get(1, b""))))
-    glog = parse_text(parseable(_text(taken.tensorflow.get(2, b""))))
+    bare = logparse.parse_text(parseable(_text(taken.tensorflow.get(1, b""))))
+    glog = logparse.parse_text(parseable(_text(taken.tensorflow.get(2, b""))))
     offset = out.count("\n")
     placements = [*bare.placements, *(replace(p, line=p.line + offset) for p in glog.placements)]
-    errors = [*parse_text(parseable(out)).errors, *parse_text(parseable(err)).errors]
+    errors = [*logparse.parse_text(parseable(out)).errors, *logparse.parse_text(parseable(err)).errors]
     if exc is not None:  # a placement error raised in the block is in its message, not in the log
-        errors.extend(parse_text(parseable(_exception_text(exc))).errors)
+        errors.extend(logparse.parse_text(parseable(_exception_text(exc))).errors)
     mapping = {m.device: m for m in (*bare.device_mapping, *glog.device_mapping)}
     return Report(placements=tuple(placements), device_mapping=tuple(mapping.values()),
                   errors=tuple(dict.fromkeys(errors)), lines=offset + err.count("\n"),

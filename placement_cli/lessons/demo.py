@@ -19,10 +19,9 @@ from placement_cli.lessons.mirrored import MirroredSpec, mirrored
 from placement_cli.lessons.train import TrainSpec, train
 from placement_cli.messages import quoted
 from placement_cli.model import SOFT_FALLBACK, ClusterEvent, DemoOutcome, DemoStep, DemoSteps, StepTitle
-from placement_cli.runtime import startup
+from placement_cli.runtime import inventory, startup
 from placement_cli.runtime.capture.fdcapture import capture_fds
 from placement_cli.runtime.gpu_policy import grow_here
-from placement_cli.runtime.inventory import inventory
 from placement_cli.runtime.startup import RunOptions
 
 SOFT_CONFIG = "tf.compat.v1.ConfigProto(log_device_placement=True, allow_soft_placement=True)"
@@ -115,7 +114,7 @@ def _taught(result: Any, notice: str, fields: dict[str, Any], ran: tuple[str, ..
 # --- the steps' runs: each calls a lesson, then reads the one fact to notice off its result ---
 
 def _devices(machine: Machine) -> DemoOutcome:
-    found = inventory(machine.options())
+    found = inventory.inventory(machine.options())  # through its module: run_step wraps it to see it ran
     logical = [short_name(d.canonical) for d in found.logical]
     carved = [short_name(d.canonical) for d in found.logical if d.device_type == "GPU"]
     if found.gpus and len(carved) > len(found.gpus):

@@ -13,11 +13,11 @@ from rich.text import Text
 
 from placement_cli.i18n import _, translated
 from placement_cli.model import ClusterReport, DemoOutcome, DemoStep, DemoSteps, Inventory, Report
-from placement_cli.render.cluster import cluster_group
-from placement_cli.render.inventory import render_inventory
+from placement_cli.render import cluster as cluster_view
+from placement_cli.render import inventory as inventory_view
+from placement_cli.render import training as training_view
 from placement_cli.render.parts import gpu_remedy, result_cause
 from placement_cli.render.table import View, clean, literal, report_group
-from placement_cli.render.training import training_group
 from placement_cli.render.wrap import wrapped
 
 
@@ -52,12 +52,12 @@ def step_result(result: Report | Inventory | ClusterReport | None, view: View) -
     report as `show` does, the devices as `devices` does, a cluster as `cluster` does."""
     if isinstance(result, Report):
         if result.training is not None:
-            return training_group(result, view)
+            return training_view.training_group(result, view)
         return report_group(result, view=view)
     if isinstance(result, Inventory):
-        return render_inventory(result, hints=False)  # the demo's own note says what stands in
+        return inventory_view.render_inventory(result, hints=False)  # the demo's own note says what stands in
     if isinstance(result, ClusterReport):
-        return cluster_group(result, view)
+        return cluster_view.cluster_group(result, view)
     return Text("")
 
 
