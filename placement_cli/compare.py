@@ -19,14 +19,26 @@ from placement_cli.collector import paused
 from placement_cli.devices import DeviceNames
 from placement_cli.exceptions import UsageProblem
 from placement_cli.filters import compile_node, device_matcher, op_matcher
-from placement_cli.model.filtered import Filters
-from placement_cli.pairing import (Fields, Place, Rest, SideRecords, Walk, decoded, everywhere, matched_by_name, one_side,
-                                   paired_group, record_parts)
 from placement_cli.i18n import _
 from placement_cli.logparse.functions import function_key, trace_counters
-from placement_cli.logparse.records import (Records, Repeats, escaped_name, name_text, paired_repeats)
+from placement_cli.logparse.records import Records, Repeats, escaped_name, name_text, paired_repeats
 from placement_cli.logparse.saved import Tallied, record_fields
 from placement_cli.model import LOGGED, Change, DiffSide, PlacementDiff, PlacementKind, link_totals
+from placement_cli.model.filtered import Filters
+from placement_cli.pairing import (
+    Fields,
+    Place,
+    Rest,
+    SideRecords,
+    Walk,
+    decoded,
+    everywhere,
+    matched_by_name,
+    one_side,
+    paired_group,
+    record_parts,
+)
+
 
 def _graph_key(traces: dict[str, list[int]]) -> Callable[[bytes], bytes]:
     def key(function: bytes) -> bytes:

@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from placement_cli.model.ops import onednn_base
 from placement_cli.model import Placement
-from placement_cli.tfrules import EagerRecord
 from placement_cli.model.kinds import PlacementKind
+from placement_cli.model.ops import onednn_base
+from placement_cli.tfrules import EagerRecord
 
 # Made by TensorFlow's C++ as a Python value becomes a tensor: logged, never seen by an op callback.
 _UNRECORDED = frozenset({"_EagerConst"})

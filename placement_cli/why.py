@@ -8,18 +8,24 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
-from placement_cli.devices import DeviceName, DeviceSpec, try_parse
-from placement_cli.model.ops import PLUMBING_OPS
-from placement_cli.model import AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH_RESOURCE, Placement
-from placement_cli.eagerjoin import eager_records
-from placement_cli.tfrules import (EagerRecord, call_functions, compiled_bodies, compiled_reason,
-                                   resource_reason, session_devices)
 from placement_cli import messages
+from placement_cli.blocks import CALL_OPS, callees, calls_in, graph_blocks, next_eager, wrapper_lines
+from placement_cli.devices import DeviceName, DeviceSpec, try_parse
+from placement_cli.eagerjoin import eager_records
 from placement_cli.i18n import Message
 from placement_cli.messages import UNKNOWN
-from placement_cli.model.kinds import PlacementKind
+from placement_cli.model import AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH_RESOURCE, Placement
 from placement_cli.model.facts import Facts, NodeFacts, Span
-from placement_cli.blocks import CALL_OPS, callees, calls_in, graph_blocks, next_eager, wrapper_lines
+from placement_cli.model.kinds import PlacementKind
+from placement_cli.model.ops import PLUMBING_OPS
+from placement_cli.tfrules import (
+    EagerRecord,
+    call_functions,
+    compiled_bodies,
+    compiled_reason,
+    resource_reason,
+    session_devices,
+)
 
 # Kernels registered for DEFAULT serve every device type but the CPU (TF's kernel lookup falls back to them).
 _DEFAULT = "DEFAULT"

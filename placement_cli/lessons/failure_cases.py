@@ -6,21 +6,27 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
+from placement_cli.devices import DeviceName
 from placement_cli.i18n import N_, Message
 from placement_cli.lessons.guide import A_VALUES, string_graph
 from placement_cli.logparse import parse_text
 from placement_cli.logparse.causes import cause, essential, headline
 from placement_cli.logparse.error_messages import failure_from_text
-from placement_cli.devices import DeviceName
 from placement_cli.model import FailureCase, FailureCatalogue, PlacementFailure, SoftRun
-from placement_cli.model.kinds import FailureKind
-from placement_cli.runtime import private
-from placement_cli.runtime.facts import graph_nodes, kernel_checks, kernel_map
-from placement_cli.runtime.capture.fdcapture import capture_fds
-from placement_cli.runtime.run import plain
-from placement_cli.runtime import startup
-from placement_cli.runtime.startup import XLA_SWITCH, RunOptions, available_devices, session_config, xla_devices, xla_missing
 from placement_cli.model.facts import Facts
+from placement_cli.model.kinds import FailureKind
+from placement_cli.runtime import private, startup
+from placement_cli.runtime.capture.fdcapture import capture_fds
+from placement_cli.runtime.facts import graph_nodes, kernel_checks, kernel_map
+from placement_cli.runtime.run import plain
+from placement_cli.runtime.startup import (
+    XLA_SWITCH,
+    RunOptions,
+    available_devices,
+    session_config,
+    xla_devices,
+    xla_missing,
+)
 from placement_cli.why import explain, merge_nodes
 
 # Every case runs in this one process: one TensorFlow start-up for the whole catalogue, XLA devices on

@@ -11,13 +11,13 @@ from typing import Any
 from placement_cli import messages
 from placement_cli.devices import short_name, try_parse
 from placement_cli.exceptions import UsageProblem
+from placement_cli.i18n import Message
 from placement_cli.lessons.split import check_even
 from placement_cli.logparse.causes import cause, headline
-from placement_cli.i18n import Message
 from placement_cli.model import FREE, ExpectedBytes, GradientCheck, Placement, Report, Training, VariableCopies
+from placement_cli.model.kinds import PlacementKind
 from placement_cli.runtime.run import Trial, run_captured, run_traced_step
 from placement_cli.runtime.startup import RunOptions, session_config
-from placement_cli.model.kinds import PlacementKind
 
 FEATURES, HIDDEN, CLASSES = 24, 16, 10  # the notes' small MLP: 24 -> 16 -> 10
 SEED = 2017

@@ -14,9 +14,9 @@ import re
 from collections.abc import Callable
 from functools import partial
 
+from placement_cli.devices import DeviceName, device_name, tf_rejects, try_parse
 from placement_cli.logparse import lazy
 from placement_cli.logparse.causes import MAX_CHARS, headline
-from placement_cli.devices import DeviceName, device_name, tf_rejects, try_parse
 from placement_cli.model import PlacementFailure
 from placement_cli.model.kinds import FailureKind
 

@@ -19,11 +19,9 @@ from typing import Any, BinaryIO
 
 from placement_cli import forked
 from placement_cli.collector import paused
-from placement_cli.logparse import rejoin
-from placement_cli.logparse import functions, reader
+from placement_cli.logparse import functions, reader, rejoin
 from placement_cli.logparse.engine import Parser
-from placement_cli.logparse.reader import CHUNK, holds_functions, layout_of
-from placement_cli.logparse.reader import Layout, newline
+from placement_cli.logparse.reader import CHUNK, Layout, holds_functions, layout_of, newline
 from placement_cli.model import Report
 
 SPLIT_MIN = 32 << 20  # smaller files are done before a second process would pay off

@@ -8,20 +8,46 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from placement_cli.model.cause import Cause
-from placement_cli.model.kinds import FailureKind, PlacementKind
 from placement_cli.model.copies import Copy, Edge, LinkTotal, link_totals
-from placement_cli.model.report import (AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH_RESOURCE, Compiled, CompiledOp,
-                                        DeviceMapping, IgnoredRequest, Origin, Placement, PlacementFailure, Report,
-                                        reason_counts)
+from placement_cli.model.kinds import FailureKind, PlacementKind
+from placement_cli.model.report import (
+    AS_REQUESTED,
+    FREE,
+    LOGGED,
+    SOFT_FALLBACK,
+    WITH_RESOURCE,
+    Compiled,
+    CompiledOp,
+    DeviceMapping,
+    IgnoredRequest,
+    Origin,
+    Placement,
+    PlacementFailure,
+    Report,
+    reason_counts,
+)
 
 if TYPE_CHECKING:
+    from placement_cli.model.catalogue import (
+        FailureCase,
+        FailureCatalogue,
+        Inventory,
+        LogicalDevice,
+        PhysicalDevice,
+        SoftRun,
+    )
     from placement_cli.model.check import CheckResult, RuleFailure
-    from placement_cli.model.catalogue import (FailureCase, FailureCatalogue, Inventory, LogicalDevice,
-                                               PhysicalDevice, SoftRun)
+    from placement_cli.model.cluster import (
+        ClusterEvent,
+        ClusterReport,
+        ClusterRun,
+        ClusterTask,
+        GpuMemory,
+        TaskTraining,
+        WorkerSteps,
+    )
     from placement_cli.model.demo import DemoOutcome, DemoRun, DemoStep, DemoSteps, StepTitle
     from placement_cli.model.diff import Change, DiffSide, PlacementDiff
-    from placement_cli.model.cluster import (ClusterEvent, ClusterReport, ClusterRun, ClusterTask, GpuMemory,
-                                            TaskTraining, WorkerSteps)
     from placement_cli.model.inspection import Inspection, TaskAnswer, TaskDevice
     from placement_cli.model.training import ExpectedBytes, GradientCheck, Training, VariableCopies
 

@@ -9,6 +9,7 @@ from typing import Any
 from placement_cli.i18n import Message
 from placement_cli.model.report import DeviceMapping, Placement, PlacementFailure
 
+
 @dataclass(frozen=True)
 class SoftRun:
     """What one failure case did with soft placement on: where its ops went and its result, or the

@@ -7,6 +7,7 @@ from typing import Any
 
 from placement_cli.devices import DeviceSpec
 
+
 @dataclass(frozen=True)
 class TaskDevice:
     """One device a task of a running cluster reported (``placement inspect``)."""

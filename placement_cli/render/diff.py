@@ -12,7 +12,16 @@ from rich.text import Text
 from placement_cli import messages
 from placement_cli.devices import short_name
 from placement_cli.i18n import _, shown
-from placement_cli.model import AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH_RESOURCE, Change, LinkTotal, PlacementDiff
+from placement_cli.model import (
+    AS_REQUESTED,
+    FREE,
+    LOGGED,
+    SOFT_FALLBACK,
+    WITH_RESOURCE,
+    Change,
+    LinkTotal,
+    PlacementDiff,
+)
 from placement_cli.model.diff import total
 from placement_cli.render.digest import MAX_KEYS, CrossTab, scope_counts
 from placement_cli.render.rows import MIDDLE, Column, RowTable

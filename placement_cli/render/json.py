@@ -16,10 +16,10 @@ from typing import Any
 
 from placement_cli import forked
 from placement_cli.collector import paused
-from placement_cli.model.filtered import Filtered
 from placement_cli.messages import LONE_SURROGATE
 from placement_cli.model import Cause, ClusterTask, Report
 from placement_cli.model.diff import Rows
+from placement_cli.model.filtered import Filtered
 
 
 def report_dict(report: Report, *, filtered: Filtered | None = None) -> dict[str, Any]:

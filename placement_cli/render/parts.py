@@ -4,8 +4,8 @@ device mapping, oneDNN's names, failure panels. They return; the commands print.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 from dataclasses import dataclass
+from typing import Any
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.measure import Measurement
@@ -13,16 +13,27 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from placement_cli.devices import DeviceName, DeviceSpec
 from placement_cli import messages
+from placement_cli.devices import DeviceName, DeviceSpec
 from placement_cli.i18n import _, shown
-from placement_cli.model import (AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH_RESOURCE, Cause, Origin, Placement,
-                                 PlacementFailure, Report, reason_counts)
+from placement_cli.model import (
+    AS_REQUESTED,
+    FREE,
+    LOGGED,
+    SOFT_FALLBACK,
+    WITH_RESOURCE,
+    Cause,
+    Origin,
+    Placement,
+    PlacementFailure,
+    Report,
+    reason_counts,
+)
 from placement_cli.model.filtered import Filtered
 from placement_cli.model.ops import onednn_base
+from placement_cli.render.hints import hint
 from placement_cli.render.rows import MIDDLE, WRAP, Column, RowTable
 from placement_cli.render.text import clean, format_result, literal, pad_left
-from placement_cli.render.hints import hint
 from placement_cli.render.view import Hints, View
 from placement_cli.render.wrap import wrapped
 

@@ -9,11 +9,21 @@ from rich.text import Text
 from placement_cli.i18n import _, shown
 from placement_cli.model import Report
 from placement_cli.render.digest import digest_renderables
-from placement_cli.render.ignored import ignored_table
 from placement_cli.render.hints import hint
-from placement_cli.render.parts import (counts_table, failure_panel, mapping_renderable, onednn_note, placement_table,
-                                        plumbing_caption, reasons_table, result_renderable, rows_table,
-                                        shown_placements, table_rows)
+from placement_cli.render.ignored import ignored_table
+from placement_cli.render.parts import (
+    counts_table,
+    failure_panel,
+    mapping_renderable,
+    onednn_note,
+    placement_table,
+    plumbing_caption,
+    reasons_table,
+    result_renderable,
+    rows_table,
+    shown_placements,
+    table_rows,
+)
 from placement_cli.render.text import clean, format_result, literal, pad_left
 from placement_cli.render.view import Hints, View
 

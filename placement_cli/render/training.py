@@ -16,8 +16,17 @@ from placement_cli.devices import short_name
 from placement_cli.i18n import _, shown
 from placement_cli.model import Copy, GradientCheck, Placement, Report, Training, link_totals
 from placement_cli.render.digest import digest_renderables
-from placement_cli.render.parts import (counts_table, failure_panel, gpu_remedy, mapping_renderable, onednn_note,
-                                        reasons_table, rows_table, shown_placements, table_rows)
+from placement_cli.render.parts import (
+    counts_table,
+    failure_panel,
+    gpu_remedy,
+    mapping_renderable,
+    onednn_note,
+    reasons_table,
+    rows_table,
+    shown_placements,
+    table_rows,
+)
 from placement_cli.render.rows import MIDDLE, WRAP, Column, RowTable
 from placement_cli.render.text import clean, literal
 from placement_cli.render.view import View

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from placement_cli.model.filtered import Filtered
 from placement_cli.i18n import _
+from placement_cli.model.filtered import Filtered
 
 SCREEN_ROWS = 40  # the default View's rows per screen (the CLI passes the terminal's height)
 

@@ -9,16 +9,15 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from placement_cli import messages
-from placement_cli.messages import quoted
 from placement_cli.devices import DeviceSpec, try_parse
 from placement_cli.exceptions import FilterError, RuleError
-from placement_cli.filters import (check_device, check_op, compile_node, device_matcher, op_matcher,
-                                   short_task)
+from placement_cli.filters import check_device, check_op, compile_node, device_matcher, op_matcher, short_task
 from placement_cli.i18n import Message, _
 from placement_cli.logparse.functions import function_key, trace_counters
+from placement_cli.messages import quoted
 from placement_cli.model import LOGGED, SOFT_FALLBACK, CheckResult, Placement, Report, RuleFailure
-from placement_cli.model.ops import PLUMBING_OPS
 from placement_cli.model.kinds import PlacementKind
+from placement_cli.model.ops import PLUMBING_OPS
 
 # TensorFlow's plumbing, left out of every rule unless include_plumbing: function arguments and
 # results, control-only NoOps, and the copies between devices (their traffic is --max-copy-bytes's).

@@ -9,9 +9,9 @@ from typing import Any
 
 from placement_cli.devices import try_parse
 from placement_cli.model import Edge
+from placement_cli.model.facts import NodeFacts
 from placement_cli.runtime import private
 from placement_cli.runtime.capture.fdcapture import silenced
-from placement_cli.model.facts import NodeFacts
 from placement_cli.why import merge_nodes
 
 

@@ -36,16 +36,16 @@ from typing import BinaryIO
 
 from placement_cli.exceptions import UsageProblem
 from placement_cli.i18n import N_, Message, _
-from placement_cli.messages import TRACE, one_line
 from placement_cli.logparse.causes import cause as cause_of
+from placement_cli.messages import TRACE, one_line
 from placement_cli.model import Cause, ClusterTask
+from placement_cli.runtime.capture.fds import new_pipe
+from placement_cli.runtime.capture.splitter import Splitter
 from placement_cli.runtime.capture.wakeup import Wakeup
-from placement_cli.runtime.trace.child import BOOT, ENV, NO_CAPTURE, frames
 from placement_cli.runtime.cluster.launch import how_it_ended, process_state
 from placement_cli.runtime.cluster.trace_output import Screens, TaskLines, TracedTask, quote_lines
 from placement_cli.runtime.cluster.trace_report import ClusterTraceResult, copy_sizes, merge
-from placement_cli.runtime.capture.splitter import Splitter
-from placement_cli.runtime.capture.fds import new_pipe
+from placement_cli.runtime.trace.child import BOOT, ENV, NO_CAPTURE, frames
 from placement_cli.runtime.trace.tracer import GRACE_IDLE, GRACE_MAX, READ, facts_of_child, min_log_level
 
 CHIEF_GRACE = 60.0  # seconds a task neither serving nor done may run on after the chief finished (--chief-grace)

@@ -11,7 +11,8 @@ from typing import Any
 
 from placement_cli.i18n import N_, Message
 from placement_cli.logparse import written
-from placement_cli.logparse.causes import cause as cause_of, gpu_kind, gpu_log_line, port_taken, start_up_noise
+from placement_cli.logparse.causes import cause as cause_of
+from placement_cli.logparse.causes import gpu_kind, gpu_log_line, port_taken, start_up_noise
 from placement_cli.model import Cause
 from placement_cli.runtime.cluster.launch import how_it_ended, process_state
 

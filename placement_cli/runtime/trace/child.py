@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import os
 import sys
-from types import ModuleType
 from collections.abc import Iterator
+from types import ModuleType
 from typing import Any
 
 ENV = "PLACEMENT_TRACE"
