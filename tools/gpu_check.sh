@@ -167,6 +167,8 @@ job() {
     timeout -k 20 "$limit" "$@" >"$folder/$name" 2>"$folder/$name.err" </dev/null &
     pid=$!
     echo "$pid" >"$rows/$name.pid"
+    # a stop that listed the pid files before this one was written marked itself first: end it here
+    [[ -e "$rows/.stopped" ]] && kill -TERM "$pid" 2>/dev/null
     wait "$pid" || code=$?
     rm -f -- "$rows/$name.pid"
     printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$*" "$code" "$expected" "$((SECONDS - began))" >"$rows/$name"
@@ -182,6 +184,7 @@ job() {
 interrupted=0
 stop() {
     interrupted=1
+    : >"$rows/.stopped"  # before the pid files are listed: a job starting now sees it (job)
     local file
     for file in "$rows"/*.pid; do
         [[ -f "$file" ]] && kill -TERM "$(cat -- "$file")" 2>/dev/null || true
