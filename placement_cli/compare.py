@@ -19,7 +19,7 @@ from placement_cli.collector import paused
 from placement_cli.devices import DeviceNames
 from placement_cli.exceptions import UsageProblem
 from placement_cli.filters import compile_node, device_matcher, op_matcher
-from placement_cli.i18n import _
+from placement_cli.i18n import _, english
 from placement_cli.logparse.functions import function_key, trace_counters
 from placement_cli.logparse.records import Records, Repeats, escaped_name, name_text, paired_repeats
 from placement_cli.logparse.saved import Tallied, record_fields
@@ -89,7 +89,7 @@ def _report_records(side: Tallied) -> SideRecords:
     repeats = None if side.report.sessions_numbered or any(p.kind == PlacementKind.EAGER for p in side.report.placements) \
         else Repeats()  # a report narrowed after its Sessions' nodes were numbered holds their numbers
     for p in side.report.placements:
-        status = None if p.status == LOGGED else str(p.status)
+        status = None if p.status == LOGGED else english(p.status)
         if p.node is None or p.kind == PlacementKind.EAGER:
             eager[(None, p.op, p.canonical, status, None)] += 1
             continue

@@ -7,8 +7,9 @@ import contextlib
 import gettext
 import os
 import struct
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import overload
 
 DOMAIN = "placement"
 LOCALE_DIR = Path(__file__).parent / "locale"
@@ -100,30 +101,64 @@ def N_(message: str) -> str:  # noqa: N802 - gettext's name for "mark for transl
     return message
 
 
-class Message(str):
+class Message:
     """A message kept whole until it is shown: its template (marked with ``N_`` where it is written)
-    and its fields, which may be Messages too. As a string it is its English text (JSON, logs,
-    comparisons, the notebook API); ``shown()`` is the same message in the chosen language, made
-    from the template and the fields, never from the English text. Picklable: a child process may
-    make it."""
+    and its fields, which may be Messages too. Not a string: ``str()`` (and an f-string) shows it in
+    the chosen language, made from the template and the fields; ``english`` is its English text, what
+    JSON, logs and comparisons use (a Message equals the string of its English text). Picklable: a
+    child process may make it."""
+
+    __slots__ = ("english", "fields", "template")
 
     template: str
     fields: dict[str, object]
+    english: str
 
-    def __new__(cls, template: str, /, **fields: object) -> Message:
-        self = super().__new__(cls, template.format(**fields))
+    def __init__(self, template: str | Message, /, **fields: object) -> None:
+        if isinstance(template, Message):  # a Message made again: the same template, its fields kept
+            fields = {**template.fields, **fields}
+            template = template.template
         self.template = template
         self.fields = fields
-        return self
+        self.english = template.format(**{k: _field(v, _english_of) for k, v in fields.items()})
 
     def __reduce__(self) -> tuple[object, tuple[dict[str, object]]]:
         return Message.from_dict, (self.to_dict(),)  # pickled as it is sent as JSON: one wire format
 
+    def __str__(self) -> str:
+        return self.shown()
+
+    def __repr__(self) -> str:
+        return f"Message({self.english!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Message):
+            return self.english == other.english
+        if isinstance(other, str):
+            return self.english == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.english)
+
+    def __lt__(self, other: object) -> bool:  # sorted() of reasons, roles and scopes: by their English text
+        if isinstance(other, Message):
+            return self.english < other.english
+        if isinstance(other, str):
+            return self.english < other
+        return NotImplemented
+
+    def __gt__(self, other: object) -> bool:
+        if isinstance(other, Message):
+            return self.english > other.english
+        if isinstance(other, str):
+            return self.english > other
+        return NotImplemented
+
     def to_dict(self) -> dict[str, object]:
         """The message as one process sends it to another: its template and its fields, a field that
-        is a Message as its own dict (JSON keeps no str subclass)."""
-        return {"template": self.template,
-                "fields": {k: v.to_dict() if isinstance(v, Message) else v for k, v in self.fields.items()}}
+        is a Message as its own dict."""
+        return {"template": self.template, "fields": {k: _sent(v) for k, v in self.fields.items()}}
 
     @classmethod
     def from_dict(cls, data: object) -> Message:
@@ -131,12 +166,46 @@ class Message(str):
         if not (isinstance(data, dict) and isinstance(data.get("template"), str)
                 and isinstance(data.get("fields", {}), dict)):
             raise ValueError(f"not a message: {str(data)[:80]}")
-        fields = {k: cls.from_dict(v) if isinstance(v, dict) else v for k, v in data.get("fields", {}).items()}
+        fields = {k: tuple(map(_received, v)) if isinstance(v, list) else _received(v)
+                  for k, v in data.get("fields", {}).items()}
         return cls(data["template"], **fields)
 
     def shown(self) -> str:
-        return translated(self.template).format(**{k: shown(v) if isinstance(v, Message) else v
-                                                   for k, v in self.fields.items()})
+        return translated(self.template).format(**{k: _field(v, shown) for k, v in self.fields.items()})
+
+
+def _english_of(value: object) -> object:
+    return value.english if isinstance(value, Message) else value
+
+
+def _field(value: object, text: Callable[[object], object]) -> object:
+    """A field as a template takes it: a Message as ``text`` makes it, a tuple (of Messages or names)
+    as its items so made, joined with ", ", anything else as it is."""
+    if isinstance(value, tuple):
+        return ", ".join(str(text(v)) for v in value)
+    return text(value) if isinstance(value, Message) else value
+
+
+def _sent(value: object) -> object:
+    if isinstance(value, tuple):
+        return [_sent(v) for v in value]
+    return value.to_dict() if isinstance(value, Message) else value
+
+
+def _received(value: object) -> object:
+    return Message.from_dict(value) if isinstance(value, dict) else value
+
+
+Wording = str | Message  # what a model's text field holds: a Message to translate where it is shown, or plain text
+
+
+@overload
+def english(text: Wording) -> str: ...
+@overload
+def english(text: Wording | None) -> str | None: ...
+def english(text: Wording | None) -> str | None:
+    """``text`` as JSON and logs write it: a Message's English text, a string as it is."""
+    return text.english if isinstance(text, Message) else text
 
 
 def wire(value: object) -> object:

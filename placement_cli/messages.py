@@ -95,6 +95,13 @@ def guide_tower(number: int, device: str) -> Message:
     return Message(GUIDE_TOWER, number=number, device=device)
 
 
+TOWER_AT = N_("tower {number}: {device}")  # where a guide tower's matmul ran
+
+
+def tower_at(number: int, device: str) -> Message:
+    return Message(TOWER_AT, number=number, device=device)
+
+
 def tower_role(number: int, part: Message) -> Message:
     return Message(TOWER, number=number, part=part)
 

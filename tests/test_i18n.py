@@ -197,7 +197,7 @@ def test_a_name_field_cannot_swallow_free_text(zh) -> None:
     text = "colocated with model/w1 (VarHandleOp) on CPU:0, and something else entirely"
     assert i18n.shown(text) == text
     made = Message(messages.COLOCATED_KIND, partner="model/w1", kind="VarHandleOp", device="CPU:0")
-    assert text.startswith(made) and i18n.shown(made) != made and "model/w1" in i18n.shown(made)
+    assert text.startswith(made.english) and i18n.shown(made) != made and "model/w1" in i18n.shown(made)
 
 
 def test_a_neutral_change_stays_neutral_in_chinese() -> None:

@@ -16,6 +16,7 @@ from rich.console import Console
 from placement_cli import i18n, messages
 from placement_cli.i18n import Message
 from placement_cli.model import FREE, Report
+from placement_cli.render.json import as_json
 from placement_cli.render.table import report_group
 from reports import as_run, trace_report
 
@@ -31,8 +32,9 @@ def zh():
 
 def test_a_message_is_its_english_and_keeps_its_template_and_fields() -> None:
     reason = Message(messages.MISSING, device="GPU:2", names=messages.NONE_LISTED)
-    assert reason == "GPU:2 does not exist (have: none listed)" and isinstance(reason, str)
-    assert json.dumps({"reason": reason}) == '{"reason": "GPU:2 does not exist (have: none listed)"}'
+    assert reason == "GPU:2 does not exist (have: none listed)" and not isinstance(reason, str)  # compared as its English
+    assert reason.english == "GPU:2 does not exist (have: none listed)" == str(reason)  # str() shows it (English here)
+    assert json.dumps({"reason": reason}, default=as_json) == '{"reason": "GPU:2 does not exist (have: none listed)"}'
     assert reason.template == messages.MISSING and reason.fields["names"] is messages.NONE_LISTED
     assert {reason: 1}["GPU:2 does not exist (have: none listed)"] == 1  # a dict key as its English
 

@@ -31,7 +31,7 @@ PLUMBING = {"_Arg", "_Retval", "_DeviceArg", "_DeviceRetval"}
 
 def rows(report):
     # the rows a table shows; a tf.function's generated name loses its counter
-    return sorted([p.kind, re.sub(r"_\\d+$", "", p.op or ""), p.node, p.canonical, p.status]
+    return sorted([p.kind, re.sub(r"_\\d+$", "", p.op or ""), p.node, p.canonical, str(p.status)]
                   for p in report.placements if p.op not in PLUMBING and not p.wrapper)
 
 def emit(tag, report):

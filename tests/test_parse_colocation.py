@@ -13,6 +13,7 @@ import json
 import pytest
 
 from conftest import LOGS, run_cli
+from placement_cli.i18n import english
 from placement_cli.logparse import parse_paths, parse_text
 from placement_cli.logparse.error_messages import failure_from_text
 from placement_cli.render.table import Hints, View
@@ -185,7 +186,7 @@ def test_the_placement_of_an_ignored_request_shows_the_request_and_its_reference
     emb, add = report.placements
     assert (emb.requested, str(emb.status), emb.reason) == (None, "logged", None)  # the log says nothing of it
     assert (add.requested, str(add.status)) == ("/job:worker/replica:0/task:0/device:GPU:0", "with its resource")
-    assert add.reason.startswith("with its reference input tower_0/emb on worker/0 GPU:2: TensorFlow's placer")
+    assert english(add.reason).startswith("with its reference input tower_0/emb on worker/0 GPU:2: TensorFlow's placer")
     row = report.to_dict()["placements"][1]
     assert (row["requested"], row["status"], row["reason"]) == (add.requested, "with its resource", add.reason)
     assert "requested" not in report.to_dict()["placements"][0]
@@ -206,7 +207,7 @@ def test_an_ignored_request_goes_to_its_own_placement(order: str) -> None:
     placed = "q: (QueueDequeueV2): /job:localhost/replica:0/task:0/device:CPU:0\n"
     (q,) = parse_text(ignored + placed if order == "line first" else placed + ignored).placements
     assert (q.requested, str(q.status)) == ("/device:GPU:1", "with its resource")
-    assert "reference input v on CPU:0" in q.reason
+    assert "reference input v on CPU:0" in english(q.reason)
     twice = parse_text(placed + ignored + placed).placements
     assert [str(p.status) for p in twice] == ["logged", "with its resource"]
     elsewhere = parse_text(ignored + placed.replace("CPU:0", "CPU:1")).placements[0]

@@ -59,7 +59,7 @@ def test_the_errors_json_is_the_documented_schema_in_english() -> None:
     assert list(ran["soft"]) == ["placements", "result"] and ran["soft"]["result"] == [[22.0, 28.0]]
     assert [p["op"] for p in ran["soft"]["placements"]] == ["MatMul", "_Arg"]
     assert {"requested", "status", "reason"} <= set(ran["soft"]["placements"][0])  # placements as a run has them
-    assert skipped["skip_reason"] == str(NEEDS_SECOND_TYPE) and skipped["ran"] is False and skipped["soft"] is None
+    assert skipped["skip_reason"] == NEEDS_SECOND_TYPE.english and skipped["ran"] is False and skipped["soft"] is None
     assert unbuildable["skip_reason"] == "cannot build [bold]this"
     assert refused["soft"] == {"placements": [], "result": None, "error_class": "ValueError", "message": "bad"}
     assert data["incomplete"] == ["set_device (Operation._set_device): missing"]
@@ -68,14 +68,14 @@ def test_the_errors_json_is_the_documented_schema_in_english() -> None:
 def test_the_errors_tables_translate_the_cases_words_and_show_log_text_literally(chinese: object) -> None:
     shown = _text(render_catalogue(_catalogue()))
     assert "会话只有 2 个 CPU 设备时" in shown  # the description's template translated, its field kept
-    assert NEEDS_SECOND_TYPE.shown() in shown and NEEDS_SECOND_TYPE.shown() != str(NEEDS_SECOND_TYPE)
+    assert NEEDS_SECOND_TYPE.shown() in shown and NEEDS_SECOND_TYPE.shown() != NEEDS_SECOND_TYPE.english
     assert "cannot build [bold]this" in shown and "[red]MatMul" in shown
     assert "second line" not in shown  # TensorFlow's first line only
     assert "_Arg" not in shown  # plumbing is not where the op ran
 
 
 def test_the_errors_json_stays_english_whatever_the_language(chinese: object) -> None:
-    assert _catalogue().to_dict()["cases"][1]["skip_reason"] == str(NEEDS_SECOND_TYPE)
+    assert _catalogue().to_dict()["cases"][1]["skip_reason"] == NEEDS_SECOND_TYPE.english
     assert "会话" not in json.dumps(_catalogue().to_dict(), ensure_ascii=False)
 
 

@@ -16,6 +16,7 @@ from conftest import has_gpu, matmul_count, run_batch, run_cli
 from placement_cli.cli import app
 from placement_cli.devices import parse_device
 from placement_cli.exceptions import UsageProblem
+from placement_cli.i18n import english
 from placement_cli.lessons.train import TrainSpec, check_split, expected_bytes, parameter_count, role_order
 from placement_cli.model import Copy, GradientCheck, Placement, Report, Training, link_totals
 from placement_cli.render.table import View
@@ -262,7 +263,7 @@ def test_expected_bytes_of_towers_sharing_a_device_send_the_parameters_there_onc
     spec = TrainSpec(("/gpu:14", "/gpu:15", "/gpu:16"), batch=66)
     found = expected_bytes(spec, 4, (gpu0, gpu0, gpu0), CPU.format(0))
     assert found.total == 2280 * 1 + 2280 * 3 + 66 * (24 * 4 + 4) + 3 * 4
-    assert [w.split(":")[0] for w, _ in found.terms] == ["parameters down to 1 tower device",
+    assert [english(w).split(":")[0] for w, _ in found.terms] == ["parameters down to 1 tower device",
                                                          "gradients back from 3 towers", "input", "fetched loss"]
     beside = expected_bytes(spec, 4, (CPU.format(0),) * 3, CPU.format(0))  # all fell back beside the variables
     assert beside.total == 0

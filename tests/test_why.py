@@ -10,6 +10,7 @@ from placement_cli.model import (AS_REQUESTED, FREE, LOGGED, SOFT_FALLBACK, WITH
 from placement_cli.tfrules import arg_name
 from placement_cli.model.facts import Facts, NodeFacts, Span
 from placement_cli.why import UNKNOWN, explain, has_kernel, merge_nodes
+from placement_cli.i18n import english
 from placement_cli.logparse import parse_text
 
 CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
@@ -104,7 +105,7 @@ def test_unrecorded_nodes_are_logged_not_guessed() -> None:
 def test_a_request_that_exists_and_has_a_kernel_is_unknown_when_nothing_explains_it() -> None:
     facts = Facts(nodes=nodes(NodeFacts("m", "MatMul", "/gpu:0")), available=(CPU0, GPU0), kernels=KERNELS)
     reason = explained(facts, placed("m", "MatMul", CPU0, 1))["m"].reason
-    assert reason is not None and reason.startswith(UNKNOWN)
+    assert reason is not None and english(reason).startswith(UNKNOWN.english)
 
 
 def test_nodes_of_many_graphs_keep_only_what_holds_for_all() -> None:
@@ -201,7 +202,7 @@ def test_every_line_of_an_eager_span_carries_the_request_the_code_ran_under() ->
                                                                                   "tower 0")
     assert found[2].wrapper and found[5].wrapper and not found[3].wrapper  # the wrappers' rows, hidden in tables
     assert found[4].status == LOGGED and found[4].wrapper  # an argument: placed where its tensor lives
-    assert found[7].status == SOFT_FALLBACK and found[7].reason.startswith(UNKNOWN)  # exists: kernels unchecked
+    assert found[7].status == SOFT_FALLBACK and english(found[7].reason).startswith(UNKNOWN.english)  # exists: kernels unchecked
     assert found[9].requested == "/device:CPU:1" and not found[9].wrapper  # a tf.function's body: graph facts
     assert found[10].status == FREE  # the call asked for no device
     assert found[11].status == FREE and found[11].group is None  # after the spans: graph facts again

@@ -11,6 +11,7 @@ from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from placement_cli import messages
 from placement_cli.devices import short_name
 from placement_cli.i18n import N_, Message
 from placement_cli.lessons.cluster import build, plan, run
@@ -207,14 +208,15 @@ def _tower(machine: Machine) -> DemoOutcome:
     report = _towers(machine)
     if report.result is None:
         return DemoOutcome(report, ok=False, problem="the towers did not run")
-    where = {}
+    where: dict[Any, str] = {}
     summed = "?"
     for p in report.placements:
-        if p.group and p.group.startswith("tower") and p.op and "MatMul" in p.op:
-            where[p.group.split(" (")[0]] = p.short
-        elif p.group == "reduce" and p.op == "AddN":
+        group = p.group
+        if isinstance(group, Message) and group.template == messages.GUIDE_TOWER and p.op and "MatMul" in p.op:
+            where[group.fields["number"]] = p.short
+        elif group == messages.REDUCE and p.op == "AddN":
             summed = p.short
-    towers = ", ".join(f"{k}: {v}" for k, v in sorted(where.items()))
+    towers = tuple(messages.tower_at(number, device) for number, device in sorted(where.items()))
     return _taught(report, N_("Each tower's MatMul ran where it was pinned ({towers}); AddN summed "
                                         "them on {device}."), {"towers": towers, "device": summed})
 

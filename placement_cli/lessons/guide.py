@@ -6,7 +6,7 @@ from contextlib import nullcontext
 from typing import Any
 
 from placement_cli import messages
-from placement_cli.i18n import Message
+from placement_cli.i18n import Message, Wording
 from placement_cli.model import Report
 from placement_cli.runtime.run import Trial, plain, run_captured, run_session
 from placement_cli.runtime.startup import RunOptions, session_config
@@ -74,7 +74,7 @@ def string_op(device: str, options: RunOptions) -> Report:
     return run_captured(build, options, Message(messages.STRING_OP, device=device, mode="graph"))
 
 
-def tower_graph(tf: Any, devices: list[str], reduce_on: str, groups: dict[str, str]) -> Any:
+def tower_graph(tf: Any, devices: list[str], reduce_on: str, groups: dict[str, Wording]) -> Any:
     """One matmul per device, summed on ``reduce_on``; ``groups`` gets each op's tower (or "reduce")."""
     towers = []
     ops = tf.compat.v1.get_default_graph().get_operations

@@ -11,7 +11,7 @@ from typing import Any
 from placement_cli import messages
 from placement_cli.devices import DeviceName, parse_device, try_parse
 from placement_cli.exceptions import UsageProblem
-from placement_cli.i18n import Message
+from placement_cli.i18n import Message, Wording, english
 from placement_cli.lessons.split import check_even
 from placement_cli.logparse.causes import cause, headline
 from placement_cli.model import Copy, ExpectedBytes, Placement, Report, Training, VariableCopies
@@ -242,8 +242,8 @@ def _sized(tf: Any, copies: list[Copy], graph: Any) -> list[Copy]:
     sized = []
     for c in copies:
         if c.bytes is None and c.dtype:
-            name, _, slot = c.tensor.rpartition(":")
-            node, index = (name, int(slot)) if name and slot.isdigit() else (c.tensor, 0)
+            name, _, slot = english(c.tensor).rpartition(":")
+            node, index = (name, int(slot)) if name and slot.isdigit() else (english(c.tensor), 0)
             shape = static_shape(graph, strip_calls(node), index) or static_shape(graph, strip_calls(c.producer or ""), index)
             size = tensor_bytes(tf, tf.dtypes.as_dtype(c.dtype), shape)
             c = replace(c, shape=shape, bytes=size)
@@ -327,7 +327,7 @@ def mirrored(spec: MirroredSpec, options: RunOptions) -> Report:
     steps = step_placements(report.placements, trial.step_nodes)
     placements = tuple(replace(p, group=_role(p, i in steps, replica_of)) for i, p in enumerate(report.placements))
     copies = report.copies
-    notes: list[str] = []
+    notes: list[Wording] = []
     if copies is not None and trial.collective:
         copies = (*copies, *ring_copies(trial.replicas, parameter_count() * 4))
         notes.append(messages.NOTE_RING)
@@ -408,7 +408,7 @@ def step_placements(placements: tuple[Placement, ...], step_nodes: set[str]) -> 
             and (strip_calls(p.node) in step_nodes or p.node.startswith("Func/"))}
 
 
-def _role(p: Placement, in_step: bool, replica_of: dict[str, int]) -> str:
+def _role(p: Placement, in_step: bool, replica_of: dict[str, int]) -> Wording:
     """A placement's role: which replica's forward, gradients, all-reduce or update it is, the loss
     reduction, the rest of the step, or the setup around it (variables, data, eager ops)."""
     if not in_step:

@@ -11,7 +11,7 @@ from typing import Any
 from placement_cli import messages
 from placement_cli.devices import short_name, try_parse
 from placement_cli.exceptions import UsageProblem
-from placement_cli.i18n import Message
+from placement_cli.i18n import Message, Wording
 from placement_cli.lessons.split import check_even
 from placement_cli.logparse.causes import cause, headline
 from placement_cli.model import FREE, ExpectedBytes, GradientCheck, Placement, Report, Training, VariableCopies
@@ -60,7 +60,7 @@ def check_split(batch: int, towers: int) -> None:
                "average of the towers' gradients is not the full-batch gradient")
 
 
-def role_order(towers: int) -> list[str]:
+def role_order(towers: int) -> list[Wording]:
     per_tower = [messages.tower_role(i, part) for i in range(towers) for part in (FORWARD, READS, GRADIENTS)]
     return [VARIABLES, INPUT, *per_tower, AVERAGE, APPLY, LOSS, CHECK, INIT]
 
@@ -122,7 +122,7 @@ class _Built:
     averaged: list[Any]
     full: list[Any]  # --check: the full-batch gradients on one device
     variables: list[Any]
-    roles: dict[str, str] = field(default_factory=dict)  # node -> role
+    roles: dict[str, Wording] = field(default_factory=dict)  # node -> role
     reads: dict[str, tuple[int, str]] = field(default_factory=dict)  # tower read node -> (tower, variable node)
 
 
@@ -130,10 +130,10 @@ def build(tf: Any, spec: TrainSpec) -> _Built:
     """The tower graph, each node labelled with its role."""
     dtype = tf.dtypes.as_dtype(spec.dtype)
     graph = tf.Graph()
-    roles: dict[str, str] = {}
+    roles: dict[str, Wording] = {}
     reads: dict[str, tuple[int, str]] = {}
 
-    def label(since: int, role: str) -> int:
+    def label(since: int, role: Wording) -> int:
         ops = graph.get_operations()
         for op in ops[since:]:
             roles.setdefault(op.name, role)
@@ -330,7 +330,7 @@ def train(spec: TrainSpec, options: RunOptions) -> Report:
     return replace(report, placements=placements, training=training, executed=trial.executed)
 
 
-def group_device(placements: tuple[Placement, ...], group: str) -> Placement | None:
+def group_device(placements: tuple[Placement, ...], group: Wording) -> Placement | None:
     """A placement on the device most of a group's ops went to (None: the group placed nothing)."""
     by_device: dict[str, list[Placement]] = {}
     for p in placements:

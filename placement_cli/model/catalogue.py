@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from placement_cli.i18n import Message
+from placement_cli.i18n import Message, english
 from placement_cli.model.report import DeviceMapping, Placement, PlacementFailure
 
 
@@ -42,8 +42,8 @@ class FailureCase:
     soft: SoftRun | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "description": str(self.description), "requested": self.requested,
-                "ran": self.ran, "skip_reason": None if self.skip_reason is None else str(self.skip_reason),
+        return {"name": self.name, "description": english(self.description), "requested": self.requested,
+                "ran": self.ran, "skip_reason": english(self.skip_reason),
                 "error_class": self.error_class, "error": None if self.error is None else self.error.to_dict(),
                 "soft": None if self.soft is None else self.soft.to_dict()}
 

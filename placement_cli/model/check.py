@@ -5,17 +5,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from placement_cli.i18n import Wording, english
+
 
 @dataclass(frozen=True)
 class RuleFailure:
     """One rule that did not hold."""
 
     rule: str  # the rule as the command line writes it: "--max-on CPU=0", "--expect ^tower_0/=GPU:0"
-    message: str  # a Message: JSON writes its English, the table the chosen language
+    message: Wording  # a Message: JSON writes its English, the table the chosen language
     examples: tuple[str, ...] = ()  # up to five nodes that broke it (an eager op, which has no name: its op)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rule": self.rule, "message": str(self.message), "examples": list(self.examples)}
+        return {"rule": self.rule, "message": english(self.message), "examples": list(self.examples)}
 
 
 @dataclass(frozen=True)

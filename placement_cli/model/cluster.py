@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from placement_cli.i18n import Wording, english
 from placement_cli.model.cause import Cause
 from placement_cli.model.copies import Copy
 from placement_cli.model.report import Report
@@ -115,7 +116,8 @@ class ClusterRun:
 
     @property
     def error(self) -> str | None:
-        return None if self.problem is None else str(self.problem)
+        problem: Wording | None = self.problem
+        return english(problem)  # English, as JSON and the report's run_error write it
 
     def result(self, task: str) -> TaskTraining | None:
         return next((training for name, training in self.results if name == task), None)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from placement_cli.devices import DeviceName
+from placement_cli.i18n import Wording, english
 from placement_cli.model.fields import dimension, optional_int, optional_text, text
 
 
@@ -15,7 +16,7 @@ class Copy:
     """One cross-device transfer in the executed graph: a _Send/_Recv pair (or, ``computed``, the
     traffic a collective op moves out of sight, worked out rather than seen)."""
 
-    tensor: str  # a computed copy's: a Message
+    tensor: Wording  # a computed copy's: a Message
     source: DeviceName
     target: DeviceName
     dtype: str | None = None  # what is known only where the run was traced (train, mirrored --copies)
@@ -37,10 +38,10 @@ class Copy:
     @property
     def producer_node(self) -> str:
         """The node whose output was copied: the _Send's own record of it, else the tensor's op."""
-        return self.producer or self.tensor.rsplit(":", 1)[0]
+        return self.producer or english(self.tensor).rsplit(":", 1)[0]
 
     def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"tensor": self.tensor, "from": self.source, "to": self.target}
+        data: dict[str, Any] = {"tensor": english(self.tensor), "from": self.source, "to": self.target}
         if self.detailed:
             data.update(dtype=self.dtype, shape=None if self.shape is None else list(self.shape), bytes=self.bytes,
                         producer=self.producer, consumer=self.consumer, physical=self.physical,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from placement_cli.i18n import Message
+from placement_cli.i18n import Message, english
 from placement_cli.model.report import Report
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ class DemoStep:
         o = self.outcome
         return {"number": self.number, "key": self.key, "title": self.title, "explanation": self.explanation,
                 "code": self.code, "args": self.args, "code_ran": list(o.ran), "ok": o.ok, "problem": o.problem,
-                "notice": (str(o.notice) if o.notice else "") if o.ok else None,
+                "notice": (english(o.notice) if o.notice else "") if o.ok else None,
                 "result": o.result_dict()}
 
     @property

@@ -8,6 +8,7 @@ from itertools import repeat
 from operator import itemgetter
 from typing import Any, NamedTuple, overload
 
+from placement_cli.i18n import Wording, english
 from placement_cli.model.copies import LinkTotal
 
 
@@ -20,8 +21,8 @@ class Change(NamedTuple):
     op: str | None
     source: str | None  # the old device; None for a placement only NEW has
     target: str | None  # the new device; None for a placement only OLD has
-    old_status: str | None = None
-    new_status: str | None = None
+    old_status: Wording | None = None
+    new_status: Wording | None = None
     count: int = 1  # type: ignore[assignment]  # the field hides tuple.count, never called on a Change
     eager: bool = False
     # the tf.function whose graph holds the node, without TensorFlow's trace counter ("step"; the second
@@ -34,15 +35,15 @@ class Change(NamedTuple):
         return self.target if self.source is None else self.source  # type: ignore[return-value]
 
     @property
-    def status(self) -> str | None:
+    def status(self) -> Wording | None:
         return self.new_status if self.source is None else self.old_status
 
     def moved_dict(self) -> dict[str, Any]:
         return {"node": self.node, "op": self.op, "graph": self.graph, "from": self.source, "to": self.target,
-                "old_status": self.old_status, "new_status": self.new_status, "count": self.count}
+                "old_status": english(self.old_status), "new_status": english(self.new_status), "count": self.count}
 
     def side_dict(self) -> dict[str, Any]:
-        return {"node": self.node, "op": self.op, "graph": self.graph, "device": self.device, "status": self.status,
+        return {"node": self.node, "op": self.op, "graph": self.graph, "device": self.device, "status": english(self.status),
                 "count": self.count}
 
 

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from placement_cli.i18n import Wording
+
 
 @dataclass(frozen=True)
 class NodeFacts:
@@ -19,7 +21,7 @@ class NodeFacts:
     partners: tuple[str, ...] = ()  # nodes it must share a device with: colocation attr, resource/ref inputs
     no_kernel: tuple[str, ...] = ()  # device types checked against this very node that have no kernel for it
     unchecked: tuple[str, ...] = ()  # device types whose kernels for this very node could not be checked
-    group: str | None = None
+    group: Wording | None = None
     request_known: bool = True  # False: graphs that share this name asked for different devices
 
     @property
@@ -46,7 +48,7 @@ class Span:
     first: int  # 1-based line numbers of the run's log, both inclusive
     last: int
     requested: str | None  # the device scope the code ran in (None: none)
-    group: str | None = None
+    group: Wording | None = None
     calls_function: bool = False  # a tf.function call: its placer lines are the function's body (graph facts)
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from placement_cli.devices import DeviceSpec
+from placement_cli.i18n import english
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ class TaskAnswer:
 
     def to_dict(self) -> dict[str, Any]:
         return {"job": self.job, "task": self.task, "target": self.target, "answered": self.answered,
-                "devices": [d.to_dict() for d in self.devices], "error": None if self.error is None else str(self.error)}
+                "devices": [d.to_dict() for d in self.devices], "error": english(self.error)}
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,6 @@ class Inspection:
 
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.source, "timeout_s": self.timeout, "tasks": [t.to_dict() for t in self.tasks],
-                "complete": self.complete, "error": None if self.error is None else str(self.error),
+                "complete": self.complete, "error": english(self.error),
                 "summary": {"tasks": len(self.tasks), "answered": sum(t.answered for t in self.tasks),
                             "devices": sum(len(t.devices) for t in self.tasks)}}

@@ -10,7 +10,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from placement_cli.devices import DeviceName, DeviceSpec, device_name, try_parse
-from placement_cli.i18n import N_, Message
+from placement_cli.i18n import N_, Message, Wording, english
 from placement_cli.model.cause import Cause, first_line
 from placement_cli.model.copies import Copy, Edge, link_totals
 from placement_cli.model.fields import count, optional_int, optional_text, text
@@ -40,9 +40,9 @@ class Placement:
     kind: PlacementKind
     line: int
     requested: DeviceName | None = None  # read where the model is made: a plain string is read here once
-    status: str = LOGGED  # one of the statuses above
-    reason: str | None = None  # a Message (messages.py), English as a string
-    group: str | None = None  # the tower a node belongs to, a lesson's role (a Message), a name scope
+    status: Wording = LOGGED  # one of the statuses above
+    reason: Wording | None = None  # a Message (messages.py)
+    group: Wording | None = None  # the tower a node belongs to, a lesson's role (a Message), a name scope
     wrapper: bool = False  # a node of the single-op function TF 2.x wraps an eager op in (tables hide it)
     # the tf.function whose graph holds the node, as TensorFlow named it (``__inference_step_17``); None: a
     # Session's graph, an eager op's wrapper, or a log that does not say
@@ -87,9 +87,10 @@ class Placement:
         if self.graph is not None:  # only where the log says (a tf.function's placer lines)
             data["graph"] = self.graph
         if run:
-            data.update(requested=self.requested, status=self.status, reason=self.reason, group=self.group)
+            data.update(requested=self.requested, status=english(self.status), reason=english(self.reason),
+                        group=english(self.group))
         elif self.requested is not None or self.status != LOGGED:  # a log that says it (an ignored request's line)
-            data.update(requested=self.requested, status=self.status, reason=self.reason)
+            data.update(requested=self.requested, status=english(self.status), reason=english(self.reason))
         if self.wrapper:  # only where a run told (a reader of the JSON counts what the tables show)
             data["wrapper"] = True
         return data
@@ -224,9 +225,9 @@ class IgnoredRequest:
                    line=count(i.get("line", 0)), message=text(i.get("message", "")))
 
 
-def reason_counts(placements: Iterable[Placement]) -> list[tuple[str, int, list[str]]]:
+def reason_counts(placements: Iterable[Placement]) -> list[tuple[Wording, int, list[str]]]:
     """Each reason given, how many placements have it, and the first few distinct names among them."""
-    found: dict[str, tuple[int, list[str]]] = {}
+    found: dict[Wording, tuple[int, list[str]]] = {}
     for p in placements:
         if p.reason:
             n, names = found.get(p.reason, (0, []))
@@ -302,7 +303,7 @@ class Report:
     counted: tuple[tuple[str, int], ...] | None = None  # per-device counts when placements were not kept
     ignored: tuple[IgnoredRequest, ...] = ()  # device requests the placer logged it ignored (not placements)
     # Only for runs (show, tower, ...):
-    title: str | None = None  # a Message, English as a string
+    title: Wording | None = None  # a Message
     result: Any = None
     log: str | None = None
     copies: tuple[Copy, ...] | None = None  # only when asked for (--copies)
@@ -378,7 +379,7 @@ class Report:
                 data["check"] = None if self.training.check is None else self.training.check.to_dict()
                 data["training"] = self.training.to_dict()
         if run and self.incomplete is not None:  # show, tower: what ran, what stopped it, which facts were missing
-            data.update(title=self.title, run_error=self.run_error, incomplete=list(self.incomplete))
+            data.update(title=english(self.title), run_error=self.run_error, incomplete=list(self.incomplete))
         return data
 
     @property
@@ -436,6 +437,6 @@ def _exited(code: Any) -> str | None:
     return f"exit code {code}" if isinstance(code, int) and not isinstance(code, bool) and code != 0 else None
 
 
-_STATUSES = {str(s): s for s in (AS_REQUESTED, FREE, SOFT_FALLBACK, LOGGED, WITH_RESOURCE)}
+_STATUSES = {english(s): s for s in (AS_REQUESTED, FREE, SOFT_FALLBACK, LOGGED, WITH_RESOURCE)}
 _KINDS = frozenset(PlacementKind)
 _FAILURE_KINDS = frozenset(FailureKind)

@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from placement_cli.i18n import Wording, english
 from placement_cli.model.cause import Cause, first_line
 from placement_cli.model.fields import count, dimension, number, optional_text, text
 
@@ -76,11 +77,12 @@ class ExpectedBytes:
     """What one step should copy between devices, from the model's sizes: the sanity line."""
 
     total: int
-    terms: tuple[tuple[str, int], ...]  # (what, bytes) summing to total; what: messages.term
-    formula: str  # a Message
+    terms: tuple[tuple[Wording, int], ...]  # (what, bytes) summing to total; what: messages.term
+    formula: Wording  # a Message
 
     def to_dict(self) -> dict[str, Any]:
-        return {"bytes": self.total, "formula": self.formula, "terms": [{"what": w, "bytes": b} for w, b in self.terms]}
+        return {"bytes": self.total, "formula": english(self.formula),
+                "terms": [{"what": english(w), "bytes": b} for w, b in self.terms]}
 
     @classmethod
     def from_dict(cls, e: Any) -> ExpectedBytes:
@@ -105,13 +107,13 @@ class Training:
     variables_on: str | None = None  # towers: where the variables live
     variables: tuple[VariableCopies, ...] = ()
     reduction: str | None = None  # mirrored: the cross-device ops' class; None: unknown
-    reduction_source: str | None = None  # how it was chosen / read (a Message)
-    mode: str | None = None  # mirrored: custom loop or Keras fit (a Message)
+    reduction_source: Wording | None = None  # how it was chosen / read (a Message)
+    mode: Wording | None = None  # mirrored: custom loop or Keras fit (a Message)
     check: GradientCheck | None = None
     expected: ExpectedBytes | None = None
-    notes: tuple[str, ...] = ()  # Messages
+    notes: tuple[Wording, ...] = ()  # Messages
     error: str | None = None  # what stopped the steps, when they did not all run
-    roles: tuple[str, ...] = ()  # the groups of its placements, in the order tables show them
+    roles: tuple[Wording, ...] = ()  # the groups of its placements, in the order tables show them
     replicas: tuple[str, ...] = ()  # mirrored: the replicas' devices as the strategy resolved them
     cause: Cause | None = None  # what stopped the steps: TensorFlow's cause line (not its traceback header)
     # the line of ``error`` that says what failed, as logparse reads it (not in the JSON); "": its first line
@@ -142,9 +144,9 @@ class Training:
                 "dtype": self.dtype, "parameters": self.parameters, "parameter_bytes": self.parameter_bytes,
                 "input_bytes": self.input_bytes, "variables_on": self.variables_on,
                 "variables": [v.to_dict() for v in self.variables], "reduction": self.reduction,
-                "reduction_source": self.reduction_source, "mode": self.mode,
+                "reduction_source": english(self.reduction_source), "mode": english(self.mode),
                 "expected_copy_bytes": None if self.expected is None else self.expected.to_dict(),
-                "notes": list(self.notes), "error": self.error, "roles": list(self.roles),
+                "notes": [english(n) for n in self.notes], "error": self.error, "roles": [english(r) for r in self.roles],
                 "replicas": list(self.replicas), "diverged_at_step": self.diverged_at,
                 **({"cause": self.cause.to_dict()} if self.cause is not None else {})}
 

@@ -11,7 +11,7 @@ from rich.text import Text
 
 from placement_cli import messages
 from placement_cli.devices import short_name
-from placement_cli.i18n import _, shown
+from placement_cli.i18n import Wording, _, english, shown
 from placement_cli.model import (
     AS_REQUESTED,
     FREE,
@@ -28,12 +28,12 @@ from placement_cli.render.rows import MIDDLE, Column, RowTable
 from placement_cli.render.text import KeptTail, clean
 from placement_cli.render.view import View
 
-_STATUSES = {str(s): s for s in (AS_REQUESTED, FREE, SOFT_FALLBACK, LOGGED, WITH_RESOURCE)}
+_STATUSES = {english(s): s for s in (AS_REQUESTED, FREE, SOFT_FALLBACK, LOGGED, WITH_RESOURCE)}
 _EXAMPLES = 3  # names a digest row gives as examples
 
 
-def _status(status: str | None) -> str:
-    return "-" if status is None else clean(shown(_STATUSES.get(status, status)))
+def _status(status: Wording | None) -> str:
+    return "-" if status is None else clean(shown(_STATUSES.get(english(status), status)))
 
 
 def _device(canonical: str | None) -> str:

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from placement_cli import messages
 from placement_cli.devices import short_name
-from placement_cli.i18n import _, shown
+from placement_cli.i18n import Wording, _, shown
 from placement_cli.model import SOFT_FALLBACK, WITH_RESOURCE, Placement, Report
 from placement_cli.render.parts import counts_table, rows_table, table_rows
 from placement_cli.render.rows import MIDDLE, Column, RowTable
@@ -26,12 +26,12 @@ EAGER_SCOPE = messages.EAGER_SCOPE  # the scopes that are no name
 TOP_SCOPE = messages.TOP_SCOPE
 
 
-def scope_of(node: str | None, depth: int) -> str:
+def scope_of(node: str | None, depth: int) -> Wording:
     """A node's name scope (its name up to the last ``/``), at most ``depth`` levels deep."""
     return _scopes(node, depth)[-1]
 
 
-def _scopes(node: str | None, deepest: int) -> list[str]:
+def _scopes(node: str | None, deepest: int) -> list[Wording]:
     """A node's name scope at each level from 1 to ``deepest``, its name split once."""
     if node is None:  # eager ops (a node "" is a node at the top)
         return [EAGER_SCOPE] * deepest
@@ -47,13 +47,13 @@ def scope_depth(nodes: Iterable[str | None]) -> int:
     return scope_counts((node, "", 1) for node in nodes)[0]
 
 
-def scope_counts(rows: Iterable[tuple[str | None, str, int]]) -> tuple[int, Counter[tuple[str, str]]]:
+def scope_counts(rows: Iterable[tuple[str | None, str, int]]) -> tuple[int, Counter[tuple[Wording, str]]]:
     """``rows`` (node, device, count) counted per name scope and device at ``scope_depth``'s depth (the
     deepest level, at most MAX_SCOPE_DEPTH, that gives at most MAX_KEYS scopes), in one pass: a
     million rows are read once, and a level is no longer counted once it has too many scopes."""
     levels = range(1, MAX_SCOPE_DEPTH + 1)
-    counts: dict[int, Counter[tuple[str, str]]] = {depth: Counter() for depth in levels}
-    scopes: dict[int, set[str]] = {depth: set() for depth in levels}
+    counts: dict[int, Counter[tuple[Wording, str]]] = {depth: Counter() for depth in levels}
+    scopes: dict[int, set[Wording]] = {depth: set() for depth in levels}
     deepest = MAX_SCOPE_DEPTH  # the deepest level still counted
     for node, device, n in rows:
         for depth, scope in enumerate(_scopes(node, deepest), start=1):
@@ -190,7 +190,7 @@ def _every_reason_first(rows: list[tuple[Placement, int]], cap: int) -> list[tup
     """At most ``cap`` rows, taken from each reason in turn so that every reason shows up, in table order."""
     if len(rows) <= cap:
         return rows
-    by_reason: dict[str | None, list[int]] = {}
+    by_reason: dict[Wording | None, list[int]] = {}
     for i, (p, _times) in enumerate(rows):
         by_reason.setdefault(p.reason, []).append(i)
     queues = list(by_reason.values())

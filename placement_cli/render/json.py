@@ -16,6 +16,7 @@ from typing import Any
 
 from placement_cli import forked
 from placement_cli.collector import paused
+from placement_cli.i18n import Message, english
 from placement_cli.messages import LONE_SURROGATE
 from placement_cli.model import Cause, ClusterTask, Report
 from placement_cli.model.diff import Rows
@@ -47,7 +48,7 @@ def cluster_traced_dict(report: Report, exit_code: int, filtered: Filtered, task
                        "pid": t.pid, "exit_code": t.exit_code, "ended_by_placement": t.ended_by_placement,
                        "cuda_visible_devices": t.cuda_visible_devices}
                       for t in tasks],
-            "isolated": isolated, "error": None if problem is None else str(problem),
+            "isolated": isolated, "error": None if problem is None else english(problem) if isinstance(problem, Message) else str(problem),
             **({"cause": cause.to_dict()} if cause is not None else {})}
 
 
@@ -55,6 +56,14 @@ def render_json(report: Report, *, filtered: Filtered | None = None,
                 ascii_only: bool = False) -> str:
     """One JSON document; run commands add requested/status/reason, result and log."""
     return dumps(report_dict(report, filtered=filtered), ascii_only=ascii_only)
+
+
+def as_json(value: object) -> str:
+    """What JSON writes for a value json does not know: a Message's English text (JSON stays English
+    whatever the language shown); anything else is no JSON (TypeError, a bug)."""
+    if isinstance(value, Message):
+        return value.english
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
 def dumps(data: Any, *, ascii_only: bool = False) -> str:
@@ -71,14 +80,14 @@ def dumps(data: Any, *, ascii_only: bool = False) -> str:
         write(data, buffer, ascii_only=ascii_only)
         return buffer.getvalue()
     try:  # the usual case, at full speed: every number is finite
-        return lone_escaped(json.dumps(data, indent=2, ensure_ascii=ascii_only, allow_nan=False))
+        return lone_escaped(json.dumps(data, indent=2, ensure_ascii=ascii_only, allow_nan=False, default=as_json))
     except ValueError:
         pass
     found: list[dict[str, str]] = []
     data = finite(data, "", found)
     if found and isinstance(data, dict):
         data = {**data, "non_finite": found}
-    return lone_escaped(json.dumps(data, indent=2, ensure_ascii=ascii_only, allow_nan=False))
+    return lone_escaped(json.dumps(data, indent=2, ensure_ascii=ascii_only, allow_nan=False, default=as_json))
 
 
 def lone_escaped(text: str) -> str:
@@ -119,10 +128,10 @@ def write(data: Any, out: Any, *, ascii_only: bool = False) -> None:
             out.write(f"{',' if n else ''}\n  {lone_escaped(quote(key))}: ")
             if key not in long:
                 try:
-                    text = json.dumps(value, indent=2, ensure_ascii=ascii_only, allow_nan=False)
+                    text = json.dumps(value, indent=2, ensure_ascii=ascii_only, allow_nan=False, default=as_json)
                 except ValueError:
                     text = json.dumps(finite(value, _path(key), found), indent=2, ensure_ascii=ascii_only,
-                                      allow_nan=False)
+                                      allow_nan=False, default=as_json)
                 out.write(lone_escaped(text.replace("\n", "\n  ")))
                 continue
             out.write("[\n    " if len(value) else "[")
@@ -278,15 +287,11 @@ def _rows(value: Any) -> bool:
 def _row_encoder(ascii_only: bool) -> Any:
     """json's own C encoder, made once: one compact object per call (a non-finite number: ValueError)."""
     c_make = getattr(json.encoder, "c_make_encoder", None)
-    encoder = json.JSONEncoder(ensure_ascii=ascii_only, allow_nan=False)
+    encoder = json.JSONEncoder(ensure_ascii=ascii_only, allow_nan=False, default=as_json)
     if c_make is None:  # pragma: no cover - an interpreter without json's C speed-ups
         return lambda item, _level: (encoder.encode(item),)
     quote = json.encoder.encode_basestring_ascii if ascii_only else json.encoder.encode_basestring
-
-    def no_default(o: Any) -> Any:
-        raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
-
-    return c_make(None, no_default, quote, None, ": ", ", ", False, False, False)
+    return c_make(None, as_json, quote, None, ": ", ", ", False, False, False)
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

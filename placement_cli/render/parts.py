@@ -15,7 +15,7 @@ from rich.text import Text
 
 from placement_cli import messages
 from placement_cli.devices import DeviceName, DeviceSpec
-from placement_cli.i18n import _, shown
+from placement_cli.i18n import Wording, _, shown
 from placement_cli.model import (
     AS_REQUESTED,
     FREE,
@@ -69,7 +69,7 @@ def several_tasks(placements: Iterable[Placement]) -> bool:
 
 
 def _ordered(placements: list[Placement]) -> list[Placement]:
-    groups: dict[str | None, int] = {}
+    groups: dict[Wording | None, int] = {}
     for p in placements:
         groups.setdefault(p.group, len(groups))
     if any(g is not None for g in groups):
@@ -118,7 +118,7 @@ def rows_table(rows: list[tuple[Placement, int]], *, title: str | None = None, c
     if show_reason:
         columns.append(Column(_("why"), WRAP, min_width=16))
     table = RowTable(title=_("Placements") if title is None else title, columns=columns, caption=caption, fit=fit)
-    previous: str | None = None
+    previous: Wording | None = None
     requested_names: dict[str | None, str] = {}
     for p, times in rows:
         section = (p.group or "") if grouped else p.canonical

@@ -13,7 +13,7 @@ from rich.text import Text
 
 from placement_cli import messages
 from placement_cli.devices import short_name
-from placement_cli.i18n import _, shown
+from placement_cli.i18n import Wording, _, shown
 from placement_cli.model import Copy, GradientCheck, Placement, Report, Training, link_totals
 from placement_cli.render.digest import digest_renderables
 from placement_cli.render.parts import (
@@ -90,15 +90,15 @@ def variables_table(training: Training, view: View) -> RowTable:
     return table
 
 
-def _ordered_by_role(placements: Sequence[Placement], roles: Sequence[str]) -> list[Placement]:
+def _ordered_by_role(placements: Sequence[Placement], roles: Sequence[Wording]) -> list[Placement]:
     rank = {r: i for i, r in enumerate(roles)}
     return sorted(placements, key=lambda p: (rank.get(p.group or "", len(rank)), p.line))
 
 
-def role_table(placements: Sequence[Placement], roles: Sequence[str], view: View) -> RowTable:
+def role_table(placements: Sequence[Placement], roles: Sequence[Wording], view: View) -> RowTable:
     """Placements per role, and on which devices: the lesson's shape at a glance. A run with many
     towers shows the first two and the last one, and sums the rest (--all: every tower)."""
-    counts: dict[str, Counter[str]] = {}
+    counts: dict[Wording, Counter[str]] = {}
     for p in placements:
         counts.setdefault(p.group or messages.OTHER, Counter())[p.canonical] += 1
     order = [r for r in roles if r in counts] + sorted(r for r in counts if r not in roles)
@@ -128,7 +128,7 @@ def role_table(placements: Sequence[Placement], roles: Sequence[str], view: View
     return table
 
 
-def _role_row(table: RowTable, role: str, counts: Counter[str], new_section: bool) -> None:
+def _role_row(table: RowTable, role: Wording, counts: Counter[str], new_section: bool) -> None:
     ranked = sorted(counts.items(), key=lambda t: (-t[1], t[0]))
     if len(ranked) > 4:
         first = ", ".join(f"{clean(short_name(d))} {n}" for d, n in ranked[:3])

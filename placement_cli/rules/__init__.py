@@ -12,7 +12,7 @@ from placement_cli import messages
 from placement_cli.devices import DeviceSpec, try_parse
 from placement_cli.exceptions import FilterError, RuleError
 from placement_cli.filters import check_device, check_op, compile_node, device_matcher, op_matcher, short_task
-from placement_cli.i18n import Message, _
+from placement_cli.i18n import Message, _, english
 from placement_cli.logparse.functions import function_key, trace_counters
 from placement_cli.messages import quoted
 from placement_cli.model import LOGGED, SOFT_FALLBACK, CheckResult, Placement, Report, RuleFailure
@@ -302,7 +302,7 @@ def judge(report: Report, rules: Rules, *, name: str = "the input") -> CheckResu
         biggest = sorted(report.copies or (), key=lambda c: -(c.bytes or 0))
         failures.append(RuleFailure(f"--max-copy-bytes {rules.max_copy_bytes}", Message(
             messages.CHECK_COPY_BYTES, bytes=copied, limit=rules.max_copy_bytes),
-            tuple(dict.fromkeys(c.tensor for c in biggest))[:EXAMPLES]))
+            tuple(dict.fromkeys(english(c.tensor) for c in biggest))[:EXAMPLES]))
     described = rules.described()
     if report.errors and not rules.allow_placement_errors:  # the graph could not be placed: no gate passes that
         described = (*described, PLACEMENT_ERRORS_RULE)

@@ -8,6 +8,7 @@ from contextlib import nullcontext
 from typing import Any
 
 from placement_cli.devices import try_parse
+from placement_cli.i18n import Wording
 from placement_cli.model import Edge
 from placement_cli.model.facts import NodeFacts
 from placement_cli.runtime import private
@@ -26,7 +27,7 @@ def kernel_checks(devices: Iterable[str]) -> tuple[str, ...]:
 
 
 def graph_nodes(ops: Iterable[Any], kernels: Mapping[str, frozenset[str]] | None, check: Iterable[str] = (),
-                groups: Mapping[str, str] | None = None) -> list[NodeFacts]:
+                groups: Mapping[str, Wording] | None = None) -> list[NodeFacts]:
     """Facts of each graph op: its device field, the nodes it must share a device with, and
     which device types (its requested one, plus ``check``) have no kernel for its very attrs.
     Every op gives a node: its request comes from the public ``op.device`` alone; a kernel check
@@ -44,7 +45,7 @@ def _partners(op: Any) -> list[str]:
 
 
 def _node(op: Any, kernels: Mapping[str, frozenset[str]] | None, lookup: Callable[[bytes], bool] | None,
-          check: tuple[str, ...], groups: Mapping[str, str]) -> NodeFacts:
+          check: tuple[str, ...], groups: Mapping[str, Wording]) -> NodeFacts:
     requested = op.device or None  # public APIs only: no private API can lose a request
     partners = _partners(op)
     wanted = try_parse(requested)
@@ -119,11 +120,11 @@ class GraphRecorder:
         return undo
 
     def nodes(self, kernels: Mapping[str, frozenset[str]] | None, check: Iterable[str] = (),
-              groups: Mapping[str, str] | None = None) -> dict[tuple[str, str | None], NodeFacts]:
+              groups: Mapping[str, Wording] | None = None) -> dict[tuple[str, str | None], NodeFacts]:
         return merge_nodes(record for graph in self.per_graph(kernels, check, groups) for record in graph)
 
     def per_graph(self, kernels: Mapping[str, frozenset[str]] | None, check: Iterable[str] = (),
-                  groups: Mapping[str, str] | None = None) -> list[list[NodeFacts]]:
+                  groups: Mapping[str, Wording] | None = None) -> list[list[NodeFacts]]:
         """Each recorded graph's nodes, graph by graph (a node's request belongs to its own graph)."""
         return [graph_nodes(graph.get_operations(), kernels, check, groups) for graph in list(self.graphs.values())]
 

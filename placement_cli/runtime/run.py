@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from placement_cli.devices import DeviceName, device_name
+from placement_cli.i18n import Wording
 from placement_cli.logparse import parse_text
 from placement_cli.logparse.causes import cause, essential, headline
 from placement_cli.model import Copy, Origin, PlacementFailure, Report
@@ -35,8 +36,8 @@ class Trial:
     """What one run produced before parsing: requests, result, error text."""
 
     graph: Any = None  # graph mode: the graph that ran (requests are read from it)
-    groups: dict[str, str] = field(default_factory=dict)  # node -> group label (tower)
-    spans: list[tuple[str | None, str | None, bool]] = field(default_factory=list)  # (request, group, calls_function)
+    groups: dict[str, Wording] = field(default_factory=dict)  # node -> group label (tower)
+    spans: list[tuple[str | None, Wording | None, bool]] = field(default_factory=list)  # (request, group, calls_function)
     copies: list[Copy] | None = None
     executed: tuple[tuple[str, int], ...] | None = None  # --copies: op types the traced run executed
     metadata: Any = None  # --copies, --tensorboard: the traced run's RunMetadata (step stats)
@@ -48,7 +49,7 @@ class Trial:
     available: tuple[str, ...] = ()
 
     @contextmanager
-    def span(self, requested: str | None, group: str | None = None, calls_function: bool = False) -> Iterator[None]:
+    def span(self, requested: str | None, group: Wording | None = None, calls_function: bool = False) -> Iterator[None]:
         """Eager code run under ``requested``: every line TensorFlow writes meanwhile is attributed to it."""
         self.spans.append((requested, group, calls_function))
         _mark()
@@ -119,7 +120,7 @@ def run_traced_step(tf: Any, sess: Any, fetch: Any, feed: Any, options: RunOptio
     return sess.run(fetch, feed)
 
 
-def run_captured(build: Any, options: RunOptions, title: str) -> Report:
+def run_captured(build: Any, options: RunOptions, title: Wording) -> Report:
     """Run ``build(tf, options) -> Trial`` with fds 1/2 captured, then parse and explain.
 
     A run that does not produce its result always fails loudly: TensorFlow's own message is

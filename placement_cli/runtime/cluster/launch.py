@@ -32,7 +32,7 @@ OVERALL_LIMIT = 600.0  # seconds the supervisor may take in all before it is kil
 
 def message(data: Any) -> Message | str:
     """A message the supervisor sent (``Message.to_dict``) as an i18n.Message; its own crash's text as it is."""
-    return Message.from_dict(data) if isinstance(data, dict) else str(data)
+    return Message.from_dict(data) if isinstance(data, dict) else data if isinstance(data, Message) else str(data)
 
 
 def task_of(data: dict[str, Any]) -> ClusterTask:

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
-from placement_cli.i18n import Message
+from placement_cli.i18n import Message, english
 from placement_cli.logparse.engine import parse_streams
 from placement_cli.model import Cause, ClusterTask, Copy, Edge, Origin, Placement, Report
 from placement_cli.why import explain
@@ -27,7 +27,7 @@ def _in_task(placement: Placement, job: str, index: int) -> Placement:
 
 def _sized(copy: Copy, sizes: dict[str, Any]) -> Copy:
     """A copy with the dtype, shape and bytes the task's graph gave it, where it gave them."""
-    found = sizes.get(f"{copy.tensor.rsplit(':', 1)[0]}|{copy.source}|{copy.target}")
+    found = sizes.get(f"{english(copy.tensor).rsplit(':', 1)[0]}|{copy.source}|{copy.target}")
     if not isinstance(found, list) or len(found) != 4:
         return copy
     dtype, shape, size, physical = found

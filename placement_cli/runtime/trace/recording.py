@@ -7,6 +7,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any, cast
 
+from placement_cli.i18n import english
 from placement_cli.runtime import private
 from placement_cli.runtime.facts import GraphRecorder, kernel_checks, kernel_map, xla_compiled
 from placement_cli.runtime.partitions import sends
@@ -232,7 +233,7 @@ class Recorder:
             self.copies[(copy.tensor, copy.source, copy.target)] = None  # type: ignore[index]
         try:  # sizes from the _Send's dtype and the Python graph's static shapes (no step is traced for them)
             for copy in copies_with_bytes(self.tf, metadata.partition_graphs, None, graph):
-                self.copy_sizes[f"{copy.tensor.rsplit(':', 1)[0]}|{copy.source}|{copy.target}"] = [
+                self.copy_sizes[f"{english(copy.tensor).rsplit(':', 1)[0]}|{copy.source}|{copy.target}"] = [
                     copy.dtype, None if copy.shape is None else list(copy.shape), copy.bytes, copy.physical]
         except Exception:  # noqa: BLE001 - the copies stay listed, their sizes unknown
             pass
