@@ -384,6 +384,37 @@ def parse_option_indices(text: str, most: int) -> list[int]:
     return parse_indices(text)
 
 
+@dataclass(frozen=True)
+class ChosenDevices:
+    """The devices a lesson's option named (``--devices``, ``--gpus``; a default's ``--towers``), each
+    read once, as TensorFlow reads it."""
+
+    names: tuple[DeviceName, ...]
+    option: str
+    text: str = ""  # as the option was given (help shows a default so)
+
+    def __str__(self) -> str:
+        return self.text or ",".join(self.names)
+
+
+def option_device(text: str) -> DeviceName:
+    """A device typed in an option (``--device``, ``--reduce-on``), held to what TensorFlow accepts
+    (DeviceSpecError says what is wrong), spelt as TensorFlow reads it (xla_spelling)."""
+    parse_option_device(text)
+    return DeviceName(xla_spelling(text))
+
+
+def option_devices(text: str, most: int) -> ChosenDevices:
+    """``--devices``: distinct devices, at most ``most`` (see parse_option_devices)."""
+    parse_option_devices(text, most)
+    return ChosenDevices(tuple(DeviceName(xla_spelling(part)) for part in text.split(",")), "--devices", text)
+
+
+def option_gpus(text: str, most: int) -> ChosenDevices:
+    """``--gpus``: ``2,3`` or ``0-3`` as the GPUs ``/gpu:2``, ``/gpu:3`` (see parse_option_indices)."""
+    return ChosenDevices(tuple(DeviceName(f"/gpu:{i}") for i in parse_option_indices(text, most)), "--gpus", text)
+
+
 def _brief(text: str, limit: int = 40) -> str:
     """A user's string cut to fit a one-line message."""
     return cut(text, limit, "\N{HORIZONTAL ELLIPSIS}")

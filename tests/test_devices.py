@@ -4,7 +4,8 @@ import re
 
 import pytest
 
-from placement_cli.devices import (DeviceSpec, DeviceSpecError, parse_device, parse_option_device, parse_option_devices,
+from placement_cli.devices import (ChosenDevices, DeviceName, DeviceSpec, DeviceSpecError, option_device, option_devices,
+                                   option_gpus, parse_device, parse_option_device, parse_option_devices,
                                    parse_option_indices, short_name)
 from placement_cli.lessons.caps import LESSON_DEVICES, MAX_CPUS, MAX_TOWERS
 from placement_cli.lessons.split import lesson_devices
@@ -144,22 +145,26 @@ def test_still_refused(text: str) -> None:
         parse_device(text)
 
 
+def _chosen(names: list[str], option: str) -> ChosenDevices:
+    return ChosenDevices(tuple(map(DeviceName, names)), option)
+
+
 def test_lesson_devices_caps_counts_and_the_logical_cpus_devices_imply() -> None:
     cpus = [f"/cpu:{i}" for i in range(20)]
     for lesson, (cap, unit, _) in LESSON_DEVICES.items():
-        assert lesson_devices(lesson, cpus[:min(cap, 20)], "--devices", None, derive_cpus=True) == min(cap, 20)
+        assert lesson_devices(lesson, _chosen(cpus[:min(cap, 20)], "--devices"), None, derive_cpus=True) == min(cap, 20)
         with pytest.raises(DeviceSpecError, match=f"{cap + 1} {unit} asked for with --gpus: {lesson} runs at most {cap}"):
-            lesson_devices(lesson, [f"/gpu:{i}" for i in range(cap + 1)], "--gpus", None, derive_cpus=True)
-    assert lesson_devices("train", ["/cpu:1", f"/cpu:{MAX_CPUS - 1}"], "--devices", None, derive_cpus=True) == MAX_CPUS
+            lesson_devices(lesson, _chosen([f"/gpu:{i}" for i in range(cap + 1)], "--gpus"), None, derive_cpus=True)
+    assert lesson_devices("train", _chosen(["/cpu:1", f"/cpu:{MAX_CPUS - 1}"], "--devices"), None, derive_cpus=True) == MAX_CPUS
     for far in (MAX_CPUS, 20_000, 1_000_000, 2**31 - 1):
         with pytest.raises(DeviceSpecError, match=f"/cpu:{far} in --devices would need {far + 1} logical CPUs"):
-            lesson_devices("mirrored", ["/cpu:0", f"/job:localhost/cpu:{far}"], "--devices", None, derive_cpus=True)
-    assert lesson_devices("train", ["/cpu:1", "/cpu:20000"], "--devices", 3, derive_cpus=True) == 3  # --cpus says
-    assert lesson_devices("train", ["/job:ps/cpu:70"], "--devices", None, derive_cpus=True) is None  # not this machine's
-    assert lesson_devices("mirrored", ["/gpu:0", "/gpu:1"], "--gpus", None, derive_cpus=True) is None
-    assert lesson_devices("tower", ["/cpu:1", "/cpu:20000"], "--devices", None, derive_cpus=False) is None
+            lesson_devices("mirrored", _chosen(["/cpu:0", f"/job:localhost/cpu:{far}"], "--devices"), None, derive_cpus=True)
+    assert lesson_devices("train", _chosen(["/cpu:1", "/cpu:20000"], "--devices"), 3, derive_cpus=True) == 3  # --cpus says
+    assert lesson_devices("train", _chosen(["/job:ps/cpu:70"], "--devices"), None, derive_cpus=True) is None  # not this machine's
+    assert lesson_devices("mirrored", _chosen(["/gpu:0", "/gpu:1"], "--gpus"), None, derive_cpus=True) is None
+    assert lesson_devices("tower", _chosen(["/cpu:1", "/cpu:20000"], "--devices"), None, derive_cpus=False) is None
     with pytest.raises(DeviceSpecError, match="placement makes 1 to 64"):
-        lesson_devices("train", ["/cpu:1"], "--towers", 65, derive_cpus=False)
+        lesson_devices("train", _chosen(["/cpu:1"], "--towers"), 65, derive_cpus=False)
 
 
 def test_a_device_name_is_read_once_where_it_enters_the_model_and_keeps_its_spelling() -> None:
@@ -192,3 +197,17 @@ def test_a_duplicate_device_is_named_whole_the_first_given_first() -> None:
     with pytest.raises(DeviceSpecError) as caught:
         parse_option_devices(f"{full},/cpu:0", MAX_TOWERS)
     assert str(caught.value).startswith(f"'{full}' and '/cpu:0' are the same device")
+
+
+def test_an_option_is_read_once_into_what_the_command_takes() -> None:
+    """--gpus, --devices, --device: read by their parsers into DeviceNames (spec read once), spelt as
+    TensorFlow reads them, with the option they came from; the lessons read them no more."""
+    chosen = option_gpus("0-2", MAX_TOWERS)
+    assert chosen.names == ("/gpu:0", "/gpu:1", "/gpu:2") and chosen.option == "--gpus" and str(chosen) == "0-2"
+    assert [n.spec.short for n in chosen.names if n.spec] == ["GPU:0", "GPU:1", "GPU:2"]
+    listed = option_devices(" /xla_cpu:0,/cpu:1", MAX_TOWERS)
+    assert listed.names == ("/device:XLA_CPU:0", "/cpu:1") and listed.option == "--devices"
+    one = option_device(" /cpu:0 ")
+    assert one == "/cpu:0" and isinstance(one, DeviceName) and one.short == "CPU:0"
+    with pytest.raises(DeviceSpecError, match="unknown component"):
+        option_device("/foo:0")

@@ -7,7 +7,7 @@ import math
 import sys
 from collections.abc import Callable
 from enum import Enum
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 
@@ -46,8 +46,7 @@ def capped(option: str, low: int, high: int, why: str) -> Callable[[int | None],
 
 def checked(check: Callable[[str], object], tidy: Callable[[str], str] = str.strip) -> Callable[[Any], Any]:
     """An option's callback: ``check(value)`` raises a ValueError (DeviceSpecError, FilterError) for
-    a value that TensorFlow or placement would refuse, and its words become the usage error (exit 2).
-    Checks import their module when called, so --help stays light."""
+    a value that TensorFlow or placement would refuse, and its words become the usage error (exit 2)."""
 
     @option_callback
     def callback(value: str | None) -> str | None:
@@ -77,12 +76,30 @@ named = checked(_names, tidy=lambda v: v)
 current folder), not passed on to fail as "': no such file'"."""
 
 
-# tidied as TensorFlow reads them: stripped, and /xla_cpu:0 as /device:XLA_CPU:0
-device_option = checked(devices.parse_option_device,
-                        tidy=devices.xla_spelling)
-gpus_option = checked(lambda value: devices.parse_option_indices(value, MAX_TOWERS), tidy=str)
-devices_option = checked(lambda value: devices.parse_option_devices(value, MAX_TOWERS),
-                         tidy=lambda value: ",".join(devices.xla_spelling(d) for d in value.split(",")))
+T = TypeVar("T")
+
+
+def parsed(read: Callable[[str], T]) -> Callable[[Any], T]:
+    """An option's parser (typer's ``parser=``): the value read once, into what the command takes
+    (a DeviceName, ChosenDevices); ``read``'s ValueError (DeviceSpecError) becomes the usage error
+    (exit 2). A value already read (click converts a default as well) is read again to the same."""
+
+    @option_callback
+    def parser(value: Any) -> T:
+        if isinstance(value, devices.ChosenDevices):
+            return value  # type: ignore[return-value]
+        try:
+            return read(str(value))
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+
+    return parser
+
+
+# read as TensorFlow reads them: stripped, and /xla_cpu:0 as /device:XLA_CPU:0
+device_parser = parsed(devices.option_device)
+gpus_parser = parsed(lambda value: devices.option_gpus(value, MAX_TOWERS))
+devices_parser = parsed(lambda value: devices.option_devices(value, MAX_TOWERS))
 
 
 @option_callback

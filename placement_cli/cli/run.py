@@ -23,14 +23,14 @@ from placement_cli.cli.options import (
     SvgOpt,
     TensorBoardOpt,
     VGpusOpt,
-    device_option,
-    devices_option,
-    gpus_option,
+    device_parser,
+    devices_parser,
+    gpus_parser,
     pictures,
     run_options,
 )
 from placement_cli.cli.outcome import ExitCode, Json, Outcome, Pictures
-from placement_cli.devices import parse_option_indices
+from placement_cli.devices import ChosenDevices, DeviceName, option_gpus
 from placement_cli.i18n import _
 from placement_cli.lessons import failure_cases, guide
 from placement_cli.lessons.caps import MAX_TOWERS
@@ -57,8 +57,8 @@ def _ran(report: Any, options: Any, drawn: Pictures, *, as_json: bool, log: bool
 
 @command(one_machine=True)
 def show(
-    device: Annotated[str | None, typer.Option("--device", metavar="DEV", callback=device_option, help="Pin a, b and MatMul to DEV (the guide's /gpu:2 case).")] = None,
-    inputs_on: Annotated[str | None, typer.Option("--inputs-on", metavar="DEV", callback=device_option, help="Pin only a and b to DEV (the guide's /cpu:0 case).")] = None,
+    device: Annotated[DeviceName | None, typer.Option("--device", metavar="DEV", parser=device_parser, help="Pin a, b and MatMul to DEV (the guide's /gpu:2 case).")] = None,
+    inputs_on: Annotated[DeviceName | None, typer.Option("--inputs-on", metavar="DEV", parser=device_parser, help="Pin only a and b to DEV (the guide's /cpu:0 case).")] = None,
     soft: SoftOpt = False,
     mode: ModeOpt = Mode.graph,
     cpus: CpusOpt = None,
@@ -84,12 +84,16 @@ def show(
     return _ran(report, options, drawn, as_json=as_json, log=log, all_rows=all_rows, soft=soft)
 
 
+TOWER_GPUS = option_gpus("2,3", MAX_TOWERS)  # the guide's towers, on /gpu:2 and /gpu:3
+REDUCE_ON = DeviceName("/cpu:0")  # where the guide sums them
+
+
 @command(one_machine=True)
 def tower(
     ctx: typer.Context,
-    gpus: Annotated[str, typer.Option("--gpus", metavar="N,N|N-N", callback=gpus_option, help="GPU indices for the towers: 2,3 or 0-3.")] = "2,3",
-    devices: Annotated[str | None, typer.Option("--devices", metavar="DEV,DEV", callback=devices_option, help="Tower devices instead of --gpus, e.g. /cpu:1,/cpu:2.")] = None,
-    reduce_on: Annotated[str, typer.Option("--reduce-on", metavar="DEV", callback=device_option, help="Where tf.add_n sums the towers.")] = "/cpu:0",
+    gpus: Annotated[ChosenDevices, typer.Option("--gpus", metavar="N,N|N-N", parser=gpus_parser, help="GPU indices for the towers: 2,3 or 0-3.")] = TOWER_GPUS,
+    devices: Annotated[ChosenDevices | None, typer.Option("--devices", metavar="DEV,DEV", parser=devices_parser, help="Tower devices instead of --gpus, e.g. /cpu:1,/cpu:2.")] = None,
+    reduce_on: Annotated[DeviceName, typer.Option("--reduce-on", metavar="DEV", parser=device_parser, help="Where tf.add_n sums the towers.")] = REDUCE_ON,
     soft: SoftOpt = False,
     mode: ModeOpt = Mode.graph,
     cpus: CpusOpt = None,
@@ -111,10 +115,11 @@ def tower(
     """
 
     source = ctx.get_parameter_source("gpus")
-    if devices and source is not None and source.name != "DEFAULT":
+    if devices is not None and source is not None and source.name != "DEFAULT":
         raise typer.BadParameter("give the towers with --gpus or with --devices, not both", param_hint="--gpus")
-    towers = devices.split(",") if devices else [f"/gpu:{i}" for i in parse_option_indices(gpus, MAX_TOWERS)]
-    lesson_devices("tower", towers, "--devices" if devices else "--gpus", cpus, derive_cpus=False)
+    chosen = devices or gpus
+    lesson_devices("tower", chosen, cpus, derive_cpus=False)
+    towers: list[str] = list(chosen.names)
     drawn = pictures("placement tower", as_json=as_json, force=force, svg=svg, dot=dot, graph_svg=graph_svg)
     options = run_options(soft, mode, cpus, virtual_gpus, copies, tensorboard, drawn, devices=(*towers, reduce_on))
     report = guide.tower(towers, reduce_on, options)

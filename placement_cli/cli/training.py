@@ -27,13 +27,14 @@ from placement_cli.cli.options import (
     TopOpt,
     VGpusOpt,
     capped,
-    devices_option,
-    gpus_option,
+    devices_parser,
+    gpus_parser,
     lr_option,
     pictures,
     run_options,
 )
 from placement_cli.cli.outcome import ExitCode, Json, Outcome, Pictures
+from placement_cli.devices import ChosenDevices
 from placement_cli.filters import apply
 from placement_cli.i18n import _
 from placement_cli.lessons import mirrored as mirrored_lesson
@@ -101,8 +102,8 @@ def _trained(report: Any, narrowed: Any, drawn: Pictures, *, as_json: bool, log:
 @command(one_machine=True)
 def train(
     towers: Annotated[int | None, typer.Option("--towers", metavar="N", callback=capped("--towers", 1, LESSON_DEVICES["train"][0], LESSON_DEVICES["train"][2]), help="How many towers (default 2; with --devices or --gpus, one per device).")] = None,
-    devices: Annotated[str | None, typer.Option("--devices", metavar="DEV,DEV", callback=devices_option, help="The towers' devices, e.g. /gpu:0,/gpu:1 (default: logical CPUs /cpu:1../cpu:N).")] = None,
-    gpus: Annotated[str | None, typer.Option("--gpus", metavar="N,N|N-N", callback=gpus_option, help="Towers on these GPUs: 0,1 or 0-3.")] = None,
+    devices: Annotated[ChosenDevices | None, typer.Option("--devices", metavar="DEV,DEV", parser=devices_parser, help="The towers' devices, e.g. /gpu:0,/gpu:1 (default: logical CPUs /cpu:1../cpu:N).")] = None,
+    gpus: Annotated[ChosenDevices | None, typer.Option("--gpus", metavar="N,N|N-N", parser=gpus_parser, help="Towers on these GPUs: 0,1 or 0-3.")] = None,
     steps: Annotated[int, typer.Option("--steps", metavar="N", callback=capped("--steps", 1, 10_000, "a lesson, not a training job"), help="Training steps to run.")] = 5,
     batch: Annotated[int, typer.Option("--batch", metavar="N", callback=capped("--batch", 1, 65_536, "synthetic examples made per step"), help="Examples per step, split evenly over the towers.")] = 64,
     lr: Annotated[float, typer.Option("--lr", metavar="RATE", callback=lr_option, help="Learning rate of the one GradientDescentOptimizer.")] = 0.5,
@@ -150,8 +151,8 @@ def train(
 @command(one_machine=True)
 def mirrored(
     replicas: Annotated[int | None, typer.Option("--replicas", metavar="N", callback=capped("--replicas", 1, LESSON_DEVICES["mirrored"][0], LESSON_DEVICES["mirrored"][2]), help="How many replicas (default 2; with --devices or --gpus, one per device).")] = None,
-    devices: Annotated[str | None, typer.Option("--devices", metavar="DEV,DEV", callback=devices_option, help="The replicas' devices, e.g. /gpu:0,/gpu:1 (default: logical CPUs /cpu:0../cpu:N-1).")] = None,
-    gpus: Annotated[str | None, typer.Option("--gpus", metavar="N,N|N-N", callback=gpus_option, help="Replicas on these GPUs: 0,1 or 0-3.")] = None,
+    devices: Annotated[ChosenDevices | None, typer.Option("--devices", metavar="DEV,DEV", parser=devices_parser, help="The replicas' devices, e.g. /gpu:0,/gpu:1 (default: logical CPUs /cpu:0../cpu:N-1).")] = None,
+    gpus: Annotated[ChosenDevices | None, typer.Option("--gpus", metavar="N,N|N-N", parser=gpus_parser, help="Replicas on these GPUs: 0,1 or 0-3.")] = None,
     reduce: Annotated[Reduce, typer.Option("--reduce", help="The cross-device all-reduce: collective (MirroredStrategy's default), one-device (ReductionToOneDevice), hierarchical (HierarchicalCopyAllReduce), nccl (NcclAllReduce, GPUs only).")] = Reduce.collective,
     fit: Annotated[bool, typer.Option("--fit", help="Train with Keras fit instead of the custom loop (strategy.run, all_reduce, strategy.reduce).")] = False,
     steps: Annotated[int, typer.Option("--steps", metavar="N", callback=capped("--steps", 1, 1_000, "a lesson, not a training job"), help="Training steps to run.")] = 3,
