@@ -239,6 +239,41 @@ def try_parse(text: str | None) -> DeviceSpec | None:
         return None
 
 
+# The tables' short names, read back (what DeviceSpec.short writes): a bare type, a device of any type
+# (XLA_GPU:0; TensorFlow's own grammar wants /device:XLA_GPU:0), a task (ps/0) or a task's device (ps/0 CPU:0).
+BARE_TYPE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SHORT_DEVICE = re.compile(r"(?P<type>[A-Za-z_][A-Za-z0-9_]*):(?P<index>[0-9]+)")
+_SHORT_TASK = re.compile(r"(?P<task>[A-Za-z][A-Za-z0-9_]*/[0-9]+)(?: +[A-Za-z_][A-Za-z0-9_]*:[0-9]+)?")
+
+
+def short_device(value: str) -> DeviceSpec | None:
+    """``XLA_GPU:0`` as the tables write it: a device of that type and index on any task."""
+    found = _SHORT_DEVICE.fullmatch(value)
+    return DeviceSpec(device_type=found["type"], device_index=int(found["index"])) if found else None
+
+
+def short_task(value: str) -> DeviceSpec | None:
+    """A task as the tables name it (``ps/0``, ``ps/0 CPU:0``) as a device spec; None for anything else."""
+    found = _SHORT_TASK.fullmatch(" ".join(value.split()))
+    if found is None:
+        return None
+    job, _slash, task = found["task"].partition("/")
+    device = short_device(found.group(0)[len(found["task"]):].strip())
+    return DeviceSpec(job=job, task=int(task), device_type=device.device_type if device else None,
+                      device_index=device.device_index if device else None)
+
+
+def named_by(value: str) -> DeviceSpec | None:
+    """What a device a user names (a --device filter, a rule's device) stands for, read in every form
+    placement knows: a bare type (``GPU``), a task or its device as tables name them (``ps/0 CPU:0``),
+    any spelling TensorFlow accepts (``/job:ps``, ``GPU:1``), a device of any type (``XLA_GPU:0``); a
+    spec whose unset fields match anything; None where it names none."""
+    want = " ".join(value.split())
+    if BARE_TYPE.fullmatch(want):
+        return DeviceSpec(device_type=want)
+    return short_task(want) or try_parse(want) or short_device(want)
+
+
 def short_name(text: str) -> str:
     """Short display name of a device string, or the string itself if unparseable."""
     spec = try_parse(text)

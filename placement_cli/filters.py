@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from placement_cli.devices import DeviceSpec, try_parse
+from placement_cli.devices import BARE_TYPE, DeviceSpec, named_by, short_device, short_task, try_parse
 from placement_cli.exceptions import FilterError
 from placement_cli.i18n import _
 from placement_cli.logparse import placer
@@ -20,12 +20,7 @@ from placement_cli.model.kinds import PlacementKind
 
 # oneDNN renames ops on CPUs (MatMul -> _MklMatMul, Conv2D -> _MklNativeConv2D): --op names the op either way.
 _ONEDNN_PREFIXES = ("", "_mkl", "_mklnative")
-_BARE_TYPE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _OP_TYPE = re.compile(placer.OP.decode())  # an op type as the parser reads one
-# a device as the tables name it, of any type: XLA_GPU:0 (TensorFlow's own grammar wants /device:XLA_GPU:0)
-_SHORT_DEVICE = re.compile(r"(?P<type>[A-Za-z_][A-Za-z0-9_]*):(?P<index>[0-9]+)")
-# a task as the tables name it: ps/0, or ps/0 CPU:0 with its device
-_SHORT_TASK = re.compile(r"(?P<task>[A-Za-z][A-Za-z0-9_]*/[0-9]+)(?: +[A-Za-z_][A-Za-z0-9_]*:[0-9]+)?")
 OPTION_LIKE = re.compile(r"--?[A-Za-z]")  # a value that is an option the user meant as one
 
 
@@ -103,12 +98,12 @@ def device_matcher(value: str) -> Callable[[DeviceSpec], bool]:
     (``GPU:1``, ``/job:ps``, ``/device:CPU:0``), or a short name as tables print it (``ps/0 CPU:0``)."""
     want = " ".join(value.split())
     upper = want.upper()
-    if _BARE_TYPE.fullmatch(want):
+    if BARE_TYPE.fullmatch(want):
         return lambda spec: (spec.device_type or "").upper() == upper
     task = short_task(want)
     if task is not None:  # ps/0 (every device of that task), ps/0 CPU:0; localhost/0 too, which tables leave out
         return lambda got: _fold(task).satisfied_by(_fold(got))
-    spec = try_parse(want) or _short_device(want)
+    spec = try_parse(want) or short_device(want)
     if spec is not None:
         folded = _fold(spec)
         return lambda got: folded.satisfied_by(_fold(got)) or got.short.upper() == upper
@@ -123,7 +118,7 @@ def narrows(kind: str, given: str, saved: str) -> bool:
         return True
     if kind != "device":
         return False
-    mine, theirs = _spec_of(given), _spec_of(saved)
+    mine, theirs = named_by(given), named_by(saved)
     if mine is None or theirs is None:
         return False
     fields = ("job", "replica", "task", "device_type", "device_index")
@@ -147,41 +142,16 @@ def widened(said: dict[str, Any], filters: Filters) -> tuple[str, str, str] | No
     return None
 
 
-def _spec_of(value: str) -> DeviceSpec | None:
-    """What a --device value names, as a spec whose unset fields match anything; None where unknown."""
-    want = " ".join(value.split())
-    if _BARE_TYPE.fullmatch(want):
-        return DeviceSpec(device_type=want)
-    return short_task(want) or try_parse(want) or _short_device(want)
-
-
-def short_task(value: str) -> DeviceSpec | None:
-    """A task as the tables name it (``ps/0``, ``ps/0 CPU:0``) as a device spec; None for anything else."""
-    found = _SHORT_TASK.fullmatch(" ".join(value.split()))
-    if found is None:
-        return None
-    job, _slash, task = found["task"].partition("/")
-    device = _short_device(found.group(0)[len(found["task"]):].strip())
-    return DeviceSpec(job=job, task=int(task), device_type=device.device_type if device else None,
-                      device_index=device.device_index if device else None)
-
-
 def check_device(value: str) -> None:
     """FilterError for a --device that no placement could ever match (not a type, a device or a
     table's short name), so a typo is a usage error, not an empty table."""
     want = " ".join(value.split())
     if not want:
         raise FilterError("--device: give a device type or a device, e.g. GPU, CPU:0, /job:ps or ps/0")
-    if _BARE_TYPE.fullmatch(want) or _SHORT_TASK.fullmatch(want) or (try_parse(want) or _short_device(want)):
+    if named_by(want) is not None:
         return
     raise FilterError(f"--device {quoted(want)} is not a device: give a type (GPU), a device (CPU:0, /gpu:1, "
                       "/job:ps/task:0) or a task as the tables name it (ps/0, ps/0 CPU:0)")
-
-
-def _short_device(value: str) -> DeviceSpec | None:
-    """``XLA_GPU:0`` as the tables write it: a device of that type and index on any task."""
-    found = _SHORT_DEVICE.fullmatch(value)
-    return DeviceSpec(device_type=found["type"], device_index=int(found["index"])) if found else None
 
 
 def _fold(spec: DeviceSpec) -> DeviceSpec:

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from placement_cli import messages
-from placement_cli.devices import DeviceSpec, try_parse
+from placement_cli.devices import DeviceSpec, short_task, try_parse
 from placement_cli.exceptions import FilterError, RuleError
-from placement_cli.filters import check_device, check_op, compile_node, device_matcher, op_matcher, short_task
+from placement_cli.filters import check_device, check_op, compile_node, device_matcher, op_matcher
 from placement_cli.i18n import Message, _, english
 from placement_cli.logparse.functions import function_key, trace_counters
 from placement_cli.messages import quoted
