@@ -107,7 +107,7 @@ class Placement:
         return cls(node=optional_text(p.get("node")), op=optional_text(p.get("op")),
                    device=text(p.get("device", spec.canonical)), spec=spec, kind=PlacementKind(kind),
                    line=count(p.get("line", 0)), requested=device_name(optional_text(p.get("requested"))),
-                   status=_STATUSES.get(status, status if isinstance(status, str) else LOGGED),
+                   status=STATUSES.get(status, status if isinstance(status, str) else LOGGED),
                    reason=optional_text(p.get("reason")), group=optional_text(p.get("group")),
                    graph=optional_text(p.get("graph")), wrapper=p.get("wrapper") is True)
 
@@ -437,6 +437,7 @@ def _exited(code: Any) -> str | None:
     return f"exit code {code}" if isinstance(code, int) and not isinstance(code, bool) and code != 0 else None
 
 
-_STATUSES = {english(s): s for s in (AS_REQUESTED, FREE, SOFT_FALLBACK, LOGGED, WITH_RESOURCE)}
+# each status by its English, as JSON and a diff's rows write it
+STATUSES = {english(s): s for s in (AS_REQUESTED, FREE, SOFT_FALLBACK, LOGGED, WITH_RESOURCE)}
 _KINDS = frozenset(PlacementKind)
 _FAILURE_KINDS = frozenset(FailureKind)

@@ -13,27 +13,22 @@ from placement_cli import messages
 from placement_cli.devices import short_name
 from placement_cli.i18n import Wording, _, english, shown
 from placement_cli.model import (
-    AS_REQUESTED,
-    FREE,
-    LOGGED,
-    SOFT_FALLBACK,
-    WITH_RESOURCE,
     Change,
     LinkTotal,
     PlacementDiff,
 )
 from placement_cli.model.diff import total
+from placement_cli.model.report import STATUSES
 from placement_cli.render.digest import MAX_KEYS, CrossTab, scope_counts
 from placement_cli.render.rows import MIDDLE, Column, RowTable
 from placement_cli.render.text import KeptTail, clean
 from placement_cli.render.view import View
 
-_STATUSES = {english(s): s for s in (AS_REQUESTED, FREE, SOFT_FALLBACK, LOGGED, WITH_RESOURCE)}
 _EXAMPLES = 3  # names a digest row gives as examples
 
 
 def _status(status: Wording | None) -> str:
-    return "-" if status is None else clean(shown(_STATUSES.get(english(status), status)))
+    return "-" if status is None else clean(shown(STATUSES.get(english(status), status)))
 
 
 def _device(canonical: str | None) -> str:
