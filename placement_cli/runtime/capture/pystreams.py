@@ -16,8 +16,6 @@ import threading
 from types import FrameType
 from typing import Any
 
-from IPython import get_ipython
-
 from placement_cli.logparse import eager, mapping
 from placement_cli.runtime.capture import fdcapture
 from placement_cli.runtime.capture.splitter import may_become_tensorflow_line
@@ -82,6 +80,8 @@ def _ipython() -> Any:
     if "IPython" not in sys.modules:
         return None
     try:
+        from IPython import get_ipython  # noqa: PLC0415 - IPython is no dependency: only where it already runs
+
         return get_ipython()
     except Exception:  # noqa: BLE001 - no shell to ask
         return None

@@ -40,8 +40,6 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from google.protobuf.json_format import MessageToDict
-
 from placement_cli.i18n import N_, Message, wire
 from placement_cli.logparse.causes import cause_line, node_named, port_taken
 from placement_cli.model import GpuMemory
@@ -183,6 +181,7 @@ def _gpu_policy(job: str, request: dict[str, Any], config: Any) -> dict[str, Any
     """The request's GPU memory policy, applied to this task: its environment (read by TensorFlow when
     it makes the GPU device, after this) and its server's ConfigProto. What the task then has is
     said back, read from the ConfigProto itself."""
+    from google.protobuf.json_format import MessageToDict  # noqa: PLC0415 - TensorFlow's own dependency
 
     memory = GpuMemory.from_dict(request.get("gpu_memory"))
     if memory is not None:
