@@ -703,6 +703,8 @@ def test_after_the_block_what_capture_changed_is_restored_and_what_stays_on_is_s
     after = found["AFTER"][0]
     assert after["flag"] is False  # set_log_device_placement is back to what it was
     assert any("stays on" in note for note in after["notes"])
+    # capture() takes its own op callback away as it ends: no note blames the program for it
+    assert not any("removed placement's op callback" in note for note in after["notes"]), after["notes"]
     assert "after_session" not in stream_text(cells[5])  # a later Session no longer logs
     # TensorFlow keeps logging eager ops and new functions: none of it reaches a later cell
     text = stream_text(cells[5])

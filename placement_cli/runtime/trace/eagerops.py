@@ -87,6 +87,7 @@ class EagerOps:
         def undo() -> None:
             try:
                 remove(record)
+                self.still_there = lambda: True  # gone by this undo, not by the program (capture() ends so)
             except KeyError:  # already gone: the program cleared the callbacks of this thread
                 self.removed_early = True
             except Exception as exc:  # noqa: BLE001
