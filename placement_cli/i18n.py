@@ -128,6 +128,9 @@ class Message:
     def __str__(self) -> str:
         return self.shown()
 
+    def __format__(self, spec: str) -> str:  # f"{status:>15}": shown, then formatted as text is
+        return format(self.shown(), spec)
+
     def __repr__(self) -> str:
         return f"Message({self.english!r})"
 

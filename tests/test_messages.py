@@ -34,6 +34,7 @@ def test_a_message_is_its_english_and_keeps_its_template_and_fields() -> None:
     reason = Message(messages.MISSING, device="GPU:2", names=messages.NONE_LISTED)
     assert reason == "GPU:2 does not exist (have: none listed)" and not isinstance(reason, str)  # compared as its English
     assert reason.english == "GPU:2 does not exist (have: none listed)" == str(reason)  # str() shows it (English here)
+    assert f"{reason:>45}" == f"{reason.english:>45}" and f"{reason}" == reason.english  # formatted as its text
     assert json.dumps({"reason": reason}, default=as_json) == '{"reason": "GPU:2 does not exist (have: none listed)"}'
     assert reason.template == messages.MISSING and reason.fields["names"] is messages.NONE_LISTED
     assert {reason: 1}["GPU:2 does not exist (have: none listed)"] == 1  # a dict key as its English
