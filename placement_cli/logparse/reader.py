@@ -276,7 +276,7 @@ def open_text(stream: BinaryIO, name: str, size: int, note: Callable[[str], None
             compression = kind
             source = opened(fileobj=source, mode="rb") if module == "gzip" else opened(source, mode="rb")
             if note is not None:
-                note(f"{name}: {kind}-compressed, reading it decompressed")
+                note(_("{name}: {kind}-compressed, reading it decompressed").format(name=name, kind=kind))
             try:
                 head = read_full(source, max(size, 4096))
             except broken as exc:
