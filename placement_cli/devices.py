@@ -163,6 +163,13 @@ class DeviceName(str):
         """The task it is on (job, replica, task; localhost's where it names none); None: no device."""
         return None if self.spec is None else self.spec.task_key
 
+    @property
+    def request(self) -> DeviceSpec | None:
+        """What it asks for as a request (tf.device, a node's device field): TensorFlow's request
+        grammar, stricter than its log's (no type a log may name, such as a pluggable _CUSTOM);
+        None where it asks for no device it can name."""
+        return _request(str(self))
+
 
 @functools.lru_cache(maxsize=4096)  # a log names a few devices many times
 def _device_name(text: str) -> DeviceName:
@@ -172,6 +179,11 @@ def _device_name(text: str) -> DeviceName:
     except DeviceSpecError:
         name.spec = None
     return name
+
+
+@functools.lru_cache(maxsize=4096)
+def _request(text: str) -> DeviceSpec | None:
+    return try_parse(text)
 
 
 def device_name(text: str | None) -> DeviceName | None:

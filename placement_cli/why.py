@@ -10,7 +10,7 @@ from typing import Any
 
 from placement_cli import messages
 from placement_cli.blocks import CALL_OPS, callees, calls_in, graph_blocks, next_eager, wrapper_lines
-from placement_cli.devices import DeviceName, DeviceSpec, try_parse
+from placement_cli.devices import DeviceSpec, device_name, try_parse
 from placement_cli.eagerjoin import eager_records
 from placement_cli.i18n import Message
 from placement_cli.messages import UNKNOWN
@@ -206,7 +206,7 @@ class _Explainer:
         if wrapper and p.op in PLUMBING_OPS:
             return replace(p, requested=None, status=LOGGED, group=span.group, reason=self.on_cpu_reason(p, None),
                            wrapper=True)
-        want = try_parse(span.requested)
+        want = span.requested.request if span.requested else None
         node = NodeFacts(name=p.node or "", op=p.op, requested=span.requested, group=span.group,
                          unchecked=(want.device_type,) if want and want.device_type else ())  # attrs never checked
         return replace(self.one(p, node), wrapper=wrapper)
@@ -217,13 +217,13 @@ class _Explainer:
         TensorFlow's rule for eager ops (MaybePinToResourceDevice, eager/placement_utils.cc): an eager
         op with a resource input runs where the resource lives, whatever the scope, soft placement on
         or off. That is no fallback."""
-        requested = record.requested
-        want = try_parse(requested) if requested else None
+        requested = device_name(record.requested or None)
+        want = requested.request if requested else None
         there = try_parse(record.resource_device) if record.resource_device else None
         if want is not None and there is not None and not want.satisfied_by(p.spec) \
                 and there.canonical == p.spec.canonical:
-            return replace(p, requested=DeviceName(requested), status=WITH_RESOURCE, reason=resource_reason(record, p.short))
-        node = NodeFacts(name=p.node or "", op=p.op, requested=requested or None,
+            return replace(p, requested=requested, status=WITH_RESOURCE, reason=resource_reason(record, p.short))
+        node = NodeFacts(name=p.node or "", op=p.op, requested=requested,
                          unchecked=(want.device_type,) if want and want.device_type else ())
         return self.one(p, node)
 
@@ -263,12 +263,12 @@ class _Explainer:
             return replace(p, requested=None, status=LOGGED, group=node.group, reason=self.on_cpu_reason(p, node, gpu))
         if not node.requested:
             return replace(p, requested=None, status=FREE, group=node.group, reason=self.on_cpu_reason(p, node, gpu))
-        want = try_parse(node.requested)
+        want = node.requested.request
         if want is None or want.satisfied_by(p.spec):
-            return replace(p, requested=DeviceName(node.requested), status=AS_REQUESTED, group=node.group)
+            return replace(p, requested=node.requested, status=AS_REQUESTED, group=node.group)
         if p.status == WITH_RESOURCE and p.kind != PlacementKind.EAGER:  # the log said so: it follows its reference input
-            return replace(p, requested=DeviceName(node.requested), group=node.group)  # (logparse.ignored.settle): no fallback
-        return replace(p, requested=DeviceName(node.requested), status=SOFT_FALLBACK, group=node.group,
+            return replace(p, requested=node.requested, group=node.group)  # (logparse.ignored.settle): no fallback
+        return replace(p, requested=node.requested, status=SOFT_FALLBACK, group=node.group,
                        reason=self.fallback_reason(want, p, node, self.specs if specs is None else specs))
 
     def fallback_reason(self, want: DeviceSpec, p: Placement, node: NodeFacts, specs: tuple[DeviceSpec, ...]) -> Message:

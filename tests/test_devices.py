@@ -211,3 +211,15 @@ def test_an_option_is_read_once_into_what_the_command_takes() -> None:
     assert one == "/cpu:0" and isinstance(one, DeviceName) and one.short == "CPU:0"
     with pytest.raises(DeviceSpecError, match="unknown component"):
         option_device("/foo:0")
+
+
+def test_a_request_is_read_by_tensorflow_s_request_grammar_a_logged_name_by_its_log_s() -> None:
+    """NodeFacts and Span hold DeviceNames: ``spec`` reads a name as TensorFlow's log writes it (any
+    type, a pluggable _CUSTOM), ``request`` as tf.device reads a request (no such type)."""
+    from placement_cli.model.facts import NodeFacts, Span
+
+    custom = DeviceName("/device:_CUSTOM:0")
+    assert custom.spec is not None and custom.spec.device_type == "_CUSTOM" and custom.request is None
+    node = NodeFacts("m", "MatMul", requested="/gpu:1")  # a plain string is read where the model is made
+    assert type(node.requested) is DeviceName and node.requested.request == parse_device("/gpu:1")
+    assert type(Span(1, 2, "/cpu:0").requested) is DeviceName and Span(1, 2, None).requested is None

@@ -127,7 +127,7 @@ def settle(placements: tuple[Placement, ...], requests: Iterable[IgnoredRequest]
 
 
 def _settled(p: Placement, request: IgnoredRequest) -> Placement:
-    want, there = try_parse(request.requested), try_parse(request.device)
+    want, there = request.requested.request if request.requested else None, try_parse(request.device)
     if want is not None and want.satisfied_by(p.spec):
         return replace(p, requested=request.requested, status=AS_REQUESTED)
     if there is None or there.satisfied_by(p.spec):

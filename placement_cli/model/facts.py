@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from placement_cli.devices import DeviceName
 from placement_cli.i18n import Wording
 
 
@@ -17,12 +18,16 @@ class NodeFacts:
 
     name: str
     op: str | None = None
-    requested: str | None = None  # the node's device field; None when it asked for nothing
+    requested: DeviceName | None = None  # the node's device field; None when it asked for nothing
     partners: tuple[str, ...] = ()  # nodes it must share a device with: colocation attr, resource/ref inputs
     no_kernel: tuple[str, ...] = ()  # device types checked against this very node that have no kernel for it
     unchecked: tuple[str, ...] = ()  # device types whose kernels for this very node could not be checked
     group: Wording | None = None
     request_known: bool = True  # False: graphs that share this name asked for different devices
+
+    def __post_init__(self) -> None:
+        if self.requested is not None and type(self.requested) is not DeviceName:  # read where the model is made
+            object.__setattr__(self, "requested", DeviceName(self.requested))
 
     @property
     def key(self) -> tuple[str, str | None]:
@@ -47,9 +52,13 @@ class Span:
 
     first: int  # 1-based line numbers of the run's log, both inclusive
     last: int
-    requested: str | None  # the device scope the code ran in (None: none)
+    requested: DeviceName | None  # the device scope the code ran in (None: none)
     group: Wording | None = None
     calls_function: bool = False  # a tf.function call: its placer lines are the function's body (graph facts)
+
+    def __post_init__(self) -> None:
+        if self.requested is not None and type(self.requested) is not DeviceName:
+            object.__setattr__(self, "requested", DeviceName(self.requested))
 
 
 @dataclass(frozen=True)

@@ -98,7 +98,7 @@ def spans_of(trial: Trial, marks: list[int]) -> tuple[Span, ...]:
     found = []
     for i, (requested, group, calls_function) in enumerate(trial.spans):
         if 2 * i + 1 < len(marks):
-            found.append(Span(marks[2 * i] + 1, marks[2 * i + 1], requested, group, calls_function))
+            found.append(Span(marks[2 * i] + 1, marks[2 * i + 1], device_name(requested), group, calls_function))
     return tuple(found)
 
 
