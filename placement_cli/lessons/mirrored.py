@@ -335,7 +335,7 @@ def mirrored(spec: MirroredSpec, options: RunOptions) -> Report:
         notes.append(_NCCL_LESSON)
     reduction, implementation = trial.reduction or (None, None)
     training = Training(
-        lesson="mirrored", devices=spec.devices, batch=spec.batch, steps=spec.steps, lr=spec.lr, dtype="float32",
+        lesson="mirrored", devices=tuple(map(DeviceName, spec.devices)), batch=spec.batch, steps=spec.steps, lr=spec.lr, dtype="float32",
         losses=tuple(trial.losses), parameters=parameter_count(), parameter_bytes=parameter_count() * 4,
         input_bytes=spec.batch * (INPUTS * 4 + 4), variables=tuple(trial.variables),
         reduction=None if reduction is None else f"{reduction}{f' ({implementation})' if implementation else ''}",
@@ -343,7 +343,7 @@ def mirrored(spec: MirroredSpec, options: RunOptions) -> Report:
                                  reduce=spec.reduce),
         mode=messages.MODE_FIT if spec.fit else messages.MODE_LOOP,
         expected=expected_bytes(spec, trial.replicas or spec.devices), notes=tuple(notes), error=trial.error,
-        roles=tuple(role_order(spec.replicas)), replicas=trial.replicas,
+        roles=tuple(role_order(spec.replicas)), replicas=tuple(map(DeviceName, trial.replicas)),
         cause=cause(trial.error, report.log) if trial.error else None,
         error_headline=headline(trial.error) if trial.error else "")
     return replace(report, placements=placements, copies=copies, training=training, executed=trial.executed)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from placement_cli import messages
-from placement_cli.devices import short_name, try_parse
+from placement_cli.devices import DeviceName, short_name, try_parse
 from placement_cli.exceptions import UsageProblem
 from placement_cli.i18n import Message, Wording
 from placement_cli.lessons.split import check_even
@@ -272,7 +272,7 @@ def train(spec: TrainSpec, options: RunOptions) -> Report:
         trial.groups = built.roles
         trial.reads = built.reads
         trial.variables = [VariableCopies(v.op.name, tuple(v.shape.as_list()), v.dtype.base_dtype.name,
-                                          (v.device or "",), type(v).__name__) for v in built.variables]
+                                          (DeviceName(v.device or ""),), type(v).__name__) for v in built.variables]
         batches = synthetic_batches(spec)
         size = tf.dtypes.as_dtype(spec.dtype).size
         check = None
@@ -296,10 +296,10 @@ def train(spec: TrainSpec, options: RunOptions) -> Report:
             trial.error = exc.message
         trial.result = list(trial.losses) if len(trial.losses) == spec.steps else None
         trial.training = Training(
-            lesson="towers", devices=spec.devices, batch=spec.batch, steps=spec.steps, lr=spec.lr, dtype=spec.dtype,
+            lesson="towers", devices=tuple(map(DeviceName, spec.devices)), batch=spec.batch, steps=spec.steps, lr=spec.lr, dtype=spec.dtype,
             losses=tuple(trial.losses), parameters=parameter_count(spec),
             parameter_bytes=parameter_count(spec) * size, input_bytes=spec.batch * (FEATURES * size + 4),
-            variables_on=VARIABLES_ON, check=check, expected=expected_bytes(spec, size), error=trial.error,
+            variables_on=DeviceName(VARIABLES_ON), check=check, expected=expected_bytes(spec, size), error=trial.error,
             error_headline=headline(trial.error) if trial.error else "", roles=tuple(role_order(spec.towers)))
         return trial
 
@@ -310,7 +310,7 @@ def train(spec: TrainSpec, options: RunOptions) -> Report:
     training = trial.training
     if training is not None:
         where = {p.node: p.canonical for p in placements if p.kind == PlacementKind.PLACER and p.op == "VarHandleOp"}
-        training = replace(training, variables=tuple(replace(v, devices=(where.get(v.name, v.devices[0]),))
+        training = replace(training, variables=tuple(replace(v, devices=(DeviceName(where.get(v.name, v.devices[0])),))
                                                      for v in trial.variables))
         # the copies expected where the towers and the variables really ran (soft placement moves them)
         ran = [group_device(placements, messages.tower_role(i, FORWARD)) for i in range(spec.towers)]

@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from placement_cli.devices import DeviceName, device_name
 from placement_cli.i18n import Wording, english
 from placement_cli.model.cause import Cause, first_line
 from placement_cli.model.fields import count, dimension, number, optional_text, text
@@ -59,8 +60,11 @@ class VariableCopies:
     name: str
     shape: tuple[int, ...]
     dtype: str
-    devices: tuple[str, ...]
+    devices: tuple[DeviceName, ...]
     kind: str  # the variable's class: ResourceVariable, MirroredVariable, ...
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "devices", tuple(map(DeviceName, self.devices)))  # read once, where it is made
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype, "devices": list(self.devices),
@@ -69,7 +73,7 @@ class VariableCopies:
     @classmethod
     def from_dict(cls, v: Any) -> VariableCopies:
         return cls(name=text(v["name"]), shape=tuple(map(dimension, v["shape"])), dtype=text(v["dtype"]),
-                   devices=tuple(map(text, v["devices"])), kind=text(v["kind"]))
+                   devices=tuple(DeviceName(text(d)) for d in v["devices"]), kind=text(v["kind"]))
 
 
 @dataclass(frozen=True)
@@ -95,7 +99,7 @@ class Training:
     """What a training lesson (train, mirrored) set up and what its steps gave."""
 
     lesson: str  # "towers" | "mirrored"
-    devices: tuple[str, ...]  # the towers' or replicas' devices, as asked
+    devices: tuple[DeviceName, ...]  # the towers' or replicas' devices, as asked
     batch: int  # global batch per step
     steps: int  # steps asked for
     lr: float
@@ -104,7 +108,7 @@ class Training:
     parameters: int = 0
     parameter_bytes: int = 0
     input_bytes: int = 0  # one step's batch (features and labels)
-    variables_on: str | None = None  # towers: where the variables live
+    variables_on: DeviceName | None = None  # towers: where the variables live
     variables: tuple[VariableCopies, ...] = ()
     reduction: str | None = None  # mirrored: the cross-device ops' class; None: unknown
     reduction_source: Wording | None = None  # how it was chosen / read (a Message)
@@ -114,10 +118,15 @@ class Training:
     notes: tuple[Wording, ...] = ()  # Messages
     error: str | None = None  # what stopped the steps, when they did not all run
     roles: tuple[Wording, ...] = ()  # the groups of its placements, in the order tables show them
-    replicas: tuple[str, ...] = ()  # mirrored: the replicas' devices as the strategy resolved them
+    replicas: tuple[DeviceName, ...] = ()  # mirrored: the replicas' devices as the strategy resolved them
     cause: Cause | None = None  # what stopped the steps: TensorFlow's cause line (not its traceback header)
     # the line of ``error`` that says what failed, as logparse reads it (not in the JSON); "": its first line
     error_headline: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:  # the devices read once, where the model is made
+        object.__setattr__(self, "devices", tuple(map(DeviceName, self.devices)))
+        object.__setattr__(self, "replicas", tuple(map(DeviceName, self.replicas)))
+        object.__setattr__(self, "variables_on", device_name(self.variables_on))
 
     @property
     def says(self) -> str:
@@ -154,15 +163,15 @@ class Training:
     def from_dict(cls, t: Any, losses: Any = (), check: Any = None) -> Training:
         """A training as a report's JSON holds it: ``training``, with the report's ``losses`` and ``check``."""
         expected = t.get("expected_copy_bytes")
-        return cls(lesson=text(t["lesson"]), devices=tuple(map(text, t["devices"])), batch=count(t["batch"]),
+        return cls(lesson=text(t["lesson"]), devices=tuple(DeviceName(text(d)) for d in t["devices"]), batch=count(t["batch"]),
                    steps=count(t["steps_requested"]), lr=number(t["lr"]), dtype=text(t["dtype"]),
                    losses=tuple(map(number, losses or ())), parameters=count(t.get("parameters", 0)),
                    parameter_bytes=count(t.get("parameter_bytes", 0)), input_bytes=count(t.get("input_bytes", 0)),
-                   variables_on=optional_text(t.get("variables_on")),
+                   variables_on=device_name(optional_text(t.get("variables_on"))),
                    variables=tuple(map(VariableCopies.from_dict, t.get("variables") or ())),
                    reduction=optional_text(t.get("reduction")), reduction_source=optional_text(t.get("reduction_source")),
                    mode=optional_text(t.get("mode")), check=None if check is None else GradientCheck.from_dict(check),
                    expected=None if expected is None else ExpectedBytes.from_dict(expected),
                    notes=tuple(map(text, t.get("notes") or ())), error=optional_text(t.get("error")),
-                   roles=tuple(map(text, t.get("roles") or ())), replicas=tuple(map(text, t.get("replicas") or ())),
+                   roles=tuple(map(text, t.get("roles") or ())), replicas=tuple(DeviceName(text(d)) for d in t.get("replicas") or ()),
                    cause=None if t.get("cause") is None else Cause.from_dict(t["cause"]))

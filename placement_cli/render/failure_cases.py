@@ -6,7 +6,6 @@ from rich.console import Group
 from rich.panel import Panel
 from rich.text import Text
 
-from placement_cli.devices import short_name
 from placement_cli.i18n import Wording, _, shown
 from placement_cli.model import FailureCase, FailureCatalogue, SoftRun
 from placement_cli.model.ops import PLUMBING_OPS
@@ -19,7 +18,7 @@ def _soft_summary(soft: SoftRun | None) -> str:
     if soft.error_class:
         return _("still fails: {error}").format(error=f"{soft.error_class}: {soft.message or ''}")
     placed = [p for p in soft.placements if p.op not in PLUMBING_OPS]
-    devices = sorted({short_name(p.canonical) for p in placed})
+    devices = sorted({p.short for p in placed})
     nodes_by_reason: dict[Wording, list[str]] = {}
     for p in placed:
         if p.reason:

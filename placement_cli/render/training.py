@@ -58,7 +58,7 @@ def setup_text(training: Training) -> Text:
             parameters=f"{training.parameters:,}", size=size(training.parameter_bytes)))
     else:
         names = training.replicas or training.devices
-        replicas = ", ".join(_("{device} (replica {index})").format(device=clean(short_name(d)), index=i)
+        replicas = ", ".join(_("{device} (replica {index})").format(device=clean(d.short), index=i)
                              for i, d in enumerate(names))
         text.append(_("replicas: {replicas}; {mode}.").format(replicas=replicas, mode=clean(shown(training.mode)))
                     + "\n")
@@ -86,7 +86,7 @@ def variables_table(training: Training, view: View) -> RowTable:
         Column(_("copies on"), WRAP, min_width=12)], fit=view.fit)
     for v in training.variables:
         table.add_row(clean(v.name), "[" + ", ".join(map(str, v.shape)) + "]", clean(v.kind),
-                      ", ".join(clean(short_name(d)) for d in v.devices) or "?")
+                      ", ".join(clean(d.short) for d in v.devices) or "?")
     return table
 
 
