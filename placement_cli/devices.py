@@ -287,9 +287,9 @@ def named_by(value: str) -> DeviceSpec | None:
 
 
 def short_name(text: str) -> str:
-    """Short display name of a device string, or the string itself if unparseable."""
-    spec = try_parse(text)
-    return spec.short if spec else text
+    """How tables name a device (``CPU:0``, ``ps/0 CPU:0``), read once as a DeviceName (the name of an
+    aggregate: a count's key, a column); the text itself where it names no device."""
+    return DeviceName(text).short
 
 
 def parse_indices(text: str) -> list[int]:

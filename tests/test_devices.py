@@ -37,6 +37,9 @@ def test_short_names() -> None:
     assert short_name("/job:localhost/replica:0/task:0/device:CPU:0") == "CPU:0"
     assert short_name("/job:ps/replica:0/task:0/device:CPU:0") == "ps/0 CPU:0"
     assert short_name("/device:GPU:1") == "GPU:1"
+    # an aggregate's key is read as a logged name, once: a pluggable type as tables name it, nonsense as it is
+    assert short_name("/job:localhost/replica:0/task:0/device:_CUSTOM:0") == "_CUSTOM:0"
+    assert short_name("not a device") == "not a device"
 
 
 def test_partial_request_is_satisfied_by_full_name() -> None:
