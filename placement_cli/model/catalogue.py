@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from placement_cli.i18n import Message, english
+from placement_cli.model.fields import optional_text, text
 from placement_cli.model.report import DeviceMapping, Placement, PlacementFailure
 
 
@@ -25,6 +26,11 @@ class SoftRun:
         if self.error_class is not None:
             data.update(error_class=self.error_class, message=self.message)
         return data
+
+    @classmethod
+    def from_dict(cls, s: Any) -> SoftRun:
+        return cls(placements=tuple(Placement.from_dict(p) for p in s["placements"]), result=s.get("result"),
+                   error_class=optional_text(s.get("error_class")), message=optional_text(s.get("message")))
 
 
 @dataclass(frozen=True)
@@ -47,6 +53,15 @@ class FailureCase:
                 "error_class": self.error_class, "error": None if self.error is None else self.error.to_dict(),
                 "soft": None if self.soft is None else self.soft.to_dict()}
 
+    @classmethod
+    def from_dict(cls, c: Any) -> FailureCase:
+        """A case as JSON has it: its description and skip reason as their English."""
+        return cls(name=text(c["name"]), description=text(c["description"]), requested=text(c["requested"]),
+                   ran=bool(c.get("ran")), skip_reason=optional_text(c.get("skip_reason")),
+                   error_class=optional_text(c.get("error_class")),
+                   error=None if c.get("error") is None else PlacementFailure.from_dict(c["error"]),
+                   soft=None if c.get("soft") is None else SoftRun.from_dict(c["soft"]))
+
 
 @dataclass(frozen=True)
 class FailureCatalogue:
@@ -57,6 +72,11 @@ class FailureCatalogue:
 
     def to_dict(self) -> dict[str, Any]:
         return {"cases": [c.to_dict() for c in self.cases], "incomplete": list(self.incomplete)}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> FailureCatalogue:
+        return cls(cases=tuple(map(FailureCase.from_dict, data["cases"])),
+                   incomplete=tuple(map(text, data.get("incomplete") or ())))
 
 
 @dataclass(frozen=True)
@@ -74,6 +94,11 @@ class PhysicalDevice:
             data.update(gpu_name=self.gpu_name, compute_capability=self.compute_capability)
         return data
 
+    @classmethod
+    def from_dict(cls, d: Any) -> PhysicalDevice:
+        return cls(text(d["name"]), text(d["device_type"]), optional_text(d.get("gpu_name")),
+                   optional_text(d.get("compute_capability")))
+
 
 @dataclass(frozen=True)
 class LogicalDevice:
@@ -85,6 +110,10 @@ class LogicalDevice:
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "device_type": self.device_type, "canonical": self.canonical}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> LogicalDevice:
+        return cls(text(d["name"]), text(d["device_type"]), text(d["canonical"]))
 
 
 @dataclass(frozen=True)
@@ -105,3 +134,10 @@ class Inventory:
         return {"physical": [d.to_dict() for d in self.physical], "logical": [d.to_dict() for d in self.logical],
                 "device_mapping": [m.to_dict() for m in self.device_mapping],
                 "device_mapping_logged": self.mapping_logged}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Inventory:
+        return cls(physical=tuple(map(PhysicalDevice.from_dict, data["physical"])),
+                   logical=tuple(map(LogicalDevice.from_dict, data["logical"])),
+                   device_mapping=tuple(map(DeviceMapping.from_dict, data.get("device_mapping") or ())),
+                   mapping_logged=bool(data.get("device_mapping_logged")))

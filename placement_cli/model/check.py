@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from placement_cli.i18n import Wording, english
+from placement_cli.model.fields import text
 
 
 @dataclass(frozen=True)
@@ -18,6 +19,11 @@ class RuleFailure:
 
     def to_dict(self) -> dict[str, Any]:
         return {"rule": self.rule, "message": english(self.message), "examples": list(self.examples)}
+
+    @classmethod
+    def from_dict(cls, f: Any) -> RuleFailure:
+        """A failed rule as JSON has it: its message as its English."""
+        return cls(text(f["rule"]), text(f["message"]), tuple(map(text, f.get("examples") or ())))
 
 
 @dataclass(frozen=True)

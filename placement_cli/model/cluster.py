@@ -9,6 +9,7 @@ from typing import Any
 from placement_cli.i18n import Wording, english
 from placement_cli.model.cause import Cause
 from placement_cli.model.copies import Copy
+from placement_cli.model.fields import count, number, optional_int, text
 from placement_cli.model.report import Report
 
 _TASK_FIELDS = ("job", "task", "target", "pid", "exit_code", "ended_by_placement", "private_kib", "steps_reported",
@@ -56,6 +57,11 @@ class ClusterTask:
 
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in _TASK_FIELDS}
+
+    @classmethod
+    def from_dict(cls, t: Any) -> ClusterTask:
+        return cls(job=text(t["job"]), task=count(t["task"]), **{name: t.get(name) for name in _TASK_FIELDS
+                                                                   if name not in ("job", "task")})
 
 
 @dataclass(frozen=True)
@@ -152,6 +158,16 @@ class WorkerSteps:
                     "steps_reported": self.steps_reported}
         return {"task": self.task, "steps": self.steps, "losses": list(self.losses or ()),
                 "global_steps": list(self.global_steps or ())}
+
+    @classmethod
+    def from_dict(cls, w: Any, api: str = "tf1") -> WorkerSteps:
+        """A worker as JSON has it (``api``: the run's, which the worker's JSON does not repeat)."""
+        steps = optional_int(w.get("steps"))
+        losses, global_steps = w.get("losses"), w.get("global_steps")
+        return cls(task=count(w["task"]), steps=steps,
+                   losses=None if losses is None else tuple(map(number, losses)),
+                   global_steps=None if global_steps is None else tuple(map(count, global_steps)),
+                   steps_reported=optional_int(w.get("steps_reported")), api=api, known=steps is not None)
 
 
 @dataclass(frozen=True)

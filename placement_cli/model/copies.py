@@ -8,7 +8,7 @@ from typing import Any
 
 from placement_cli.devices import DeviceName
 from placement_cli.i18n import Wording, english
-from placement_cli.model.fields import dimension, optional_int, optional_text, text
+from placement_cli.model.fields import count, dimension, optional_int, optional_text, text
 
 
 @dataclass(frozen=True)
@@ -81,6 +81,11 @@ class LinkTotal:
     def to_dict(self) -> dict[str, Any]:
         return {"from": self.source, "to": self.target, "copies": self.copies, "bytes": self.bytes,
                 "computed": self.computed}
+
+    @classmethod
+    def from_dict(cls, t: Any) -> LinkTotal:
+        return cls(DeviceName(text(t["from"])), DeviceName(text(t["to"])), count(t["copies"]),
+                   optional_int(t.get("bytes")), bool(t.get("computed")))
 
 
 def link_totals(copies: tuple[Copy, ...]) -> tuple[LinkTotal, ...]:

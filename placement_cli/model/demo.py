@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from placement_cli.i18n import Message, english
+from placement_cli.model.fields import count, text
 from placement_cli.model.report import Report
 
 if TYPE_CHECKING:
@@ -26,6 +27,10 @@ class StepTitle:
     def to_dict(self) -> dict[str, Any]:
         return {"number": self.number, "key": self.key, "title": self.title}
 
+    @classmethod
+    def from_dict(cls, s: Any) -> StepTitle:
+        return cls(count(s["number"]), text(s["key"]), text(s["title"]))
+
 
 @dataclass(frozen=True)
 class DemoSteps:
@@ -35,6 +40,10 @@ class DemoSteps:
 
     def to_dict(self) -> dict[str, Any]:
         return {"steps": [s.to_dict() for s in self.steps]}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> DemoSteps:
+        return cls(tuple(map(StepTitle.from_dict, data["steps"])))
 
 
 @dataclass(frozen=True)

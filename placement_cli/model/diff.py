@@ -10,6 +10,7 @@ from typing import Any, NamedTuple, overload
 
 from placement_cli.i18n import Wording, english
 from placement_cli.model.copies import LinkTotal
+from placement_cli.model.fields import count, text
 
 
 class Change(NamedTuple):
@@ -262,6 +263,12 @@ class DiffSide:
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.name, "kind": "report" if self.saved else "log", "placements": self.placements,
                 "counts_only": self.counts_only}
+
+    @classmethod
+    def from_dict(cls, s: Any) -> DiffSide:
+        """A side as a diff's summary has it (its copies are the summary's own entry)."""
+        return cls(name=text(s["source"]), saved=s.get("kind") == "report", placements=count(s["placements"]),
+                   counts_only=bool(s.get("counts_only")))
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from placement_cli.model.fields import optional_int, optional_text
 from placement_cli.model.report import Report
 
 
@@ -28,6 +29,11 @@ class Filters:
 
     def to_dict(self) -> dict[str, Any]:
         return {"device": self.device or None, "op": self.op or None, "node": self.node or None, "top": self.top}
+
+    @classmethod
+    def from_dict(cls, f: Any) -> Filters:
+        return cls(optional_text(f.get("device")), optional_text(f.get("op")), optional_text(f.get("node")),
+                   optional_int(f.get("top")))
 
 
 @dataclass(frozen=True)

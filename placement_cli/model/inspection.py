@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from placement_cli.devices import DeviceSpec
+from placement_cli.devices import DeviceSpec, parse_device
 from placement_cli.i18n import english
+from placement_cli.model.fields import count, number, optional_int, optional_text, text
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,10 @@ class TaskDevice:
         return {"name": self.name, "canonical": self.spec.canonical, "short": self.spec.short,
                 "device_type": self.spec.device_type, "device_index": self.spec.device_index,
                 "memory_limit": self.memory_limit}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> TaskDevice:
+        return cls(text(d["name"]), parse_device(text(d["canonical"]), logged=True), optional_int(d.get("memory_limit")))
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,15 @@ class TaskAnswer:
     def to_dict(self) -> dict[str, Any]:
         return {"job": self.job, "task": self.task, "target": self.target, "answered": self.answered,
                 "devices": [d.to_dict() for d in self.devices], "error": english(self.error)}
+
+    @classmethod
+    def from_dict(cls, t: Any) -> TaskAnswer:
+        """A task's answer as JSON has it: its error as its English."""
+        task = t.get("task")
+        return cls(job=optional_text(t.get("job")), task=None if task is None else count(task),
+                   target=optional_text(t.get("target")), answered=bool(t.get("answered")),
+                   devices=tuple(map(TaskDevice.from_dict, t.get("devices") or ())),
+                   error=optional_text(t.get("error")))
 
 
 @dataclass(frozen=True)
@@ -63,3 +77,9 @@ class Inspection:
                 "complete": self.complete, "error": english(self.error),
                 "summary": {"tasks": len(self.tasks), "answered": sum(t.answered for t in self.tasks),
                             "devices": sum(len(t.devices) for t in self.tasks)}}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Inspection:
+        return cls(source=text(data["source"]), timeout=number(data["timeout_s"]),
+                   tasks=tuple(map(TaskAnswer.from_dict, data["tasks"])), complete=bool(data.get("complete")),
+                   error=optional_text(data.get("error")))
