@@ -14,7 +14,12 @@ from test_results import _catalogue
 from placement_cli.devices import DeviceName, parse_device
 from placement_cli.i18n import speaking
 from placement_cli.lessons.demo import contents
-from placement_cli.model import DeviceMapping, FailureCatalogue, Inventory, LinkTotal
+from placement_cli.compare import compare
+from placement_cli.logparse import parse_paths
+from placement_cli.logparse.saved import read_pair
+from placement_cli.model import DeviceMapping, FailureCatalogue, Inventory, LinkTotal, PlacementDiff
+from placement_cli.model.check import CheckResult
+from placement_cli.rules import judge, rules_from
 from placement_cli.model.catalogue import LogicalDevice, PhysicalDevice
 from placement_cli.model.check import RuleFailure
 from placement_cli.model.cluster import ClusterTask, WorkerSteps
@@ -24,6 +29,7 @@ from placement_cli.model.inspection import Inspection, TaskAnswer, TaskDevice
 from placement_cli.render.json import as_json
 
 RECORDED = Path(__file__).parent / "fixtures" / "recorded" / "h200-tf2.21-check2" / "cluster.json"
+LOGS = Path(__file__).parent / "fixtures" / "logs" / "tf2.21"
 CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
 
 
@@ -77,3 +83,15 @@ def test_json_that_is_not_as_placement_writes_it_is_refused() -> None:
     with pytest.raises((TypeError, ValueError, KeyError)):
         LinkTotal.from_dict({"from": CPU0, "to": CPU0, "copies": -1})
 
+
+
+def test_a_check_s_result_and_a_diff_read_back() -> None:
+    """The two outcomes made from whole reports: a check of the H200 tower log (a rule failed, by device)
+    and the diff of two runs (moved, added and removed rows, by device)."""
+    report = parse_paths([str(LOGS / "h200_tower.log")])
+    result = judge(report, rules_from(max_on={"CPU": 0}, expect={"^MatMul$": "GPU:0"}))
+    assert result.failures and CheckResult.from_dict(_through_json(result)).to_dict() == _through_json(result)
+    old, new = read_pair(str(LOGS / "guide_matmul_plain.log"), str(LOGS / "h200_show.log"))
+    diff = compare(old, new)
+    assert diff.moved or diff.added or diff.removed
+    assert _through_json(PlacementDiff.from_dict(_through_json(diff))) == _through_json(diff)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from placement_cli.i18n import Wording, english
-from placement_cli.model.fields import text
+from placement_cli.model.fields import count, optional_int, optional_text, text
 
 
 @dataclass(frozen=True)
@@ -78,3 +78,21 @@ class CheckResult:
                 "config": self.config,
             },
         }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> CheckResult:
+        """A check's result as its JSON has it (``passed`` and ``failed`` follow from the failures)."""
+        s = data["summary"]
+
+        def counts(found: Any) -> tuple[tuple[str, int], ...]:
+            return tuple((text(k), count(v)) for k, v in (found or {}).items())
+
+        return cls(rules=tuple(map(text, s["rules"])), failures=tuple(map(RuleFailure.from_dict, data["failures"])),
+                   placements=count(s["placements"]), by_device=counts(s["by_device"]),
+                   soft_fallbacks=optional_int(s.get("soft_fallbacks")), plumbing=count(s["left_out"]["plumbing"]),
+                   ignored=count(s["left_out"]["ignored"]), errors=count(s["errors"]),
+                   config=optional_text(s.get("config")), unknown_requests=count(s.get("unknown_requests", 0)),
+                   unknown_kinds=counts(s.get("unknown_request_kinds")), distinct=count(s["distinct"]),
+                   distinct_by_device=counts(s.get("distinct_by_device")), repeats=counts(s.get("repeats")),
+                   xla_moved=count(s.get("xla_compiled_moved", 0)),
+                   plumbing_fallbacks=count(s.get("plumbing_soft_fallbacks", 0)))

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import repeat
 from operator import itemgetter
 from typing import Any, NamedTuple, overload
 
 from placement_cli.i18n import Wording, english
 from placement_cli.model.copies import LinkTotal
-from placement_cli.model.fields import count, text
+from placement_cli.model.fields import count, optional_text, text
+from placement_cli.model.report import STATUSES
 
 
 class Change(NamedTuple):
@@ -46,6 +47,28 @@ class Change(NamedTuple):
     def side_dict(self) -> dict[str, Any]:
         return {"node": self.node, "op": self.op, "graph": self.graph, "device": self.device, "status": english(self.status),
                 "count": self.count}
+
+    @classmethod
+    def from_moved_dict(cls, c: Any) -> Change:
+        node = optional_text(c.get("node"))
+        return cls(node, optional_text(c.get("op")), optional_text(c.get("from")), optional_text(c.get("to")),
+                   _status(c.get("old_status")), _status(c.get("new_status")), count(c.get("count", 1)),
+                   node is None, optional_text(c.get("graph")))
+
+    @classmethod
+    def from_side_dict(cls, c: Any, side: str) -> Change:
+        """A row only one side has: ``side`` "new" (added) or "old" (removed)."""
+        node, device, status = optional_text(c.get("node")), text(c["device"]), _status(c.get("status"))
+        source, target = (None, device) if side == "new" else (device, None)
+        return cls(node, optional_text(c.get("op")), source, target, status if side == "old" else None,
+                   status if side == "new" else None, count(c.get("count", 1)), node is None,
+                   optional_text(c.get("graph")))
+
+
+def _status(value: Any) -> Wording | None:
+    """A status as a diff's JSON writes it (its English), read back as the status it names."""
+    found = optional_text(value)
+    return None if found is None else STATUSES.get(found, found)
 
 
 # One side's record of a group, decoded: (canonical device, op as printed, status, count).
@@ -333,6 +356,22 @@ class PlacementDiff:
         if self.filters is not None:
             data["filters"] = self.filters
         return data
+
+    @classmethod
+    def from_dict(cls, data: Any) -> PlacementDiff:
+        """A diff as its JSON has it (``same`` and the totals follow from its rows)."""
+        summary = data["summary"]
+        old, new = DiffSide.from_dict(summary["old"]), DiffSide.from_dict(summary["new"])
+        copies = summary.get("copies")
+        if copies is not None:
+            old, new = (replace(s, copies=tuple(map(LinkTotal.from_dict, copies[name]["links"])))
+                        for s, name in ((old, "old"), (new, "new")))
+        return cls(old, new, moved=tuple(map(Change.from_moved_dict, data["moved"])),
+                   added=tuple(Change.from_side_dict(c, "new") for c in data["added"]),
+                   removed=tuple(Change.from_side_dict(c, "old") for c in data["removed"]),
+                   by_device=tuple((text(d), count(n["old"]), count(n["new"])) for d, n in data["by_device"].items()),
+                   unchanged=count(summary["unchanged"]), filters=data.get("filters"),
+                   unnamed="" if summary.get("matched_by_name_only") else None)
 
 
 def _bytes(totals: tuple[LinkTotal, ...] | None) -> int | None:
