@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from reports import tower_report
 from test_results import _catalogue
 
 from placement_cli.devices import DeviceName, parse_device
-from placement_cli.i18n import speaking
+from placement_cli.i18n import N_, Message, speaking
 from placement_cli.lessons.demo import contents
 from placement_cli.compare import compare
 from placement_cli.logparse import parse_paths
@@ -22,7 +23,8 @@ from placement_cli.model.check import CheckResult
 from placement_cli.rules import judge, rules_from
 from placement_cli.model.catalogue import LogicalDevice, PhysicalDevice
 from placement_cli.model.check import RuleFailure
-from placement_cli.model.cluster import ClusterTask, WorkerSteps
+from placement_cli.model.cluster import ClusterReport, ClusterTask, WorkerSteps
+from placement_cli.model.demo import DemoOutcome, DemoRun, DemoStep
 from placement_cli.model.diff import DiffSide
 from placement_cli.model.filtered import Filters
 from placement_cli.model.inspection import Inspection, TaskAnswer, TaskDevice
@@ -69,6 +71,7 @@ def test_a_report_read_back_is_english_whatever_the_language_it_was_shown_in() -
 
 def test_a_real_cluster_run_s_tasks_and_workers_read_back() -> None:
     recorded = json.loads(RECORDED.read_text())
+    assert _through_json(ClusterReport.from_dict(recorded)) == recorded  # the whole run, as it was written
     for task in recorded["tasks"]:
         assert ClusterTask.from_dict(task).to_dict() == task
     for worker in recorded["workers"]:
@@ -95,3 +98,34 @@ def test_a_check_s_result_and_a_diff_read_back() -> None:
     diff = compare(old, new)
     assert diff.moved or diff.added or diff.removed
     assert _through_json(PlacementDiff.from_dict(_through_json(diff))) == _through_json(diff)
+
+
+def test_a_demo_run_reads_back_with_each_step_s_result_by_its_kind() -> None:
+    inventory = Inventory((PhysicalDevice("/physical_device:CPU:0", "CPU"),), (LogicalDevice("/device:CPU:0", "CPU", CPU0),))
+    cluster = ClusterReport.from_dict(json.loads(RECORDED.read_text()))
+    steps = tuple(DemoStep(i, key, key.title(), "why", "code", {"device": None}, outcome)
+                  for i, (key, outcome) in enumerate((
+                      ("devices", DemoOutcome(inventory, Message(N_("{count} devices"), count=1), ran=("inventory",))),
+                      ("logging", DemoOutcome(tower_report())),
+                      ("cluster", DemoOutcome(cluster, ok=False, problem="the cluster did not finish its steps")),
+                      ("broken", DemoOutcome(None, ok=False, problem="ValueError: x"))), 1))
+    run = DemoRun(0, "no GPU here", steps)
+    again = DemoRun.from_dict(_through_json(run))
+    assert _through_json(again) == _through_json(run)
+    assert [type(s.outcome.result).__name__ for s in again.steps] == ["Inventory", "Report", "ClusterReport", "NoneType"]
+
+
+def test_every_model_type_that_writes_json_reads_it() -> None:
+    """One home for the schema: no model type writes JSON (``to_dict``) without reading it (``from_dict``)."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import placement_cli.model
+
+    missing = []
+    for info in pkgutil.iter_modules(placement_cli.model.__path__, "placement_cli.model."):
+        for name, cls in inspect.getmembers(importlib.import_module(info.name), inspect.isclass):
+            if cls.__module__ == info.name and hasattr(cls, "to_dict") and not hasattr(cls, "from_dict"):
+                missing.append(f"{info.name}.{name}")
+    assert missing == []

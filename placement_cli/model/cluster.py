@@ -9,7 +9,7 @@ from typing import Any
 from placement_cli.i18n import Wording, english
 from placement_cli.model.cause import Cause
 from placement_cli.model.copies import Copy
-from placement_cli.model.fields import count, number, optional_int, text
+from placement_cli.model.fields import count, number, optional_int, optional_text, text
 from placement_cli.model.report import Report
 
 _TASK_FIELDS = ("job", "task", "target", "pid", "exit_code", "ended_by_placement", "private_kib", "steps_reported",
@@ -223,3 +223,30 @@ class ClusterReport:
             data.update(losses=None if chief is None else list(chief.losses),
                         global_steps=None if chief is None else list(chief.global_steps))
         return data
+
+    @classmethod
+    def from_dict(cls, data: Any) -> ClusterReport:
+        """A cluster run as its JSON has it. The JSON holds no task's own results, only what follows from
+        them (each worker's steps, the variables, complete): the run read back holds results that give
+        the same (TF1: one per worker that reported, the variables with the first; TF2: the chief's)."""
+        api = text(data.get("api", "tf1"))
+        workers = tuple(WorkerSteps.from_dict(w, api) for w in data.get("workers") or ())
+        variables = tuple((text(k), text(v)) for k, v in (data.get("variables") or {}).items())
+        results: tuple[tuple[str, TaskTraining], ...]
+        if api == "tf2":
+            losses = data.get("losses")
+            results = () if losses is None else (("chief/0", TaskTraining(
+                tuple(map(number, losses)), tuple(map(count, data.get("global_steps") or ())), variables)),)
+        else:
+            results = tuple((f"worker/{w.task}", TaskTraining(tuple(w.losses or ()), tuple(w.global_steps or ()),
+                                                              variables if i == 0 else ()))
+                            for i, w in enumerate(x for x in workers if x.known))
+        cause = data.get("cause")
+        run = ClusterRun(isolated=data.get("isolated"), tasks=tuple(map(ClusterTask.from_dict, data.get("tasks") or ())),
+                         results=results, problem=optional_text(data.get("error")),
+                         seconds=None if data.get("seconds") is None else number(data["seconds"]),
+                         cause=None if cause is None else Cause.from_dict(cause),
+                         gpu_memory=GpuMemory.from_dict(data.get("gpu_memory")))
+        return cls(run=run, report=Report.from_dict(data), sync=data.get("mode") == "sync",
+                   steps=count(data["steps_asked"]), api=api, workers=workers,
+                   sync_ops=tuple((text(k), count(v)) for k, v in (data.get("sync_ops") or {}).items()))

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from placement_cli.i18n import Message, english
-from placement_cli.model.fields import count, text
+from placement_cli.i18n import Wording, english
+from placement_cli.model.catalogue import Inventory
+from placement_cli.model.cluster import ClusterReport
+from placement_cli.model.fields import count, optional_text, text
 from placement_cli.model.report import Report
 
-if TYPE_CHECKING:
-    from placement_cli.model.catalogue import Inventory
-    from placement_cli.model.cluster import ClusterReport
-
-    StepResult = Report | Inventory | ClusterReport
+StepResult = Report | Inventory | ClusterReport
 
 
 @dataclass(frozen=True)
@@ -53,7 +51,7 @@ class DemoOutcome:
     whether it went as the lesson expects, and the names of the shown functions that ran."""
 
     result: StepResult | None = None
-    notice: Message | None = None
+    notice: Wording | None = None  # a Message; read back from JSON, its English
     ok: bool = True
     problem: str | None = None
     ran: tuple[str, ...] = ()
@@ -87,6 +85,16 @@ class DemoStep:
                 "notice": (english(o.notice) if o.notice else "") if o.ok else None,
                 "result": o.result_dict()}
 
+    @classmethod
+    def from_dict(cls, s: Any) -> DemoStep:
+        """A step as `demo --json` writes it: its notice as its English, its result by its shape (the
+        devices, a cluster's report, or a report)."""
+        notice = optional_text(s.get("notice"))
+        outcome = DemoOutcome(result=_step_result(s.get("result")), notice=notice or None, ok=bool(s.get("ok")),
+                              problem=optional_text(s.get("problem")), ran=tuple(map(text, s.get("code_ran") or ())))
+        return cls(count(s["number"]), text(s["key"]), text(s["title"]), text(s["explanation"]), text(s["code"]),
+                   dict(s.get("args") or {}), outcome)
+
     @property
     def failure(self) -> str | None:
         """How the step is named at the end when it failed (None: it went as the lesson expects)."""
@@ -103,3 +111,18 @@ class DemoRun:
 
     def to_dict(self) -> dict[str, Any]:
         return {"gpus": self.gpus, "note": self.note, "steps": [s.to_dict() for s in self.steps]}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> DemoRun:
+        return cls(count(data["gpus"]), optional_text(data.get("note")), tuple(map(DemoStep.from_dict, data["steps"])))
+
+
+def _step_result(data: Any) -> StepResult | None:
+    if data is None:
+        return None
+    if "physical" in data:
+        return Inventory.from_dict(data)
+    if "steps_asked" in data:
+        return ClusterReport.from_dict(data)
+    return Report.from_dict(data)
+

@@ -11,7 +11,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from placement_cli.i18n import _, translated
+from placement_cli.i18n import _, shown, translated
 from placement_cli.model import ClusterReport, DemoOutcome, DemoStep, DemoSteps, Inventory, Report
 from placement_cli.render import cluster as cluster_view
 from placement_cli.render import inventory as inventory_view
@@ -44,7 +44,7 @@ def arguments_line(args: dict[str, Any], takes: frozenset[str] | None = None) ->
 
 def notice_text(outcome: DemoOutcome) -> str:
     """The fact to notice, its fields read from the result (statuses and reasons in the chosen language)."""
-    return outcome.notice.shown() if outcome.notice else ""
+    return shown(outcome.notice) if outcome.notice else ""
 
 
 def step_result(result: Report | Inventory | ClusterReport | None, view: View) -> RenderableType:
