@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from placement_cli import messages
-from placement_cli.devices import try_parse
+from placement_cli.devices import DeviceName, device_name, try_parse
 from placement_cli.i18n import Message
 from placement_cli.model import Compiled, CompiledOp, Placement
 from placement_cli.model.ops import PLUMBING_OPS  # a function's arguments and results: no ops of the program's
@@ -79,10 +79,11 @@ def compiled_calls(placements: Iterable[Placement], compiled: Bodies | None,
         spec = calls[0].spec
         ops = []
         for node, op, requested in compiled[function]:
-            want = try_parse(requested) if requested else None
-            ops.append(CompiledOp(node=node, op=op or None, requested=requested or None,
+            asked = device_name(requested or None)
+            want = asked.request if asked else None
+            ops.append(CompiledOp(node=node, op=op or None, requested=asked,
                                   moved=want is not None and not want.satisfied_by(spec)))
-        result.append(Compiled(function=function, device=device, line=calls[0].line, calls=len(calls),
+        result.append(Compiled(function=function, device=DeviceName(device), line=calls[0].line, calls=len(calls),
                                ops=tuple(ops)))
     return tuple(result)
 

@@ -245,15 +245,19 @@ class CompiledOp:
 
     node: str
     op: str | None
-    requested: str | None  # its device field (None: it asked for nothing)
+    requested: DeviceName | None  # its device field (None: it asked for nothing)
     moved: bool  # it asked for a device the cluster did not run on
+
+    def __post_init__(self) -> None:
+        if self.requested is not None and type(self.requested) is not DeviceName:  # read where the model is made
+            object.__setattr__(self, "requested", DeviceName(self.requested))
 
     def to_dict(self) -> dict[str, Any]:
         return {"node": self.node, "op": self.op, "requested": self.requested, "moved": self.moved}
 
     @classmethod
     def from_dict(cls, o: Any) -> CompiledOp:
-        return cls(node=text(o["node"]), op=optional_text(o.get("op")), requested=optional_text(o.get("requested")),
+        return cls(node=text(o["node"]), op=optional_text(o.get("op")), requested=device_name(optional_text(o.get("requested"))),
                    moved=o.get("moved") is True)
 
 
@@ -263,10 +267,14 @@ class Compiled:
     line); its body ran inside one XLA cluster on the call's device, and no placement of it is logged."""
 
     function: str  # the function's name, as the call's line has it (__inference_f_10)
-    device: str  # the canonical device its calls ran on
+    device: DeviceName  # the canonical device its calls ran on
     line: int  # its first call's line
     calls: int  # the calls logged on that device
     ops: tuple[CompiledOp, ...]
+
+    def __post_init__(self) -> None:
+        if type(self.device) is not DeviceName:
+            object.__setattr__(self, "device", DeviceName(self.device))
 
     @property
     def moved(self) -> tuple[CompiledOp, ...]:
@@ -278,7 +286,7 @@ class Compiled:
 
     @classmethod
     def from_dict(cls, c: Any) -> Compiled:
-        return cls(function=text(c["function"]), device=text(c["device"]), line=count(c.get("line", 0)),
+        return cls(function=text(c["function"]), device=DeviceName(text(c["device"])), line=count(c.get("line", 0)),
                    calls=count(c.get("calls", 1)), ops=tuple(map(CompiledOp.from_dict, c.get("ops") or ())))
 
 
