@@ -135,33 +135,24 @@ class Message:
         return f"Message({self.english!r})"
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, Message):
-            return self.english == other.english
-        if isinstance(other, str):
-            return self.english == other
-        return NotImplemented
+        found = _compared(other)
+        return NotImplemented if found is None else self.english == found
 
     def __hash__(self) -> int:
         return hash(self.english)
 
     def __lt__(self, other: object) -> bool:  # sorted() of reasons, roles and scopes: by their English text
-        if isinstance(other, Message):
-            return self.english < other.english
-        if isinstance(other, str):
-            return self.english < other
-        return NotImplemented
+        found = _compared(other)
+        return NotImplemented if found is None else self.english < found
 
     def __gt__(self, other: object) -> bool:
-        if isinstance(other, Message):
-            return self.english > other.english
-        if isinstance(other, str):
-            return self.english > other
-        return NotImplemented
+        found = _compared(other)
+        return NotImplemented if found is None else self.english > found
 
     def to_dict(self) -> dict[str, object]:
         """The message as one process sends it to another: its template and its fields, a field that
         is a Message as its own dict."""
-        return {"template": self.template, "fields": {k: _sent(v) for k, v in self.fields.items()}}
+        return {"template": self.template, "fields": {k: wire(v) for k, v in self.fields.items()}}
 
     @classmethod
     def from_dict(cls, data: object) -> Message:
@@ -177,6 +168,11 @@ class Message:
         return translated(self.template).format(**{k: _field(v, shown) for k, v in self.fields.items()})
 
 
+def _compared(other: object) -> str | None:
+    """What a Message is compared with: another's English, or a string; None for anything else."""
+    return other.english if isinstance(other, Message) else other if isinstance(other, str) else None
+
+
 def _english_of(value: object) -> object:
     return value.english if isinstance(value, Message) else value
 
@@ -187,12 +183,6 @@ def _field(value: object, text: Callable[[object], object]) -> object:
     if isinstance(value, tuple):
         return ", ".join(str(text(v)) for v in value)
     return text(value) if isinstance(value, Message) else value
-
-
-def _sent(value: object) -> object:
-    if isinstance(value, tuple):
-        return [_sent(v) for v in value]
-    return value.to_dict() if isinstance(value, Message) else value
 
 
 def _received(value: object) -> object:

@@ -13,8 +13,6 @@ import typer
 from placement_cli.cli import commands
 from placement_cli.cli.options import speaks
 
-_SPEAKING: set[int] = set()  # the callbacks given --lang already
-
 
 def load(modules: tuple[str, ...]) -> None:
     """Import the command modules named (each registers its commands on the app), every command
@@ -22,9 +20,8 @@ def load(modules: tuple[str, ...]) -> None:
     for module in modules:
         importlib.import_module(f"{__name__}.{module}")
     for info in commands.app.registered_commands:
-        if info.callback is not None and id(info.callback) not in _SPEAKING:
+        if info.callback is not None:
             info.callback = speaks(info.callback)
-            _SPEAKING.add(id(info.callback))
     order = tuple(commands.COMMANDS)
     commands.app.registered_commands.sort(
         key=lambda info: (*order, commands.command_name(info)).index(commands.command_name(info)))

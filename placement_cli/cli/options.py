@@ -193,7 +193,10 @@ def run_options(soft: bool, mode: Mode, cpus: int | None, virtual_gpus: int | No
 def speaks(command: Callable[..., None]) -> Callable[..., None]:
     """``command`` (a guarded one) takes the --lang every command takes: the option's callback chooses
     the language before anything is rendered, and the guard drops the value (app.guarded), so the
-    command itself never sees it. The same function: no frame more under the command."""
+    command itself never sees it. The same function: no frame more under the command; one that takes
+    --lang already is left as it is (the commands are loaded again when the whole app is asked for)."""
+    if "lang" in command.__annotations__:
+        return command
     signature = inspect.signature(command, eval_str=True)
     lang = inspect.Parameter("lang", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=LangOpt)
     command.__signature__ = signature.replace(parameters=[*signature.parameters.values(), lang])  # type: ignore[attr-defined]
