@@ -131,9 +131,8 @@ def _line_count(total_newlines: int, last: bytes) -> int:
     return total_newlines + (1 if last and not last.endswith(b"\n") else 0)
 
 
-def _thread(data: bytes, pos: int) -> int | None:
-    """The thread that wrote the line holding ``pos``, as absl's prefix names it (None: it names none)."""
-    found = functions.thread_of(data, pos)
+def _thread_id(found: bytes | None) -> int | None:
+    """A thread as absl's prefix names it, as a number (None: the line names none)."""
     return None if found is None else int(found)
 
 
@@ -303,21 +302,24 @@ class Parser:
                 self.tally.update(map(itemgetter(0), glog))
                 self.eager_tally.update(eagers)
 
-    def _attribute(self, text: bytes, placed: list[tuple[int, Any]], eagers: list[re.Match[bytes]]) -> None:
+    def _attribute(self, text: bytes, placed: list[tuple[int, Any]], eagers: list[re.Match[bytes]],
+                   thread_at: Callable[[int], bytes | None] | None = None) -> None:
         """Placer lines (their offsets in ``text`` and what stands for them) and executed ops, in the
-        order the log has them: each line waits for its thread's next executed op."""
-        found, thread_of = self.functions, functions.thread_of
+        order the log has them: each line waits for its thread's next executed op. ``thread_at``: the
+        thread of the line at an offset, where the caller read it already."""
+        found = self.functions
+        at = thread_at or (lambda pos: functions.thread_of(text, pos))
         j, n = 0, len(eagers)
         for pos, item in placed:
             while j < n and eagers[j].start() < pos:
-                self._executed(text, eagers[j])
+                self._executed(eagers[j], at(eagers[j].start()))
                 j += 1
-            found.placed(thread_of(text, pos), item)
+            found.placed(at(pos), item)
         for m in eagers[j:]:
-            self._executed(text, m)
+            self._executed(m, at(m.start()))
 
-    def _executed(self, text: bytes, m: re.Match[bytes]) -> None:
-        settled = self.functions.executed(functions.thread_of(text, m.start()), m.group(1))
+    def _executed(self, m: re.Match[bytes], thread: bytes | None) -> None:
+        settled = self.functions.executed(thread, m.group(1))
         if settled is not None:
             self.settle(*settled)
 
@@ -338,15 +340,16 @@ class Parser:
     def _feed_full(self, data: bytes, glog: list[Any], eagers: list[Any], bare: list[Any], ahead: bytes) -> None:
         base = self.newlines
         placed = []
+        threads = {m.start(): functions.thread_of(data, m.start()) for m in (*glog, *eagers)}  # each line's, once
         for line, m in _numbered(data, base, glog):
             self.block_keys.setdefault(m.group(1), deque()).append(len(self.placements))
             placed.append((m.start(), len(self.placements)))
-            self.placements.append(self._placement(m, line, _thread(data, m.start())))
-        self._attribute(data, placed, eagers)
+            self.placements.append(self._placement(m, line, _thread_id(threads[m.start()])))
+        self._attribute(data, placed, eagers, threads.__getitem__)
         for line, m in _numbered(data, base, eagers):
             op, dev = m.group(1, 2)
             self.placements.append(Placement(None, _decode(op), _decode(dev), self.spec_of(dev), PlacementKind.EAGER, line,
-                                             thread=_thread(data, m.start())))
+                                             thread=_thread_id(threads[m.start()])))
         self.block_bare += [(m, line) for line, m in _numbered(data, base, bare)]
         if ignored.LITERAL in data or ignored.RESOURCES_LITERAL in data:
             found = _numbered(data, base, ignored.PATTERN.finditer(data))
