@@ -471,3 +471,18 @@ def _quoted(text: str) -> str:
     """A user's string quoted in a one-line message: long enough for a device's full name
     (``/job:localhost/replica:0/task:0/device:CPU:0``, 44 characters) to be seen whole."""
     return quoted(text, 60, "\N{HORIZONTAL ELLIPSIS}")
+
+
+def crosses_memory(source: str, target: str, *, virtual_gpus: bool = False) -> bool | None:
+    """False for a copy between logical devices that share one memory (CPUs of one task; logical GPUs
+    carved from one GPU with --virtual-gpus): the bytes are what would cross a real device boundary.
+    True when it leaves a device's memory; None when the names cannot be read."""
+    a, b = try_parse(source), try_parse(target)
+    if a is None or b is None:
+        return None
+    same_task = (a.job, a.replica, a.task) == (b.job, b.replica, b.task)
+    if not same_task:
+        return True
+    if a.device_type == b.device_type == "CPU":
+        return False
+    return not (a.device_type == b.device_type == "GPU" and virtual_gpus)

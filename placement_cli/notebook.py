@@ -26,6 +26,7 @@ from placement_cli.runtime import private
 from placement_cli.runtime.capture import fdcapture, pystreams
 from placement_cli.runtime.facts import placed_before
 from placement_cli.runtime.trace.recording import Recorder
+from placement_cli.runtime.trace.timed import Timing
 from placement_cli.tfrules import compiled_calls
 from placement_cli.why import explain, facts_from_dict, xla_lines
 
@@ -154,10 +155,15 @@ class CapturedReport:
                 f"{len(self.report.errors)} errors{state}>")
 
 
-def capture(enable_logging: bool = True) -> Capture:
+def capture(enable_logging: bool = True, *, time: bool = False, warmup: int = 2) -> Capture:
     """Capture TensorFlow's placement log for the code inside the block, then parse it and say why
-    ops sit where they do. Enter it before TensorFlow runs its first op (see docs/capture.md)."""
-    return Capture(enable_logging)
+    ops sit where they do. Enter it before TensorFlow runs its first op (see docs/capture.md).
+    ``time=True``: TensorFlow's profiler runs inside the block too, and the report says what each device,
+    op, copy and placement costs per call of the block's most called tf.function, its first ``warmup``
+    calls left out (``report.cost``)."""
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+        raise ValueError(f"capture(warmup=...): a count of calls, 0 or more, not {warmup!r}")
+    return Capture(enable_logging, time=time, warmup=warmup)
 
 
 class Capture:
@@ -165,13 +171,15 @@ class Capture:
     object is entered again inside its own block (a nested capture) or after it. Never raises at
     the end of a block it entered, so the block's own exception always propagates."""
 
-    def __init__(self, enable_logging: bool, advice: str = FIRST_OP_ADVICE) -> None:
+    def __init__(self, enable_logging: bool, advice: str = FIRST_OP_ADVICE, *, time: bool = False,
+                 warmup: int = 2) -> None:
         self.enable_logging = enable_logging
         self.advice = advice
+        self.time, self.warmup = time, warmup
         self._blocks: list[_Block] = []  # entered and not yet exited, innermost last
 
     def __enter__(self) -> CapturedReport:
-        block = _Block(self.enable_logging, self.advice)
+        block = _Block(self.enable_logging, self.advice, warmup=self.warmup if self.time else None)
         block.enter()
         self._blocks.append(block)
         return block.result
@@ -190,9 +198,11 @@ class Capture:
 class _Block:
     """One ``with`` block of a capture: what it changed, and its report."""
 
-    def __init__(self, enable_logging: bool, advice: str = FIRST_OP_ADVICE) -> None:
+    def __init__(self, enable_logging: bool, advice: str = FIRST_OP_ADVICE, warmup: int | None = None) -> None:
         self.enable_logging = enable_logging
         self.advice = advice
+        self.warmup = warmup  # time=True: calls of the step left out
+        self.timing: Timing | None = None
         self.result = CapturedReport()
         self.streams = pystreams.Streams()
         self.recorder: Any = None
@@ -224,6 +234,10 @@ class _Block:
                 if self.enable_logging:
                     self.recorder = Recorder(tf, copies=False)
                     self.undo = self.recorder.install()
+                if self.warmup is not None:  # last: the profiler sees the block, not placement's own set-up
+                    recorder = self.recorder
+                    self.timing = Timing(tf, self.warmup, lambda: list(recorder.graphs.graphs.values()) if recorder else [])
+                    self.timing.start()
             except BaseException:
                 self._restore([])
                 raise
@@ -239,6 +253,11 @@ class _Block:
                             "tell this thread's ops from the other's: it may hold ops of the other thread and miss "
                             "some of its own. Capture one thread at a time.")
         taken = fdcapture.Separated()
+        if self.timing is not None:  # first: the profiler stops where the block's code did
+            try:
+                self.timing.finish()
+            except Exception as error:  # noqa: BLE001 - the block's outcome is the user's
+                self.timing.error = _why(error)
         try:
             with fdcapture.interrupts_deferred():  # Ctrl-C lands once everything is back in place
                 self._restore(problems)
@@ -304,6 +323,8 @@ class _Block:
         placements = explain(report.placements, facts)
         compiled = compiled_calls(placements, facts.compiled, xla_lines(report.placements, facts))
         report = replace(report, placements=placements, compiled=compiled, origin=Origin.RUN)
+        if self.timing is not None:
+            report = self.timing.report(report, notes)
         traced = _traced()
         if traced:
             problems.append("This program runs under `placement trace`, which takes TensorFlow's log itself: "

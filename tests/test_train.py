@@ -21,7 +21,7 @@ from placement_cli.lessons.train import TrainSpec, check_split, expected_bytes, 
 from placement_cli.model import Copy, GradientCheck, Placement, Report, Training, link_totals
 from placement_cli.render.table import View
 from placement_cli.render.training import role_table, training_group
-from placement_cli.runtime.stepstats import crosses_memory
+from placement_cli.devices import crosses_memory
 
 CPU = "/job:localhost/replica:0/task:0/device:CPU:{}"
 runner = CliRunner()

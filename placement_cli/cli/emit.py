@@ -122,6 +122,20 @@ def _save_pictures(printer: _Printer, pictures: Pictures, graph: Any, code: int,
             wanted.append(("--dot", pictures.dot, lambda: render_dot(graph)))
         if pictures.graph_svg is not None:
             wanted.append(("--graph-svg", pictures.graph_svg, lambda: render_graph_svg(graph)))
+    timed = (("--timeline", pictures.timeline), ("--chrome-trace", pictures.chrome_trace))
+    if any(path is not None for _option, path in timed):
+        from placement_cli.render.timeline import render_chrome_trace, render_timeline_svg  # noqa: PLC0415 - start-up
+
+        if getattr(graph, "cost", None) is None:  # nothing to draw: said; exit 2, or the command's own code
+            why = getattr(graph, "timing_error", None) or _("the run did not reach its measured steps")
+            failed = fail(code or ExitCode.USAGE, _("--timeline, --chrome-trace: no times to draw ({why})").format(why=why))
+            if not keep_code:
+                raise failed
+        else:
+            if pictures.timeline is not None:
+                wanted.append(("--timeline", pictures.timeline, lambda: render_timeline_svg(graph)))
+            if pictures.chrome_trace is not None:
+                wanted.append(("--chrome-trace", pictures.chrome_trace, lambda: render_chrome_trace(graph)))
     if not wanted:
         return
 

@@ -145,22 +145,37 @@ SvgOpt = Annotated[str | None, typer.Option("--svg", metavar="FILE", help="Also 
 DotOpt = Annotated[str | None, typer.Option("--dot", metavar="FILE", help="Write the graph that ran to FILE as Graphviz DOT: nodes coloured and grouped by assigned device, edges between devices red and labelled copy (with bytes under --copies).")]
 GraphSvgOpt = Annotated[str | None, typer.Option("--graph-svg", metavar="FILE", help="Write the graph that ran to FILE as an SVG that needs no Graphviz: one lane per device, nodes by depth, copies between devices in red.")]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Let the pictures' options overwrite an existing FILE (a link's file; special files such as /dev/null are written into, never replaced).")]
+TimelineOpt = Annotated[str | None, typer.Option("--timeline", metavar="FILE", help="Write one measured step to FILE as an SVG timeline (one lane per device, copies as arrows); implies --time.")]
+ChromeTraceOpt = Annotated[str | None, typer.Option("--chrome-trace", metavar="FILE", help="Write one measured step to FILE as Chrome trace-event JSON (Perfetto, chrome://tracing), each op with its placement's status and reason; implies --time.")]
 TensorBoardOpt = Annotated[str | None, typer.Option("--tensorboard", metavar="DIR", help="Write a TensorBoard event file in DIR (made if missing): the graph with each node's assigned device, and the run's step stats. Graph mode only.")]
 
 
 def pictures(command: str, *, as_json: bool, force: bool, svg: str | None = None, dot: str | None = None,
-             graph_svg: str | None = None, protect: tuple[str, ...] = ()) -> Pictures:
+             graph_svg: str | None = None, protect: tuple[str, ...] = (), timeline: str | None = None,
+             chrome_trace: str | None = None) -> Pictures:
     """Check the pictures' files before anything runs (exit 2 for one that cannot be written)."""
 
     if svg is not None and as_json:
         raise UsageProblem(_("--svg draws the tables, and --json prints none: give one of them"))
-    named = (("--svg", svg), ("--dot", dot), ("--graph-svg", graph_svg))
+    named = (("--svg", svg), ("--dot", dot), ("--graph-svg", graph_svg), ("--timeline", timeline),
+             ("--chrome-trace", chrome_trace))
     if any(path is not None for _option, path in named):
         check_distinct(named)
         for option, path in named:
             if path is not None:
                 check_file(option, path, force, protect)
-    return Pictures(svg, dot, graph_svg, force, command)
+    return Pictures(svg, dot, graph_svg, force, command, timeline, chrome_trace)
+
+
+# --time and its settings, on every command that runs steps it can measure
+TimeOpt = Annotated[bool, typer.Option("--time", help="Run the step again and time it with TensorFlow's profiler: busy time per device, the ops that take most, each copy's bytes and time, and the placements that cost most, per step (mean and range).")]
+TimeStepsOpt = Annotated[int, typer.Option("--time-steps", min=1, max=1000, metavar="N", help="Steps --time measures.")]
+WarmupOpt = Annotated[int, typer.Option("--warmup", min=1, max=1000, metavar="N", help="Steps run before --time measures (the first, which places the graph, among them).")]
+
+
+def timed(time: bool, drawn: Pictures) -> bool:
+    """--time, asked for or implied by a picture of the times."""
+    return time or drawn.timeline is not None or drawn.chrome_trace is not None
 
 
 def tensorboard(path: str | None, mode: Mode = Mode.graph, drawn: Pictures = Pictures()) -> str | None:
@@ -178,7 +193,7 @@ def tensorboard(path: str | None, mode: Mode = Mode.graph, drawn: Pictures = Pic
 
 def run_options(soft: bool, mode: Mode, cpus: int | None, virtual_gpus: int | None, copies: bool = False,
                 board: str | None = None, drawn: Pictures = Pictures(), devices: tuple[str | None, ...] = (),
-                step_function: bool = False) -> Any:
+                step_function: bool = False, time: bool = False, time_steps: int = 10, warmup: int = 2) -> Any:
     """The options of a run on this machine, checked against each other; ``devices``: the devices its
     options name (an XLA device among them turns TensorFlow's XLA devices on); ``step_function``: the
     lesson runs its step as a tf.function, whose partition graphs hold its copies in eager mode too."""
@@ -187,7 +202,8 @@ def run_options(soft: bool, mode: Mode, cpus: int | None, virtual_gpus: int | No
     if copies and mode is Mode.eager and not step_function:
         raise typer.BadParameter("--copies needs --mode graph (eager ops run one by one: no partition graphs)")
     return RunOptions(soft=soft, mode=mode.value, cpus=cpus, virtual_gpus=virtual_gpus, copies=copies,
-                      tensorboard=tensorboard(board, mode, drawn), xla=names_xla(devices))
+                      tensorboard=tensorboard(board, mode, drawn), xla=names_xla(devices),
+                      time=timed(time, drawn), time_steps=time_steps, warmup=warmup)
 
 
 def speaks(command: Callable[..., None]) -> Callable[..., None]:

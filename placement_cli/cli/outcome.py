@@ -58,6 +58,8 @@ class Pictures(NamedTuple):
     graph_svg: str | None = None
     force: bool = False
     command: str = "placement"
+    timeline: str | None = None  # a timed run's step: SVG, Chrome trace-event JSON
+    chrome_trace: str | None = None
 
 
 class Ending(NamedTuple):

@@ -10,6 +10,7 @@ from placement_cli.cli import shown
 from placement_cli.cli.commands import command
 from placement_cli.cli.options import (
     AllOpt,
+    ChromeTraceOpt,
     CopiesOpt,
     CpusOpt,
     DotOpt,
@@ -22,7 +23,11 @@ from placement_cli.cli.options import (
     SoftOpt,
     SvgOpt,
     TensorBoardOpt,
+    TimelineOpt,
+    TimeOpt,
+    TimeStepsOpt,
     VGpusOpt,
+    WarmupOpt,
     device_parser,
     devices_parser,
     gpus_parser,
@@ -71,6 +76,11 @@ def show(
     dot: DotOpt = None,
     graph_svg: GraphSvgOpt = None,
     tensorboard: TensorBoardOpt = None,
+    time: TimeOpt = False,
+    time_steps: TimeStepsOpt = 10,
+    warmup: WarmupOpt = 2,
+    timeline: TimelineOpt = None,
+    chrome_trace: ChromeTraceOpt = None,
     force: ForceOpt = False,
 ) -> Outcome:
     """Run the guide's matmul (a 2x3 times b 3x2) with placement logging and show where each op went.
@@ -78,8 +88,10 @@ def show(
     Example: placement show --device /gpu:2 --soft
     """
 
-    drawn = pictures("placement show", as_json=as_json, force=force, svg=svg, dot=dot, graph_svg=graph_svg)
-    options = run_options(soft, mode, cpus, virtual_gpus, copies, tensorboard, drawn, devices=(device, inputs_on))
+    drawn = pictures("placement show", as_json=as_json, force=force, svg=svg, dot=dot, graph_svg=graph_svg,
+                     timeline=timeline, chrome_trace=chrome_trace)
+    options = run_options(soft, mode, cpus, virtual_gpus, copies, tensorboard, drawn, devices=(device, inputs_on),
+                          time=time, time_steps=time_steps, warmup=warmup)
     report = guide.matmul(device, inputs_on, options)
     return _ran(report, options, drawn, as_json=as_json, log=log, all_rows=all_rows, soft=soft)
 
@@ -106,6 +118,11 @@ def tower(
     dot: DotOpt = None,
     graph_svg: GraphSvgOpt = None,
     tensorboard: TensorBoardOpt = None,
+    time: TimeOpt = False,
+    time_steps: TimeStepsOpt = 10,
+    warmup: WarmupOpt = 2,
+    timeline: TimelineOpt = None,
+    chrome_trace: ChromeTraceOpt = None,
     force: ForceOpt = False,
 ) -> Outcome:
     """Run the guide's multi-tower graph: one matmul per device, summed with tf.add_n.
@@ -120,8 +137,10 @@ def tower(
     chosen = devices or gpus
     lesson_devices("tower", chosen, cpus, derive_cpus=False)
     towers: list[str] = list(chosen.names)
-    drawn = pictures("placement tower", as_json=as_json, force=force, svg=svg, dot=dot, graph_svg=graph_svg)
-    options = run_options(soft, mode, cpus, virtual_gpus, copies, tensorboard, drawn, devices=(*towers, reduce_on))
+    drawn = pictures("placement tower", as_json=as_json, force=force, svg=svg, dot=dot, graph_svg=graph_svg,
+                     timeline=timeline, chrome_trace=chrome_trace)
+    options = run_options(soft, mode, cpus, virtual_gpus, copies, tensorboard, drawn, devices=(*towers, reduce_on),
+                          time=time, time_steps=time_steps, warmup=warmup)
     report = guide.tower(towers, reduce_on, options)
     return _ran(report, options, drawn, as_json=as_json, log=log, all_rows=all_rows, soft=soft)
 

@@ -15,6 +15,7 @@ from placement_cli.cli.commands import command, option_callback
 from placement_cli.cli.funnel import say
 from placement_cli.cli.options import (
     AllOpt,
+    ChromeTraceOpt,
     DeviceFilterOpt,
     DotOpt,
     GraphSvgOpt,
@@ -22,9 +23,11 @@ from placement_cli.cli.options import (
     NodeFilterOpt,
     OpFilterOpt,
     SvgOpt,
+    TimelineOpt,
     TopOpt,
     named,
     pictures,
+    timed,
 )
 from placement_cli.cli.outcome import Json, Outcome, Verbatim
 from placement_cli.cli.trace_cluster import trace_cluster
@@ -88,6 +91,10 @@ def trace(
     svg: SvgOpt = None,
     dot: DotOpt = None,
     graph_svg: GraphSvgOpt = None,
+    time: Annotated[bool, typer.Option("--time", help="Time the script with TensorFlow's profiler, on from its import: per call of its most called tf.function (its step), busy time per device, the ops that take most, each copy's bytes and time, and the placements that cost most.")] = False,
+    warmup: Annotated[int, typer.Option("--warmup", min=0, max=100000, metavar="N", help="With --time: the step's first N calls are left out (the first traces and places the function).")] = 2,
+    timeline: TimelineOpt = None,
+    chrome_trace: ChromeTraceOpt = None,
     cluster: Annotated[str | None, typer.Option("--cluster", metavar="JOB=N,...", help="Run SCRIPT once per task of a cluster on this machine (worker=N[,ps=M][,chief=1]), each with its TF_CONFIG, and report the placements per task.")] = None,
     cluster_spec: Annotated[str | None, typer.Option("--cluster-spec", metavar="FILE", help="As --cluster, with the tasks and loopback ports of a ClusterSpec JSON or TF_CONFIG file.")] = None,
     chief_grace: Annotated[float | None, typer.Option("--chief-grace", metavar="SECONDS", callback=_grace_option, show_default=False, help="With --cluster: how long a task that neither serves (Server.join) nor has ended may run on after the chief finished; then placement ends it and the run fails (exit 1). Default: 60.")] = None,
@@ -105,10 +112,15 @@ def trace(
 
     closed = reopen_closed_stdio()
     check_script(script)
-    check_distinct((("--save-log", save_log), ("--svg", svg), ("--dot", dot), ("--graph-svg", graph_svg)))
+    check_distinct((("--save-log", save_log), ("--svg", svg), ("--dot", dot), ("--graph-svg", graph_svg),
+                    ("--timeline", timeline), ("--chrome-trace", chrome_trace)))
     drawn = pictures("placement trace", as_json=as_json, force=force, svg=svg, dot=dot, graph_svg=graph_svg,
-                     protect=(script,))
+                     protect=(script,), timeline=timeline, chrome_trace=chrome_trace)
+    timing = timed(time, drawn)
     if cluster is not None or cluster_spec is not None:  # one process per task: cli.trace_cluster
+        if timing:
+            raise UsageProblem(_("--time, --timeline and --chrome-trace time one process: not with --cluster or "
+                                 "--cluster-spec"))
 
         return trace_cluster(script, args or [], cluster=cluster, cluster_spec=cluster_spec,
                              filters=Filters(device, op, node, top), save_log=save_log, force=force, log=log,
@@ -123,7 +135,7 @@ def trace(
                              "with --cluster or --cluster-spec"))
     saved = open_save_log(save_log, script, force) if save_log else None
     traced = run_traced(script, args or [], stdout_fd=2 if as_json else 1, echo_log=log, save_log=saved,
-                        copies=copies, closed=closed, meanwhile=_load_renderers)
+                        copies=copies, closed=closed, meanwhile=_load_renderers, warmup=warmup if timing else None)
     if 2 not in closed:
         fresh_line(2)  # after the script's own unfinished line, placement's messages start a line of their own
     for note in traced.notes:

@@ -8,7 +8,7 @@ from typing import Any
 from placement_cli import messages
 from placement_cli.i18n import Message, Wording
 from placement_cli.model import Report
-from placement_cli.runtime.run import Trial, plain, run_captured, run_session
+from placement_cli.runtime.run import Trial, plain, run_captured, run_session, time_steps
 from placement_cli.runtime.startup import RunOptions, session_config
 
 A_VALUES = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
@@ -43,6 +43,8 @@ def _run_eager(tf: Any, compute: Any, trial: Trial, options: RunOptions) -> Tria
     tf.config.set_soft_device_placement(options.soft)
     try:
         trial.result = compute().numpy().tolist()
+        if options.time:
+            time_steps(tf, compute, options, trial, tuple)
     except (tf.errors.OpError, ValueError) as exc:
         trial.failed(exc)
     return trial

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from placement_cli import messages
-from placement_cli.devices import DeviceName, parse_device, try_parse
+from placement_cli.devices import DeviceName, crosses_memory, parse_device, try_parse
 from placement_cli.exceptions import UsageProblem
 from placement_cli.i18n import Message, Wording, english
 from placement_cli.lessons.split import check_even
@@ -21,7 +21,7 @@ from placement_cli.runtime import private
 from placement_cli.runtime.facts import GraphRecorder
 from placement_cli.runtime.run import Trial, run_captured
 from placement_cli.runtime.startup import RunOptions
-from placement_cli.runtime.stepstats import copies_with_bytes, crosses_memory, executed_ops, static_shape, tensor_bytes
+from placement_cli.runtime.stepstats import copies_with_bytes, executed_ops, static_shape, tensor_bytes
 
 INPUTS, HIDDEN, CLASSES = 784, 128, 10  # the seed's model
 SEED = 2017

@@ -18,6 +18,7 @@ from placement_cli.model.kinds import FailureKind, PlacementKind
 from placement_cli.model.ops import PLUMBING_OPS
 
 if TYPE_CHECKING:
+    from placement_cli.model.cost import Cost
     from placement_cli.model.training import Training
 
 # A placement's status: JSON writes its English, tables show it in the chosen language.
@@ -333,6 +334,8 @@ class Report:
     # holds its order as its graph (``#2``), which the placements the filters left out no longer say
     sessions_numbered: bool = False
     origin: Origin = Origin.LOG
+    cost: Cost | None = None  # a timed run's (--time): time per step per device, op, copy and placement
+    timing_error: str | None = None  # --time: why no times came (another profiler was running)
 
     @property
     def ran(self) -> bool:
@@ -386,6 +389,10 @@ class Report:
                 data["losses"] = list(self.training.losses)
                 data["check"] = None if self.training.check is None else self.training.check.to_dict()
                 data["training"] = self.training.to_dict()
+        if run and (self.cost is not None or self.timing_error is not None):
+            data["cost"] = None if self.cost is None else self.cost.to_dict()
+            if self.timing_error is not None:
+                data["timing_error"] = self.timing_error
         if run and self.incomplete is not None:  # show, tower: what ran, what stopped it, which facts were missing
             data.update(title=english(self.title), run_error=self.run_error, incomplete=list(self.incomplete))
         return data
@@ -401,6 +408,7 @@ class Report:
     def from_dict(cls, data: dict[str, Any]) -> Report:
         """What ``to_dict`` (any command's --json) wrote, read again; KeyError, TypeError or ValueError
         where a field is not as placement writes it. A run's report says so (what it asked for)."""
+        from placement_cli.model.cost import Cost  # noqa: PLC0415 - only a timed report needs it
         from placement_cli.model.training import Training  # noqa: PLC0415 - only a training's report needs it
 
         placements = tuple(map(Placement.from_dict, data["placements"]))
@@ -428,6 +436,8 @@ class Report:
             sessions_numbered=summary.get("sessions_numbered") is True,
             training=None if not isinstance(data.get("training"), dict) else
             Training.from_dict(data["training"], data.get("losses"), data.get("check")),
+            cost=None if not isinstance(data.get("cost"), dict) else Cost.from_dict(data["cost"]),
+            timing_error=optional_text(data.get("timing_error")),
         )
         return replace(report, origin=Origin.RUN) if report.knows_requests else report
 

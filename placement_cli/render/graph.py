@@ -70,18 +70,23 @@ class Picture:
     edges_known: bool  # False: the run kept no graph edges (a parsed log, an eager op)
 
     def colour(self, device: str) -> str:
-        index = self.devices.index(device)
-        if len(self.devices) <= len(PALETTE):
-            return PALETTE[index]
-        # more devices than the palette has colours: hues spread evenly, light enough for black text
-        red, green, blue = colorsys.hls_to_rgb(index / len(self.devices), 0.78, 0.6)
-        return f"#{round(red * 255):02x}{round(green * 255):02x}{round(blue * 255):02x}"
+        return colour_of(self.devices, device)
 
     @staticmethod
     def short(device: str) -> str:
         """CPU:1 for a local device, ps/0 CPU:0 for a remote one, an unreadable name as it is."""
 
         return short_name(device)
+
+
+def colour_of(devices: tuple[str, ...], device: str) -> str:
+    """A device's colour among ``devices`` (in device_order): every picture colours a device alike."""
+    index = devices.index(device)
+    if len(devices) <= len(PALETTE):
+        return PALETTE[index]
+    # more devices than the palette has colours: hues spread evenly, light enough for black text
+    red, green, blue = colorsys.hls_to_rgb(index / len(devices), 0.78, 0.6)
+    return f"#{round(red * 255):02x}{round(green * 255):02x}{round(blue * 255):02x}"
 
 
 def picture(report: Report) -> Picture:

@@ -10,11 +10,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from placement_cli import costs
 from placement_cli.devices import DeviceName, device_name
 from placement_cli.i18n import Wording
 from placement_cli.logparse import parse_text
 from placement_cli.logparse.causes import cause, essential, headline
 from placement_cli.model import Copy, Origin, PlacementFailure, Report
+from placement_cli.model.cost import Profile
 from placement_cli.model.facts import Facts, Span
 from placement_cli.model.kinds import FailureKind
 from placement_cli.runtime import private, startup
@@ -24,6 +26,7 @@ from placement_cli.runtime.events import write_events
 from placement_cli.runtime.facts import GraphRecorder, kernel_checks, kernel_map
 from placement_cli.runtime.startup import RunOptions, available_devices
 from placement_cli.runtime.stepstats import metadata_run, traced_run
+from placement_cli.runtime.timing import graph_sizes, timed_steps
 from placement_cli.why import explain
 
 # Written into the captured stream around eager code, then taken out of the log: the lines between
@@ -41,16 +44,22 @@ class Trial:
     copies: list[Copy] | None = None
     executed: tuple[tuple[str, int], ...] | None = None  # --copies: op types the traced run executed
     metadata: Any = None  # --copies, --tensorboard: the traced run's RunMetadata (step stats)
+    profile: Profile | None = None  # --time: the measured steps, as TensorFlow's profiler saw them
+    timing_error: str | None = None  # --time: why no profile came
     result: Any = None
     error: str | None = None  # TensorFlow's message, as raised
     error_class: str | None = None
     error_node: str | None = None  # the op TensorFlow named in the error, when it named one
     error_device: str | None = None  # that op's request
     available: tuple[str, ...] = ()
+    timing: bool = False  # --time: the step runs again; its spans were recorded by its first run
 
     @contextmanager
     def span(self, requested: str | None, group: Wording | None = None, calls_function: bool = False) -> Iterator[None]:
         """Eager code run under ``requested``: every line TensorFlow writes meanwhile is attributed to it."""
+        if self.timing:
+            yield
+            return
         self.spans.append((requested, group, calls_function))
         _mark()
         try:
@@ -113,11 +122,24 @@ def run_traced_step(tf: Any, sess: Any, fetch: Any, feed: Any, options: RunOptio
     if options.copies:
         traced = traced_run(tf, sess, fetch, feed, virtual_gpus=bool(options.virtual_gpus))
         trial.copies, trial.executed, trial.metadata = traced.copies, traced.executed, traced.metadata
-        return traced.value
-    if options.tensorboard:
+        value = traced.value
+    elif options.tensorboard:
         value, trial.metadata = metadata_run(tf, sess, fetch, feed)
-        return value
-    return sess.run(fetch, feed)
+    else:
+        value = sess.run(fetch, feed)
+    if options.time:
+        time_steps(tf, lambda: sess.run(fetch, feed), options, trial, lambda: [sess.graph])
+    return value
+
+
+def time_steps(tf: Any, step: Any, options: RunOptions, trial: Trial, graphs: Any) -> None:
+    """--time: ``step`` run again, measured (the first run logged the placements)."""
+    trial.timing = True
+    try:
+        trial.profile, trial.timing_error = timed_steps(tf, step, steps=options.time_steps, warmup=options.warmup,
+                                                        sizes=graph_sizes(tf, graphs))
+    finally:
+        trial.timing = False
 
 
 def run_captured(build: Any, options: RunOptions, title: Wording) -> Report:
@@ -141,13 +163,15 @@ def run_captured(build: Any, options: RunOptions, title: Wording) -> Report:
     report = parse_text(log + ("\n" + trial.error if trial.error else ""))
     placements = explain(report.placements, facts_of(recorder, trial, spans_of(trial, marks)))
     copies = None if trial.copies is None else tuple(trial.copies)
+    cost = None if trial.profile is None else costs.build(trial.profile, placements, copies,
+                                                          virtual_gpus=bool(options.virtual_gpus))
     errors, run_error = outcome(report.errors, trial, log)
     # a graph that never ran carries only the devices it asked for: no event file draws them as placements
     if options.tensorboard and trial.graph is not None and trial.result is not None:
         write_events(tf, trial.graph, placements, trial.metadata, options.tensorboard)
     return replace(report, placements=placements, errors=errors, title=title, result=trial.result, log=log,
                    copies=copies, run_error=run_error, incomplete=private.missing_facts(), executed=trial.executed,
-                   edges=recorder.edges(), origin=Origin.RUN)
+                   edges=recorder.edges(), origin=Origin.RUN, cost=cost, timing_error=trial.timing_error)
 
 
 def outcome(parsed: tuple[PlacementFailure, ...], trial: Trial,

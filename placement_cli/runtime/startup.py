@@ -23,6 +23,9 @@ class RunOptions:
     copies: bool = False  # record the executed graph's _Send/_Recv pairs (constant folding off)
     tensorboard: str | None = None  # graph mode: write a TensorBoard event file (graph, assigned devices, step stats) here
     xla: bool = False  # a device asked for is an XLA device: TensorFlow's XLA devices are turned on before it starts
+    time: bool = False  # --time: the step run again, measured with TensorFlow's profiler
+    time_steps: int = 10  # measured steps
+    warmup: int = 2  # runs before them (the logged run is the first)
 
 
 _TF: Any = None
@@ -180,9 +183,9 @@ def session_config(tf: Any, options: RunOptions) -> Any:
         config.device_count["CPU"] = options.cpus
     if options.virtual_gpus:  # likewise the logical GPUs (untested here: no GPU on CI)
         config.gpu_options.experimental.virtual_devices.add(memory_limit_mb=[_VGPU_MB] * options.virtual_gpus)
-    if options.copies or options.tensorboard:
+    if options.copies or options.tensorboard or options.time:
         # The guide's matmuls of constants would be folded into constants before they run, and the
-        # copies listed (or the step stats TensorBoard shows) would be of those constants: by
+        # copies listed (or the step stats TensorBoard shows, or the times measured) would be of those constants: by
         # grappler, and again by the older graph optimizer (``MatMul/_0__cf__0``). Both are turned
         # off, so the executed graph is the guide's.
         rewrite = config.graph_options.rewrite_options

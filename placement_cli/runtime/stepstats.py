@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from placement_cli.devices import try_parse
+from placement_cli.devices import crosses_memory
 from placement_cli.model import Copy
 from placement_cli.runtime.partitions import between_devices
 
@@ -190,18 +190,3 @@ def tensor_bytes(tf: Any, dtype: Any, shape: tuple[int, ...] | None) -> int | No
         return None
     size: int = dtype.size
     return math.prod(shape) * size
-
-
-def crosses_memory(source: str, target: str, *, virtual_gpus: bool = False) -> bool | None:
-    """False for a copy between logical devices that share one memory (CPUs of one task; logical GPUs
-    carved from one GPU with --virtual-gpus): the bytes are what would cross a real device boundary.
-    True when it leaves a device's memory; None when the names cannot be read."""
-    a, b = try_parse(source), try_parse(target)
-    if a is None or b is None:
-        return None
-    same_task = (a.job, a.replica, a.task) == (b.job, b.replica, b.task)
-    if not same_task:
-        return True
-    if a.device_type == b.device_type == "CPU":
-        return False
-    return not (a.device_type == b.device_type == "GPU" and virtual_gpus)

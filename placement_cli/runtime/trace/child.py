@@ -19,12 +19,14 @@ the environment and sys.path it would see without placement). It
 
 $PLACEMENT_TRACE is ``CONTROL,OUT,ERR:PARENT_PID:FLAGS``: the control pipe and the two log pipes;
 FLAGS: ``c`` record Session copies, ``p`` the user had a PYTHONPATH, ``1`` close fd 1 (--json
-sent the script's stdout to placement's stderr, which was closed when placement started).
+sent the script's stdout to placement's stderr, which was closed when placement started), ``tN``
+time it (--time: TensorFlow's profiler on from its import, the step's first N calls left out).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterator
 from types import ModuleType
@@ -40,10 +42,12 @@ BOOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "boot")
 class _TensorFlowHook:
     """A meta path finder that only wraps the loader of the top-level ``tensorflow`` package."""
 
-    def __init__(self, control: int, log: int, copies: bool) -> None:
+    def __init__(self, control: int, log: int, copies: bool, warmup: int | None = None) -> None:
         self.control = control
         self.log = log  # the pipe C stdio's stderr (TensorFlow's log) goes to
         self.copies = copies
+        self.warmup = warmup  # --time: the profiler runs, and leaves out this many calls of the step
+        self.timing: Any = None
         self.recorder: Any = None
         self.saved_level: str | None = None
         self.boot: ModuleType | None = None  # our sitecustomize, left in sys.modules for site's import
@@ -88,6 +92,14 @@ class _TensorFlowHook:
             self.recorder = recorder
         except Exception:  # noqa: BLE001 - the script runs on, untraced, rather than broken by us
             self.recorder = None
+        if self.warmup is not None and self.recorder is not None:
+            try:
+                from placement_cli.runtime.trace.timed import Timing  # noqa: PLC0415 - the script's process
+
+                self.timing = Timing(tf, self.warmup, lambda: list(self.recorder.graphs.graphs.values()))
+                self.timing.start()
+            except Exception:  # noqa: BLE001 - the script runs on, untimed
+                self.timing = None
 
 
 class _Loader:
@@ -238,7 +250,11 @@ def _at_exit(hook: _TensorFlowHook) -> None:
     if stderr_closed:  # runtime.facts silences fd 2 around kernel lookups: it must exist meanwhile
         os.dup2(null, 2, inheritable=False)
     try:
+        if hook.timing is not None:  # first: the profiler stops before the facts are gathered
+            hook.timing.finish()
         facts = hook.recorder.facts()
+        if hook.timing is not None:
+            facts.update(hook.timing.to_dict())
     except Exception as exc:  # noqa: BLE001 - the program's own outcome matters more than our facts
         facts = {"error": f"{type(exc).__name__}: {exc}"}
     finally:
@@ -362,7 +378,8 @@ def start(boot: ModuleType) -> None:
     else:
         send(fd, b"X\n")
     _closed_stdout(flags)
-    hook = _TensorFlowHook(fd, err, copies="c" in flags)
+    timed = re.search(r"t(\d+)", flags)
+    hook = _TensorFlowHook(fd, err, copies="c" in flags, warmup=int(timed.group(1)) if timed else None)
     sys.meta_path.insert(0, hook)
     import atexit  # noqa: PLC0415 - the script's process
 

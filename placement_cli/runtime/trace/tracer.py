@@ -27,11 +27,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, BinaryIO
 
+from placement_cli import costs
 from placement_cli.exceptions import UsageProblem
 from placement_cli.i18n import Message, _
 from placement_cli.logparse.engine import parse_streams
 from placement_cli.messages import TRACE, one_line
-from placement_cli.model import Copy, Edge, Origin, Report
+from placement_cli.model import Copy, Edge, Origin, Placement, Report
+from placement_cli.model.cost import Cost, Profile
 from placement_cli.model.facts import Facts
 from placement_cli.runtime.capture.fds import new_pipe, write_all
 from placement_cli.runtime.capture.splitter import Channel, Splitter
@@ -147,8 +149,9 @@ class _Supervisor:
     """Runs one traced child to its end: signals, terminal, TensorFlow's log, facts."""
 
     def __init__(self, script: str, args: list[str], *, stdout_fd: int, echo_log: bool,
-                 save_log: BinaryIO | None, copies: bool, closed: frozenset[int]) -> None:
+                 save_log: BinaryIO | None, copies: bool, closed: frozenset[int], warmup: int | None = None) -> None:
         self.script, self.args, self.copies, self.closed = script, args, copies, closed
+        self.warmup = warmup  # --time: the step's calls the times leave out
         self.stdout_fd = stdout_fd
         self.save_log = save_log
         self.parsed = tempfile.TemporaryFile()  # unlinked: gone with us whatever happens  # noqa: SIM115
@@ -182,7 +185,8 @@ class _Supervisor:
             os.set_inheritable(fd, True)
         pythonpath = os.environ.get("PYTHONPATH")
         flags = ("c" if self.copies else "") + ("p" if pythonpath is not None else "") \
-            + ("1" if out_sink is None and self.stdout_fd != 1 else "")
+            + ("1" if out_sink is None and self.stdout_fd != 1 else "") \
+            + (f"t{self.warmup}" if self.warmup is not None else "")
         env = {**os.environ, ENV: f"{','.join(map(str, theirs))}:{os.getpid()}:{flags}",
                "PYTHONPATH": BOOT + (os.pathsep + pythonpath if pythonpath else "")}
         self.tty = _foreground_terminal()
@@ -406,9 +410,10 @@ class _Supervisor:
                                 "what it placed after that may be missing from the report").format(script=one_line(self.script)))
         placements = explain(parsed.placements, facts)
         compiled = compiled_calls(placements, facts.compiled, xla_lines(parsed.placements, facts))
+        cost, timing_error = (None, None) if self.warmup is None else timed_cost(self.facts_raw, placements)
         report = replace(parsed, placements=placements, log=text, compiled=compiled,
                          title=Message(TRACE, script=one_line(self.script), code=code), copies=copied, edges=edges,
-                         origin=Origin.RUN)
+                         origin=Origin.RUN, cost=cost, timing_error=timing_error)
         return TraceResult(report=report, exit_code=code, output_closed=self.output_closed, notes=tuple(self.notes))
 
 
@@ -418,13 +423,13 @@ def min_log_level(value: str | None) -> int:
 
 def run_traced(script: str, args: list[str], *, stdout_fd: int = 1, echo_log: bool = False,
                save_log: BinaryIO | None = None, copies: bool = False, closed: frozenset[int] = frozenset(),
-               meanwhile: Callable[[], None] | None = None) -> TraceResult:
+               meanwhile: Callable[[], None] | None = None, warmup: int | None = None) -> TraceResult:
     """Run ``script`` in a child Python as `python SCRIPT ARGS` would (its stdout on ``stdout_fd``),
     then parse and explain what it placed. ``meanwhile`` runs in a thread while the child does
     (the CLI loads its renderers then, on the other core)."""
     check_script(script)
     supervisor = _Supervisor(script, args, stdout_fd=stdout_fd, echo_log=echo_log, save_log=save_log,
-                             copies=copies, closed=closed)
+                             copies=copies, closed=closed, warmup=warmup)
     helper = threading.Thread(target=meanwhile, daemon=True) if meanwhile is not None else None
     try:
         supervisor.start()
@@ -441,6 +446,27 @@ def run_traced(script: str, args: list[str], *, stdout_fd: int = 1, echo_log: bo
     if helper is not None:
         helper.join()
     return supervisor.result()
+
+
+def timed_cost(raw: bytes | None, placements: tuple[Placement, ...]) -> tuple[Cost | None, str | None]:
+    """--time: the child's profile joined with the placements, or why there are no times."""
+    try:
+        data = json.loads(raw) if raw else None
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        return None, _("the script sent no profile (it never imported TensorFlow, or it was killed)")
+    error = data.get("timing_error")
+    found = data.get("profile")
+    if not isinstance(found, dict):
+        return None, str(error) if error else _("the script sent no profile")
+    try:
+        cost = costs.build(Profile.from_dict(found), placements)
+    except (KeyError, TypeError, ValueError) as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+    if data.get("own_profiler") is True:
+        return cost, _("the script started TensorFlow's profiler itself: the times cover what ran before it did")
+    return cost, None
 
 
 def facts_of_child(raw: bytes | None) -> tuple[Any, tuple[Copy, ...] | None, tuple[Edge, ...] | None, str | None]:

@@ -1,0 +1,117 @@
+"""A timed run's tables: time per step per device, the ops that take most, the copies per link, and
+the placements that cost most with TensorFlow's reason for each."""
+
+from __future__ import annotations
+
+from rich.console import RenderableType
+from rich.text import Text
+
+from placement_cli.devices import DeviceName
+from placement_cli.i18n import Wording, _, shown
+from placement_cli.model.cost import Cost, Spread
+from placement_cli.render.rows import Column, RowTable
+from placement_cli.render.text import clean
+from placement_cli.render.view import View
+
+TOP_OPS = 10
+
+
+def duration(us: float) -> str:
+    """Microseconds as a person reads them: ``812 µs``, ``5.31 ms``, ``1.20 s`` (three figures)."""
+    if us < 0:
+        return "-" + duration(-us)
+    if us < 1000:
+        return f"{us:.3g} µs" if us < 100 else f"{us:.0f} µs"
+    if us < 1_000_000:
+        return f"{us / 1000:.3g} ms" if us < 100_000 else f"{us / 1000:.0f} ms"
+    return f"{us / 1e6:.3g} s"
+
+
+def spread(s: Spread) -> str:
+    """``5.31 ms (4.9–6.1)``: the mean, and the range over the measured steps."""
+    if s.low == s.high:
+        return duration(s.mean)
+    return f"{duration(s.mean)} ({duration(s.low)}–{duration(s.high)})"
+
+
+def _bytes(n: int | None) -> str:
+    return "?" if n is None else f"{n:,} B"
+
+
+def _device(device: DeviceName | None) -> str:
+    return _("unknown") if device is None else clean(device.short)
+
+
+def _why(status: Wording | None, reason: Wording | None) -> str:
+    said = [clean(shown(w)) for w in (status, reason) if w]
+    return ": ".join(said) if said else _("unknown")
+
+
+def cost_renderables(cost: Cost, view: View | None = None) -> list[RenderableType]:
+    """Everything --time shows of a run."""
+    view = view or View()
+    parts: list[RenderableType] = [_headline(cost)]
+    if cost.steps == 0:
+        parts.append(Text(_("No step was measured: the profile holds no run of a step."), style="italic"))
+        return parts
+    devices = RowTable(_("Time per step, per device"), [
+        Column(_("device")), Column(_("busy"), justify="right"), Column(_("share"), justify="right"),
+        Column(_("idle"), justify="right"), Column(_("ops"), justify="right")], fit=view.fit)
+    for d in cost.devices:
+        devices.add_row(_device(d.device), spread(d.busy), f"{d.share:.0%}", duration(d.idle), str(d.ops))
+    parts.append(devices if cost.devices else Text(_("No kernel was timed on any device."), style="italic"))
+    if cost.ops:
+        ops = RowTable(_("Ops that take the most time per step"), [
+            Column(_("node")), Column(_("op")), Column(_("device")), Column(_("time"), justify="right"),
+            Column(_("status / reason"))], fit=view.fit)
+        for o in cost.ops[:TOP_OPS]:
+            ops.add_row(clean(o.node), clean(o.op), _device(o.device), spread(o.time), _why(o.status, o.reason))
+        if len(cost.ops) > TOP_OPS:
+            ops.caption = _("{shown} of {total} timed nodes (--json has them all)").format(shown=TOP_OPS,
+                                                                                      total=len(cost.ops))
+        parts.append(ops)
+    parts.extend(_copies(cost, view))
+    if cost.costly:
+        costly = RowTable(_("Costly placements, per step"), [
+            Column(_("node")), Column(_("device")), Column(_("why there")), Column(_("own time"), justify="right"),
+            Column(_("of device"), justify="right"), Column(_("copies caused"), justify="right"),
+            Column(_("copy time"), justify="right")], fit=view.fit)
+        for c in cost.costly:
+            caused = "0" if not c.copies else f"{c.copies:g} ({_bytes(c.copy_bytes)})"
+            costly.add_row(clean(c.node), _device(c.device), _why(c.status, c.reason), duration(c.time),
+                           f"{c.share:.0%}", caused, duration(c.copy_time))
+        costly.caption = _("a copy is charged to the end whose placement moved it: a pin, a fallback or a "
+                           "rule, where the other end went where TensorFlow chose")
+        parts.append(costly)
+    return parts
+
+
+def _headline(cost: Cost) -> Text:
+    what = _("one call of {function}").format(function=clean(cost.step)) if cost.step else _("one step")
+    line = Text(_("Timed: {steps} steps after {warmup} warm-up, {what} takes {wall}").format(
+        steps=cost.steps, warmup=cost.warmup, what=what, wall=spread(cost.wall)), style="bold")
+    overhead = cost.overhead
+    if overhead is not None:
+        line.append(_("; without the profiler {plain} (its cost: {overhead} a step)").format(
+            plain=spread(cost.plain) if cost.plain is not None else "?", overhead=duration(overhead)), style="dim")
+    line.append(_("; the profiler took {seconds:.2f} s to start, stop and read").format(seconds=cost.collect),
+                style="dim")
+    return line
+
+
+def _copies(cost: Cost, view: View) -> list[RenderableType]:
+    links = cost.links
+    if not links:
+        return [Text(_("No copies between devices in the measured steps."), style="italic")]
+    table = RowTable(_("Copies per link, per step"), [
+        Column(_("from")), Column(_("to")), Column(_("copies"), justify="right"), Column(_("bytes"), justify="right"),
+        Column(_("time"), justify="right")], fit=view.fit)
+    for t in links:
+        table.add_row(_device(t.source), _device(t.target), f"{t.copies:g}", _bytes(t.bytes), duration(t.time))
+    parts: list[RenderableType] = [table]
+    shared = sorted({_device(d) for t in links if t.physical is False for d in (t.source, t.target)})
+    if shared:
+        parts.append(Text(_("{devices} are logical devices sharing one memory: a copy between them hands a buffer "
+                            "over, its time is the hand-over's, not a transfer's.").format(devices=", ".join(shared)),
+                          style="italic"))
+    return parts

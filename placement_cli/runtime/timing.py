@@ -1,0 +1,63 @@
+"""Timed steps (--time): warm-up, the same steps without and with TensorFlow's profiler, and the sizes
+of the tensors a profile's copies carry, read from the graphs that ran."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from placement_cli.logparse.functions import function_identity
+from placement_cli.model.cost import Profile
+from placement_cli.runtime import profiler
+from placement_cli.runtime.stepstats import tensor_bytes
+
+Sizes = Callable[[str | None, str, str], int | None]
+
+
+def timed_steps(tf: Any, step: Callable[[], Any], *, steps: int, warmup: int,
+                sizes: Sizes | None = None) -> tuple[Profile | None, str | None]:
+    """``step`` run ``warmup`` more times (the run that logged the placements was the first), then
+    ``steps`` times plain (their wall times: what the profiler's own cost is measured against), then
+    ``steps`` times under the profiler, each marked as a step. The profile, or why none came."""
+    for _ in range(max(0, warmup - 1)):
+        step()
+    plain = []
+    for _ in range(steps):
+        began = time.perf_counter()
+        step()
+        plain.append((time.perf_counter() - began) * 1e6)
+    with profiler.profiling(tf) as found:
+        if found.error is None:
+            for i in range(steps):
+                with tf.profiler.experimental.Trace(profiler.STEP_MARK, step_num=i, _r=1):
+                    step()
+    if found.error is not None:
+        return None, found.error
+    profile = profiler.read(found, warmup=warmup, plain_walls=tuple(plain), sizes=sizes)
+    return (profile, None) if profile is not None else (None, "TensorFlow's profiler wrote no profile")
+
+
+def graph_sizes(tf: Any, graphs: Callable[[], Iterable[Any]]) -> Sizes:
+    """A copy's bytes from the graphs that ran: the consumer's inputs that the producer made, where they
+    have one static shape and a fixed-size type (a function's graph where its name says which: a
+    tf.function's graph is named as the Python function; else any graph holding both nodes)."""
+    def sizes(graph: str | None, producer: str, consumer: str) -> int | None:
+        wanted = None if graph is None else function_identity(graph)
+        found: set[int | None] = set()
+        for g in graphs():
+            name = getattr(g, "name", None)
+            if wanted is not None and isinstance(name, str) and name not in (wanted, graph):
+                continue
+            try:
+                op = g.get_operation_by_name(consumer)
+            except (KeyError, ValueError):
+                continue
+            for t in op.inputs:
+                if t.op.name == producer:
+                    shape = t.shape
+                    dims = tuple(int(d) for d in shape.as_list()) if shape.rank is not None and shape.is_fully_defined() else None
+                    found.add(tensor_bytes(tf, t.dtype, dims))
+        return found.pop() if len(found) == 1 else None
+
+    return sizes
