@@ -116,11 +116,11 @@ def build(profile: Profile, placements: Iterable[Placement], copies: Iterable[Co
                                    _physical(source, target, virtual_gpus)))
     copy_costs.sort(key=lambda c: (-(c.step_bytes or 0), -c.time.mean, c.producer or ""))
     costly = _costly(ops, copy_costs, share_of, placed)
-    timeline = _timeline(in_step, windows, walls)
+    timeline, timeline_wall = _timeline(in_step, windows, walls)
     plain = Spread.of(profile.plain_walls) if profile.plain_walls else None
     return Cost(source="profiler", steps=n, warmup=profile.warmup, step=step, wall=wall, plain=plain,
                 collect=profile.collect, devices=devices, ops=tuple(ops), copies=tuple(copy_costs),
-                costly=costly, timeline=timeline)
+                costly=costly, timeline=timeline, timeline_wall=timeline_wall)
 
 
 class _Placed:
@@ -299,10 +299,12 @@ def _costly(ops: list[OpCost], copies: list[CopyCost], busy: Mapping[DeviceName,
     return tuple(found[:TOP_COSTLY])
 
 
-def _timeline(in_step: list[list[_Timed]], windows: list[_Window], walls: list[float]) -> tuple[TimelineEvent, ...]:
-    """The events of the step whose wall time is the median's (the step a reader would call typical)."""
+def _timeline(in_step: list[list[_Timed]], windows: list[_Window],
+              walls: list[float]) -> tuple[tuple[TimelineEvent, ...], float]:
+    """The events of the step whose wall time is the median's (the step a reader would call typical),
+    and its wall time."""
     if not windows:
-        return ()
+        return (), 0.0
     median = statistics.median_low(walls)
     i = walls.index(median)
     found = []
@@ -311,4 +313,4 @@ def _timeline(in_step: list[list[_Timed]], windows: list[_Window], walls: list[f
                                    duration=event.duration, kind=event.kind, target=event.target, graph=graph,
                                    status=p.status if p is not None else None,
                                    reason=p.reason if p is not None else None, bytes=event.bytes))
-    return tuple(found)
+    return tuple(found), median

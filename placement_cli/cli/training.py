@@ -11,6 +11,7 @@ from placement_cli.cli import shown
 from placement_cli.cli.commands import command
 from placement_cli.cli.options import (
     AllOpt,
+    ChromeTraceOpt,
     CpusOpt,
     DeviceFilterOpt,
     DotOpt,
@@ -24,8 +25,12 @@ from placement_cli.cli.options import (
     SoftOpt,
     SvgOpt,
     TensorBoardOpt,
+    TimelineOpt,
+    TimeOpt,
+    TimeStepsOpt,
     TopOpt,
     VGpusOpt,
+    WarmupOpt,
     capped,
     devices_parser,
     gpus_parser,
@@ -124,6 +129,11 @@ def train(
     dot: DotOpt = None,
     graph_svg: GraphSvgOpt = None,
     tensorboard: TensorBoardOpt = None,
+    time: TimeOpt = False,
+    time_steps: TimeStepsOpt = 10,
+    warmup: WarmupOpt = 2,
+    timeline: TimelineOpt = None,
+    chrome_trace: ChromeTraceOpt = None,
     force: ForceOpt = False,
 ) -> Outcome:
     """Train the cifar10 multi-GPU tower pattern for real: variables on the CPU, a loss and gradients
@@ -137,8 +147,10 @@ def train(
 
     chosen, cpus = training_devices("train", towers, devices, gpus, cpus, default=2, first_cpu=1)
     train_lesson.check_split(batch, len(chosen))
-    drawn = pictures("placement train", as_json=as_json, force=force, svg=svg, dot=dot, graph_svg=graph_svg)
-    options = run_options(soft, Mode.graph, cpus, virtual_gpus, copies, tensorboard, drawn, devices=tuple(chosen))
+    drawn = pictures("placement train", as_json=as_json, force=force, svg=svg, dot=dot, graph_svg=graph_svg,
+                     timeline=timeline, chrome_trace=chrome_trace)
+    options = run_options(soft, Mode.graph, cpus, virtual_gpus, copies, tensorboard, drawn, devices=tuple(chosen),
+                          time=time, time_steps=time_steps, warmup=warmup)
     board = options.tensorboard
 
     spec = TrainSpec(devices=tuple(chosen), batch=batch, steps=steps, lr=lr, dtype=dtype.value, check=check)
@@ -171,6 +183,11 @@ def mirrored(
     svg: SvgOpt = None,
     dot: DotOpt = None,
     graph_svg: GraphSvgOpt = None,
+    time: TimeOpt = False,
+    time_steps: TimeStepsOpt = 10,
+    warmup: WarmupOpt = 2,
+    timeline: TimelineOpt = None,
+    chrome_trace: ChromeTraceOpt = None,
     force: ForceOpt = False,
 ) -> Outcome:
     """Train the seed's 784-128-10 Keras model under tf.distribute.MirroredStrategy, for real.
@@ -183,10 +200,12 @@ def mirrored(
 
     chosen, cpus = training_devices("mirrored", replicas, devices, gpus, cpus, default=2, first_cpu=0)
     mirrored_lesson.check_split(batch, len(chosen))
-    drawn = pictures("placement mirrored", as_json=as_json, force=force, svg=svg, dot=dot, graph_svg=graph_svg)
+    drawn = pictures("placement mirrored", as_json=as_json, force=force, svg=svg, dot=dot, graph_svg=graph_svg,
+                     timeline=timeline, chrome_trace=chrome_trace)
 
     spec = MirroredSpec(devices=tuple(chosen), batch=batch, steps=steps, lr=lr, reduce=reduce.value, fit=fit)
-    options = run_options(False, Mode.eager, cpus, virtual_gpus, copies, devices=tuple(chosen), step_function=True)
+    options = run_options(False, Mode.eager, cpus, virtual_gpus, copies, drawn=drawn, devices=tuple(chosen),
+                          step_function=True, time=time, time_steps=time_steps, warmup=warmup)
     report = mirrored_lesson.mirrored(spec, options)
     narrowed = apply(report, Filters(device, op, node, top))
     return _trained(report, narrowed, drawn, as_json=as_json, log=log, all_rows=all_rows, soft=None,

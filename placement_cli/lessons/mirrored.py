@@ -19,7 +19,7 @@ from placement_cli.model.kinds import PlacementKind
 from placement_cli.model.ops import PLUMBING_OPS
 from placement_cli.runtime import private
 from placement_cli.runtime.facts import GraphRecorder
-from placement_cli.runtime.run import Trial, run_captured
+from placement_cli.runtime.run import Trial, run_captured, time_steps
 from placement_cli.runtime.startup import RunOptions
 from placement_cli.runtime.stepstats import copies_with_bytes, executed_ops, static_shape, tensor_bytes
 
@@ -182,6 +182,8 @@ def _custom_loop(tf: Any, spec: MirroredSpec, strategy: Any, model: Any, options
         else:
             loss = train_step(xs, ys)
         trial.losses.append(float(loss))
+    if options.time:  # after the lesson's steps, whose losses stay the lesson's
+        time_steps(tf, lambda: float(train_step(xs, ys)), options, trial, lambda: [graph])
 
 
 def _fit(tf: Any, spec: MirroredSpec, strategy: Any, model: Any, options: RunOptions, trial: _MirroredTrial) -> None:
@@ -208,6 +210,9 @@ def _fit(tf: Any, spec: MirroredSpec, strategy: Any, model: Any, options: RunOpt
         trial.step_nodes = {op.name for op in graph.get_operations()}
         if trial.copies is not None:
             trial.copies = _sized(tf, trial.copies, graph)
+    if options.time:  # a step as Keras runs it: fit for one step, after the lesson's
+        time_steps(tf, lambda: model.fit(dataset, epochs=1, steps_per_epoch=1, verbose=0), options, trial,
+                   lambda: graphs)
 
 
 def _traced_first(tf: Any, call: Any, options: RunOptions, trial: _MirroredTrial) -> Any:

@@ -16,7 +16,7 @@ from placement_cli.lessons.split import check_even
 from placement_cli.logparse.causes import cause, headline
 from placement_cli.model import FREE, ExpectedBytes, GradientCheck, Placement, Report, Training, VariableCopies
 from placement_cli.model.kinds import PlacementKind
-from placement_cli.runtime.run import Trial, run_captured, run_traced_step
+from placement_cli.runtime.run import Trial, run_captured, run_traced_step, time_steps
 from placement_cli.runtime.startup import RunOptions, session_config
 
 FEATURES, HIDDEN, CLASSES = 24, 16, 10  # the notes' small MLP: 24 -> 16 -> 10
@@ -292,6 +292,8 @@ def train(spec: TrainSpec, options: RunOptions) -> Report:
                     else:
                         loss, _ = sess.run(fetch, feed)
                     trial.losses.append(float(loss))
+                if options.time:  # after the lesson's steps, whose losses stay the lesson's
+                    time_steps(tf, lambda: sess.run(fetch, feed), options, trial, lambda: [built.graph])
         except tf.errors.OpError as exc:
             trial.error = exc.message
         trial.result = list(trial.losses) if len(trial.losses) == spec.steps else None

@@ -306,6 +306,7 @@ class Cost:
     copies: tuple[CopyCost, ...]
     costly: tuple[CostlyPlacement, ...]
     timeline: tuple[TimelineEvent, ...] = ()  # the median step's events, for the pictures
+    timeline_wall: float = 0.0  # that step's wall time
 
     @property
     def overhead(self) -> float | None:
@@ -334,7 +335,8 @@ class Cost:
                 "overhead_us": None if overhead is None else _us(overhead), "collect_s": round(self.collect, 3),
                 "devices": [d.to_dict() for d in self.devices], "ops": [o.to_dict() for o in self.ops],
                 "copies": [c.to_dict() for c in self.copies], "links": [t.to_dict() for t in self.links],
-                "costly": [c.to_dict() for c in self.costly], "timeline": [e.to_dict() for e in self.timeline]}
+                "costly": [c.to_dict() for c in self.costly], "timeline": [e.to_dict() for e in self.timeline],
+                "timeline_wall_us": _us(self.timeline_wall)}
 
     @classmethod
     def from_dict(cls, c: Any) -> Cost:
@@ -344,7 +346,7 @@ class Cost:
                    number(c.get("collect_s", 0.0)), tuple(map(DeviceCost.from_dict, c["devices"])),
                    tuple(map(OpCost.from_dict, c["ops"])), tuple(map(CopyCost.from_dict, c["copies"])),
                    tuple(map(CostlyPlacement.from_dict, c["costly"])),
-                   tuple(map(TimelineEvent.from_dict, c.get("timeline") or ())))
+                   tuple(map(TimelineEvent.from_dict, c.get("timeline") or ())), number(c.get("timeline_wall_us", 0.0)))
 
 
 def _us(value: float) -> float | None:

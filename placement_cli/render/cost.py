@@ -8,6 +8,7 @@ from rich.text import Text
 
 from placement_cli.devices import DeviceName
 from placement_cli.i18n import Wording, _, shown
+from placement_cli.model import Report
 from placement_cli.model.cost import Cost, Spread
 from placement_cli.render.rows import Column, RowTable
 from placement_cli.render.text import clean
@@ -45,6 +46,17 @@ def _device(device: DeviceName | None) -> str:
 def _why(status: Wording | None, reason: Wording | None) -> str:
     said = [clean(shown(w)) for w in (status, reason) if w]
     return ": ".join(said) if said else _("unknown")
+
+
+def timed_renderables(report: Report, view: View | None = None) -> list[RenderableType]:
+    """A report's times (--time), or why it has none; nothing for a run that was not timed."""
+    parts: list[RenderableType] = []
+    if report.cost is not None:
+        parts.extend(cost_renderables(report.cost, view))
+    if report.timing_error is not None:
+        what = _("No times: {why}") if report.cost is None else _("Times: {why}")
+        parts.append(Text(what.format(why=clean(report.timing_error)), style="italic"))
+    return parts
 
 
 def cost_renderables(cost: Cost, view: View | None = None) -> list[RenderableType]:

@@ -80,12 +80,10 @@ def report_renderables(report: Report, *, summary: bool = False, view: View | No
         parts.append(reasons)
     if report.copies is not None:
         parts.append(copies_table(report, view))
-    if report.cost is not None:
-        from placement_cli.render.cost import cost_renderables  # noqa: PLC0415 - only a timed run needs it
+    if report.cost is not None or report.timing_error is not None:
+        from placement_cli.render.cost import timed_renderables  # noqa: PLC0415 - only a timed run needs it
 
-        parts.extend(cost_renderables(report.cost, view))
-    elif report.timing_error is not None:
-        parts.append(Text(_("No times: {why}").format(why=clean(report.timing_error)), style="italic"))
+        parts.extend(timed_renderables(report, view))
     onednn = onednn_note(report, placements=not summary)
     if onednn is not None:
         parts.append(onednn)

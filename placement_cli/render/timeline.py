@@ -20,6 +20,7 @@ UNKNOWN = "?"  # the lane of events whose device nothing says
 LANE_H, BAR_H, HEAD = 34, 18, 64
 LABEL_W = 120  # the lanes' names, left of the time axis
 PLOT_W = 900
+AXIS_PAD = 40  # room right of the axis for its last label
 
 
 def _lane(device: DeviceName | None) -> str:
@@ -38,13 +39,14 @@ def _lanes(report: Report, cost: Cost) -> tuple[str, ...]:
 
 def _title(report: Report, cost: Cost) -> str:
     what = clean(shown(report.title)) if report.title else "placement"
-    return _("{what}: one measured step ({wall}; the median of {steps})").format(
-        what=what, wall=duration(_wall(cost)), steps=cost.steps)
+    return _("{what}: one measured step, the median of {steps} ({wall})").format(
+        what=what, wall=duration(cost.timeline_wall), steps=cost.steps)
 
 
 def _wall(cost: Cost) -> float:
+    """The time axis: the drawn step's wall time, or its last event's end where that comes later."""
     ends = [e.start + e.duration for e in cost.timeline]
-    return max([cost.wall.mean, *ends]) if ends else cost.wall.mean
+    return max([cost.timeline_wall, *ends])
 
 
 def _hover(e: TimelineEvent) -> str:
@@ -68,7 +70,7 @@ def render_timeline_svg(report: Report) -> str:
     known = tuple(d for d in lanes if d != UNKNOWN)
     wall = _wall(cost) or 1.0
     title = _title(report, cost)
-    width = max(LEFT * 2 + LABEL_W + PLOT_W, LEFT * 2 + _text_width(title, TITLE_SIZE, bold=True))
+    width = max(LEFT * 2 + LABEL_W + PLOT_W + AXIS_PAD, LEFT * 2 + _text_width(title, TITLE_SIZE, bold=True))
     height = HEAD + LANE_H * len(lanes) + 30
     top = {d: HEAD + i * LANE_H for i, d in enumerate(lanes)}
 

@@ -15,6 +15,7 @@ from placement_cli import messages
 from placement_cli.devices import short_name
 from placement_cli.i18n import Wording, _, shown
 from placement_cli.model import Copy, GradientCheck, Placement, Report, Training, link_totals
+from placement_cli.render.cost import timed_renderables
 from placement_cli.render.digest import digest_renderables
 from placement_cli.render.parts import (
     counts_table,
@@ -326,6 +327,7 @@ def training_renderables(report: Report, view: View) -> list[RenderableType]:
             parts.append(check_panel(training.check, view))
     if report.copies is not None:
         parts.extend(copies_renderables(report, view))
+    parts.extend(timed_renderables(report, view))
     onednn = onednn_note(report)
     if onednn is not None:
         parts.append(onednn)

@@ -112,8 +112,12 @@ def spans_of(trial: Trial, marks: list[int]) -> tuple[Span, ...]:
 
 
 def run_session(tf: Any, sess: Any, fetch: Any, options: RunOptions, trial: Trial) -> Any:
-    """sess.run, traced when the copies between devices or TensorBoard's step stats are wanted."""
-    return run_traced_step(tf, sess, fetch, None, options, trial)
+    """sess.run, traced when the copies between devices or TensorBoard's step stats are wanted; then
+    run again and timed with --time."""
+    value = run_traced_step(tf, sess, fetch, None, options, trial)
+    if options.time:
+        time_steps(tf, lambda: sess.run(fetch), options, trial, lambda: [sess.graph])
+    return value
 
 
 def run_traced_step(tf: Any, sess: Any, fetch: Any, feed: Any, options: RunOptions, trial: Trial) -> Any:
@@ -127,8 +131,6 @@ def run_traced_step(tf: Any, sess: Any, fetch: Any, feed: Any, options: RunOptio
         value, trial.metadata = metadata_run(tf, sess, fetch, feed)
     else:
         value = sess.run(fetch, feed)
-    if options.time:
-        time_steps(tf, lambda: sess.run(fetch, feed), options, trial, lambda: [sess.graph])
     return value
 
 

@@ -44,20 +44,28 @@ def graph_sizes(tf: Any, graphs: Callable[[], Iterable[Any]]) -> Sizes:
     tf.function's graph is named as the Python function; else any graph holding both nodes)."""
     def sizes(graph: str | None, producer: str, consumer: str) -> int | None:
         wanted = None if graph is None else function_identity(graph)
-        found: set[int | None] = set()
+        read: set[int | None] = set()  # what the consumer reads of the producer
+        made: set[int | None] = set()  # what the producer makes (a grappler-fused consumer reads other inputs)
         for g in graphs():
             name = getattr(g, "name", None)
             if wanted is not None and isinstance(name, str) and name not in (wanted, graph):
                 continue
             try:
                 op = g.get_operation_by_name(consumer)
+                read.update(_bytes(tf, t) for t in op.inputs if t.op.name == producer)
             except (KeyError, ValueError):
-                continue
-            for t in op.inputs:
-                if t.op.name == producer:
-                    shape = t.shape
-                    dims = tuple(int(d) for d in shape.as_list()) if shape.rank is not None and shape.is_fully_defined() else None
-                    found.add(tensor_bytes(tf, t.dtype, dims))
+                pass
+            try:
+                made.update(_bytes(tf, t) for t in g.get_operation_by_name(producer).outputs)
+            except (KeyError, ValueError):
+                pass
+        found = read or made  # every output alike (a split's): that size
         return found.pop() if len(found) == 1 else None
 
     return sizes
+
+
+def _bytes(tf: Any, tensor: Any) -> int | None:
+    shape = tensor.shape
+    dims = tuple(int(d) for d in shape.as_list()) if shape.rank is not None and shape.is_fully_defined() else None
+    return tensor_bytes(tf, tensor.dtype, dims)
