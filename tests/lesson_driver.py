@@ -38,6 +38,8 @@ LESSONS = [
     ["tower", "--mode", "eager", "--soft"],
     ["tower", "--devices", "/cpu:0", "--reduce-on", "/gpu:3"],
     ["tower", "--mode", "eager", "--devices", "/cpu:0", "--reduce-on", "/gpu:3"],
+    ["tower", "--devices", "/cpu:1,/cpu:2", "--copies", "--time", "--time-steps", "3"],
+    ["show", "--mode", "eager", "--device", "/cpu:1", "--time", "--time-steps", "2"],
 ]
 # The commands run again with each private API missing: every path that API serves.
 WITHOUT_EACH_API = [

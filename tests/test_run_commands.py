@@ -175,10 +175,47 @@ def test_copies_are_of_the_matmuls_the_executed_graph_ran(driven: dict[str, Any]
     assert report["result"] == TOWER_RESULT
     copies = {(c["tensor"], c["from"], c["to"]) for c in report["copies"]}
     assert copies == {("MatMul", f"{CPU}1", f"{CPU}0"), ("MatMul_1", f"{CPU}2", f"{CPU}0")}
-    (executed,) = driven["partitions"].values()
+    executed = executed_graph(driven, "tower", "--devices", "/cpu:1,/cpu:2", "--copies")
     matmuls = {(n["name"], n["device"]) for n in executed if is_matmul(n["op"])}
     assert matmuls == {("MatMul", f"{CPU}1"), ("MatMul_1", f"{CPU}2")}
     assert not any("__cf__" in n["name"] for n in executed)  # nothing constant-folded
+
+
+def executed_graph(driven: dict[str, Any], *args: str) -> list[dict[str, str]]:
+    """The nodes of the graph a --copies run executed (name, op, device), as TensorFlow partitioned it."""
+    return driven["partitions"][" ".join([*args, "--cpus", "3", "--json"])]
+
+
+# --time: the guide's towers measured, each timed node on the device the executed graph gave it, each copy
+# the size the traced step's stats gave it.
+
+def test_a_timed_tower_puts_each_op_where_the_executed_graph_ran_it(driven: dict[str, Any]) -> None:
+    args = ("tower", "--devices", "/cpu:1,/cpu:2", "--copies", "--time", "--time-steps", "3")
+    run = ran(driven, *args)
+    assert run["exit_code"] == 0, run["stderr"]
+    report = run["report"]
+    cost = report["cost"]
+    assert report["result"] == TOWER_RESULT and cost["steps"] == 3 and cost["warmup"] == 2 and cost["step"] is None
+    executed = {n["name"]: n["device"] for n in executed_graph(driven, *args)}
+    timed = {o["node"]: o["device"] for o in cost["ops"]}
+    assert {"MatMul", "MatMul_1", "AddN"} <= set(timed)
+    assert all(timed[node] == executed[node] for node in timed if node in executed), (timed, executed)
+    assert {o["node"]: o["status"] for o in cost["ops"]}["AddN"] == "as requested"
+    stats = {(c["producer"], c["consumer"]): c["bytes"] for c in report["copies"]}  # the traced step's stats
+    measured = {(c["producer"], c["consumer"]): c["bytes"] for c in cost["copies"]}
+    assert measured == stats and set(measured.values()) == {16}  # 2x2 float32 each
+    assert {d["device"][-5:] for d in cost["devices"]} == {"CPU:0", "CPU:1", "CPU:2"}
+    assert cost["plain_wall_us"]["mean"] > 0 and cost["overhead_us"] is not None
+
+
+def test_a_timed_eager_run_times_the_op_on_its_device(driven: dict[str, Any]) -> None:
+    run = ran(driven, "show", "--mode", "eager", "--device", "/cpu:1", "--time", "--time-steps", "2")
+    assert run["exit_code"] == 0, run["stderr"]
+    cost = run["report"]["cost"]
+    assert cost["steps"] == 2
+    matmuls = [o for o in cost["ops"] if is_matmul(o["op"]) and o["graph"] is None]
+    assert matmuls and all(o["device"] == f"{CPU}1" for o in matmuls if o["device"] is not None)
+    assert any(o["device"] == f"{CPU}1" for o in matmuls)
 
 
 # Item 2 (and issue 8): each private TensorFlow API missing in turn: right, or unknown, never wrong.

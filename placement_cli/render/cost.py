@@ -91,7 +91,7 @@ def cost_renderables(cost: Cost, view: View | None = None) -> list[RenderableTyp
         for c in cost.costly:
             caused = "0" if not c.copies else f"{c.copies:g} ({_bytes(c.copy_bytes)})"
             costly.add_row(clean(c.node), _device(c.device), _why(c.status, c.reason), duration(c.time),
-                           f"{c.share:.0%}", caused, duration(c.copy_time))
+                           f"{c.share:.0%}", caused, duration(c.copy_time) if c.copies else "-")
         costly.caption = _("a copy is charged to the end whose placement moved it: a pin, a fallback or a "
                            "rule, where the other end went where TensorFlow chose")
         parts.append(costly)
@@ -103,10 +103,13 @@ def _headline(cost: Cost) -> Text:
     line = Text(_("Timed: {steps} steps after {warmup} warm-up, {what} takes {wall}").format(
         steps=cost.steps, warmup=cost.warmup, what=what, wall=spread(cost.wall)), style="bold")
     overhead = cost.overhead
-    if overhead is not None:
-        line.append(_("; without the profiler {plain} (its cost: {overhead} a step)").format(
-            plain=spread(cost.plain) if cost.plain is not None else "?", overhead=duration(overhead)), style="dim")
-    line.append(_("; the profiler took {seconds:.2f} s to start, stop and read").format(seconds=cost.collect),
+    if overhead is not None and cost.plain is not None:
+        if overhead <= max(cost.plain.stdev, cost.wall.stdev):
+            said = _("; without the profiler {plain} (its cost is within the steps' own spread)")
+        else:
+            said = _("; without the profiler {plain} (its cost: {overhead} a step)")
+        line.append(said.format(plain=spread(cost.plain), overhead=duration(overhead)), style="dim")
+    line.append(_("; the profiler took {time} to start, stop and read").format(time=duration(cost.collect * 1e6)),
                 style="dim")
     return line
 

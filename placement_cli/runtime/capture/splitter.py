@@ -67,10 +67,11 @@ class Splitter:
     every other byte is passed on."""
 
     def __init__(self, parsed: BinaryIO, *, echo_placement: bool = False, min_level: int = 0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, hidden_files: frozenset[bytes] = frozenset()) -> None:
         self.parsed = parsed
         self.echo_placement = echo_placement
         self.min_level = min_level
+        self.hidden_files = hidden_files  # TensorFlow's lines from these sources are placement's own doing
         self.clock = clock
         self.channels: list[Channel] = []
         self._started = False
@@ -200,6 +201,9 @@ class Splitter:
             shown = self.min_level < 1
             ch.after_hidden = not shown
             return shown
+        if m.group("file") in self.hidden_files:  # e.g. the profiler --time started: not the program's
+            ch.after_hidden = True
+            return False
         msg = m.group("msg")
         placed = placer.placer_file(m.group("file")) and written.PLACER_LINE.fullmatch(msg)
         if placed or written.EAGER_LINE.fullmatch(msg) or msg.startswith(mapping.HEADER) \

@@ -145,6 +145,10 @@ def _lingers(group: int) -> bool:
     return False
 
 
+# What TensorFlow's profiler logs when --time starts and stops it: placement's doing, not the script's
+PROFILER_LINES = frozenset({b"profiler_session.cc", b"xplane_to_step_stats.cc"})
+
+
 class _Supervisor:
     """Runs one traced child to its end: signals, terminal, TensorFlow's log, facts."""
 
@@ -156,7 +160,8 @@ class _Supervisor:
         self.save_log = save_log
         self.parsed = tempfile.TemporaryFile()  # unlinked: gone with us whatever happens  # noqa: SIM115
         self.splitter = Splitter(self.parsed, echo_placement=echo_log,
-                                 min_level=min_log_level(os.environ.get("TF_CPP_MIN_LOG_LEVEL")))
+                                 min_level=min_log_level(os.environ.get("TF_CPP_MIN_LOG_LEVEL")),
+                                 hidden_files=PROFILER_LINES if warmup is not None else frozenset())
         self.streams: list[_Stream] = []
         self.child: subprocess.Popen[bytes] | None = None
         self.tty: int | None = None
