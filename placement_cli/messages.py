@@ -220,6 +220,8 @@ CHECK_MAX_ON_DISTINCT = N_("distinct placements on {device}: {count} ({logged} l
 CHECK_PLACEMENT_ERRORS = N_("placement errors in the input: {count} (TensorFlow could not place the graph as asked; "
                             "--allow-placement-errors lets such an input pass)")
 CHECK_COPY_BYTES = N_("bytes copied between devices per step: {bytes}, at most {limit} allowed")
+CHECK_COPY_TIME = N_("time spent copying between devices per step: {time}, at most {limit} allowed")
+CHECK_BUSY = N_("{device} busy {share} of a step, at most {limit} allowed")
 
 
 # `placement diff`'s two sides (singular, plural).

@@ -91,10 +91,12 @@ class CapturedReport:
 
     def check(self, *, max_on: Any = None, expect: Any = None, no_fallback: bool = False,
               max_copy_bytes: int | None = None, ignore: Any = None, ignore_op: Any = None,
-              include_plumbing: bool = False, allow_placement_errors: bool = False) -> Any:
+              include_plumbing: bool = False, allow_placement_errors: bool = False, max_copy_time: str | None = None,
+              max_busy: Any = None) -> Any:
         """The rules of `placement check` against this report (``max_on={"CPU": 0}``,
-        ``expect={"^tower_0/": "GPU:0"}``, ``no_fallback=True``, ``max_copy_bytes=N``, ``ignore``,
-        ``ignore_op``; placement errors fail it unless ``allow_placement_errors``): AssertionError naming each rule that failed and its nodes (also when the
+        ``expect={"^tower_0/": "GPU:0"}``, ``no_fallback=True``, ``max_copy_bytes=N``, with time=True
+        ``max_copy_time="2ms"`` and ``max_busy={"CPU": 10}``, ``ignore``, ``ignore_op``; placement errors
+        fail it unless ``allow_placement_errors``): AssertionError naming each rule that failed and its nodes (also when the
         capture was incomplete: rules judged on part of the placements prove nothing); ValueError
         for a rule that is malformed or that this report cannot judge. Returns the CheckResult."""
 
@@ -105,7 +107,8 @@ class CapturedReport:
         return assert_holds(self.report, name="the captured report", max_on=max_on, expect=expect,
                             no_fallback=no_fallback, max_copy_bytes=max_copy_bytes, ignore=ignore,
                             ignore_op=ignore_op, include_plumbing=include_plumbing,
-                            allow_placement_errors=allow_placement_errors)
+                            allow_placement_errors=allow_placement_errors, max_copy_time=max_copy_time,
+                            max_busy=max_busy)
 
     def to_json(self) -> str:
         return dumps(self.to_dict())
@@ -158,9 +161,8 @@ class CapturedReport:
 def capture(enable_logging: bool = True, *, time: bool = False, warmup: int = 2) -> Capture:
     """Capture TensorFlow's placement log for the code inside the block, then parse it and say why
     ops sit where they do. Enter it before TensorFlow runs its first op (see docs/capture.md).
-    ``time=True``: TensorFlow's profiler runs inside the block too, and the report says what each device,
-    op, copy and placement costs per call of the block's most called tf.function, its first ``warmup``
-    calls left out (``report.cost``)."""
+    ``time=True``: TensorFlow's profiler runs in the block too: what each device, op, copy and placement
+    costs per call of its most called tf.function, the first ``warmup`` calls left out (``report.cost``)."""
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
         raise ValueError(f"capture(warmup=...): a count of calls, 0 or more, not {warmup!r}")
     return Capture(enable_logging, time=time, warmup=warmup)

@@ -4,6 +4,7 @@ pictures (no TensorFlow here: profiles are built by hand as TensorFlow's profile
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -166,3 +167,71 @@ def test_the_chrome_trace_carries_each_ops_placement_and_the_copy_as_a_flow() ->
     start = next(e for e in events if e["ph"] == "s")
     end = next(e for e in events if e["ph"] == "f" and e["id"] == start["id"])
     assert (lanes[start["tid"]], lanes[end["tid"]]) == ("CPU:1", "CPU:2")
+
+
+def _saved(tmp_path, name: str, profile: Profile) -> str:
+    report = Report(placements=PLACEMENTS, origin=Origin.RUN, cost=costs.build(profile, PLACEMENTS), result=1.0)
+    path = tmp_path / name
+    path.write_text(json.dumps(report.to_dict()))
+    return str(path)
+
+
+def _slower(profile: Profile, factor: float) -> Profile:
+    """The same profile with its MatMul kernels ``factor`` times as long."""
+    events = tuple(replace(e, duration=e.duration * factor) if e.node == "MatMul" else e for e in profile.events)
+    return replace(profile, events=events)
+
+
+def test_diff_of_two_timed_reports_compares_each_device_and_link(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from placement_cli.cli import app
+
+    old = _saved(tmp_path, "old.json", step_profile())
+    new = _saved(tmp_path, "new.json", _slower(step_profile(), 1.5))
+    runner = CliRunner(env={"COLUMNS": "120", "NO_COLOR": "1"})
+    shown = runner.invoke(app, ["diff", old, new])
+    assert shown.exit_code == 0, shown.output
+    assert "Time per step" in shown.stdout and "CPU:1 busy" in shown.stdout and "+50%" in shown.stdout
+    assert "copies CPU:1 -> CPU:2" in shown.stdout and "4,194,304 B" in shown.stdout
+    data = json.loads(runner.invoke(app, ["diff", "--json", old, new]).stdout)
+    times = data["summary"]["time"]
+    assert times["new"]["busy_us"][f"{CPU}1"] == pytest.approx(1.5 * times["old"]["busy_us"][f"{CPU}1"])
+    assert times["old"]["links"][0]["bytes_per_step"] == 4_194_304
+    from placement_cli.model import PlacementDiff
+
+    assert PlacementDiff.from_dict(data).to_dict() == data  # the times read back as they were written
+
+
+def test_check_holds_a_timed_report_to_its_copy_time_and_busy_share(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from placement_cli.cli import app
+
+    saved = _saved(tmp_path, "timed.json", step_profile())  # copies: 10 µs a step; CPU:1 busy 60% of a step
+    runner = CliRunner(env={"COLUMNS": "120", "NO_COLOR": "1"})
+
+    def check(*rules: str) -> object:
+        return runner.invoke(app, ["check", "--no-config", saved, *rules])
+
+    assert check("--max-copy-time", "20us", "--max-busy", "CPU:1=70").exit_code == 0
+    slow = check("--max-copy-time", "5us")
+    assert slow.exit_code == 1 and "10us, at most 5us" in slow.stdout and "MatMul -> Sum" in slow.stdout
+    busy = check("--max-busy", "CPU=50")  # a device type: each CPU it names
+    assert busy.exit_code == 1 and "CPU:1 busy 60% of a step, at most 50%" in busy.stdout
+    assert "CPU:2" not in busy.stdout.split("CPU:1 busy")[1].split("\n")[0]
+    assert check("--max-copy-time", "2").exit_code == 2  # no unit: refused, not guessed
+    assert check("--max-busy", "CPU=150").exit_code == 2
+    untimed = tmp_path / "untimed.json"
+    untimed.write_text(json.dumps(Report(placements=PLACEMENTS, origin=Origin.RUN, result=1.0).to_dict()))
+    cannot = runner.invoke(app, ["check", "--no-config", str(untimed), "--max-copy-time", "1ms"])
+    assert cannot.exit_code == 2 and "needs a timed report" in cannot.stderr
+
+
+def test_the_rules_on_time_live_in_pyproject_too(tmp_path) -> None:
+    from placement_cli.rules import config
+
+    (tmp_path / "pyproject.toml").write_text('[tool.placement.check]\nmax-copy-time = "2ms"\nmax-busy = {CPU = 10}\n')
+    rules = config.load(tmp_path / "pyproject.toml")
+    assert rules.max_copy_time == 2000.0 and rules.max_busy == (("CPU", 10.0),)
+    assert rules.described() == ("--max-copy-time 2ms", "--max-busy CPU=10")

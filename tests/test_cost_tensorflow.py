@@ -19,7 +19,7 @@ from trace_helpers import TRACE, assert_clean, environment, run, write
 pytestmark = [pytest.mark.tf, pytest.mark.cpu_devices("times between logical CPUs")]
 
 CALLS, WARMUP = 7, 2
-STEP = f'''
+STEP = '''
 import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 3)

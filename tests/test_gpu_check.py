@@ -67,7 +67,8 @@ def test_every_command_is_run_kept_and_summed_up_on_one_gpu(tmp_path: Path) -> N
     proc, folder = _run(tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     summary = _summary(folder)
-    for name in ("demo", "cluster", "trace-cluster", "show", "show-gpu0", "tower", "train", "mirrored", "errors"):
+    for name in ("demo", "cluster", "trace-cluster", "show", "show-gpu0", "tower", "tower-timed", "train", "mirrored",
+                 "errors"):
         for kind in ("txt", "json"):
             assert summary[f"{name}.{kind}"][1:3] == ["0", "0"], name
             assert (folder / f"{name}.{kind}").read_text().startswith("output of"), name
@@ -75,6 +76,8 @@ def test_every_command_is_run_kept_and_summed_up_on_one_gpu(tmp_path: Path) -> N
     asked = _asked(tmp_path)
     # the one-process commands share the GPU; those that start processes of their own run as the user runs them
     assert "true tower --virtual-gpus 2 --gpus 0,1 --copies --log" in asked
+    # the timed tower: the GPU's own kernel and memcpy times, its step kept as a Chrome trace
+    assert f"true tower --virtual-gpus 2 --gpus 0,1 --time --json --chrome-trace {folder}/tower-timed.trace.json" in asked
     assert "true show --json" in asked and "true errors" in asked
     assert "unset demo --no-pause" in asked and "unset cluster" in asked and "unset cluster --json" in asked
     multi = [a for a in asked if "trace --cluster worker=2" in a]

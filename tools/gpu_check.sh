@@ -7,7 +7,8 @@
 # log where the command has --log (NAME.txt), its JSON (NAME.json), what it wrote on stderr
 # (NAME.txt.err, NAME.json.err), and summary.tsv: each command's exit code beside the one expected,
 # and its seconds; machine.txt says what ran where. Commands: the GPU-marked tests (not with --suite,
-# which runs them), placement devices, show (unpinned and pinned to /gpu:0), tower and train on two
+# which runs them), placement devices, show (unpinned and pinned to /gpu:0), tower (also timed: --time,
+# its step as a Chrome trace in tower-timed.trace.json) and train on two
 # GPUs (two logical GPUs carved from one where there is only one: --virtual-gpus 2), mirrored on the
 # same devices, errors, the demo (every step, not pausing), cluster (a ps and two workers: several
 # TensorFlow processes on one GPU) and trace --cluster worker=2 of samples/multi_worker.py
@@ -253,6 +254,10 @@ if ((commands)); then
     both show 0 120 show
     both show-gpu0 "$((gpus > 0 ? 0 : 1))" 120 show --device /gpu:0 --inputs-on /cpu:0
     both tower 0 120 tower "${on_gpus[@]}" --copies
+    # --time: kernels and memcpys from the GPU's own planes (CUPTI), joined with the placements
+    start tower-timed.txt 0 120 "${shared[@]}" "${placement[@]}" tower "${on_gpus[@]}" --time --log
+    start tower-timed.json 0 120 "${shared[@]}" "${placement[@]}" tower "${on_gpus[@]}" --time --json \
+        --chrome-trace "$folder/tower-timed.trace.json"
     both train 0 180 train "${on_gpus[@]}" --copies --check
     both mirrored 0 180 mirrored "${mirrored_on[@]}" --copies
     start errors.txt 0 180 "${shared[@]}" "${placement[@]}" errors

@@ -15,8 +15,9 @@ from placement_cli.exceptions import RuleError
 from placement_cli.i18n import _
 from placement_cli.logparse.saved import read_input
 from placement_cli.render.check import render_check
-from placement_cli.rules import Rules, devices_on_nothing, expect_rule, judge, max_on_rule
+from placement_cli.rules import Rules, devices_on_nothing, expect_rule, judge, max_busy_rule, max_on_rule
 from placement_cli.rules import config as rules_file
+from placement_cli.rules.timed import duration_rule
 
 
 @command()
@@ -26,6 +27,8 @@ def check(
     expect: Annotated[list[str] | None, typer.Option("--expect", metavar="REGEX=DEV", help="Every node whose name matches REGEX is on DEV (^tower_0/=GPU:0; matched in linear time, ignoring case; split at the last =). Repeatable.", show_default=False)] = None,
     no_fallback: Annotated[bool | None, typer.Option("--no-fallback/--allow-fallback", help="No soft fallback: every op where it asked to be (needs a report that knows requests, such as trace --json). --allow-fallback turns off the config file's.", show_default=False)] = None,
     max_copy_bytes: Annotated[int | None, typer.Option("--max-copy-bytes", min=0, metavar="N", help="At most N bytes copied between devices per step (needs a report with copies and their sizes, such as train --copies --json).", show_default=False)] = None,
+    max_copy_time: Annotated[str | None, typer.Option("--max-copy-time", metavar="TIME", help="The copies between devices take at most TIME per step, e.g. 2ms, 500us (needs a timed report: --time --json).", show_default=False)] = None,
+    max_busy: Annotated[list[str] | None, typer.Option("--max-busy", metavar="DEV=PCT", help="DEV (a device type, a device or a task) is busy at most PCT percent of a step, each device it names (CPU=10; needs a timed report). Repeatable.", show_default=False)] = None,
     ignore: Annotated[list[str] | None, typer.Option("--ignore", metavar="REGEX", help="Leave nodes whose name matches REGEX out of every rule. Repeatable.", show_default=False)] = None,
     ignore_op: Annotated[list[str] | None, typer.Option("--ignore-op", metavar="OP", help="Leave ops of type OP out of every rule (MatMul also names oneDNN's _MklMatMul). Repeatable.", show_default=False)] = None,
     include_plumbing: Annotated[bool | None, typer.Option("--include-plumbing/--exclude-plumbing", help="Judge TensorFlow's plumbing too (_Arg, _Retval, _DeviceArg, NoOp, _Send, _Recv, eager ops' wrapper functions); left out by default.", show_default=False)] = None,
@@ -45,7 +48,9 @@ def check(
     if config is not None and no_config:
         raise RuleError(_("--config and --no-config: give one of them"))
     given = Rules(max_on=tuple(max_on_rule(v) for v in max_on or ()), expect=tuple(expect_rule(v) for v in expect or ()),
-                  max_copy_bytes=max_copy_bytes, ignore=tuple(ignore or ()), ignore_op=tuple(ignore_op or ()))
+                  max_copy_bytes=max_copy_bytes, ignore=tuple(ignore or ()), ignore_op=tuple(ignore_op or ()),
+                  max_copy_time=None if max_copy_time is None else duration_rule("--max-copy-time", max_copy_time),
+                  max_busy=tuple(max_busy_rule(v) for v in max_busy or ()))
     found = None if no_config else Path(config) if config is not None else rules_file.find()
     if source == "-" and found is not None and rules_file.is_stdin(found):
         raise RuleError(_("INPUT - and --config {path} both read standard input: give one of them as a file").format(

@@ -349,6 +349,29 @@ class Cost:
                    tuple(map(TimelineEvent.from_dict, c.get("timeline") or ())), number(c.get("timeline_wall_us", 0.0)))
 
 
+@dataclass(frozen=True)
+class StepTimes:
+    """A timed report in brief, as `diff` compares two: one step's wall time, each device's busy time,
+    each link's copies (microseconds per step)."""
+
+    wall: float
+    devices: tuple[tuple[DeviceName, float], ...]
+    links: tuple[LinkCost, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"wall_us": _us(self.wall), "busy_us": {str(d): _us(busy) for d, busy in self.devices},
+                "links": [t.to_dict() for t in self.links]}
+
+    @classmethod
+    def from_dict(cls, t: Any) -> StepTimes:
+        return cls(number(t["wall_us"]), tuple((DeviceName(text(d)), number(b)) for d, b in t["busy_us"].items()),
+                   tuple(map(LinkCost.from_dict, t["links"])))
+
+
+def step_times(cost: Cost) -> StepTimes:
+    return StepTimes(cost.wall.mean, tuple((d.device, d.busy.mean) for d in cost.devices), cost.links)
+
+
 def _us(value: float) -> float | None:
     """Microseconds as the JSON holds them: three decimals (nanoseconds); null where not finite."""
     return round(value, 3) if math.isfinite(value) else None

@@ -10,6 +10,7 @@ from typing import Any, NamedTuple, overload
 
 from placement_cli.i18n import Wording, english
 from placement_cli.model.copies import LinkTotal
+from placement_cli.model.cost import StepTimes
 from placement_cli.model.fields import count, optional_text, text
 from placement_cli.model.report import STATUSES
 
@@ -282,6 +283,7 @@ class DiffSide:
     placements: int  # after the filters
     copies: tuple[LinkTotal, ...] | None = None  # copies per link and step, where the report has them
     counts_only: bool = False  # a saved `parse --summary` report: only counts per device
+    times: StepTimes | None = None  # a timed report's (--time): per step, its wall, devices' busy time, links
 
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.name, "kind": "report" if self.saved else "log", "placements": self.placements,
@@ -328,6 +330,11 @@ class PlacementDiff:
         """Both sides carry their copies between devices."""
         return self.old.copies is not None and self.new.copies is not None
 
+    @property
+    def times(self) -> bool:
+        """Both sides were timed (--time)."""
+        return self.old.times is not None and self.new.times is not None
+
     def to_dict(self, lazy: bool = False) -> dict[str, Any]:
         """The comparison as JSON data; ``lazy``: its rows as Rows, made as the JSON writer reads them."""
         summary: dict[str, Any] = {
@@ -346,6 +353,8 @@ class PlacementDiff:
                                         "copies": sum(t.copies for t in totals),
                                         "per_step_bytes": _bytes(totals)}
                                  for side, totals in (("old", self.old.copies), ("new", self.new.copies))}
+        if self.old.times is not None and self.new.times is not None:
+            summary["time"] = {"old": self.old.times.to_dict(), "new": self.new.times.to_dict()}
         data: dict[str, Any] = {
             "moved": Rows(self.moved, Change.moved_dict) if lazy else [c.moved_dict() for c in self.moved],
             "added": Rows(self.added, Change.side_dict) if lazy else [c.side_dict() for c in self.added],
@@ -366,6 +375,9 @@ class PlacementDiff:
         if copies is not None:
             old, new = (replace(s, copies=tuple(map(LinkTotal.from_dict, copies[name]["links"])))
                         for s, name in ((old, "old"), (new, "new")))
+        times = summary.get("time")
+        if times is not None:
+            old, new = (replace(s, times=StepTimes.from_dict(times[name])) for s, name in ((old, "old"), (new, "new")))
         return cls(old, new, moved=tuple(map(Change.from_moved_dict, data["moved"])),
                    added=tuple(Change.from_side_dict(c, "new") for c in data["added"]),
                    removed=tuple(Change.from_side_dict(c, "old") for c in data["removed"]),

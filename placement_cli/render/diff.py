@@ -17,9 +17,12 @@ from placement_cli.model import (
     LinkTotal,
     PlacementDiff,
 )
+from placement_cli.model.cost import LinkCost, StepTimes
 from placement_cli.model.diff import total
 from placement_cli.model.report import STATUSES
+from placement_cli.render.cost import duration
 from placement_cli.render.digest import MAX_KEYS, CrossTab, scope_counts
+from placement_cli.render.graph import device_order
 from placement_cli.render.rows import MIDDLE, Column, RowTable
 from placement_cli.render.text import KeptTail, clean
 from placement_cli.render.view import View
@@ -156,6 +159,42 @@ def copies_table(old: tuple[LinkTotal, ...], new: tuple[LinkTotal, ...], fit: bo
     return table
 
 
+def times_table(old: StepTimes, new: StepTimes, fit: bool) -> RowTable:
+    """Two timed reports side by side: the step's wall time, each device's busy time, each link's copies."""
+    table = RowTable(_("Time per step"), [Column(_("what")), Column(_("old"), justify="right"),
+                                          Column(_("new"), justify="right"), Column(_("change"), justify="right")],
+                     fit=fit)
+
+    def change(a: float | None, b: float | None) -> str:
+        if a is None or b is None:
+            return "-"
+        return f"{(b - a) / a:+.0%}" if a > 0 else "-"
+
+    def cell(value: float | None) -> str:
+        return "-" if value is None else duration(value)
+
+    table.add_row(_("step (wall)"), cell(old.wall), cell(new.wall), change(old.wall, new.wall))
+    olds, news = dict(old.devices), dict(new.devices)
+    for i, device in enumerate(sorted(set(olds) | set(news), key=lambda d: device_order(str(d)))):
+        a, b = olds.get(device), news.get(device)
+        table.add_row(_("{device} busy").format(device=_device(device)), cell(a), cell(b), change(a, b),
+                      new_section=i == 0)
+    old_links = {(t.source, t.target): t for t in old.links}
+    new_links = {(t.source, t.target): t for t in new.links}
+    for i, link in enumerate(sorted(set(old_links) | set(new_links), key=lambda k: (str(k[0]), str(k[1])))):
+        o, n = old_links.get(link), new_links.get(link)
+        name = _("copies {source} -> {target}").format(source=_device(link[0]), target=_device(link[1]))
+        table.add_row(name, _link(o), _link(n), change(o.time if o else None, n.time if n else None),
+                      new_section=i == 0)
+    return table
+
+
+def _link(t: LinkCost | None) -> str:
+    if t is None:
+        return "0"
+    return f"{duration(t.time)} ({'?' if t.bytes is None else f'{t.bytes:,} B'})"
+
+
 def _header(templates: tuple[str, str], count: int, name: str) -> KeptTail:
     """"OLD: NAME (N placements)": the count stays with its words when the line wraps."""
     text = shown(messages.counted(templates, count, name=name))
@@ -193,6 +232,8 @@ def diff_renderables(diff: PlacementDiff, view: View | None = None) -> list[Rend
     parts.append(devices_table(diff, view.fit))
     if diff.copies:
         parts.append(copies_table(diff.old.copies or (), diff.new.copies or (), view.fit))
+    if diff.old.times is not None and diff.new.times is not None:
+        parts.append(times_table(diff.old.times, diff.new.times, view.fit))
     parts.append(Text(summary_line(diff), style="bold"))
     return parts
 

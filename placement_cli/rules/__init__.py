@@ -18,6 +18,7 @@ from placement_cli.messages import quoted
 from placement_cli.model import LOGGED, SOFT_FALLBACK, CheckResult, Placement, Report, RuleFailure
 from placement_cli.model.kinds import PlacementKind
 from placement_cli.model.ops import PLUMBING_OPS
+from placement_cli.rules import timed
 
 # TensorFlow's plumbing, left out of every rule unless include_plumbing: function arguments and
 # results, control-only NoOps, and the copies between devices (their traffic is --max-copy-bytes's).
@@ -41,6 +42,8 @@ class Rules:
     include_plumbing: bool = False
     source: str | None = field(default=None, compare=False)  # the file some rules came from
     allow_placement_errors: bool = False  # a log whose graph could not be placed passes the other rules
+    max_copy_time: float | None = None  # microseconds the copies between devices take per step (a timed report)
+    max_busy: tuple[tuple[str, float], ...] = ()  # (device type, device or task; at most this percent of a step)
 
     def __post_init__(self) -> None:
         for device, limit in self.max_on:
@@ -53,6 +56,12 @@ class Rules:
         _check_once("--expect", [(r, f"{r}={d}") for r, d in self.expect])
         if self.max_copy_bytes is not None:
             _check_limit("--max-copy-bytes", str(self.max_copy_bytes), self.max_copy_bytes)
+        if self.max_copy_time is not None and (not isinstance(self.max_copy_time, float) or self.max_copy_time < 0):
+            raise RuleError(_("--max-copy-time: give a time with its unit: 500us, 2ms or 0.5s"))
+        for device, percent in self.max_busy:
+            _check_device("--max-busy", device)
+            timed.share_rule(device, percent)
+        _check_once("--max-busy", [(_device_key(d), f"{d}={n:g}") for d, n in self.max_busy])
         for regex in self.ignore:
             regex_of("--ignore", regex)
         for op in self.ignore_op:
@@ -63,14 +72,16 @@ class Rules:
 
     @property
     def count(self) -> int:
-        return len(self.max_on) + len(self.expect) + self.no_fallback + (self.max_copy_bytes is not None)
+        return (len(self.max_on) + len(self.expect) + self.no_fallback + (self.max_copy_bytes is not None)
+                + (self.max_copy_time is not None) + len(self.max_busy))
 
     def described(self) -> tuple[str, ...]:
         """Each rule as the command line writes it."""
         return (*(f"--max-on {device}={limit}" for device, limit in self.max_on),
                 *(f"--expect {regex}={device}" for regex, device in self.expect),
                 *(("--no-fallback",) if self.no_fallback else ()),
-                *(() if self.max_copy_bytes is None else (f"--max-copy-bytes {self.max_copy_bytes}",)))
+                *(() if self.max_copy_bytes is None else (f"--max-copy-bytes {self.max_copy_bytes}",)),
+                *timed.described(self.max_copy_time, self.max_busy))
 
     def over(self, given: Rules, *, no_fallback: bool | None = None, include_plumbing: bool | None = None,
              allow_placement_errors: bool | None = None) -> Rules:
@@ -82,6 +93,8 @@ class Rules:
         max_on.update((_device_key(d), (d, n)) for d, n in given.max_on)
         expect = dict(self.expect)
         expect.update(given.expect)
+        busy = {_device_key(d): (d, n) for d, n in self.max_busy}
+        busy.update((_device_key(d), (d, n)) for d, n in given.max_busy)
         return Rules(
             max_on=tuple(max_on.values()), expect=tuple(expect.items()),
             no_fallback=self.no_fallback if no_fallback is None else no_fallback,
@@ -90,7 +103,9 @@ class Rules:
             ignore_op=tuple(dict.fromkeys((*self.ignore_op, *given.ignore_op))),
             include_plumbing=self.include_plumbing if include_plumbing is None else include_plumbing,
             source=self.source, allow_placement_errors=self.allow_placement_errors if allow_placement_errors is None
-            else allow_placement_errors)
+            else allow_placement_errors,
+            max_copy_time=self.max_copy_time if given.max_copy_time is None else given.max_copy_time,
+            max_busy=tuple(busy.values()))
 
 
 def _device_key(device: str) -> str:
@@ -154,11 +169,17 @@ def split_rule(option: str, value: str) -> tuple[str, str]:
             option=option, value=quoted(value)))
     left, sep, right = value.rpartition("=")
     if not sep or not left.strip() or not right.strip():
-        example = "CPU=0, GPU:1=100 or ps/0=20" if option == "--max-on" else "^tower_0/=GPU:0"
-        form = "DEV=N" if option == "--max-on" else "REGEX=DEV"
+        form, example = {"--max-on": ("DEV=N", "CPU=0, GPU:1=100 or ps/0=20"),
+                         "--max-busy": ("DEV=PCT", "CPU=10 or GPU:0=95")}.get(option, ("REGEX=DEV", "^tower_0/=GPU:0"))
         raise RuleError(_("{option} {value}: give {form}, e.g. {example}").format(
             option=option, value=quoted(value), form=form, example=example))
     return left, right.strip()
+
+
+def max_busy_rule(value: str) -> tuple[str, float]:
+    """``DEV=PCT`` of --max-busy."""
+    device, percent = split_rule("--max-busy", value)
+    return timed.share_rule(" ".join(device.split()), percent)
 
 
 def max_on_rule(value: str) -> tuple[str, int]:
@@ -179,7 +200,8 @@ def rules_from(*, max_on: Mapping[str, int] | Iterable[str] | str | None = None,
                expect: Mapping[str, str] | Iterable[str] | str | None = None, no_fallback: bool = False,
                max_copy_bytes: int | None = None, ignore: Iterable[str] | str | None = None,
                ignore_op: Iterable[str] | str | None = None, include_plumbing: bool = False,
-               allow_placement_errors: bool = False) -> Rules:
+               allow_placement_errors: bool = False, max_copy_time: str | None = None,
+               max_busy: Mapping[str, float] | Iterable[str] | str | None = None) -> Rules:
     """Rules from Python values (the pytest plugin, a config file's table): ``max_on`` as
     ``{"CPU": 0}`` or ``"CPU=0"`` strings, ``expect`` as ``{"^tower_0/": "GPU:0"}`` or
     ``"REGEX=DEV"`` strings, ``ignore`` and ``ignore_op`` as one string or several."""
@@ -187,7 +209,9 @@ def rules_from(*, max_on: Mapping[str, int] | Iterable[str] | str | None = None,
                  no_fallback=_flag("no_fallback", no_fallback), max_copy_bytes=max_copy_bytes,
                  ignore=_strings("ignore", ignore), ignore_op=_strings("ignore_op", ignore_op),
                  include_plumbing=_flag("include_plumbing", include_plumbing),
-                 allow_placement_errors=_flag("allow_placement_errors", allow_placement_errors))
+                 allow_placement_errors=_flag("allow_placement_errors", allow_placement_errors),
+                 max_copy_time=None if max_copy_time is None else timed.duration_rule("--max-copy-time", max_copy_time),
+                 max_busy=tuple(timed.share_rule(d, n) for d, n in _pairs(max_busy, max_busy_rule)))
 
 
 def _pairs(value: Any, parse: Callable[[str], tuple[Any, Any]]) -> tuple[tuple[Any, Any], ...]:
@@ -235,8 +259,8 @@ def judge(report: Report, rules: Rules, *, name: str = "the input") -> CheckResu
     """Every rule against the report. RuleError (exit 2) when there are no rules, nothing to judge,
     or a rule this input cannot judge: --no-fallback on a log, --max-copy-bytes without copies."""
     if not rules.count:
-        raise RuleError(_("no rules to check: give --max-on, --expect, --no-fallback or --max-copy-bytes, "
-                          "or put them under [tool.placement.check] in pyproject.toml"))
+        raise RuleError(_("no rules to check: give --max-on, --expect, --no-fallback, --max-copy-bytes, "
+                          "--max-copy-time or --max-busy, or put them under [tool.placement.check] in pyproject.toml"))
     if not report.placements and report.counted:
         raise RuleError(_("{name} holds only counts per device (a `parse --summary` report): the rules judge each "
                           "placement, so save the report without --summary").format(name=name))
@@ -267,6 +291,7 @@ def judge(report: Report, rules: Rules, *, name: str = "the input") -> CheckResu
                           "`placement trace --json`, or by a run command's --json); {name} records only "
                           "where ops went").format(name=name))
     copied = None if rules.max_copy_bytes is None else copy_bytes(report, name)
+    slow = timed.judge_times(report, rules.max_copy_time, rules.max_busy, _on, name)  # RuleError before judging
     plumbing, ignored = leaves_out(rules)
     kept = [p for p in report.placements if not plumbing(p)]
     judged = [p for p in kept if not ignored(p)]
@@ -303,6 +328,7 @@ def judge(report: Report, rules: Rules, *, name: str = "the input") -> CheckResu
         failures.append(RuleFailure(f"--max-copy-bytes {rules.max_copy_bytes}", Message(
             messages.CHECK_COPY_BYTES, bytes=copied, limit=rules.max_copy_bytes),
             tuple(dict.fromkeys(english(c.tensor) for c in biggest))[:EXAMPLES]))
+    failures.extend(slow)
     described = rules.described()
     if report.errors and not rules.allow_placement_errors:  # the graph could not be placed: no gate passes that
         described = (*described, PLACEMENT_ERRORS_RULE)

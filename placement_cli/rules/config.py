@@ -6,6 +6,7 @@ from __future__ import annotations
 import codecs
 import os
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -17,7 +18,7 @@ PYPROJECT = "pyproject.toml"
 # A key of the table -> rules_from's argument (the command line's option names, without --).
 KEYS = {"max-on": "max_on", "expect": "expect", "no-fallback": "no_fallback", "max-copy-bytes": "max_copy_bytes",
         "ignore": "ignore", "ignore-op": "ignore_op", "include-plumbing": "include_plumbing",
-        "allow-placement-errors": "allow_placement_errors"}
+        "allow-placement-errors": "allow_placement_errors", "max-copy-time": "max_copy_time", "max-busy": "max_busy"}
 _SHAPES = {
     "max-on": N_("a table of DEV = N (max-on = {CPU = 0}) or a list of \"DEV=N\""),
     "expect": N_("a table of \"REGEX\" = \"DEV\" (expect = {\"^tower_0/\" = \"GPU:0\"}) or a list of \"REGEX=DEV\""),
@@ -27,6 +28,8 @@ _SHAPES = {
     "max-copy-bytes": N_("a whole number of bytes, 0 or more"),
     "ignore": N_("a regex or a list of regexes"),
     "ignore-op": N_("an op type or a list of op types"),
+    "max-copy-time": N_("a time with its unit, as text (\"2ms\", \"500us\")"),
+    "max-busy": N_("a table of DEV = PCT (max-busy = {CPU = 10}) or a list of \"DEV=PCT\""),
 }
 
 
@@ -65,8 +68,7 @@ def load(path: Path, *, given: bool = False) -> Rules:
         rules = rules_from(**values)
     except RuleError as exc:
         raise RuleError(f"{path}: {exc}") from None
-    return Rules(rules.max_on, rules.expect, rules.no_fallback, rules.max_copy_bytes, rules.ignore, rules.ignore_op,
-                 rules.include_plumbing, source=shown_path(path), allow_placement_errors=rules.allow_placement_errors)
+    return replace(rules, source=shown_path(path))
 
 
 def _shaped(key: str, value: Any) -> bool:
@@ -74,6 +76,12 @@ def _shaped(key: str, value: Any) -> bool:
         return isinstance(value, bool)
     if key == "max-copy-bytes":
         return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    if key == "max-copy-time":
+        return isinstance(value, str)
+    if key == "max-busy" and isinstance(value, dict):
+        return all(isinstance(n, (int, float)) and not isinstance(n, bool) for n in value.values())
+    if key == "max-busy":
+        return isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))
     if key == "max-on" and isinstance(value, dict):
         return all(isinstance(n, int) and not isinstance(n, bool) for n in value.values())
     if key == "expect" and isinstance(value, dict):
