@@ -8,7 +8,7 @@ overlap count once); its share is that over the step's wall time.
 
 Devices: where the event says (a GPU's plane, a copy's rendezvous key), else its node's placement in its
 own graph (a tf.function's nodes by the function, its trace counter dropped; a Session's by name), else
-unknown. A copy is charged to the end whose placement moved it (``blame``).
+unknown. A copy is charged to its reader, or to the end TensorFlow moved by a rule (``blame``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 from placement_cli.devices import DeviceName, crosses_memory
 from placement_cli.logparse.functions import function_identity
-from placement_cli.model import FREE, LOGGED, Copy, Placement, PlacementKind
+from placement_cli.model import SOFT_FALLBACK, WITH_RESOURCE, Copy, Placement, PlacementKind
 from placement_cli.model.cost import (
     COPY,
     EAGER,
@@ -248,10 +248,10 @@ def _devices(busy: list[dict[DeviceName | None, list[tuple[float, float]]]], wal
 
 
 def blame(producer: Placement | None, consumer: Placement | None) -> Placement | None:
-    """The end of a copy whose placement made it: the one placed by a request, a fallback or a rule
-    where the other went where TensorFlow chose freely; the consumer where both (or neither) were
-    (it asked for its input somewhere else)."""
-    moved = [p is not None and p.status not in (FREE, LOGGED) for p in (producer, consumer)]
+    """The end of a copy whose placement made it: the one TensorFlow moved by a rule (a soft fallback,
+    a resource's device) where the other was not; else the reader, which runs away from its input (its
+    pin, or TensorFlow's free choice that did not follow the input: tensorflow#2441's gradients)."""
+    moved = [p is not None and p.status in (SOFT_FALLBACK, WITH_RESOURCE) for p in (producer, consumer)]
     if moved[0] and not moved[1]:
         return producer
     return consumer if consumer is not None else producer

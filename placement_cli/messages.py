@@ -209,6 +209,8 @@ def _escaped(char: str) -> str:
     return f"\\x{ord(char) - 0xDC00:02x}" if 0xDC80 <= ord(char) <= 0xDCFF else ascii(char)[1:-1]
 
 
+# the demo's cost lesson (tensorflow#2441)
+TOWER_GRADIENTS = N_("tower gradients on {devices}, colocate_gradients_with_ops={colocate}")
 # Why a rule of `placement check` failed.
 CHECK_MAX_ON = N_("placements on {device}: {count}, at most {limit} allowed")
 CHECK_EXPECT = N_("nodes matching {regex} not on {device}: {count} of {total}")
@@ -296,3 +298,14 @@ HINT_APART = N_("Ops that must share a device were pinned apart. Pin them togeth
 HINT_UNSATISFIABLE_SOFT = N_("No device satisfies this op's constraints (TensorFlow's message says which); rerun with "
                              "--soft to let TensorFlow choose a device.")
 HINT_UNSATISFIABLE = N_("No device satisfies this op's constraints (TensorFlow's message says which).")
+
+
+def duration(us: float) -> str:
+    """Microseconds as a person reads them: ``812 µs``, ``5.31 ms``, ``1.20 s`` (three figures)."""
+    if us < 0:
+        return "-" + duration(-us)
+    if us < 1000:
+        return f"{us:.3g} µs" if us < 100 else f"{us:.0f} µs"
+    if us < 1_000_000:
+        return f"{us / 1000:.3g} ms" if us < 100_000 else f"{us / 1000:.0f} ms"
+    return f"{us / 1e6:.3g} s"

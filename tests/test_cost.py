@@ -12,9 +12,10 @@ from rich.console import Console
 
 from placement_cli import costs
 from placement_cli.devices import DeviceName
-from placement_cli.model import AS_REQUESTED, FREE, Origin, Placement, PlacementKind, Report
+from placement_cli.model import AS_REQUESTED, FREE, SOFT_FALLBACK, Origin, Placement, PlacementKind, Report
 from placement_cli.model.cost import COPY, EAGER, FUNCTION, SESSION, Cost, Profile, ProfiledEvent, ProfiledRun, Spread
-from placement_cli.render.cost import cost_renderables, duration
+from placement_cli.messages import duration
+from placement_cli.render.cost import cost_renderables
 from placement_cli.render.timeline import render_chrome_trace, render_timeline_svg
 
 CPU = "/job:localhost/replica:0/task:0/device:CPU:"
@@ -67,12 +68,14 @@ def test_a_copy_has_its_bytes_time_and_the_placement_that_caused_it() -> None:
     assert sum_row.copy_bytes == 4_194_304 and sum_row.copies == 1 and sum_row.status == AS_REQUESTED
 
 
-def test_blame_goes_to_the_end_that_was_moved() -> None:
+def test_blame_goes_to_the_reader_or_to_the_end_a_rule_moved() -> None:
     pinned, free = placed("a", "MatMul", 1), placed("b", "Sum", 2, FREE)
-    assert costs.blame(pinned, free) is pinned  # TensorFlow put b where it liked: a's pin made the copy
-    assert costs.blame(free, pinned) is pinned
-    assert costs.blame(pinned, placed("c", "Sum", 2)) .node == "c"  # both asked: the reader
-    assert costs.blame(None, free) is free
+    assert costs.blame(pinned, free) is free  # TensorFlow put the reader away from its input (#2441's gradients)
+    assert costs.blame(free, pinned) is pinned  # the reader's pin
+    assert costs.blame(pinned, placed("c", "Sum", 2)).node == "c"  # both asked: the reader
+    fallen = placed("d", "MatMul", 0, SOFT_FALLBACK)
+    assert costs.blame(fallen, free) is fallen  # the input a fallback moved
+    assert costs.blame(None, free) is free and costs.blame(pinned, None) is pinned
 
 
 def test_busy_time_counts_overlapping_kernels_once() -> None:

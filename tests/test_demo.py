@@ -22,7 +22,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from conftest import run_cli
+from conftest import is_matmul, run_cli
 from placement_cli.cli import app
 from placement_cli.lessons import demo
 from placement_cli.i18n import Message
@@ -31,7 +31,8 @@ from placement_cli.model import DemoOutcome, Inventory, PhysicalDevice
 from reports import as_run
 from processes import patience
 
-KEYS = ["devices", "logging", "manual", "missing", "soft", "kernel", "towers", "copies", "train", "mirrored", "cluster"]
+KEYS = ["devices", "logging", "manual", "missing", "soft", "kernel", "towers", "copies", "cost", "train", "mirrored",
+        "cluster"]
 IN_PROCESS = len(KEYS) - 1  # the steps that run in the demo's own TensorFlow (the cluster runs in processes of its own)
 
 
@@ -237,6 +238,14 @@ def test_every_step_runs_and_teaches(json_runs) -> None:
         assert "CPU:1" in by_key["towers"]["notice"] and "GPU:0" not in by_key["towers"]["notice"]
     else:
         assert by_key["towers"]["args"]["devices"][0] == "/gpu:0" and "GPU:0" in by_key["towers"]["notice"]
+    # tensorflow#2441: one device ran every tower's gradients, and the copies shrank once they were colocated
+    cost = by_key["cost"]
+    assert cost["result"]["cost"]["steps"] == 5 and cost["args"]["colocate"] is False
+    moved = [int(n.replace(",", "")) for n in re.findall(r"([\d,]+) B", cost["notice"])]
+    assert len(moved) == 2 and moved[0] > 2 * moved[1], cost["notice"]
+    grads = {p["device"] for p in cost["result"]["placements"] if (p["node"] or "").startswith("gradients/")
+             and is_matmul(p["op"])}
+    assert len(grads) == 1
     cluster = by_key["cluster"]["result"]  # a real cluster: every task a process, ended when the step was done
     assert [(t["job"], t["task"]) for t in cluster["tasks"]] == [("ps", 0), ("worker", 0), ("worker", 1)]
     assert all(t["pid"] and t["exit_code"] is not None for t in cluster["tasks"])

@@ -15,10 +15,11 @@ from placement_cli import messages
 from placement_cli.devices import short_name
 from placement_cli.i18n import N_, Message
 from placement_cli.lessons.cluster import build, plan, run
+from placement_cli.lessons.costly import gradients
 from placement_cli.lessons.guide import matmul, string_op, tower
 from placement_cli.lessons.mirrored import MirroredSpec, mirrored
 from placement_cli.lessons.train import TrainSpec, train
-from placement_cli.messages import quoted
+from placement_cli.messages import duration, quoted
 from placement_cli.model import SOFT_FALLBACK, ClusterEvent, DemoOutcome, DemoStep, DemoSteps, StepTitle
 from placement_cli.runtime import inventory, startup
 from placement_cli.runtime.capture.fdcapture import capture_fds
@@ -231,6 +232,30 @@ def _copies(machine: Machine) -> DemoOutcome:
                    {"count": len(report.copies), "links": ", ".join(links) or "-"})
 
 
+def _cost(machine: Machine) -> DemoOutcome:
+    """tensorflow#2441: the same tower gradients without and with colocate_gradients_with_ops, each timed."""
+    timed = {"time": True, "time_steps": 5, "mode": "graph"}
+    apart = gradients(machine.towers, False, machine.options(**timed))
+    together = gradients(machine.towers, True, machine.options(**timed))
+    if apart.cost is None or together.cost is None or apart.result is None or together.result is None:
+        return DemoOutcome(apart, ok=False, problem=apart.timing_error or together.timing_error or "the gradients did not run")
+    grads = {p.short for p in apart.placements if p.node and p.node.startswith("gradients/") and "MatMul" in (p.op or "")}
+    where = min(grads) if len(grads) == 1 else "?"
+    busy = {d.device.short: d.busy.mean for d in apart.cost.devices}
+    busy_after = {d.device.short: d.busy.mean for d in together.cost.devices}
+
+    def moved(cost: Any) -> str:
+        sizes = [t.bytes for t in cost.links]
+        return "?" if None in sizes else f"{sum(b or 0 for b in sizes):,} B"
+
+    return _taught(apart, N_("Without colocate_gradients_with_ops both towers' gradients ran on {device}: "
+                             "{before} crossed devices per step and {device} was busy {busy}. Colocated with "
+                             "their forward ops, each tower's gradients ran on its own device: {after} per step, "
+                             "{device} busy {busy_after}."),
+                   {"device": where, "before": moved(apart.cost), "after": moved(together.cost),
+                    "busy": duration(busy.get(where, 0.0)), "busy_after": duration(busy_after.get(where, 0.0))})
+
+
 def _train(machine: Machine) -> DemoOutcome:
     report = train(TrainSpec(devices=tuple(machine.towers), batch=64, steps=3, lr=0.5, dtype="float32",
                              check=False), machine.options(mode="graph"))
@@ -302,6 +327,7 @@ class _Lazy:
 GUIDE = _Lazy("placement_cli.lessons.guide")
 INVENTORY = _Lazy("placement_cli.runtime.inventory")
 TRAIN = _Lazy("placement_cli.lessons.train")
+COSTLY = _Lazy("placement_cli.lessons.costly")
 MIRRORED = _Lazy("placement_cli.lessons.mirrored")
 CLUSTER_TASKS = _Lazy("placement_cli.lessons.cluster_tasks")
 
@@ -336,6 +362,11 @@ STEPS: list[Step] = [
          N_("Where an op's input lives on another device, TensorFlow inserts a _Send/_Recv pair: the tower graph's "
             "executed partitions list them."), ((GUIDE, "tower_graph"), (GUIDE, "_on")), _copies,
          lambda m: {"devices": m.towers, "reduce_on": "/cpu:0"}),
+    Step("cost", N_("What a placement costs"),
+         N_("One tf.gradients call made outside the towers' device scopes: without colocate_gradients_with_ops "
+            "the backward ops of every tower land on one device (tensorflow#2441). Run both ways and timed, "
+            "the copies and the busy time per step say what that placement costs."),
+         ((COSTLY, "gradient_graph"),), _cost, lambda m: {"devices": m.towers, "colocate": False}),
     Step("train", N_("Training with towers (train)"),
          N_("The cifar10 multi-GPU pattern: variables on the CPU, a loss and gradients per tower, the gradients "
             "averaged and applied once."), ((TRAIN, "build"), (TRAIN, "tower_loss"), (TRAIN, "average_gradients")), _train,

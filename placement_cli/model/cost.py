@@ -226,7 +226,7 @@ class LinkCost:
 @dataclass(frozen=True)
 class CostlyPlacement:
     """A placement and what it costs per step: its own time, and the copies it made TensorFlow add
-    (a copy is charged to the end whose placement moved it: see costs.blame)."""
+    (a copy is charged to its reader, or to the end TensorFlow moved by a rule: see costs.blame)."""
 
     node: str
     op: str | None

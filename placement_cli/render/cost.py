@@ -8,6 +8,7 @@ from rich.text import Text
 
 from placement_cli.devices import DeviceName
 from placement_cli.i18n import Wording, _, shown
+from placement_cli.messages import duration
 from placement_cli.model import Report
 from placement_cli.model.cost import Cost, Spread
 from placement_cli.render.rows import Column, RowTable
@@ -15,17 +16,6 @@ from placement_cli.render.text import clean
 from placement_cli.render.view import View
 
 TOP_OPS = 10
-
-
-def duration(us: float) -> str:
-    """Microseconds as a person reads them: ``812 µs``, ``5.31 ms``, ``1.20 s`` (three figures)."""
-    if us < 0:
-        return "-" + duration(-us)
-    if us < 1000:
-        return f"{us:.3g} µs" if us < 100 else f"{us:.0f} µs"
-    if us < 1_000_000:
-        return f"{us / 1000:.3g} ms" if us < 100_000 else f"{us / 1000:.0f} ms"
-    return f"{us / 1e6:.3g} s"
 
 
 def spread(s: Spread) -> str:
@@ -92,8 +82,8 @@ def cost_renderables(cost: Cost, view: View | None = None) -> list[RenderableTyp
             caused = "0" if not c.copies else f"{c.copies:g} ({_bytes(c.copy_bytes)})"
             costly.add_row(clean(c.node), _device(c.device), _why(c.status, c.reason), duration(c.time),
                            f"{c.share:.0%}", caused, duration(c.copy_time) if c.copies else "-")
-        costly.caption = _("a copy is charged to the end whose placement moved it: a pin, a fallback or a "
-                           "rule, where the other end went where TensorFlow chose")
+        costly.caption = _("a copy is charged to its reader, which runs away from its input, or to the end "
+                           "TensorFlow moved by a rule (a soft fallback, a resource's device)")
         parts.append(costly)
     return parts
 

@@ -12,6 +12,7 @@ from rich.text import Text
 from placement_cli import messages
 from placement_cli.devices import short_name
 from placement_cli.i18n import Wording, _, english, shown
+from placement_cli.messages import duration
 from placement_cli.model import (
     Change,
     LinkTotal,
@@ -20,7 +21,6 @@ from placement_cli.model import (
 from placement_cli.model.cost import LinkCost, StepTimes
 from placement_cli.model.diff import total
 from placement_cli.model.report import STATUSES
-from placement_cli.render.cost import duration
 from placement_cli.render.digest import MAX_KEYS, CrossTab, scope_counts
 from placement_cli.render.graph import device_order
 from placement_cli.render.rows import MIDDLE, Column, RowTable

@@ -10,9 +10,9 @@ from typing import Any
 
 from placement_cli.devices import DeviceName
 from placement_cli.i18n import _, english, shown
+from placement_cli.messages import duration
 from placement_cli.model import Report
 from placement_cli.model.cost import COPY, Cost, TimelineEvent
-from placement_cli.render.cost import duration
 from placement_cli.render.graph import CROSSING, FONT_SIZE, LEFT, TITLE_SIZE, _cut, _text_width, colour_of, device_order
 from placement_cli.render.text import clean
 

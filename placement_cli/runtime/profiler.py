@@ -31,7 +31,6 @@ from placement_cli.model.cost import COPY, EAGER, FUNCTION, SESSION, Profile, Pr
 
 STEP_MARK = "placement_step"  # the name a lesson's measured steps run under (a profiler TraceMe)
 _EAGER_COPY = re.compile(r"^_Send input (\d+) from (\S+) to (\S+)$")
-_GPU_PLANE = re.compile(r"^/device:(GPU|XLA_GPU):(\d+)")
 _KERNEL = re.compile(r"^[^\s:]+:[A-Za-z0-9_>.]+$")  # ``node:op``: a node's name has no space, no colon
 _ANNOTATION = re.compile(r"#.*$")  # ``node:op#id=1,...#``: the metadata TensorFlow appends to a tf_op
 
@@ -196,10 +195,9 @@ def read_space(space: Any) -> tuple[list[ProfiledRun], list[ProfiledEvent], list
         found.append(ProfiledEvent(run, consumer or "", "_Send", (r.start - origin) / 1e6, (r.end - r.start) / 1e6,
                                    COPY, DeviceName(m.group(2)), DeviceName(m.group(3)), None, consumer))
     for plane in space.planes:  # a GPU's kernels and memcpys, each with the op that launched it
-        device = _GPU_PLANE.match(plane.name)
-        if device is None:
+        name = DeviceName(plane.name)  # "/device:GPU:0"
+        if name.spec is None or name.spec.device_type not in ("GPU", "XLA_GPU") or name.spec.device_index is None:
             continue
-        name = DeviceName(f"/device:{device.group(1)}:{device.group(2)}")
         for line in plane.lines:
             for r in _events(plane, line):
                 tf_op = r.stats.get("tf_op")
