@@ -61,7 +61,7 @@ def build(profile: Profile, placements: Iterable[Placement], copies: Iterable[Co
     """The Cost of ``profile``: per step over its steps (its marked steps: a lesson's; else its most
     called function's calls after the warm-up)."""
     placed = _Placed(placements)
-    windows, step = _steps(profile, profile.marked)
+    windows, step, step_calls = _steps(profile, profile.marked)
     sized = _copy_sizes(copies or ())
     per_step_ops: list[dict[_OpKey, float]] = [defaultdict(float) for _ in windows]
     per_step_copies: list[dict[_CopyKey, float]] = [defaultdict(float) for _ in windows]
@@ -120,7 +120,7 @@ def build(profile: Profile, placements: Iterable[Placement], copies: Iterable[Co
     plain = Spread.of(profile.plain_walls) if profile.plain_walls else None
     return Cost(source="profiler", steps=n, warmup=profile.warmup, step=step, wall=wall, plain=plain,
                 collect=profile.collect, devices=devices, ops=tuple(ops), copies=tuple(copy_costs),
-                costly=costly, timeline=timeline, timeline_wall=timeline_wall)
+                costly=costly, timeline=timeline, timeline_wall=timeline_wall, calls=step_calls)
 
 
 class _Placed:
@@ -190,21 +190,25 @@ def _eager_targets(profile: Profile) -> dict[int, DeviceName]:
     return {run: next(iter(targets)) for run, targets in found.items() if len(targets) == 1}
 
 
-def _steps(profile: Profile, marked: tuple[tuple[float, float], ...]) -> tuple[list[_Window], str | None]:
+def _steps(profile: Profile, marked: tuple[tuple[float, float], ...]) -> tuple[list[_Window], str | None, int | None]:
+    """The measured steps' windows, what a step is (None: a lesson's marked step) and how often the step's
+    function ran (None: marked). A step lasts from one call to the next; one call left after the warm-up
+    is measured alone (its own duration); none left: no step."""
     if marked:
-        return [_Window(start, start + duration) for start, duration in marked], None
+        return [_Window(start, start + duration) for start, duration in marked], None, None
     counted: dict[tuple[str, str | None], list[ProfiledRun]] = defaultdict(list)
     for run in profile.runs:
         if run.kind != EAGER:
             counted[(run.kind, _identity(run.graph))].append(run)
     if not counted:
-        return [], None
+        return [], None, 0
     (kind, name), runs = max(counted.items(), key=lambda kv: (len(kv[1]), sum(r.duration for r in kv[1])))
-    runs = runs[profile.warmup:] if len(runs) > profile.warmup else runs[-1:]
-    windows = [_Window(a.start, b.start) for a, b in itertools.pairwise(runs)]
-    if not windows:
-        windows = [_Window(runs[0].start, runs[0].start + runs[0].duration)]
-    return windows, name if kind == "function" else "Session.run"
+    step = name if kind == "function" else "Session.run"
+    kept = runs[profile.warmup:]
+    windows = [_Window(a.start, b.start) for a, b in itertools.pairwise(kept)]
+    if len(kept) == 1:
+        windows = [_Window(kept[0].start, kept[0].start + kept[0].duration)]
+    return windows, step, len(runs)
 
 
 def _window_of(windows: list[_Window], starts: list[float], at: float) -> int | None:

@@ -110,6 +110,19 @@ def test_an_eager_op_takes_the_device_its_inputs_were_copied_to() -> None:
     assert op.device.short == "CPU:1" and op.time.mean == pytest.approx(30.0)
 
 
+@pytest.mark.parametrize(("calls", "warmup", "steps"), [(6, 2, 3), (3, 2, 1), (2, 2, 0), (6, 10, 0), (6, 0, 5)])
+def test_the_warmup_leaves_out_calls_and_never_invents_a_step(calls: int, warmup: int, steps: int) -> None:
+    cost = costs.build(step_profile(calls=calls, warmup=warmup), PLACEMENTS)
+    assert cost.steps == steps and cost.calls == calls
+    if steps == 1:  # one call left: measured alone, its own duration
+        assert cost.wall.mean == pytest.approx(800.0)
+    if steps == 0:
+        console = Console(width=200, record=True)
+        for part in cost_renderables(cost):
+            console.print(part)
+        assert f"step ran {calls} times and the warm-up leaves out the first {warmup}" in console.export_text()
+
+
 def test_no_step_measured_is_said_not_invented() -> None:
     cost = costs.build(Profile((), ()), PLACEMENTS)
     assert cost.steps == 0 and not cost.ops

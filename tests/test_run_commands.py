@@ -206,6 +206,7 @@ def test_a_timed_tower_puts_each_op_where_the_executed_graph_ran_it(driven: dict
     assert measured == stats and set(measured.values()) == {16}  # 2x2 float32 each
     assert {d["device"][-5:] for d in cost["devices"]} == {"CPU:0", "CPU:1", "CPU:2"}
     assert cost["plain_wall_us"]["mean"] > 0 and cost["overhead_us"] is not None
+    assert "profiler_session.cc" not in report["log"] and "save_profile.cc" not in report["log"]  # placement's own
 
 
 def test_a_timed_eager_run_times_the_op_on_its_device(driven: dict[str, Any]) -> None:

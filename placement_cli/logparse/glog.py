@@ -43,3 +43,16 @@ ERROR_START = rb"\s*(?:[EF]\d{4} |\d{4}-\d\d-\d\d[ T][\d:.]+: [EF] )"
 def severity(match: re.Match[bytes]) -> int:
     """A HEADER match's severity: 0 INFO, 1 WARNING, 2 ERROR, 3 FATAL."""
     return SEVERITY[match.group("sev") or match.group("sev2")]
+# What TensorFlow's profiler logs as --time starts, stops and saves it: placement's doing, not the program's.
+PROFILER_SOURCES = frozenset({b"profiler_session.cc", b"save_profile.cc", b"xplane_to_step_stats.cc"})
+_HEADER_LINE = re.compile(HEADER)
+
+
+def without_profiler_lines(text: str) -> str:
+    """``text`` less the lines TensorFlow's profiler logged (as --time ran it)."""
+    kept = []
+    for line in text.split("\n"):
+        m = _HEADER_LINE.match(line.encode("utf-8", "surrogateescape"))
+        if m is None or m.group("file").rsplit(b"/", 1)[-1] not in PROFILER_SOURCES:
+            kept.append(line)
+    return "\n".join(kept)

@@ -307,6 +307,7 @@ class Cost:
     costly: tuple[CostlyPlacement, ...]
     timeline: tuple[TimelineEvent, ...] = ()  # the median step's events, for the pictures
     timeline_wall: float = 0.0  # that step's wall time
+    calls: int | None = None  # a traced script's: how often its step's function ran (warm-up included)
 
     @property
     def overhead(self) -> float | None:
@@ -336,7 +337,7 @@ class Cost:
                 "devices": [d.to_dict() for d in self.devices], "ops": [o.to_dict() for o in self.ops],
                 "copies": [c.to_dict() for c in self.copies], "links": [t.to_dict() for t in self.links],
                 "costly": [c.to_dict() for c in self.costly], "timeline": [e.to_dict() for e in self.timeline],
-                "timeline_wall_us": _us(self.timeline_wall)}
+                "timeline_wall_us": _us(self.timeline_wall), "calls": self.calls}
 
     @classmethod
     def from_dict(cls, c: Any) -> Cost:
@@ -346,7 +347,8 @@ class Cost:
                    number(c.get("collect_s", 0.0)), tuple(map(DeviceCost.from_dict, c["devices"])),
                    tuple(map(OpCost.from_dict, c["ops"])), tuple(map(CopyCost.from_dict, c["copies"])),
                    tuple(map(CostlyPlacement.from_dict, c["costly"])),
-                   tuple(map(TimelineEvent.from_dict, c.get("timeline") or ())), number(c.get("timeline_wall_us", 0.0)))
+                   tuple(map(TimelineEvent.from_dict, c.get("timeline") or ())), number(c.get("timeline_wall_us", 0.0)),
+                   optional_int(c.get("calls")))
 
 
 @dataclass(frozen=True)

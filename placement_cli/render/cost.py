@@ -52,9 +52,14 @@ def timed_renderables(report: Report, view: View | None = None) -> list[Renderab
 def cost_renderables(cost: Cost, view: View | None = None) -> list[RenderableType]:
     """Everything --time shows of a run."""
     view = view or View()
-    parts: list[RenderableType] = [_headline(cost)]
+    parts: list[RenderableType] = [] if cost.steps == 0 else [_headline(cost)]
     if cost.steps == 0:
-        parts.append(Text(_("No step was measured: the profile holds no run of a step."), style="italic"))
+        if cost.step and cost.calls:
+            said = _("No step was measured: {step} ran {calls} times and the warm-up leaves out the first {warmup} "
+                     "(--warmup, capture's warmup=)").format(step=clean(cost.step), calls=cost.calls, warmup=cost.warmup)
+        else:
+            said = _("No step was measured: no tf.function or Session ran while the profiler was on.")
+        parts.append(Text(said, style="italic"))
         return parts
     devices = RowTable(_("Time per step, per device"), [
         Column(_("device")), Column(_("busy"), justify="right"), Column(_("share"), justify="right"),

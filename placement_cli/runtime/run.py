@@ -13,7 +13,7 @@ from typing import Any
 from placement_cli import costs
 from placement_cli.devices import DeviceName, device_name
 from placement_cli.i18n import Wording
-from placement_cli.logparse import parse_text
+from placement_cli.logparse import glog, parse_text
 from placement_cli.logparse.causes import cause, essential, headline
 from placement_cli.model import Copy, Origin, PlacementFailure, Report
 from placement_cli.model.cost import Profile
@@ -162,6 +162,8 @@ def run_captured(build: Any, options: RunOptions, title: Wording) -> Report:
     if trial.graph is not None:
         recorder.add(trial.graph)
     log, marks = split_marks(cap.text)
+    if options.time:  # what the profiler said of itself is placement's doing, not the program's
+        log = glog.without_profiler_lines(log)
     report = parse_text(log + ("\n" + trial.error if trial.error else ""))
     placements = explain(report.placements, facts_of(recorder, trial, spans_of(trial, marks)))
     copies = None if trial.copies is None else tuple(trial.copies)

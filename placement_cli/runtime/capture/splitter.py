@@ -201,7 +201,7 @@ class Splitter:
             shown = self.min_level < 1
             ch.after_hidden = not shown
             return shown
-        if m.group("file") in self.hidden_files:  # e.g. the profiler --time started: not the program's
+        if m.group("file").rsplit(b"/", 1)[-1] in self.hidden_files:  # the profiler --time started: not the program's
             ch.after_hidden = True
             return False
         msg = m.group("msg")

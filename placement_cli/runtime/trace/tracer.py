@@ -30,6 +30,7 @@ from typing import Any, BinaryIO
 from placement_cli import costs
 from placement_cli.exceptions import UsageProblem
 from placement_cli.i18n import Message, _
+from placement_cli.logparse import glog
 from placement_cli.logparse.engine import parse_streams
 from placement_cli.messages import TRACE, one_line
 from placement_cli.model import Copy, Edge, Origin, Placement, Report
@@ -145,10 +146,6 @@ def _lingers(group: int) -> bool:
     return False
 
 
-# What TensorFlow's profiler logs when --time starts and stops it: placement's doing, not the script's
-PROFILER_LINES = frozenset({b"profiler_session.cc", b"xplane_to_step_stats.cc"})
-
-
 class _Supervisor:
     """Runs one traced child to its end: signals, terminal, TensorFlow's log, facts."""
 
@@ -161,7 +158,7 @@ class _Supervisor:
         self.parsed = tempfile.TemporaryFile()  # unlinked: gone with us whatever happens  # noqa: SIM115
         self.splitter = Splitter(self.parsed, echo_placement=echo_log,
                                  min_level=min_log_level(os.environ.get("TF_CPP_MIN_LOG_LEVEL")),
-                                 hidden_files=PROFILER_LINES if warmup is not None else frozenset())
+                                 hidden_files=glog.PROFILER_SOURCES if warmup is not None else frozenset())
         self.streams: list[_Stream] = []
         self.child: subprocess.Popen[bytes] | None = None
         self.tty: int | None = None
