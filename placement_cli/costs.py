@@ -19,6 +19,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from placement_cli.devices import DeviceName, crosses_memory
 from placement_cli.logparse.functions import function_identity
@@ -61,7 +62,8 @@ def build(profile: Profile, placements: Iterable[Placement], copies: Iterable[Co
     """The Cost of ``profile``: per step over its steps (its marked steps: a lesson's; else its most
     called function's calls after the warm-up)."""
     placed = _Placed(placements)
-    windows, step, step_calls = _steps(profile, profile.marked)
+    plan = _steps(profile, profile.marked)
+    windows, step = plan.windows, plan.step
     sized = _copy_sizes(copies or ())
     per_step_ops: list[dict[_OpKey, float]] = [defaultdict(float) for _ in windows]
     per_step_copies: list[dict[_CopyKey, float]] = [defaultdict(float) for _ in windows]
@@ -107,7 +109,7 @@ def build(profile: Profile, placements: Iterable[Placement], copies: Iterable[Co
         ops.append(OpCost(node=key[1], op=op, graph=key[0], device=key[2],
                           time=Spread.of(step.get(key, 0.0) for step in per_step_ops), calls=calls[key] / n,
                           status=placement.status if placement is not None else None,
-                          reason=placement.reason if placement is not None else None))
+                          reason=placement.reason if placement is not None else None, function=_identity(key[0])))
     ops.sort(key=lambda o: (-o.time.mean, o.node))
     copy_costs = []
     for ckey, (source, target, size) in copy_facts.items():
@@ -120,7 +122,8 @@ def build(profile: Profile, placements: Iterable[Placement], copies: Iterable[Co
     plain = Spread.of(profile.plain_walls) if profile.plain_walls else None
     return Cost(source="profiler", steps=n, warmup=profile.warmup, step=step, wall=wall, plain=plain,
                 collect=profile.collect, devices=devices, ops=tuple(ops), copies=tuple(copy_costs),
-                costly=costly, timeline=timeline, timeline_wall=timeline_wall, calls=step_calls)
+                costly=costly, timeline=timeline, timeline_wall=timeline_wall, calls=plan.calls,
+                overlapped=plan.overlapped)
 
 
 class _Placed:
@@ -190,25 +193,33 @@ def _eager_targets(profile: Profile) -> dict[int, DeviceName]:
     return {run: next(iter(targets)) for run, targets in found.items() if len(targets) == 1}
 
 
-def _steps(profile: Profile, marked: tuple[tuple[float, float], ...]) -> tuple[list[_Window], str | None, int | None]:
+class _Plan(NamedTuple):
+    windows: list[_Window]
+    step: str | None  # what a step is (None: a lesson's marked step)
+    calls: int | None  # how often the step's function ran (None: marked steps)
+    overlapped: bool = False  # calls of it ran at once (several threads): their times add up
+
+
+def _steps(profile: Profile, marked: tuple[tuple[float, float], ...]) -> _Plan:
     """The measured steps' windows, what a step is (None: a lesson's marked step) and how often the step's
-    function ran (None: marked). A step lasts from one call to the next; one call left after the warm-up
-    is measured alone (its own duration); none left: no step."""
+    function ran (None: marked). A step lasts from one call to the next (the first ``profile.steps``
+    after the warm-up); one call left after the warm-up is measured alone (its own duration); none: no step."""
     if marked:
-        return [_Window(start, start + duration) for start, duration in marked], None, None
+        return _Plan([_Window(start, start + duration) for start, duration in marked], None, None)
     counted: dict[tuple[str, str | None], list[ProfiledRun]] = defaultdict(list)
     for run in profile.runs:
         if run.kind != EAGER:
             counted[(run.kind, _identity(run.graph))].append(run)
     if not counted:
-        return [], None, 0
+        return _Plan([], None, 0)
     (kind, name), runs = max(counted.items(), key=lambda kv: (len(kv[1]), sum(r.duration for r in kv[1])))
     step = name if kind == "function" else "Session.run"
-    kept = runs[profile.warmup:]
+    kept = runs[profile.warmup:profile.warmup + profile.steps + 1]
     windows = [_Window(a.start, b.start) for a, b in itertools.pairwise(kept)]
     if len(kept) == 1:
         windows = [_Window(kept[0].start, kept[0].start + kept[0].duration)]
-    return windows, step, len(runs)
+    overlapped = any(b.start < a.start + a.duration for a, b in itertools.pairwise(kept))
+    return _Plan(windows, step, len(runs), overlapped)
 
 
 def _window_of(windows: list[_Window], starts: list[float], at: float) -> int | None:
@@ -296,9 +307,9 @@ def _costly(ops: list[OpCost], copies: list[CopyCost], busy: Mapping[DeviceName,
             node=node, op=o.op if o is not None else (p.op if p is not None else None), graph=graph, device=device,
             status=o.status if o is not None else (p.status if p is not None else None),
             reason=o.reason if o is not None else (p.reason if p is not None else None), time=time,
-            share=time / total if total > 0 else 0.0, copies=sum(c.calls for c in group),
+            share=min(1.0, time / total) if total > 0 else 0.0, copies=sum(c.calls for c in group),
             copy_bytes=None if None in sizes else sum(b or 0 for b in sizes),
-            copy_time=sum(c.time.mean * c.calls for c in group)))
+            copy_time=sum(c.time.mean * c.calls for c in group), function=_identity(graph)))
     found.sort(key=lambda c: (-c.total, -(c.copy_bytes or 0), c.node))
     return tuple(found[:TOP_COSTLY])
 

@@ -4,6 +4,7 @@ template is marked here, once, so every one has a catalogue entry."""
 
 from __future__ import annotations
 
+import math
 import re
 
 from placement_cli.i18n import N_, Message
@@ -301,11 +302,14 @@ HINT_UNSATISFIABLE = N_("No device satisfies this op's constraints (TensorFlow's
 
 
 def duration(us: float) -> str:
-    """Microseconds as a person reads them: ``812 µs``, ``5.31 ms``, ``1.20 s`` (three figures)."""
+    """Microseconds as a person reads them: ``812 us``, ``5.31 ms``, ``1.2 s`` (three figures; ASCII, so
+    any output encoding shows them); ``?`` for a time that is not a number."""
+    if not math.isfinite(us):
+        return "?"
     if us < 0:
         return "-" + duration(-us)
     if us < 1000:
-        return f"{us:.3g} µs" if us < 100 else f"{us:.0f} µs"
+        return f"{us:.3g} us" if us < 100 else f"{us:.0f} us"
     if us < 1_000_000:
         return f"{us / 1000:.3g} ms" if us < 100_000 else f"{us / 1000:.0f} ms"
     return f"{us / 1e6:.3g} s"

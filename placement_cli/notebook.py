@@ -26,7 +26,7 @@ from placement_cli.runtime import private
 from placement_cli.runtime.capture import fdcapture, pystreams
 from placement_cli.runtime.facts import placed_before
 from placement_cli.runtime.trace.recording import Recorder
-from placement_cli.runtime.trace.timed import Timing
+from placement_cli.runtime.trace.timed import Timing, timing_settings
 from placement_cli.tfrules import compiled_calls
 from placement_cli.why import explain, facts_from_dict, xla_lines
 
@@ -158,14 +158,13 @@ class CapturedReport:
                 f"{len(self.report.errors)} errors{state}>")
 
 
-def capture(enable_logging: bool = True, *, time: bool = False, warmup: int = 2) -> Capture:
+def capture(enable_logging: bool = True, *, time: bool = False, warmup: int = 2, steps: int = 10) -> Capture:
     """Capture TensorFlow's placement log for the code inside the block, then parse it and say why
     ops sit where they do. Enter it before TensorFlow runs its first op (see docs/capture.md).
     ``time=True``: TensorFlow's profiler runs in the block too: what each device, op, copy and placement
-    costs per call of its most called tf.function, the first ``warmup`` calls left out (``report.cost``)."""
-    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
-        raise ValueError(f"capture(warmup=...): a count of calls, 0 or more, not {warmup!r}")
-    return Capture(enable_logging, time=time, warmup=warmup)
+    costs per call of its most called tf.function, the first ``warmup`` calls left out, at most ``steps``
+    measured (``report.cost``)."""
+    return Capture(enable_logging, time=time, timed=timing_settings(warmup, steps))
 
 
 class Capture:
@@ -174,14 +173,14 @@ class Capture:
     the end of a block it entered, so the block's own exception always propagates."""
 
     def __init__(self, enable_logging: bool, advice: str = FIRST_OP_ADVICE, *, time: bool = False,
-                 warmup: int = 2) -> None:
+                 timed: tuple[int, int] = (2, 10)) -> None:
         self.enable_logging = enable_logging
         self.advice = advice
-        self.time, self.warmup = time, warmup
+        self.time, self.timed = time, timed
         self._blocks: list[_Block] = []  # entered and not yet exited, innermost last
 
     def __enter__(self) -> CapturedReport:
-        block = _Block(self.enable_logging, self.advice, warmup=self.warmup if self.time else None)
+        block = _Block(self.enable_logging, self.advice, timed=self.timed if self.time else None)
         block.enter()
         self._blocks.append(block)
         return block.result
@@ -200,10 +199,10 @@ class Capture:
 class _Block:
     """One ``with`` block of a capture: what it changed, and its report."""
 
-    def __init__(self, enable_logging: bool, advice: str = FIRST_OP_ADVICE, warmup: int | None = None) -> None:
+    def __init__(self, enable_logging: bool, advice: str = FIRST_OP_ADVICE, timed: tuple[int, int] | None = None) -> None:
         self.enable_logging = enable_logging
         self.advice = advice
-        self.warmup = warmup  # time=True: calls of the step left out
+        self.timed = timed  # time=True: calls of the step left out, the most steps measured
         self.timing: Timing | None = None
         self.result = CapturedReport()
         self.streams = pystreams.Streams()
@@ -236,9 +235,9 @@ class _Block:
                 if self.enable_logging:
                     self.recorder = Recorder(tf, copies=False)
                     self.undo = self.recorder.install()
-                if self.warmup is not None:  # last: the profiler sees the block, not placement's own set-up
+                if self.timed is not None:  # last: the profiler sees the block, not placement's own set-up
                     recorder = self.recorder
-                    self.timing = Timing(tf, self.warmup, lambda: list(recorder.graphs.graphs.values()) if recorder else [])
+                    self.timing = Timing(tf, *self.timed, lambda: list(recorder.graphs.graphs.values()) if recorder else [])
                     self.timing.start()
             except BaseException:
                 self._restore([])

@@ -159,6 +159,15 @@ def write_file(path: str, text: str, force: bool) -> None:
             os.unlink(temporary)
 
 
+def same_as_stdout(path: str) -> bool:
+    """``path`` is where this process's standard output goes (a file, a pipe, a terminal)."""
+    try:
+        here, there = os.stat(path), os.fstat(1)
+    except (OSError, ValueError):
+        return False
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+
+
 def _own_stream(path: str) -> int | None:
     """0, 1 or 2 when ``path`` is the very file this process reads or writes on that descriptor."""
     try:

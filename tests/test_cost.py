@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -146,7 +147,8 @@ def test_the_cost_round_trips_through_json_in_a_report() -> None:
 def test_spread_and_durations_read_as_people_read_them() -> None:
     assert Spread.of([1.0, 3.0]) == Spread(2.0, 1.0, 3.0, 1.0)
     assert Spread.of([]).mean == 0.0
-    assert [duration(v) for v in (0.5, 812.0, 5310.0, 1_200_000.0)] == ["0.5 µs", "812 µs", "5.31 ms", "1.2 s"]
+    assert [duration(v) for v in (0.5, 812.0, 5310.0, 1_200_000.0)] == ["0.5 us", "812 us", "5.31 ms", "1.2 s"]
+    assert duration(float("nan")) == "?"
 
 
 def test_the_tables_name_the_costly_placement_and_why() -> None:
@@ -251,3 +253,43 @@ def test_the_rules_on_time_live_in_pyproject_too(tmp_path) -> None:
     rules = config.load(tmp_path / "pyproject.toml")
     assert rules.max_copy_time == 2000.0 and rules.max_busy == (("CPU", 10.0),)
     assert rules.described() == ("--max-copy-time 2ms", "--max-busy CPU=10")
+
+
+def test_calls_that_overlap_are_said() -> None:
+    runs = tuple(ProfiledRun(FUNCTION, "__inference_f_3", 100.0 * i, 150.0) for i in range(5))  # each outlasts the gap
+    events = tuple(ProfiledEvent(i, "MatMul", "MatMul", 100.0 * i + 1, 120.0) for i in range(5))
+    cost = costs.build(Profile(runs, events, warmup=1), (placed("MatMul", "MatMul", 1, graph="__inference_f_3"),))
+    assert cost.overlapped and all(c.share <= 1.0 for c in cost.costly)
+    console = Console(width=200, record=True)
+    for part in cost_renderables(cost):
+        console.print(part)
+    assert "Calls of f ran at once" in console.export_text()
+
+
+def test_a_saved_report_with_impossible_times_is_refused(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from placement_cli.cli import app
+
+    data = json.loads(Path(_saved(tmp_path, "timed.json", step_profile())).read_text())
+    runner = CliRunner(env={"COLUMNS": "120", "NO_COLOR": "1"})
+    for broken in ({**data, "cost": "fast"}, {**data, "cost": {**data["cost"], "wall_us": {**data["cost"]["wall_us"], "mean": -5}}}):
+        path = tmp_path / "broken.json"
+        path.write_text(json.dumps(broken))
+        result = runner.invoke(app, ["check", "--no-config", str(path), "--max-copy-time", "1ms"])
+        assert result.exit_code == 2 and "not as placement writes it" in result.stderr, result.stderr
+    untimed = tmp_path / "untimed.json"
+    untimed.write_text(json.dumps({**data, "cost": None}))
+    said = runner.invoke(app, ["diff", str(untimed), str(tmp_path / "timed.json")])
+    assert said.exit_code == 0 and "Only NEW was timed" in said.stdout
+
+
+def test_check_says_which_busy_rule_names_no_timed_device(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from placement_cli.cli import app
+
+    saved = _saved(tmp_path, "timed.json", step_profile())
+    result = CliRunner().invoke(app, ["check", "--no-config", saved, "--max-busy", "GPU=10", "--max-copy-time", "0"])
+    assert result.exit_code == 1  # 10 us of copies a step is more than 0
+    assert "GPU" in result.stderr and "is the name right?" in result.stderr

@@ -18,7 +18,7 @@ from trace_helpers import TRACE, assert_clean, environment, run, write
 # Logical CPUs: on a GPU machine the GPUs are hidden (conftest), where the unpinned inputs would start on GPU:0.
 pytestmark = [pytest.mark.tf, pytest.mark.cpu_devices("times between logical CPUs")]
 
-CALLS, WARMUP = 7, 2
+CALLS, WARMUP = 7, 1  # a warm-up of 1: the count is no flag of the traced script (it once closed its stdout)
 STEP = '''
 import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
@@ -89,8 +89,8 @@ def traced(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("timed")
     script = write(tmp, TRACED)
     timeline, chrome = tmp / "step.svg", tmp / "step.json"
-    done = run([*TRACE, "--time", "--json", "--timeline", str(timeline), "--chrome-trace", str(chrome), str(script)],
-               tmp, timeout=240)
+    done = run([*TRACE, "--time", "--warmup", str(WARMUP), "--json", "--timeline", str(timeline), "--chrome-trace",
+                str(chrome), str(script)], tmp, timeout=240)
     assert done.returncode == 0, done.stderr.decode("utf-8", "replace")[-3000:]
     assert_clean(tmp)
     return {"report": json.loads(done.stdout), "timeline": timeline.read_text(), "chrome": json.loads(chrome.read_text()),
@@ -105,6 +105,7 @@ def test_a_traced_step_is_the_functions_call_after_the_warmup(traced: dict[str, 
     cost = traced["report"]["cost"]
     assert cost["step"] == "step" and cost["warmup"] == WARMUP and cost["calls"] == CALLS
     assert cost["steps"] == CALLS - WARMUP - 1  # the last call closes the step before it
+    assert "done" in traced["stderr"]  # the script's own output (on stderr under --json), whole
     # the profiler placement ran is its own doing: none of its lines reach the script's stderr
     assert "profiler_session.cc" not in traced["stderr"] and "save_profile.cc" not in traced["stderr"]
 
@@ -152,3 +153,41 @@ def test_capture_times_equal_tensorflows_own_profile(tmp_path: Path) -> None:
         timed = next(o for o in cost["ops"] if o["node"] == node)
         assert timed["time_us"]["mean"] * cost["steps"] == pytest.approx(own[node], rel=1e-6, abs=0.01)
     assert next(o for o in cost["ops"] if o["node"] == "MatMul_1")["device"].endswith("CPU:2")
+
+
+OWN_PROFILER = '''
+import glob, sys
+import tensorflow as tf
+import placement_cli
+
+@tf.function
+def f(x):
+    return tf.matmul(x, x)
+
+x = tf.ones([64, 64])
+for _ in range(4):
+    f(x)
+with placement_cli.capture(time=True) as inner:  # a timed block inside a timed trace: refused, said
+    f(x)
+print("inner:", inner.report.timing_error)
+tf.profiler.experimental.start(sys.argv[1])  # the script's own profiler: placement's makes way
+f(x)
+tf.profiler.experimental.stop()
+print("own profile:", len(glob.glob(sys.argv[1] + "/**/*.xplane.pb", recursive=True)))
+try:
+    tf.profiler.experimental.stop()  # none running: TensorFlow's own refusal, as without placement
+except tf.errors.UnavailableError:
+    print("stop refused")
+'''
+
+
+def test_a_script_that_runs_the_profiler_itself_gets_it(tmp_path: Path) -> None:
+    script = write(tmp_path, OWN_PROFILER, "own.py")
+    done = run([*TRACE, "--time", "--json", str(script), str(tmp_path / "own")], tmp_path, timeout=240)
+    assert done.returncode == 0, done.stderr.decode("utf-8", "replace")[-3000:]
+    said = done.stderr.decode()  # --json: the script's stdout goes to stderr
+    assert "inner: TensorFlow's profiler was already running" in said
+    assert "own profile: 1" in said and "stop refused" in said
+    report = json.loads(done.stdout)
+    assert report["cost"]["steps"] >= 1 and "started TensorFlow's profiler itself" in report["timing_error"]
+    assert_clean(tmp_path)

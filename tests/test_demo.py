@@ -278,7 +278,7 @@ def _untimed(data: Any) -> Any:
     and copied stays)."""
     for step in data["steps"]:
         if step["key"] == "cost":
-            step["notice"] = re.sub(r"[\d.]+ (µs|ms|s)\b", "T", step["notice"])
+            step["notice"] = re.sub(r"[\d.]+ (us|ms|s)\b", "T", step["notice"])
             if step["result"]:
                 step["result"]["cost"] = None
     return data

@@ -126,8 +126,10 @@ def _save_pictures(printer: _Printer, pictures: Pictures, graph: Any, code: int,
     if any(path is not None for _option, path in timed):
         from placement_cli.render.timeline import render_chrome_trace, render_timeline_svg  # noqa: PLC0415 - start-up
 
-        if getattr(graph, "cost", None) is None:  # nothing to draw: said; exit 2, or the command's own code
-            why = getattr(graph, "timing_error", None) or _("the run did not reach its measured steps")
+        cost = getattr(graph, "cost", None)
+        if cost is None or not cost.steps:  # nothing to draw: said; exit 2, or the command's own code
+            why = getattr(graph, "timing_error", None) or (_("no step was measured") if cost is not None else
+                                                           _("the run did not reach its measured steps"))
             failed = fail(code or ExitCode.USAGE, _("--timeline, --chrome-trace: no times to draw ({why})").format(why=why))
             if not keep_code:
                 raise failed

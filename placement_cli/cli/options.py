@@ -10,6 +10,7 @@ from enum import Enum
 from typing import Annotated, Any, TypeVar
 
 import typer
+from typer.main import get_current_context  # type: ignore[attr-defined]  # typer's (click's)
 
 from placement_cli import devices, filters
 from placement_cli.cli.commands import option_callback
@@ -19,7 +20,8 @@ from placement_cli.devices import names_xla
 from placement_cli.exceptions import UsageProblem
 from placement_cli.i18n import _, characters, from_locale, use
 from placement_cli.lessons.caps import MAX_CPUS, MAX_TOWERS, MAX_VIRTUAL_GPUS
-from placement_cli.outputs import check_distinct, check_file, check_folder
+from placement_cli.model.cost import MAX_STEPS, MAX_WARMUP
+from placement_cli.outputs import check_distinct, check_file, check_folder, same_as_stdout
 
 
 class Mode(str, Enum):
@@ -164,18 +166,33 @@ def pictures(command: str, *, as_json: bool, force: bool, svg: str | None = None
         for option, path in named:
             if path is not None:
                 check_file(option, path, force, protect)
+                if as_json and same_as_stdout(path):  # the picture would land inside the JSON document
+                    raise UsageProblem(_("{option} {path}: --json prints its document on standard output: give "
+                                         "the picture a file of its own").format(option=option, path=path))
     return Pictures(svg, dot, graph_svg, force, command, timeline, chrome_trace)
 
 
 # --time and its settings, on every command that runs steps it can measure
+def implies_time(ctx: typer.Context, param: Any, value: Any) -> Any:
+    """--time-steps and --warmup given: the run is timed (a setting of --time asks for it)."""
+    source = ctx.get_parameter_source(param.name)
+    if source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"):
+        ctx.meta["placement.time"] = True
+    return value
+
+
 TimeOpt = Annotated[bool, typer.Option("--time", help="Run the step again and time it with TensorFlow's profiler: busy time per device, the ops that take most, each copy's bytes and time, and the placements that cost most, per step (mean and range).")]
-TimeStepsOpt = Annotated[int, typer.Option("--time-steps", min=1, max=1000, metavar="N", help="Steps --time measures.")]
-WarmupOpt = Annotated[int, typer.Option("--warmup", min=1, max=1000, metavar="N", help="Steps run before --time measures (the first, which places the graph, among them).")]
+TimeStepsOpt = Annotated[int, typer.Option("--time-steps", min=1, max=MAX_STEPS, metavar="N", callback=implies_time, help=f"Steps --time measures (at most {MAX_STEPS}: TensorFlow stops tracing kernels it measured as cheap after about a hundred runs); implies --time.")]
+WarmupOpt = Annotated[int, typer.Option("--warmup", min=1, max=MAX_WARMUP, metavar="N", callback=implies_time, help=f"Steps run before --time measures, the first (which places the graph) among them (at most {MAX_WARMUP}); implies --time.")]
+
+
 
 
 def timed(time: bool, drawn: Pictures) -> bool:
-    """--time, asked for or implied by a picture of the times."""
-    return time or drawn.timeline is not None or drawn.chrome_trace is not None
+    """--time, asked for or implied by a picture of the times or by one of its settings."""
+    ctx = get_current_context(silent=True)
+    asked = ctx is not None and bool(ctx.meta.get("placement.time"))
+    return time or asked or drawn.timeline is not None or drawn.chrome_trace is not None
 
 
 def tensorboard(path: str | None, mode: Mode = Mode.graph, drawn: Pictures = Pictures()) -> str | None:

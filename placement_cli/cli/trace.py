@@ -25,6 +25,7 @@ from placement_cli.cli.options import (
     SvgOpt,
     TimelineOpt,
     TopOpt,
+    implies_time,
     named,
     pictures,
     timed,
@@ -35,6 +36,7 @@ from placement_cli.exceptions import UsageProblem
 from placement_cli.filters import apply
 from placement_cli.i18n import _
 from placement_cli.messages import one_line
+from placement_cli.model.cost import MAX_STEPS, MAX_WARMUP
 from placement_cli.model.filtered import Filters
 from placement_cli.outputs import check_distinct, open_save_log
 from placement_cli.render.json import traced_dict
@@ -92,7 +94,8 @@ def trace(
     dot: DotOpt = None,
     graph_svg: GraphSvgOpt = None,
     time: Annotated[bool, typer.Option("--time", help="Time the script with TensorFlow's profiler, on from its import: per call of its most called tf.function (its step), busy time per device, the ops that take most, each copy's bytes and time, and the placements that cost most.")] = False,
-    warmup: Annotated[int, typer.Option("--warmup", min=0, max=100000, metavar="N", help="With --time: the step's first N calls are left out (the first traces and places the function).")] = 2,
+    warmup: Annotated[int, typer.Option("--warmup", min=0, max=MAX_WARMUP, metavar="N", callback=implies_time, help=f"The step's first N calls are left out of the times (the first traces and places the function; at most {MAX_WARMUP}); implies --time.")] = 2,
+    time_steps: Annotated[int, typer.Option("--time-steps", min=1, max=MAX_STEPS, metavar="N", callback=implies_time, help=f"At most N steps are measured after the warm-up (at most {MAX_STEPS}: TensorFlow stops tracing kernels it measured as cheap after about a hundred runs); implies --time.")] = 10,
     timeline: TimelineOpt = None,
     chrome_trace: ChromeTraceOpt = None,
     cluster: Annotated[str | None, typer.Option("--cluster", metavar="JOB=N,...", help="Run SCRIPT once per task of a cluster on this machine (worker=N[,ps=M][,chief=1]), each with its TF_CONFIG, and report the placements per task.")] = None,
@@ -135,7 +138,7 @@ def trace(
                              "with --cluster or --cluster-spec"))
     saved = open_save_log(save_log, script, force) if save_log else None
     traced = run_traced(script, args or [], stdout_fd=2 if as_json else 1, echo_log=log, save_log=saved,
-                        copies=copies, closed=closed, meanwhile=_load_renderers, warmup=warmup if timing else None)
+                        copies=copies, closed=closed, meanwhile=_load_renderers, timed=(warmup, time_steps) if timing else None)
     if 2 not in closed:
         fresh_line(2)  # after the script's own unfinished line, placement's messages start a line of their own
     for note in traced.notes:

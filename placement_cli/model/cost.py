@@ -18,6 +18,12 @@ from placement_cli.devices import DeviceName
 from placement_cli.i18n import Wording, english
 from placement_cli.model.fields import count, number, optional_int, optional_text, text
 
+# TensorFlow stops tracing a kernel it has measured as cheap after about a hundred runs (its cost estimate:
+# such a kernel then runs untraced, and the profile holds only the expensive ones): the steps measured
+# come before that, as far as placement chooses them.
+MAX_STEPS = 50
+MAX_WARMUP = 40
+
 # what a ProfiledRun is: one Session.run, one call of a tf.function, one eager op
 SESSION, FUNCTION, EAGER = "session", "function", "eager"
 RUN_KINDS = (SESSION, FUNCTION, EAGER)
@@ -89,17 +95,19 @@ class Profile:
     collect: float = 0.0  # seconds the profiler took to start, stop and be read: the measurement's overhead
     warmup: int = 0  # steps run before the profile (a lesson's), or calls it leaves out (a traced script's)
     marked: tuple[tuple[float, float], ...] = ()  # a lesson's measured steps (start, duration)
+    steps: int = MAX_STEPS  # a traced script's: at most this many steps measured, after the warm-up
 
     def to_dict(self) -> dict[str, Any]:
         return {"runs": [r.to_dict() for r in self.runs], "events": [e.to_dict() for e in self.events],
                 "plain_walls": list(self.plain_walls), "collect": self.collect, "warmup": self.warmup,
-                "marked": [list(m) for m in self.marked]}
+                "marked": [list(m) for m in self.marked], "steps": self.steps}
 
     @classmethod
     def from_dict(cls, p: Any) -> Profile:
         return cls(tuple(map(ProfiledRun.from_dict, p["runs"])), tuple(map(ProfiledEvent.from_dict, p["events"])),
                    tuple(map(number, p.get("plain_walls") or ())), number(p.get("collect", 0.0)),
-                   count(p.get("warmup", 0)), tuple((number(a), number(b)) for a, b in p.get("marked") or ()))
+                   count(p.get("warmup", 0)), tuple((number(a), number(b)) for a, b in p.get("marked") or ()),
+                   count(p.get("steps", MAX_STEPS)))
 
 
 @dataclass(frozen=True)
@@ -123,7 +131,7 @@ class Spread:
 
     @classmethod
     def from_dict(cls, s: Any) -> Spread:
-        return cls(number(s["mean"]), number(s["min"]), number(s["max"]), number(s.get("stdev", 0.0)))
+        return cls(_time(s["mean"]), _time(s["min"]), _time(s["max"]), _time(s.get("stdev", 0.0)))
 
 
 @dataclass(frozen=True)
@@ -144,7 +152,7 @@ class DeviceCost:
 
     @classmethod
     def from_dict(cls, d: Any) -> DeviceCost:
-        return cls(DeviceName(text(d["device"])), Spread.from_dict(d["busy_us"]), count(d["ops"]), number(d["share"]))
+        return cls(DeviceName(text(d["device"])), Spread.from_dict(d["busy_us"]), count(d["ops"]), _share(d["share"]))
 
 
 @dataclass(frozen=True)
@@ -159,17 +167,18 @@ class OpCost:
     calls: float  # executions per step
     status: Wording | None = None
     reason: Wording | None = None
+    function: str | None = None  # the graph's tf.function as `diff` names it (``step``; None: no function's)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"node": self.node, "op": self.op, "graph": self.graph, "device": self.device,
-                "time_us": self.time.to_dict(), "calls_per_step": round(self.calls, 4),
+        return {"node": self.node, "op": self.op, "graph": self.graph, "function": self.function,
+                "device": self.device, "time_us": self.time.to_dict(), "calls_per_step": round(self.calls, 4),
                 "status": english(self.status), "reason": english(self.reason)}
 
     @classmethod
     def from_dict(cls, o: Any) -> OpCost:
         return cls(text(o["node"]), text(o["op"]), optional_text(o.get("graph")), _device(o.get("device")),
                    Spread.from_dict(o["time_us"]), number(o.get("calls_per_step", 1.0)),
-                   optional_text(o.get("status")), optional_text(o.get("reason")))
+                   optional_text(o.get("status")), optional_text(o.get("reason")), optional_text(o.get("function")))
 
 
 @dataclass(frozen=True)
@@ -219,8 +228,8 @@ class LinkCost:
 
     @classmethod
     def from_dict(cls, t: Any) -> LinkCost:
-        return cls(_device(t.get("from")), _device(t.get("to")), number(t["copies_per_step"]),
-                   optional_int(t.get("bytes_per_step")), number(t["time_us"]), t.get("physical"))
+        return cls(_device(t.get("from")), _device(t.get("to")), _time(t["copies_per_step"]),
+                   optional_int(t.get("bytes_per_step")), _time(t["time_us"]), t.get("physical"))
 
 
 @dataclass(frozen=True)
@@ -239,13 +248,14 @@ class CostlyPlacement:
     copies: float  # per step
     copy_bytes: int | None  # per step; None: some copy's size is unknown
     copy_time: float  # microseconds per step
+    function: str | None = None  # as OpCost's
 
     @property
     def total(self) -> float:
         return self.time + self.copy_time
 
     def to_dict(self) -> dict[str, Any]:
-        return {"node": self.node, "op": self.op, "graph": self.graph, "device": self.device,
+        return {"node": self.node, "op": self.op, "graph": self.graph, "function": self.function, "device": self.device,
                 "status": english(self.status), "reason": english(self.reason), "time_us": _us(self.time),
                 "device_share": round(self.share, 4), "copies_per_step": round(self.copies, 4),
                 "copy_bytes_per_step": self.copy_bytes, "copy_time_us": _us(self.copy_time)}
@@ -253,9 +263,10 @@ class CostlyPlacement:
     @classmethod
     def from_dict(cls, c: Any) -> CostlyPlacement:
         return cls(text(c["node"]), optional_text(c.get("op")), optional_text(c.get("graph")), _device(c.get("device")),
-                   optional_text(c.get("status")), optional_text(c.get("reason")), number(c["time_us"]),
-                   number(c.get("device_share", 0.0)), number(c.get("copies_per_step", 0.0)),
-                   optional_int(c.get("copy_bytes_per_step")), number(c.get("copy_time_us", 0.0)))
+                   optional_text(c.get("status")), optional_text(c.get("reason")), _time(c["time_us"]),
+                   _share(c.get("device_share", 0.0)), _time(c.get("copies_per_step", 0.0)),
+                   optional_int(c.get("copy_bytes_per_step")), _time(c.get("copy_time_us", 0.0)),
+                   optional_text(c.get("function")))
 
 
 @dataclass(frozen=True)
@@ -308,6 +319,7 @@ class Cost:
     timeline: tuple[TimelineEvent, ...] = ()  # the median step's events, for the pictures
     timeline_wall: float = 0.0  # that step's wall time
     calls: int | None = None  # a traced script's: how often its step's function ran (warm-up included)
+    overlapped: bool = False  # calls of the step's function ran at once (several threads): their times add up
 
     @property
     def overhead(self) -> float | None:
@@ -337,7 +349,8 @@ class Cost:
                 "devices": [d.to_dict() for d in self.devices], "ops": [o.to_dict() for o in self.ops],
                 "copies": [c.to_dict() for c in self.copies], "links": [t.to_dict() for t in self.links],
                 "costly": [c.to_dict() for c in self.costly], "timeline": [e.to_dict() for e in self.timeline],
-                "timeline_wall_us": _us(self.timeline_wall), "calls": self.calls}
+                "timeline_wall_us": _us(self.timeline_wall), "calls": self.calls,
+                "overlapped": self.overlapped}
 
     @classmethod
     def from_dict(cls, c: Any) -> Cost:
@@ -348,7 +361,7 @@ class Cost:
                    tuple(map(OpCost.from_dict, c["ops"])), tuple(map(CopyCost.from_dict, c["copies"])),
                    tuple(map(CostlyPlacement.from_dict, c["costly"])),
                    tuple(map(TimelineEvent.from_dict, c.get("timeline") or ())), number(c.get("timeline_wall_us", 0.0)),
-                   optional_int(c.get("calls")))
+                   optional_int(c.get("calls")), c.get("overlapped") is True)
 
 
 @dataclass(frozen=True)
@@ -366,7 +379,7 @@ class StepTimes:
 
     @classmethod
     def from_dict(cls, t: Any) -> StepTimes:
-        return cls(number(t["wall_us"]), tuple((DeviceName(text(d)), number(b)) for d, b in t["busy_us"].items()),
+        return cls(_time(t["wall_us"]), tuple((DeviceName(text(d)), _time(b)) for d, b in t["busy_us"].items()),
                    tuple(map(LinkCost.from_dict, t["links"])))
 
 
@@ -377,6 +390,21 @@ def step_times(cost: Cost) -> StepTimes:
 def _us(value: float) -> float | None:
     """Microseconds as the JSON holds them: three decimals (nanoseconds); null where not finite."""
     return round(value, 3) if math.isfinite(value) else None
+
+
+def _time(value: Any) -> float:
+    """A time as placement writes it: a number, 0 or more (null: one that was not finite, kept as such)."""
+    found = number(value)
+    if found < 0:
+        raise ValueError(f"expected a time, 0 or more, found {value!r}")
+    return found
+
+
+def _share(value: Any) -> float:
+    found = number(value)
+    if not 0 <= found <= 1e6:  # a device busy beyond its step (kernels that overlap its end) stays a few times 1
+        raise ValueError(f"expected a share, found {value!r}")
+    return found
 
 
 def _device(value: Any) -> DeviceName | None:

@@ -436,10 +436,16 @@ class Report:
             sessions_numbered=summary.get("sessions_numbered") is True,
             training=None if not isinstance(data.get("training"), dict) else
             Training.from_dict(data["training"], data.get("losses"), data.get("check")),
-            cost=None if not isinstance(data.get("cost"), dict) else Cost.from_dict(data["cost"]),
+            cost=None if data.get("cost") is None else Cost.from_dict(_object(data["cost"], "cost")),
             timing_error=optional_text(data.get("timing_error")),
         )
         return replace(report, origin=Origin.RUN) if report.knows_requests else report
+
+
+def _object(value: Any, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise TypeError(f"{what}: expected an object, found {type(value).__name__}")
+    return value
 
 
 def _filters(value: dict[str, Any]) -> tuple[tuple[str, Any], ...]:

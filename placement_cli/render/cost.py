@@ -19,10 +19,10 @@ TOP_OPS = 10
 
 
 def spread(s: Spread) -> str:
-    """``5.31 ms (4.9–6.1)``: the mean, and the range over the measured steps."""
+    """``5.31 ms (4.9 ms..6.1 ms)``: the mean, and the range over the measured steps."""
     if s.low == s.high:
         return duration(s.mean)
-    return f"{duration(s.mean)} ({duration(s.low)}–{duration(s.high)})"
+    return f"{duration(s.mean)} ({duration(s.low)}..{duration(s.high)})"
 
 
 def _bytes(n: int | None) -> str:
@@ -31,6 +31,11 @@ def _bytes(n: int | None) -> str:
 
 def _device(device: DeviceName | None) -> str:
     return _("unknown") if device is None else clean(device.short)
+
+
+def _node(node: str, function: str | None, several: bool) -> str:
+    """A node, and the tf.function whose graph holds it where the rows come from several graphs."""
+    return clean(node) if not several else f"{clean(node)} ({clean(function) if function else '-'})"
 
 
 def _why(status: Wording | None, reason: Wording | None) -> str:
@@ -55,12 +60,19 @@ def cost_renderables(cost: Cost, view: View | None = None) -> list[RenderableTyp
     parts: list[RenderableType] = [] if cost.steps == 0 else [_headline(cost)]
     if cost.steps == 0:
         if cost.step and cost.calls:
-            said = _("No step was measured: {step} ran {calls} times and the warm-up leaves out the first {warmup} "
-                     "(--warmup, capture's warmup=)").format(step=clean(cost.step), calls=cost.calls, warmup=cost.warmup)
+            said = (_("No step was measured: {step} ran once and the warm-up leaves out the first {warmup} "
+                      "(--warmup, capture's warmup=)") if cost.calls == 1 else
+                    _("No step was measured: {step} ran {calls} times and the warm-up leaves out the first {warmup} "
+                      "(--warmup, capture's warmup=)")).format(step=clean(cost.step), calls=cost.calls,
+                                                              warmup=cost.warmup)
         else:
             said = _("No step was measured: no tf.function or Session ran while the profiler was on.")
         parts.append(Text(said, style="italic"))
         return parts
+    if cost.overlapped:
+        parts.append(Text(_("Calls of {step} ran at once (from several threads): a step runs from one call's start to "
+                            "the next's, and the times of calls that overlap add up.").format(step=clean(cost.step or "")),
+                          style="italic"))
     devices = RowTable(_("Time per step, per device"), [
         Column(_("device")), Column(_("busy"), justify="right"), Column(_("share"), justify="right"),
         Column(_("idle"), justify="right"), Column(_("ops"), justify="right")], fit=view.fit)
@@ -71,8 +83,10 @@ def cost_renderables(cost: Cost, view: View | None = None) -> list[RenderableTyp
         ops = RowTable(_("Ops that take the most time per step"), [
             Column(_("node")), Column(_("op")), Column(_("device")), Column(_("time"), justify="right"),
             Column(_("status / reason"))], fit=view.fit)
+        several = len({o.function for o in cost.ops}) > 1  # two tf.functions may each have a MatMul
         for o in cost.ops[:TOP_OPS]:
-            ops.add_row(clean(o.node), clean(o.op), _device(o.device), spread(o.time), _why(o.status, o.reason))
+            ops.add_row(_node(o.node, o.function, several), clean(o.op), _device(o.device), spread(o.time),
+                        _why(o.status, o.reason))
         if len(cost.ops) > TOP_OPS:
             ops.caption = _("{shown} of {total} timed nodes (--json has them all)").format(shown=TOP_OPS,
                                                                                       total=len(cost.ops))
@@ -83,9 +97,10 @@ def cost_renderables(cost: Cost, view: View | None = None) -> list[RenderableTyp
             Column(_("node")), Column(_("device")), Column(_("why there")), Column(_("own time"), justify="right"),
             Column(_("of device"), justify="right"), Column(_("copies caused"), justify="right"),
             Column(_("copy time"), justify="right")], fit=view.fit)
+        several = len({c.function for c in cost.costly}) > 1
         for c in cost.costly:
             caused = "0" if not c.copies else f"{c.copies:g} ({_bytes(c.copy_bytes)})"
-            costly.add_row(clean(c.node), _device(c.device), _why(c.status, c.reason), duration(c.time),
+            costly.add_row(_node(c.node, c.function, several), _device(c.device), _why(c.status, c.reason), duration(c.time),
                            f"{c.share:.0%}", caused, duration(c.copy_time) if c.copies else "-")
         costly.caption = _("a copy is charged to its reader, which runs away from its input, or to the end "
                            "TensorFlow moved by a rule (a soft fallback, a resource's device)")
@@ -95,8 +110,9 @@ def cost_renderables(cost: Cost, view: View | None = None) -> list[RenderableTyp
 
 def _headline(cost: Cost) -> Text:
     what = _("one call of {function}").format(function=clean(cost.step)) if cost.step else _("one step")
-    line = Text(_("Timed: {steps} steps after {warmup} warm-up, {what} takes {wall}").format(
-        steps=cost.steps, warmup=cost.warmup, what=what, wall=spread(cost.wall)), style="bold")
+    template = _("Timed: 1 step after {warmup} warm-up, {what} takes {wall}") if cost.steps == 1 else \
+        _("Timed: {steps} steps after {warmup} warm-up, {what} takes {wall}")
+    line = Text(template.format(steps=cost.steps, warmup=cost.warmup, what=what, wall=spread(cost.wall)), style="bold")
     overhead = cost.overhead
     if overhead is not None and cost.plain is not None:
         if overhead <= max(cost.plain.stdev, cost.wall.stdev):

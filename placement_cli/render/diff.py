@@ -3,6 +3,7 @@ copies; a digest when the rows do not fit a screen. Renderers return, the comman
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 
@@ -166,9 +167,9 @@ def times_table(old: StepTimes, new: StepTimes, fit: bool) -> RowTable:
                      fit=fit)
 
     def change(a: float | None, b: float | None) -> str:
-        if a is None or b is None:
+        if a is None or b is None or not a > 0 or not math.isfinite(b):
             return "-"
-        return f"{(b - a) / a:+.0%}" if a > 0 else "-"
+        return f"{(b - a) / a:+.0%}" if b < 10 * a else f"x{b / a:.3g}"
 
     def cell(value: float | None) -> str:
         return "-" if value is None else duration(value)
@@ -234,6 +235,9 @@ def diff_renderables(diff: PlacementDiff, view: View | None = None) -> list[Rend
         parts.append(copies_table(diff.old.copies or (), diff.new.copies or (), view.fit))
     if diff.old.times is not None and diff.new.times is not None:
         parts.append(times_table(diff.old.times, diff.new.times, view.fit))
+    elif diff.old.times is not None or diff.new.times is not None:
+        parts.append(Text(_("Only {side} was timed (--time): the times are compared when both are.").format(
+            side="OLD" if diff.old.times is not None else "NEW"), style="italic"))
     parts.append(Text(summary_line(diff), style="bold"))
     return parts
 

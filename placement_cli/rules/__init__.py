@@ -402,7 +402,9 @@ def devices_on_nothing(report: Report, rules: Rules) -> tuple[str, ...]:
     let its rule hold whatever the run did, so the command says which they are."""
     named = dict.fromkeys([device for device, _limit in rules.max_on] + [device for _regex, device in rules.expect])
     specs = {p.spec for p in report.placements}
-    return tuple(d for d in named if not any(map(_on(d), specs)))
+    timed = {d.device.spec for d in report.cost.devices if d.device.spec is not None} if report.cost else set()
+    return (*(d for d in named if not any(map(_on(d), specs))),
+            *(d for d, _limit in rules.max_busy if d not in named and not any(map(_on(d), timed))))
 
 
 def copy_bytes(report: Report, name: str) -> int:

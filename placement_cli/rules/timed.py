@@ -22,6 +22,8 @@ EXAMPLES = 5
 
 def duration_rule(option: str, value: object) -> float:
     """``2ms``, ``500us``, ``0.5s``: microseconds. A unit is required (a bare number could mean either)."""
+    if isinstance(value, str) and value.strip() in ("0", "0.0"):  # nothing at all needs no unit
+        return 0.0
     m = _DURATION.match(value) if isinstance(value, str) else None
     if m is None:
         raise RuleError(_("{option} {value}: give a time with its unit: 500us, 2ms or 0.5s").format(
@@ -43,7 +45,7 @@ def share_rule(device: str, percent: object) -> tuple[str, float]:
     if not math.isfinite(value) or not 0 <= value <= 100 or isinstance(percent, bool):
         raise RuleError(_("{option} {value}: the share must be a percent from 0 to 100").format(
             option="--max-busy", value=quoted(f"{device}={percent}")))
-    return device, value
+    return device, value + 0.0  # -0 is 0
 
 
 def _cost(report: Report, option: str, name: str) -> Cost:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from placement_cli.devices import DeviceName
-from placement_cli.model.cost import COPY, EAGER, FUNCTION, SESSION, Profile, ProfiledEvent, ProfiledRun
+from placement_cli.model.cost import COPY, EAGER, FUNCTION, MAX_STEPS, SESSION, Profile, ProfiledEvent, ProfiledRun
 
 STEP_MARK = "placement_step"  # the name a lesson's measured steps run under (a profiler TraceMe)
 _EAGER_COPY = re.compile(r"^_Send input (\d+) from (\S+) to (\S+)$")
@@ -49,35 +49,57 @@ class Profiling:
     """A profiler session's outcome: where its files are, and how long starting and stopping took."""
 
     logdir: str
+    owned: bool = True  # a folder of its own (removed with its files), else the caller's (emptied)
     collect: float = 0.0  # seconds spent starting, stopping and reading
     error: str | None = None  # why no profile came (another profiler was running, TensorFlow refused)
 
+    def remove(self) -> None:
+        """Its files gone (the folder too, where it made it)."""
+        shutil.rmtree(self.logdir, ignore_errors=True)
+        if not self.owned:
+            os.makedirs(self.logdir, exist_ok=True)
+
+
+def _refused(exc: BaseException) -> str:
+    if type(exc).__name__ == "AlreadyExistsError":
+        return "TensorFlow's profiler was already running (the program's own, or another timed run in this process)"
+    return f"{type(exc).__name__}: {exc}"
+
 
 @contextmanager
-def profiling(tf: Any) -> Iterator[Profiling]:
-    """TensorFlow's profiler on around the block: its files in a private folder, removed by ``read``."""
-    found = Profiling(tempfile.mkdtemp(prefix="placement-profile-"))
+def profiling(tf: Any, start: Any = None, stop: Any = None, logdir: str | None = None) -> Iterator[Profiling]:
+    """TensorFlow's profiler on around the block (``start``/``stop``: TensorFlow's own functions, where the
+    program's were replaced), its files in a private folder (or ``logdir``): removed by ``read``, or at
+    once where the profiler did not start or the block was interrupted."""
+    start = start or tf.profiler.experimental.start
+    stop = stop or tf.profiler.experimental.stop
+    found = Profiling(logdir or tempfile.mkdtemp(prefix="placement-profile-"), owned=logdir is None)
     began = time.perf_counter()
     started = False
     try:
-        tf.profiler.experimental.start(found.logdir)
+        start(found.logdir, options=tf.profiler.experimental.ProfilerOptions(python_tracer_level=0))
         started = True
     except Exception as exc:  # noqa: BLE001 - a profiler already running (the program's own): no profile
-        found.error = f"{type(exc).__name__}: {exc}"
+        found.error = _refused(exc)
+        found.remove()
     found.collect += time.perf_counter() - began
+    ended = False
     try:
         yield found
+        ended = True
     finally:
         if started:
             began = time.perf_counter()
             try:
-                tf.profiler.experimental.stop()
+                stop()
             except Exception as exc:  # noqa: BLE001 - kept, said in the report
                 found.error = f"{type(exc).__name__}: {exc}"
             found.collect += time.perf_counter() - began
+        if not ended or found.error is not None:  # interrupted, or nothing to read: nothing left behind
+            found.remove()
 
 
-def read(found: Profiling, *, warmup: int = 0, plain_walls: tuple[float, ...] = (),
+def read(found: Profiling, *, warmup: int = 0, steps: int = MAX_STEPS, plain_walls: tuple[float, ...] = (),
          sizes: Callable[[str | None, str, str], int | None] | None = None) -> Profile | None:
     """The profile a session wrote (None where it wrote none), its folder removed."""
     began = time.perf_counter()
@@ -90,11 +112,11 @@ def read(found: Profiling, *, warmup: int = 0, plain_walls: tuple[float, ...] = 
             space.ParseFromString(f.read())
         runs, events, marked = read_space(space)
     finally:
-        shutil.rmtree(found.logdir, ignore_errors=True)
+        found.remove()
     if sizes is not None:
         events = [_sized(e, runs, sizes) for e in events]
     return Profile(tuple(runs), tuple(events), plain_walls, found.collect + time.perf_counter() - began, warmup,
-                   tuple(marked))
+                   tuple(marked), steps)
 
 
 def _sized(event: ProfiledEvent, runs: list[ProfiledRun], sizes: Callable[[str | None, str, str], int | None]) -> ProfiledEvent:

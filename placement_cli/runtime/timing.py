@@ -18,15 +18,11 @@ Sizes = Callable[[str | None, str, str], int | None]
 def timed_steps(tf: Any, step: Callable[[], Any], *, steps: int, warmup: int,
                 sizes: Sizes | None = None) -> tuple[Profile | None, str | None]:
     """``step`` run ``warmup`` more times (the run that logged the placements was the first), then
-    ``steps`` times plain (their wall times: what the profiler's own cost is measured against), then
-    ``steps`` times under the profiler, each marked as a step. The profile, or why none came."""
+    ``steps`` times under the profiler, each marked as a step, then ``steps`` times plain (their wall
+    times: what the profiler's own cost is measured against; after the profiled ones, which come before
+    TensorFlow stops tracing the kernels it measured as cheap). The profile, or why none came."""
     for _ in range(max(0, warmup - 1)):
         step()
-    plain = []
-    for _ in range(steps):
-        began = time.perf_counter()
-        step()
-        plain.append((time.perf_counter() - began) * 1e6)
     with profiler.profiling(tf) as found:
         if found.error is None:
             for i in range(steps):
@@ -34,6 +30,11 @@ def timed_steps(tf: Any, step: Callable[[], Any], *, steps: int, warmup: int,
                     step()
     if found.error is not None:
         return None, found.error
+    plain = []
+    for _ in range(steps):
+        began = time.perf_counter()
+        step()
+        plain.append((time.perf_counter() - began) * 1e6)
     profile = profiler.read(found, warmup=warmup, plain_walls=tuple(plain), sizes=sizes)
     return (profile, None) if profile is not None else (None, "TensorFlow's profiler wrote no profile")
 

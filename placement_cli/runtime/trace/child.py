@@ -20,7 +20,9 @@ the environment and sys.path it would see without placement). It
 $PLACEMENT_TRACE is ``CONTROL,OUT,ERR:PARENT_PID:FLAGS``: the control pipe and the two log pipes;
 FLAGS: ``c`` record Session copies, ``p`` the user had a PYTHONPATH, ``1`` close fd 1 (--json
 sent the script's stdout to placement's stderr, which was closed when placement started), ``tN``
-time it (--time: TensorFlow's profiler on from its import, the step's first N calls left out).
+time it (--time: TensorFlow's profiler on from its import, the step's first W calls left out, at
+most S steps measured: ``tW.S``), its files in $PLACEMENT_TRACE_PROFILE (the parent's folder, removed
+by the parent whatever becomes of the script).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from types import ModuleType
 from typing import Any
 
 ENV = "PLACEMENT_TRACE"
+PROFILE_ENV = "PLACEMENT_TRACE_PROFILE"  # --time: the folder the profiler writes in
 # Not empty in a program that `placement trace` runs with C stdio pointed at its pipes: TensorFlow's
 # log never reaches fd 1 or 2 there (capture() in such a program says so).
 TRACED: list[bool] = []
@@ -42,11 +45,11 @@ BOOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "boot")
 class _TensorFlowHook:
     """A meta path finder that only wraps the loader of the top-level ``tensorflow`` package."""
 
-    def __init__(self, control: int, log: int, copies: bool, warmup: int | None = None) -> None:
+    def __init__(self, control: int, log: int, copies: bool, timed: tuple[int, int] | None = None) -> None:
         self.control = control
         self.log = log  # the pipe C stdio's stderr (TensorFlow's log) goes to
         self.copies = copies
-        self.warmup = warmup  # --time: the profiler runs, and leaves out this many calls of the step
+        self.timed = timed  # --time: the profiler runs; the step's calls it leaves out, the most steps it measures
         self.timing: Any = None
         self.recorder: Any = None
         self.saved_level: str | None = None
@@ -92,11 +95,12 @@ class _TensorFlowHook:
             self.recorder = recorder
         except Exception:  # noqa: BLE001 - the script runs on, untraced, rather than broken by us
             self.recorder = None
-        if self.warmup is not None and self.recorder is not None:
+        if self.timed is not None and self.recorder is not None:
             try:
                 from placement_cli.runtime.trace.timed import Timing  # noqa: PLC0415 - the script's process
 
-                self.timing = Timing(tf, self.warmup, lambda: list(self.recorder.graphs.graphs.values()))
+                self.timing = Timing(tf, *self.timed, lambda: list(self.recorder.graphs.graphs.values()),
+                                     logdir=os.environ.pop(PROFILE_ENV, None))
                 self.timing.start()
             except Exception:  # noqa: BLE001 - the script runs on, untimed
                 self.timing = None
@@ -377,9 +381,11 @@ def start(boot: ModuleType) -> None:
         TRACED.append(True)
     else:
         send(fd, b"X\n")
+    timed = re.search(r"t(\d+)\.(\d+)", flags)  # the counts first: their digits are no flags of their own
+    flags = re.sub(r"t\d+\.\d+", "", flags)
     _closed_stdout(flags)
-    timed = re.search(r"t(\d+)", flags)
-    hook = _TensorFlowHook(fd, err, copies="c" in flags, warmup=int(timed.group(1)) if timed else None)
+    hook = _TensorFlowHook(fd, err, copies="c" in flags,
+                           timed=(int(timed.group(1)), int(timed.group(2))) if timed else None)
     sys.meta_path.insert(0, hook)
     import atexit  # noqa: PLC0415 - the script's process
 

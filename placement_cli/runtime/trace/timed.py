@@ -1,59 +1,80 @@
-"""`trace --time` in the script's process: TensorFlow's profiler on from the moment TensorFlow is imported
-to the script's end, then read. A script that starts the profiler itself (``tf.profiler.experimental.start``,
-Keras's TensorBoard callback with ``profile_batch``) gets it: placement's session is stopped and read
-first, so the times cover what ran before, and the report says so."""
+"""`trace --time` and `capture(time=True)` in the program's process: TensorFlow's profiler on from the
+moment TensorFlow is imported (or the block starts) to the program's end (or the block's), then read.
+
+TensorFlow runs one profiler session at a time. A program that starts its own (``tf.profiler.experimental
+.start``, the ``Profile`` context, Keras's TensorBoard callback with ``profile_batch``) gets it: while
+placement's session runs, ``start`` is placement's wrapper wherever TensorFlow's modules hold it, which
+stops and reads placement's session first (the times then cover what ran before, and the report says
+so), then starts the program's; ``stop`` without a program's session raises what TensorFlow raises."""
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import replace
 from typing import Any
 
 from placement_cli import costs
-from placement_cli.model import Report
-from placement_cli.model.cost import Profile
+from placement_cli.i18n import _
+from placement_cli.model import Placement, Report
+from placement_cli.model.cost import MAX_STEPS, MAX_WARMUP, Cost, Profile
 from placement_cli.runtime import profiler
 from placement_cli.runtime.timing import graph_sizes
 
 
-class Timing:
-    """One profiler session over the script, read once (at exit, or when the script wants the profiler)."""
+def timing_settings(warmup: object, steps: object) -> tuple[int, int]:
+    """capture()'s warmup= and steps=, checked as the command line's --warmup and --time-steps are."""
+    for name, value, low, high in (("warmup", warmup, 0, MAX_WARMUP), ("steps", steps, 1, MAX_STEPS)):
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ValueError(f"capture({name}=...): a whole number from {low} to {high}, not {value!r}")
+    return warmup, steps  # type: ignore[return-value]  # both checked ints just above
 
-    def __init__(self, tf: Any, warmup: int, graphs: Any) -> None:
+
+PLACEMENTS = "_placement_timing"  # marks the wrappers a running Timing put in TensorFlow's place
+
+
+class Timing:
+    """One profiler session over the program, read once (at its end, or when it wants the profiler)."""
+
+    def __init__(self, tf: Any, warmup: int, steps: int, graphs: Any, logdir: str | None = None) -> None:
         self.tf = tf
-        self.warmup = warmup
+        self.warmup, self.steps = warmup, steps
         self.graphs = graphs  # () -> the graphs recorded so far (a copy's size is read from them)
+        self.logdir = logdir
         self.session: profiler.Profiling | None = None
         self.session_cm: Any = None
         self.found: Profile | None = None
         self.error: str | None = None
-        self.own_profiler = False  # the script started the profiler itself: the times stop there
-        self.undo: Any = None
+        self.own_profiler = False  # the program started the profiler itself: the times stop there
+        self.patched: list[tuple[Any, str, Any]] = []  # (module, name, TensorFlow's function)
 
     def start(self) -> None:
-        self.session_cm = profiler.profiling(self.tf)
+        original_start = self.tf.profiler.experimental.start
+        original_stop = self.tf.profiler.experimental.stop
+        if getattr(original_start, PLACEMENTS, False):  # a timed run around this one (trace --time, capture)
+            self.error = "TensorFlow's profiler was already running (another timed run in this process)"
+            return
+        self.session_cm = profiler.profiling(self.tf, original_start, original_stop, self.logdir)
         self.session = self.session_cm.__enter__()
         if self.session.error is not None:
             self.error = self.session.error
             self._close()
             return
-        module = sys.modules.get("tensorflow.python.profiler.profiler_v2")
-        original = getattr(module, "start", None)
-        if module is None or original is None:
-            return
 
-        def start(*args: Any, **kwargs: Any) -> Any:  # the script's own profiler: ours makes way
+        def start(*args: Any, **kwargs: Any) -> Any:  # the program's own profiler: placement's makes way
             self.own_profiler = True
             self.finish()
-            return original(*args, **kwargs)
+            return original_start(*args, **kwargs)
 
-        module.start = start  # type: ignore[attr-defined]
+        def stop(*args: Any, **kwargs: Any) -> Any:  # none of the program's runs: TensorFlow's own refusal
+            raise self.tf.errors.UnavailableError(None, None, "Cannot export profiling results. No profiler is running.")
 
-        def undo() -> None:
-            if getattr(module, "start", None) is start:
-                module.start = original  # type: ignore[attr-defined]
-
-        self.undo = undo
+        start.__dict__[PLACEMENTS] = stop.__dict__[PLACEMENTS] = True
+        for module in list(sys.modules.values()):  # wherever TensorFlow's API holds them (tf.profiler.experimental, ...)
+            for name, original, wrapper in (("start", original_start, start), ("stop", original_stop, stop)):
+                if getattr(module, name, None) is original and getattr(module, "__name__", "").startswith("tensorflow"):
+                    setattr(module, name, wrapper)
+                    self.patched.append((module, name, original))
 
     def _close(self) -> None:
         if self.session_cm is not None:
@@ -62,9 +83,9 @@ class Timing:
 
     def finish(self) -> None:
         """Stop and read the profiler (once): the profile, or why there is none."""
-        if self.undo is not None:
-            self.undo()
-            self.undo = None
+        for module, name, original in self.patched:
+            setattr(module, name, original)
+        self.patched.clear()
         if self.session_cm is None or self.session is None:
             return
         self._close()
@@ -72,8 +93,9 @@ class Timing:
             self.error = self.session.error
             return
         try:
-            found = profiler.read(self.session, warmup=self.warmup, sizes=graph_sizes(self.tf, self.graphs))
-        except Exception as exc:  # noqa: BLE001 - the script's outcome matters more than its times
+            found = profiler.read(self.session, warmup=self.warmup, steps=self.steps,
+                                  sizes=graph_sizes(self.tf, self.graphs))
+        except Exception as exc:  # noqa: BLE001 - the program's outcome matters more than its times
             self.error = f"{type(exc).__name__}: {exc}"
             return
         if found is None:
@@ -92,3 +114,24 @@ class Timing:
     def to_dict(self) -> dict[str, Any]:
         return {"profile": None if self.found is None else self.found.to_dict(), "timing_error": self.error,
                 "own_profiler": self.own_profiler}
+
+
+def timed_cost(raw: bytes | None, placements: tuple[Placement, ...]) -> tuple[Cost | None, str | None]:
+    """--time: the child's profile joined with the placements, or why there are no times."""
+    try:
+        data = json.loads(raw) if raw else None
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        return None, _("the script sent no profile (it never imported TensorFlow, or it was killed)")
+    error = data.get("timing_error")
+    found = data.get("profile")
+    if not isinstance(found, dict):
+        return None, str(error) if error else _("the script sent no profile")
+    try:
+        cost = costs.build(Profile.from_dict(found), placements)
+    except (KeyError, TypeError, ValueError) as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+    if data.get("own_profiler") is True:
+        return cost, _("the script started TensorFlow's profiler itself: the times cover what ran before it did")
+    return cost, None

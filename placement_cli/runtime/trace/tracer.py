@@ -17,6 +17,7 @@ import importlib.machinery
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -27,19 +28,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, BinaryIO
 
-from placement_cli import costs
 from placement_cli.exceptions import UsageProblem
 from placement_cli.i18n import Message, _
 from placement_cli.logparse import glog
 from placement_cli.logparse.engine import parse_streams
 from placement_cli.messages import TRACE, one_line
-from placement_cli.model import Copy, Edge, Origin, Placement, Report
-from placement_cli.model.cost import Cost, Profile
+from placement_cli.model import Copy, Edge, Origin, Report
 from placement_cli.model.facts import Facts
 from placement_cli.runtime.capture.fds import new_pipe, write_all
 from placement_cli.runtime.capture.splitter import Channel, Splitter
 from placement_cli.runtime.capture.wakeup import Wakeup
-from placement_cli.runtime.trace.child import BOOT, ENV, NO_CAPTURE, frames
+from placement_cli.runtime.trace.child import BOOT, ENV, NO_CAPTURE, PROFILE_ENV, frames
+from placement_cli.runtime.trace.timed import timed_cost
 from placement_cli.tfrules import compiled_calls
 from placement_cli.why import explain, facts_from_dict, xla_lines
 
@@ -150,15 +150,17 @@ class _Supervisor:
     """Runs one traced child to its end: signals, terminal, TensorFlow's log, facts."""
 
     def __init__(self, script: str, args: list[str], *, stdout_fd: int, echo_log: bool,
-                 save_log: BinaryIO | None, copies: bool, closed: frozenset[int], warmup: int | None = None) -> None:
+                 save_log: BinaryIO | None, copies: bool, closed: frozenset[int],
+                 timed: tuple[int, int] | None = None) -> None:
         self.script, self.args, self.copies, self.closed = script, args, copies, closed
-        self.warmup = warmup  # --time: the step's calls the times leave out
+        self.timed = timed  # --time: the step's calls the times leave out, and the most steps they measure
+        self.profile_dir: str | None = None
         self.stdout_fd = stdout_fd
         self.save_log = save_log
         self.parsed = tempfile.TemporaryFile()  # unlinked: gone with us whatever happens  # noqa: SIM115
         self.splitter = Splitter(self.parsed, echo_placement=echo_log,
                                  min_level=min_log_level(os.environ.get("TF_CPP_MIN_LOG_LEVEL")),
-                                 hidden_files=glog.PROFILER_SOURCES if warmup is not None else frozenset())
+                                 hidden_files=glog.PROFILER_SOURCES if timed is not None else frozenset())
         self.streams: list[_Stream] = []
         self.child: subprocess.Popen[bytes] | None = None
         self.tty: int | None = None
@@ -188,9 +190,12 @@ class _Supervisor:
         pythonpath = os.environ.get("PYTHONPATH")
         flags = ("c" if self.copies else "") + ("p" if pythonpath is not None else "") \
             + ("1" if out_sink is None and self.stdout_fd != 1 else "") \
-            + (f"t{self.warmup}" if self.warmup is not None else "")
+            + (f"t{self.timed[0]}.{self.timed[1]}" if self.timed is not None else "")
         env = {**os.environ, ENV: f"{','.join(map(str, theirs))}:{os.getpid()}:{flags}",
                "PYTHONPATH": BOOT + (os.pathsep + pythonpath if pythonpath else "")}
+        if self.timed is not None:  # the profiler's files: a folder of placement's, gone however the script ends
+            self.profile_dir = tempfile.mkdtemp(prefix="placement-profile-")
+            env[PROFILE_ENV] = self.profile_dir
         self.tty = _foreground_terminal()
         self._install_signals()  # before the child exists: a Ctrl-C while it starts is the script's too
         try:
@@ -389,6 +394,9 @@ class _Supervisor:
             os.close(self.control)
         self.control = None
         self.wake.close()
+        if self.profile_dir is not None:  # the script read its profile, or never will
+            shutil.rmtree(self.profile_dir, ignore_errors=True)
+            self.profile_dir = None
 
     def result(self) -> TraceResult:
         size = self.parsed.seek(0, 2)
@@ -412,7 +420,7 @@ class _Supervisor:
                                 "what it placed after that may be missing from the report").format(script=one_line(self.script)))
         placements = explain(parsed.placements, facts)
         compiled = compiled_calls(placements, facts.compiled, xla_lines(parsed.placements, facts))
-        cost, timing_error = (None, None) if self.warmup is None else timed_cost(self.facts_raw, placements)
+        cost, timing_error = (None, None) if self.timed is None else timed_cost(self.facts_raw, placements)
         report = replace(parsed, placements=placements, log=text, compiled=compiled,
                          title=Message(TRACE, script=one_line(self.script), code=code), copies=copied, edges=edges,
                          origin=Origin.RUN, cost=cost, timing_error=timing_error)
@@ -425,13 +433,13 @@ def min_log_level(value: str | None) -> int:
 
 def run_traced(script: str, args: list[str], *, stdout_fd: int = 1, echo_log: bool = False,
                save_log: BinaryIO | None = None, copies: bool = False, closed: frozenset[int] = frozenset(),
-               meanwhile: Callable[[], None] | None = None, warmup: int | None = None) -> TraceResult:
+               meanwhile: Callable[[], None] | None = None, timed: tuple[int, int] | None = None) -> TraceResult:
     """Run ``script`` in a child Python as `python SCRIPT ARGS` would (its stdout on ``stdout_fd``),
     then parse and explain what it placed. ``meanwhile`` runs in a thread while the child does
     (the CLI loads its renderers then, on the other core)."""
     check_script(script)
     supervisor = _Supervisor(script, args, stdout_fd=stdout_fd, echo_log=echo_log, save_log=save_log,
-                             copies=copies, closed=closed, warmup=warmup)
+                             copies=copies, closed=closed, timed=timed)
     helper = threading.Thread(target=meanwhile, daemon=True) if meanwhile is not None else None
     try:
         supervisor.start()
@@ -448,27 +456,6 @@ def run_traced(script: str, args: list[str], *, stdout_fd: int = 1, echo_log: bo
     if helper is not None:
         helper.join()
     return supervisor.result()
-
-
-def timed_cost(raw: bytes | None, placements: tuple[Placement, ...]) -> tuple[Cost | None, str | None]:
-    """--time: the child's profile joined with the placements, or why there are no times."""
-    try:
-        data = json.loads(raw) if raw else None
-    except ValueError:
-        data = None
-    if not isinstance(data, dict):
-        return None, _("the script sent no profile (it never imported TensorFlow, or it was killed)")
-    error = data.get("timing_error")
-    found = data.get("profile")
-    if not isinstance(found, dict):
-        return None, str(error) if error else _("the script sent no profile")
-    try:
-        cost = costs.build(Profile.from_dict(found), placements)
-    except (KeyError, TypeError, ValueError) as exc:
-        return None, f"{type(exc).__name__}: {exc}"
-    if data.get("own_profiler") is True:
-        return cost, _("the script started TensorFlow's profiler itself: the times cover what ran before it did")
-    return cost, None
 
 
 def facts_of_child(raw: bytes | None) -> tuple[Any, tuple[Copy, ...] | None, tuple[Edge, ...] | None, str | None]:
