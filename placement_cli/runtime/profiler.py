@@ -77,7 +77,7 @@ def profiling(tf: Any, start: Any = None, stop: Any = None, logdir: str | None =
     began = time.perf_counter()
     started = False
     try:
-        start(found.logdir, options=tf.profiler.experimental.ProfilerOptions(python_tracer_level=0))
+        start(found.logdir)
         started = True
     except Exception as exc:  # noqa: BLE001 - a profiler already running (the program's own): no profile
         found.error = _refused(exc)
