@@ -79,6 +79,8 @@ def build(profile: Profile, placements: Iterable[Placement], copies: Iterable[Co
         if i is None:
             continue
         graph = _graph(profile.runs, event)
+        if event.kind == COPY and _canon(event.device) is not None and _canon(event.device) == _canon(event.target):
+            continue  # a fetch sent back on its own device (a Session on a server): no copy between devices
         if event.kind == COPY:
             ckey: _CopyKey = (graph, event.producer, event.consumer, event.device, event.target)
             per_step_copies[i][ckey] += event.duration

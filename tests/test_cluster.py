@@ -97,7 +97,7 @@ def _session_members(sid: int) -> list[int]:
 @pytest.fixture(scope="module")
 def async_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], dict]:
     pictures = tmp_path_factory.mktemp("pictures")
-    done = _placement("--ps", "2", "--workers", "2", "--steps", "4", "--copies", "--json",
+    done = _placement("--ps", "2", "--workers", "2", "--steps", "4", "--copies", "--time", "--time-steps", "2", "--json",
                       "--dot", str(pictures / "cluster.dot"), "--graph-svg", str(pictures / "cluster.svg"),
                       TF_CONFIG="garbage{")  # --ps/--workers describe the cluster: a stale TF_CONFIG is not read
     assert done.returncode == 0, done.stderr
@@ -116,6 +116,21 @@ def test_async_cluster_shows_every_task(async_run) -> None:
     for t in tasks.values():  # a progress line per task, on stderr
         assert f"{t['job']}/{t['task']} ready on {t['target'][len('grpc://'):]} (pid {t['pid']}" in done.stderr
     assert data["complete"] is True and data["error"] is None and data["mode"] == "async"
+
+
+def test_each_worker_times_its_own_steps(async_run) -> None:
+    """--time: steps 1 and 2 of each worker's 4 (the first is the warm-up), its kernels on its own CPU, its
+    gradients sent to the ps tasks that hold the variables, with their bytes (float32 10x3 and 3)."""
+    _, data = async_run
+    assert set(data["costs"]) == {"worker/0", "worker/1"} and data["timing_errors"] == {}
+    for task, cost in data["costs"].items():
+        assert cost["steps"] == 2 and cost["warmup"] == 1
+        own = f"/job:worker/replica:0/task:{task[-1]}/device:CPU:0"
+        assert {d["device"] for d in cost["devices"]} == {own}
+        assert any(o["node"] == "softmax_cross_entropy_with_logits" and o["device"] == own for o in cost["ops"])
+        sent = {(c["producer"], c["to"]): c["bytes"] for c in cost["copies"]}
+        assert sent[("gradients/MatMul_grad/MatMul_1", "/job:ps/replica:0/task:1/device:CPU:0")] == 120
+        assert all(c["from"] != c["to"] for c in cost["copies"])  # a fetch back to its own device is no copy
 
 
 def test_variables_round_robin_over_the_ps_tasks(async_run) -> None:

@@ -12,13 +12,26 @@ from placement_cli import clusterspec, messages
 from placement_cli.cli import shown
 from placement_cli.cli.commands import command, option_callback
 from placement_cli.cli.funnel import say
-from placement_cli.cli.options import AllOpt, DotOpt, ForceOpt, GraphSvgOpt, JsonOpt, SvgOpt, capped, pictures
-from placement_cli.cli.outcome import ExitCode, Json, Outcome, signalled
+from placement_cli.cli.options import (
+    AllOpt,
+    DotOpt,
+    ForceOpt,
+    GraphSvgOpt,
+    JsonOpt,
+    SvgOpt,
+    TimeStepsOpt,
+    capped,
+    implies_time,
+    pictures,
+    timed,
+)
+from placement_cli.cli.outcome import ExitCode, Json, Outcome, Pictures, signalled
 from placement_cli.exceptions import Terminated, UsageProblem
 from placement_cli.i18n import _
 from placement_cli.i18n import shown as shown_message
 from placement_cli.lessons import cluster as lesson
 from placement_cli.lessons.cluster import build
+from placement_cli.model.cost import MAX_WARMUP
 from placement_cli.render.cluster import cluster_group, progress_line
 from placement_cli.render.inspect import render_inspection, silent_summary
 from placement_cli.runtime.cluster import inspect as inspection
@@ -111,6 +124,9 @@ def cluster(
     svg: SvgOpt = None,
     dot: DotOpt = None,
     graph_svg: GraphSvgOpt = None,
+    time: Annotated[bool, typer.Option("--time", help="Time each worker's own steps with TensorFlow's profiler (tf1): per worker, busy time per device, the ops that take most, the copies it sends to the ps tasks, the placements that cost most.")] = False,
+    time_steps: TimeStepsOpt = 10,
+    warmup: Annotated[int, typer.Option("--warmup", min=0, max=MAX_WARMUP, metavar="N", callback=implies_time, help=f"Each worker's first N steps are left out of the times (at most {MAX_WARMUP}); implies --time.")] = 1,
     force: ForceOpt = False,
 ) -> Outcome:
     """Start a real ps/worker cluster on this machine (one process per task, TensorFlow's gRPC
@@ -125,6 +141,13 @@ def cluster(
     Example: placement cluster --ps 2 --workers 2 --steps 10 --sync
     """
 
+    timing = timed(time, Pictures())
+    if timing and api is Api.tf2:
+        raise UsageProblem(_("--time times each worker's own session (--api tf1): the coordinator of --api tf2 "
+                             "schedules steps the workers run as they come"))
+    if timing and warmup >= steps:
+        raise UsageProblem(_("--time with --warmup {warmup} and --steps {steps}: no step is left to measure").format(
+            warmup=warmup, steps=steps))
     flags = ps is not None or workers is not None
     if cluster_spec is not None and flags:
         raise UsageProblem("give --cluster-spec FILE or --ps/--workers, not both")
@@ -134,6 +157,7 @@ def cluster(
     addresses = check_cluster(described) if described is not None else None
     request = lesson.plan(api=api.value, ps=ps, workers=workers, steps=steps, sync=sync, copies=copies, addresses=addresses,
                    gpu_memory=gpu_memory.value, ps_on_gpu=not ps_on_cpu)
+    request["time"] = [warmup, time_steps] if timing else None
     drawn = pictures("placement cluster", as_json=as_json, force=force, svg=svg, dot=dot, graph_svg=graph_svg,
                      protect=(cluster_spec,) if cluster_spec else ())
     try:
@@ -142,7 +166,7 @@ def cluster(
         say(_("{signal}: every task of the cluster was ended").format(signal=exc))
         raise typer.Exit(int(signalled(exc.signum))) from None  # 143 for SIGTERM, 129 for SIGHUP
 
-    found = build(found_run, sync=sync, steps=steps, copies=copies, api=api.value)
+    found = build(found_run, sync=sync, steps=steps, copies=copies, api=api.value, timed=timing)
     code = ExitCode.OK if found.complete else ExitCode.PLACEMENT_FAILED
     if found_run.own_failure:  # placement's supervisor failed, not the cluster: as inspect's own child
         code = ExitCode.INTERNAL

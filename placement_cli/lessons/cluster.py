@@ -9,10 +9,12 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from placement_cli import costs
 from placement_cli.devices import try_parse
 from placement_cli.exceptions import UsageProblem
 from placement_cli.logparse import parse_text
 from placement_cli.model import ClusterEvent, ClusterReport, ClusterRun, Edge, Origin, Placement, Report, WorkerSteps
+from placement_cli.model.cost import Cost
 from placement_cli.model.kinds import PlacementKind
 from placement_cli.runtime import gpu_policy
 from placement_cli.runtime.cluster import launch as cluster_launch
@@ -29,10 +31,11 @@ def run(request: dict[str, Any], progress: Callable[[ClusterEvent], None]) -> Cl
     return cluster_launch.run(request, progress, ENTRY)
 
 
-def build(run: ClusterRun, *, sync: bool, steps: int, copies: bool, api: str = "tf1") -> ClusterReport:
+def build(run: ClusterRun, *, sync: bool, steps: int, copies: bool, api: str = "tf1", timed: bool = False) -> ClusterReport:
     """Every task's log parsed (TF1: each worker logs its own graph's placement), tagged with the
     task that logged it; the copies each worker's first step made between tasks."""
     placements: list[Placement] = []
+    by_task: dict[str, tuple[Placement, ...]] = {}  # each task's own placements (a worker's times join its own)
     drawn: list[Placement] = []
     edges: dict[Edge, None] = {}
     lines = 0
@@ -42,6 +45,7 @@ def build(run: ClusterRun, *, sync: bool, steps: int, copies: bool, api: str = "
         parsed = parse_text(log)
         lines += parsed.lines
         placements.extend(parsed.placements)
+        by_task[name] = parsed.placements
         if name == "chief/0":
             scheduled = _scheduled(parsed)
         qualified = {p.node: _on_task(p.device, p.node) for p in parsed.placements if p.node}
@@ -76,9 +80,19 @@ def build(run: ClusterRun, *, sync: bool, steps: int, copies: bool, api: str = "
     counts = dict.fromkeys((t.task for t in run.workers), 0)
     for task, n in scheduled.items():
         counts[task] = counts.get(task, 0) + n
+    timed_costs: tuple[tuple[str, Cost], ...] | None = None
+    timing_errors: list[tuple[str, str]] = []
+    if timed:  # each worker's own steps, joined with its own placements
+        found = []
+        for name, training in sorted(run.results, key=lambda item: item[0]):
+            if training.profile is not None:
+                found.append((name, costs.build(training.profile, by_task.get(name, ()))))
+            else:
+                timing_errors.append((name, training.timing_error or "the worker sent no profile"))
+        timed_costs = tuple(found)
     return ClusterReport(run=run, report=report, sync=sync, steps=steps, api=api, graph=graph,
                          scheduled=tuple(counts.items()), workers=_workers(run, api, counts),
-                         sync_ops=_sync_ops(report))
+                         sync_ops=_sync_ops(report), costs=timed_costs, timing_errors=tuple(timing_errors))
 
 
 def _scheduled(chief: Report) -> Counter[int]:

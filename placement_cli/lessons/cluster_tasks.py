@@ -8,11 +8,13 @@ runtime, never the reverse, so this entry point hands runtime's supervisor the w
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import asdict
 from typing import Any
 
 from placement_cli.runtime.cluster.supervisor import Trainer, main
 from placement_cli.runtime.stepstats import copies_with_bytes
+from placement_cli.runtime.timing import StepTimer, graph_sizes
 
 
 def work(tf: Any, task: Trainer) -> dict[str, Any]:
@@ -75,6 +77,8 @@ def _train(tf: Any, task: Trainer) -> dict[str, Any]:
         losses: list[float] = []
         steps_seen: list[int] = []
         copies: list[dict[str, Any]] = []
+        timed = request.get("time")  # [warmup, steps]: this worker's own steps, timed
+        timer = StepTimer(tf, timed[0], timed[1], graph_sizes(tf, lambda: [graph])) if timed else None
         with v1.train.MonitoredTrainingSession(master=server.target, is_chief=is_chief, hooks=hooks,
                                                stop_grace_period_secs=2, config=config,
                                                save_checkpoint_secs=None, save_summaries_steps=None,
@@ -88,14 +92,19 @@ def _train(tf: Any, task: Trainer) -> dict[str, Any]:
                                                  run_metadata=metadata)
                     copies = _copies(tf, metadata, graph)
                 else:
-                    _, value, step = session.run([train_op, loss, global_step])
+                    with timer.step(len(losses)) if timer is not None else nullcontext():
+                        _, value, step = session.run([train_op, loss, global_step])
                 losses.append(float(value))
                 steps_seen.append(int(step))
                 task.stepped(len(losses))
             if release is not None:
                 session.run_step_fn(lambda step_context: _release(tf, step_context.session, global_step, release, steps))
+        if timer is not None:
+            timer.finish()
+    timing = {} if timer is None else {"profile": None if timer.profile is None else timer.profile.to_dict(),
+                                       "timing_error": timer.error}
     return {"losses": losses, "global_steps": steps_seen, "variables": variables, "copies": copies,
-            "edges": _edges(graph)}
+            "edges": _edges(graph), **timing}
 
 
 def _release(tf: Any, session: Any, global_step: Any, release: Any, steps: int) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 from placement_cli.i18n import Wording, english
 from placement_cli.model.cause import Cause
 from placement_cli.model.copies import Copy
+from placement_cli.model.cost import Cost, Profile
 from placement_cli.model.fields import count, number, optional_int, optional_text, text
 from placement_cli.model.report import Report
 
@@ -101,6 +102,8 @@ class TaskTraining:
     variables: tuple[tuple[str, str], ...] = ()  # (variable, the device it lives on)
     copies: tuple[Copy, ...] = ()  # what its first step copied between tasks (--copies)
     edges: tuple[tuple[str, str, bool], ...] = ()  # its graph: (producer, consumer, control)
+    profile: Profile | None = None  # --time: its measured steps, as TensorFlow's profiler saw them
+    timing_error: str | None = None  # --time: why it has no profile
 
 
 @dataclass(frozen=True)
@@ -183,6 +186,8 @@ class ClusterReport:
     scheduled: tuple[tuple[int, int], ...] = ()  # TF2: (worker task, steps the coordinator's log sent it)
     workers: tuple[WorkerSteps, ...] = ()
     sync_ops: tuple[tuple[str, int], ...] = ()  # SyncReplicasOptimizer's op types the graphs placed, counted
+    costs: tuple[tuple[str, Cost], ...] | None = None  # --time: each worker's measured steps ("worker/0", ...)
+    timing_errors: tuple[tuple[str, str], ...] = ()  # --time: the workers that have no times, and why
 
     @property
     def mode(self) -> str:
@@ -218,6 +223,9 @@ class ClusterReport:
         )
         if self.run.cause is not None:
             data["cause"] = self.run.cause.to_dict()
+        if self.costs is not None:
+            data["costs"] = {task: cost.to_dict() for task, cost in self.costs}
+            data["timing_errors"] = dict(self.timing_errors)
         if self.api == "tf2":
             chief = self.run.result("chief/0")
             data.update(losses=None if chief is None else list(chief.losses),
@@ -249,4 +257,7 @@ class ClusterReport:
                          gpu_memory=GpuMemory.from_dict(data.get("gpu_memory")))
         return cls(run=run, report=Report.from_dict(data), sync=data.get("mode") == "sync",
                    steps=count(data["steps_asked"]), api=api, workers=workers,
-                   sync_ops=tuple((text(k), count(v)) for k, v in (data.get("sync_ops") or {}).items()))
+                   sync_ops=tuple((text(k), count(v)) for k, v in (data.get("sync_ops") or {}).items()),
+                   costs=None if data.get("costs") is None else
+                   tuple((text(k), Cost.from_dict(v)) for k, v in data["costs"].items()),
+                   timing_errors=tuple((text(k), text(v)) for k, v in (data.get("timing_errors") or {}).items()))

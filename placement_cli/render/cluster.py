@@ -8,6 +8,7 @@ from rich.text import Text
 
 from placement_cli.i18n import _
 from placement_cli.model import ClusterEvent, ClusterReport, GpuMemory, WorkerSteps
+from placement_cli.render.cost import cost_renderables
 from placement_cli.render.table import View, clean, literal, report_group
 
 
@@ -178,6 +179,11 @@ def cluster_group(found: ClusterReport, view: View) -> Group:
     if found.run.results or said:
         parts.append(training_table(found))
         parts.append(Text(clean(difference(found))))
+    for task, cost in found.costs or ():  # --time: each worker's own steps
+        parts.append(Text(_("Times of {task}'s own steps").format(task=task), style="bold underline"))
+        parts.extend(cost_renderables(cost, view))
+    for task, why in found.timing_errors:
+        parts.append(Text(_("No times from {task}: {why}").format(task=task, why=clean(why)), style="italic"))
     return Group(*parts)
 
 

@@ -187,9 +187,9 @@ def read_space(space: Any) -> tuple[list[ProfiledRun], list[ProfiledEvent], list
                 eager_copies.append(r)
     roots.sort(key=lambda t: t[0])
     marks.sort(key=lambda r: r.start)
-    if not roots:
+    if not roots and not marks:  # (a Session on a remote master shows no run of its own: its marks do)
         return [], [], []
-    origin = min(roots[0][0], marks[0].start) if marks else roots[0][0]
+    origin = min([*(t[0] for t in roots[:1]), *(m.start for m in marks[:1])])
     starts = [t[0] for t in roots]
     for start, step in pending:
         step_of.setdefault(step, bisect.bisect_left(starts, start))

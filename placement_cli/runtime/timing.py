@@ -4,7 +4,8 @@ of the tensors a profile's copies carry, read from the graphs that ran."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from placement_cli.logparse.functions import function_identity
@@ -70,3 +71,49 @@ def _bytes(tf: Any, tensor: Any) -> int | None:
     shape = tensor.shape
     dims = tuple(int(d) for d in shape.as_list()) if shape.rank is not None and shape.is_fully_defined() else None
     return tensor_bytes(tf, tensor.dtype, dims)
+
+
+class StepTimer:
+    """A loop's own steps timed (a cluster worker's): the profiler on from step ``warmup`` for ``steps``
+    steps, each marked; the loop's other steps run as they would."""
+
+    def __init__(self, tf: Any, warmup: int, steps: int, sizes: Sizes | None = None) -> None:
+        self.tf, self.warmup, self.steps, self.sizes = tf, warmup, steps, sizes
+        self.session: Any = None  # the profiling context while it runs
+        self.found: Any = None
+        self.profile: Profile | None = None
+        self.error: str | None = None
+
+    @contextmanager
+    def step(self, index: int) -> Iterator[None]:
+        """Step ``index`` (from 0) of the loop: measured when it falls in the window."""
+        if index == self.warmup and self.session is None and self.profile is None and self.error is None:
+            self.session = profiler.profiling(self.tf)
+            self.found = self.session.__enter__()
+            if self.found.error is not None:
+                self.error = self.found.error
+                self._stop()
+        if self.session is None or not self.warmup <= index < self.warmup + self.steps:
+            yield
+            return
+        with self.tf.profiler.experimental.Trace(profiler.STEP_MARK, step_num=index, _r=1):
+            yield
+        if index == self.warmup + self.steps - 1:
+            self.finish()
+
+    def _stop(self) -> None:
+        session, self.session = self.session, None
+        if session is not None:
+            session.__exit__(None, None, None)
+
+    def finish(self) -> None:
+        """The profile of the steps measured so far (also when the loop ended early)."""
+        if self.session is None:
+            return
+        self._stop()
+        if self.found.error is not None:
+            self.error = self.found.error
+            return
+        self.profile = profiler.read(self.found, warmup=self.warmup, steps=self.steps, sizes=self.sizes)
+        if self.profile is None:
+            self.error = "TensorFlow's profiler wrote no profile"

@@ -26,6 +26,7 @@ from placement_cli.clusterspec import Cluster
 from placement_cli.exceptions import Terminated, UsageProblem
 from placement_cli.i18n import N_, Message
 from placement_cli.model import Cause, ClusterEvent, ClusterRun, ClusterTask, Copy, GpuMemory, TaskTraining
+from placement_cli.model.cost import Profile
 
 OVERALL_LIMIT = 600.0  # seconds the supervisor may take in all before it is killed
 
@@ -47,7 +48,9 @@ def training_of(data: dict[str, Any]) -> TaskTraining:
                    for c in data.get("copies") or ())
     return TaskTraining(losses=tuple(data.get("losses") or ()), global_steps=tuple(data.get("global_steps") or ()),
                         variables=tuple((data.get("variables") or {}).items()), copies=copies,
-                        edges=tuple((source, target, bool(control)) for source, target, control in data.get("edges") or ()))
+                        edges=tuple((source, target, bool(control)) for source, target, control in data.get("edges") or ()),
+                        profile=None if not isinstance(data.get("profile"), dict) else Profile.from_dict(data["profile"]),
+                        timing_error=data.get("timing_error"))
 
 
 def check_cluster(cluster: Cluster) -> dict[str, list[str]]:
