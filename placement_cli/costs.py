@@ -106,12 +106,20 @@ def build(profile: Profile, placements: Iterable[Placement], copies: Iterable[Co
     wall = Spread.of(walls)
     devices = _devices(busy, wall, ops_of)
     share_of = {d.device: d.busy.mean for d in devices}
+    graphs_of: dict[str | None, set[str | None]] = defaultdict(set)
+    for graph, _node, _device in ops_of:
+        graphs_of[_identity(graph)].add(graph)
+
+    def function(graph: str | None) -> str | None:  # as diff names it; its graph's own name where two share it
+        name = _identity(graph)
+        return name if len(graphs_of.get(name, ())) <= 1 else graph
+
     ops = []
     for key, (op, placement) in ops_of.items():
         ops.append(OpCost(node=key[1], op=op, graph=key[0], device=key[2],
                           time=Spread.of(step.get(key, 0.0) for step in per_step_ops), calls=calls[key] / n,
                           status=placement.status if placement is not None else None,
-                          reason=placement.reason if placement is not None else None, function=_identity(key[0])))
+                          reason=placement.reason if placement is not None else None, function=function(key[0])))
     ops.sort(key=lambda o: (-o.time.mean, o.node))
     copy_costs = []
     for ckey, (source, target, size) in copy_facts.items():
@@ -119,7 +127,7 @@ def build(profile: Profile, placements: Iterable[Placement], copies: Iterable[Co
                                    Spread.of(step.get(ckey, 0.0) for step in per_step_copies), calls[ckey] / n,
                                    _physical(source, target, virtual_gpus)))
     copy_costs.sort(key=lambda c: (-(c.step_bytes or 0), -c.time.mean, c.producer or ""))
-    costly = _costly(ops, copy_costs, share_of, placed)
+    costly = tuple(replace(c, function=function(c.graph)) for c in _costly(ops, copy_costs, share_of, placed))
     timeline, timeline_wall = _timeline(in_step, windows, walls)
     plain = Spread.of(profile.plain_walls) if profile.plain_walls else None
     return Cost(source="profiler", steps=n, warmup=profile.warmup, step=step, wall=wall, plain=plain,
@@ -129,10 +137,14 @@ def build(profile: Profile, placements: Iterable[Placement], copies: Iterable[Co
 
 
 class _Placed:
-    """The placements by (graph, node): a function's nodes by the function without its trace counter."""
+    """The placements by (graph, node): a function's nodes by its graph as TensorFlow named it (two
+    functions of one Python name, or a retrace, are two graphs), else by the function without its trace
+    counter, else by name alone; where those name several placements on several devices, none (which
+    one ran is not known: two Sessions' graphs are not told apart in a profile)."""
 
     def __init__(self, placements: Iterable[Placement]) -> None:
-        self.by_graph: dict[tuple[str | None, str], Placement] = {}
+        self.by_graph: dict[tuple[str | None, str], list[Placement]] = defaultdict(list)
+        self.by_function: dict[tuple[str | None, str], list[Placement]] = defaultdict(list)
         self.by_node: dict[str, list[Placement]] = defaultdict(list)
         self.eager: dict[str, list[Placement]] = defaultdict(list)
         for p in placements:
@@ -142,15 +154,16 @@ class _Placed:
                 continue
             if p.kind is PlacementKind.EAGER:
                 continue
-            self.by_graph.setdefault((_identity(p.graph), p.node), p)
+            self.by_graph[(p.graph, p.node)].append(p)
+            self.by_function[(_identity(p.graph), p.node)].append(p)
             self.by_node[p.node].append(p)
 
     def find(self, graph: str | None, node: str, op: str | None = None, *, eager: bool = False) -> Placement | None:
         if eager:  # an eager op is known by its type alone: its device, where all of that type ran on one
             return _one_device(self.eager.get(onednn_base(node) or node, ()))
-        found = self.by_graph.get((_identity(graph), node))
-        if found is not None:
-            return found
+        for found in (self.by_graph.get((graph, node)), self.by_function.get((_identity(graph), node))):
+            if found:
+                return _one_device(found)
         return _one_device(self.by_node.get(node, ()))  # a node no other graph names: its one placement
 
 
@@ -211,11 +224,11 @@ def _steps(profile: Profile, marked: tuple[tuple[float, float], ...]) -> _Plan:
     counted: dict[tuple[str, str | None], list[ProfiledRun]] = defaultdict(list)
     for run in profile.runs:
         if run.kind != EAGER:
-            counted[(run.kind, _identity(run.graph))].append(run)
+            counted[(run.kind, run.graph)].append(run)  # a function's graph as named: two of one name are two
     if not counted:
         return _Plan([], None, 0)
     (kind, name), runs = max(counted.items(), key=lambda kv: (len(kv[1]), sum(r.duration for r in kv[1])))
-    step = name if kind == "function" else "Session.run"
+    step = _identity(name) if kind == "function" else "Session.run"
     kept = runs[profile.warmup:profile.warmup + profile.steps + 1]
     windows = [_Window(a.start, b.start) for a, b in itertools.pairwise(kept)]
     if len(kept) == 1:

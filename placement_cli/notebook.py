@@ -238,7 +238,7 @@ class _Block:
                 if self.timed is not None:  # last: the profiler sees the block, not placement's own set-up
                     recorder = self.recorder
                     self.timing = Timing(tf, *self.timed, lambda: list(recorder.graphs.graphs.values()) if recorder else [])
-                    self.timing.start()
+                    self.timing.start(recorder)
             except BaseException:
                 self._restore([])
                 raise

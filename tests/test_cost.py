@@ -293,3 +293,30 @@ def test_check_says_which_busy_rule_names_no_timed_device(tmp_path) -> None:
     result = CliRunner().invoke(app, ["check", "--no-config", saved, "--max-busy", "GPU=10", "--max-copy-time", "0"])
     assert result.exit_code == 1  # 10 us of copies a step is more than 0
     assert "GPU" in result.stderr and "is the name right?" in result.stderr
+
+
+def test_two_functions_of_one_name_are_two_steps_and_keep_their_devices() -> None:
+    """Two tf.functions a factory made, both ``step`` (two graphs, two trace counters): the most called is
+    the step, and each MatMul stays on its own device (never merged by the Python name)."""
+    runs, events = [], []
+    for i in range(8):
+        runs.append(ProfiledRun(FUNCTION, "__inference_step_19", 100.0 * i, 40.0))
+        events.append(ProfiledEvent(2 * i, "MatMul", "MatMul", 100.0 * i + 1, 30.0))
+        runs.append(ProfiledRun(FUNCTION, "__inference_step_27", 100.0 * i + 50, 10.0))
+        events.append(ProfiledEvent(2 * i + 1, "MatMul", "MatMul", 100.0 * i + 51, 5.0))
+    runs.append(ProfiledRun(FUNCTION, "__inference_step_19", 800.0, 40.0))  # one call more: the step
+    placements = (placed("MatMul", "MatMul", 1, graph="__inference_step_19"),
+                  placed("MatMul", "MatMul", 2, graph="__inference_step_27"))
+    cost = costs.build(Profile(tuple(runs), tuple(events), warmup=1), placements)
+    assert cost.calls == 9 and cost.steps == 7 and cost.wall.mean == pytest.approx(100.0)
+    where = {o.graph: (o.device.short, o.function) for o in cost.ops}
+    assert where == {"__inference_step_19": ("CPU:1", "__inference_step_19"),
+                     "__inference_step_27": ("CPU:2", "__inference_step_27")}  # the rows say which graph
+
+
+def test_a_node_two_sessions_placed_apart_gets_no_device_rather_than_a_wrong_one() -> None:
+    runs = (ProfiledRun(SESSION, None, 0.0, 50.0),)
+    events = (ProfiledEvent(0, "MatMul", "MatMul", 1.0, 30.0),)
+    placements = (placed("MatMul", "MatMul", 1, graph=None), placed("MatMul", "MatMul", 2, graph=None))
+    [op] = costs.build(Profile(runs, events, marked=((0.0, 60.0),)), placements).ops
+    assert op.device is None

@@ -191,3 +191,29 @@ def test_a_script_that_runs_the_profiler_itself_gets_it(tmp_path: Path) -> None:
     report = json.loads(done.stdout)
     assert report["cost"]["steps"] >= 1 and "started TensorFlow's profiler itself" in report["timing_error"]
     assert_clean(tmp_path)
+
+
+LONG = '''
+import tensorflow as tf
+
+@tf.function
+def f(x):
+    return tf.reduce_sum(tf.matmul(x, x))
+
+x = tf.ones([16, 16])
+for _ in range(60):
+    f(x)
+print("calls done")
+'''
+
+
+def test_the_profiler_stops_once_the_steps_are_measured(tmp_path: Path) -> None:
+    """A long program's profile never grows past what is measured: 1 warm-up call, 3 steps, the call that
+    closes the last: the profiler stopped after 5 of the 60 calls (it had seen no more)."""
+    script = write(tmp_path, LONG, "long.py")
+    done = run([*TRACE, "--warmup", "1", "--time-steps", "3", "--json", str(script)], tmp_path, timeout=240)
+    assert done.returncode == 0, done.stderr.decode("utf-8", "replace")[-3000:]
+    assert "calls done" in done.stderr.decode()
+    cost = json.loads(done.stdout)["cost"]
+    assert (cost["calls"], cost["steps"], cost["warmup"]) == (5, 3, 1)
+    assert_clean(tmp_path)

@@ -130,7 +130,8 @@ def _save_pictures(printer: _Printer, pictures: Pictures, graph: Any, code: int,
         if cost is None or not cost.steps:  # nothing to draw: said; exit 2, or the command's own code
             why = getattr(graph, "timing_error", None) or (_("no step was measured") if cost is not None else
                                                            _("the run did not reach its measured steps"))
-            failed = fail(code or ExitCode.USAGE, _("--timeline, --chrome-trace: no times to draw ({why})").format(why=why))
+            given = ", ".join(option for option, path in timed if path is not None)
+            failed = fail(code or ExitCode.USAGE, _("{options}: no times to draw ({why})").format(options=given, why=why))
             if not keep_code:
                 raise failed
         else:

@@ -131,7 +131,10 @@ class Spread:
 
     @classmethod
     def from_dict(cls, s: Any) -> Spread:
-        return cls(_time(s["mean"]), _time(s["min"]), _time(s["max"]), _time(s.get("stdev", 0.0)))
+        found = cls(_time(s["mean"]), _time(s["min"]), _time(s["max"]), _time(s.get("stdev", 0.0)))
+        if not found.low <= found.high:
+            raise ValueError(f"a spread whose min is above its max: {s!r}")
+        return found
 
 
 @dataclass(frozen=True)
@@ -152,7 +155,10 @@ class DeviceCost:
 
     @classmethod
     def from_dict(cls, d: Any) -> DeviceCost:
-        return cls(DeviceName(text(d["device"])), Spread.from_dict(d["busy_us"]), count(d["ops"]), _share(d["share"]))
+        device = DeviceName(text(d["device"]))
+        if device.spec is None:  # the rules on time match devices by their names
+            raise ValueError(f"not a device: {str(device)[:60]!r}")
+        return cls(device, Spread.from_dict(d["busy_us"]), count(d["ops"]), _share(d["share"]))
 
 
 @dataclass(frozen=True)
@@ -177,7 +183,7 @@ class OpCost:
     @classmethod
     def from_dict(cls, o: Any) -> OpCost:
         return cls(text(o["node"]), text(o["op"]), optional_text(o.get("graph")), _device(o.get("device")),
-                   Spread.from_dict(o["time_us"]), number(o.get("calls_per_step", 1.0)),
+                   Spread.from_dict(o["time_us"]), _time(o.get("calls_per_step", 1.0)),
                    optional_text(o.get("status")), optional_text(o.get("reason")), optional_text(o.get("function")))
 
 
@@ -208,7 +214,7 @@ class CopyCost:
     def from_dict(cls, c: Any) -> CopyCost:
         return cls(_device(c.get("from")), _device(c.get("to")), optional_text(c.get("producer")),
                    optional_text(c.get("consumer")), optional_text(c.get("graph")), optional_int(c.get("bytes")),
-                   Spread.from_dict(c["time_us"]), number(c.get("calls_per_step", 1.0)), c.get("physical"))
+                   Spread.from_dict(c["time_us"]), _time(c.get("calls_per_step", 1.0)), c.get("physical"))
 
 
 @dataclass(frozen=True)
@@ -296,7 +302,7 @@ class TimelineEvent:
     @classmethod
     def from_dict(cls, e: Any) -> TimelineEvent:
         return cls(_device(e.get("device")), text(e["node"]), text(e["op"]), number(e["start_us"]),
-                   number(e["duration_us"]), text(e.get("kind", OP)), _device(e.get("to")),
+                   _time(e["duration_us"]), text(e.get("kind", OP)), _device(e.get("to")),
                    optional_text(e.get("graph")), optional_text(e.get("status")), optional_text(e.get("reason")),
                    optional_int(e.get("bytes")))
 
@@ -393,16 +399,18 @@ def _us(value: float) -> float | None:
 
 
 def _time(value: Any) -> float:
-    """A time as placement writes it: a number, 0 or more (null: one that was not finite, kept as such)."""
+    """A time (or a count per step) as placement writes it: a finite number, 0 or more."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**15:
+        raise ValueError(f"expected a time, found {str(value)[:20]}...")
     found = number(value)
-    if found < 0:
+    if not math.isfinite(found) or found < 0:
         raise ValueError(f"expected a time, 0 or more, found {value!r}")
     return found
 
 
 def _share(value: Any) -> float:
-    found = number(value)
-    if not 0 <= found <= 1e6:  # a device busy beyond its step (kernels that overlap its end) stays a few times 1
+    found = _time(value)
+    if found > 1e6:  # a device busy beyond its step (kernels that overlap its end) stays a few times 1
         raise ValueError(f"expected a share, found {value!r}")
     return found
 

@@ -84,12 +84,13 @@ def cost_renderables(cost: Cost, view: View | None = None) -> list[RenderableTyp
             Column(_("node")), Column(_("op")), Column(_("device")), Column(_("time"), justify="right"),
             Column(_("status / reason"))], fit=view.fit)
         several = len({o.function for o in cost.ops}) > 1  # two tf.functions may each have a MatMul
-        for o in cost.ops[:TOP_OPS]:
+        shown_ops = cost.ops if view.all_rows else cost.ops[:TOP_OPS]
+        for o in shown_ops:
             ops.add_row(_node(o.node, o.function, several), clean(o.op), _device(o.device), spread(o.time),
                         _why(o.status, o.reason))
-        if len(cost.ops) > TOP_OPS:
-            ops.caption = _("{shown} of {total} timed nodes (--json has them all)").format(shown=TOP_OPS,
-                                                                                      total=len(cost.ops))
+        if len(cost.ops) > len(shown_ops):
+            ops.caption = _("{shown} of {total} timed nodes (--all or --json has them all)").format(
+                shown=len(shown_ops), total=len(cost.ops))
         parts.append(ops)
     parts.extend(_copies(cost, view))
     if cost.costly:

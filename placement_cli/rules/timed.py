@@ -15,8 +15,8 @@ from placement_cli.messages import quoted
 from placement_cli.model import Report, RuleFailure
 from placement_cli.model.cost import Cost
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(us|µs|ms|s)\s*$", re.IGNORECASE)
-_UNITS = {"us": 1.0, "µs": 1.0, "ms": 1000.0, "s": 1_000_000.0}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(us|\u00b5s|\u03bcs|ms|s)\s*$", re.IGNORECASE | re.ASCII)
+_UNITS = {"us": 1.0, "\u00b5s": 1.0, "\u03bcs": 1.0, "ms": 1000.0, "s": 1_000_000.0}  # micro sign, Greek mu
 EXAMPLES = 5
 
 

@@ -60,6 +60,29 @@ class Profiling:
             os.makedirs(self.logdir, exist_ok=True)
 
 
+FOLDER_PREFIX = "placement-profile-"
+
+
+def new_folder() -> str:
+    """A private folder for a profile, named after this process: a later run removes the folders of
+    processes that no longer run (a placement killed with SIGKILL could not)."""
+    for stale in glob.glob(os.path.join(tempfile.gettempdir(), f"{FOLDER_PREFIX}*-*")):
+        pid = os.path.basename(stale)[len(FOLDER_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(stale, ignore_errors=True)
+    return tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's: alive
+        return True
+    return True
+
+
 def _refused(exc: BaseException) -> str:
     if type(exc).__name__ == "AlreadyExistsError":
         return "TensorFlow's profiler was already running (the program's own, or another timed run in this process)"
@@ -73,7 +96,7 @@ def profiling(tf: Any, start: Any = None, stop: Any = None, logdir: str | None =
     once where the profiler did not start or the block was interrupted."""
     start = start or tf.profiler.experimental.start
     stop = stop or tf.profiler.experimental.stop
-    found = Profiling(logdir or tempfile.mkdtemp(prefix="placement-profile-"), owned=logdir is None)
+    found = Profiling(logdir or new_folder(), owned=logdir is None)
     began = time.perf_counter()
     started = False
     try:

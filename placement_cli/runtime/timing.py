@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 from placement_cli.logparse.functions import function_identity
@@ -31,13 +32,15 @@ def timed_steps(tf: Any, step: Callable[[], Any], *, steps: int, warmup: int,
                     step()
     if found.error is not None:
         return None, found.error
+    profile = profiler.read(found, warmup=warmup, sizes=sizes)  # read at once: its files gone before more runs
+    if profile is None:
+        return None, "TensorFlow's profiler wrote no profile"
     plain = []
     for _ in range(steps):
         began = time.perf_counter()
         step()
         plain.append((time.perf_counter() - began) * 1e6)
-    profile = profiler.read(found, warmup=warmup, plain_walls=tuple(plain), sizes=sizes)
-    return (profile, None) if profile is not None else (None, "TensorFlow's profiler wrote no profile")
+    return replace(profile, plain_walls=tuple(plain)), None
 
 
 def graph_sizes(tf: Any, graphs: Callable[[], Iterable[Any]]) -> Sizes:

@@ -101,7 +101,7 @@ class _TensorFlowHook:
 
                 self.timing = Timing(tf, *self.timed, lambda: list(self.recorder.graphs.graphs.values()),
                                      logdir=os.environ.pop(PROFILE_ENV, None))
-                self.timing.start()
+                self.timing.start(self.recorder)
             except Exception:  # noqa: BLE001 - the script runs on, untimed
                 self.timing = None
 

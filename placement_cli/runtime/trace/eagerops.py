@@ -40,6 +40,7 @@ class EagerOps:
         self.installed = False
         self.removed_early = False  # the program took our callback away (op_callbacks.clear_op_callbacks)
         self.still_there: Callable[[], bool] = lambda: True  # our callback is in this thread's list
+        self.watch: Callable[[Any], None] | None = None  # told each eager op's type (--time counts a step's calls)
 
     def install(self) -> Callable[[], None]:
         """Add the callback in this thread; returns the undo (a no-op where the API is missing)."""
@@ -57,6 +58,9 @@ class EagerOps:
         def record(op_type: Any, inputs: Any, attrs: Any, outputs: Any, op_name: Any = None, graph: Any = None) -> None:
             if graph is not None:  # a graph op being made (a tf.function traced): the placer logs its request
                 return
+            watch = self.watch
+            if watch is not None:
+                watch(op_type)
             try:
                 device, made_by, name = _resource_input(inputs, resources)
                 _note_resources(op_type, op_name, outputs, resources)

@@ -10,6 +10,7 @@ so), then starts the program's; ``stop`` without a program's session raises what
 from __future__ import annotations
 
 import json
+import numbers
 import sys
 from dataclasses import replace
 from typing import Any
@@ -24,10 +25,12 @@ from placement_cli.runtime.timing import graph_sizes
 
 def timing_settings(warmup: object, steps: object) -> tuple[int, int]:
     """capture()'s warmup= and steps=, checked as the command line's --warmup and --time-steps are."""
+    found = []
     for name, value, low, high in (("warmup", warmup, 0, MAX_WARMUP), ("steps", steps, 1, MAX_STEPS)):
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not low <= int(value) <= high:
             raise ValueError(f"capture({name}=...): a whole number from {low} to {high}, not {value!r}")
-    return warmup, steps  # type: ignore[return-value]  # both checked ints just above
+        found.append(int(value))
+    return found[0], found[1]
 
 
 PLACEMENTS = "_placement_timing"  # marks the wrappers a running Timing put in TensorFlow's place
@@ -47,8 +50,13 @@ class Timing:
         self.error: str | None = None
         self.own_profiler = False  # the program started the profiler itself: the times stop there
         self.patched: list[tuple[Any, str, Any]] = []  # (module, name, TensorFlow's function)
+        self.calls: dict[str, int] = {}  # each tf.function's calls so far (watch)
+        self.finishing = False
 
-    def start(self) -> None:
+    def start(self, recorder: Any = None) -> None:
+        """The profiler on; ``recorder``'s op callback tells it each call, so it stops once the steps are done."""
+        if recorder is not None:
+            recorder.eager.watch = self.watch
         original_start = self.tf.profiler.experimental.start
         original_stop = self.tf.profiler.experimental.stop
         if getattr(original_start, PLACEMENTS, False):  # a timed run around this one (trace --time, capture)
@@ -76,6 +84,18 @@ class Timing:
                     setattr(module, name, wrapper)
                     self.patched.append((module, name, original))
 
+    def watch(self, op_type: Any) -> None:
+        """An eager op ran (the recorder's op callback): a tf.function's call counts; once a function ran
+        as often as the times need (the warm-up, the steps, and the call that closes the last), the
+        profiler stops and is read, so a long program's profile never grows past what is measured."""
+        name = op_type.decode("utf-8", "replace") if isinstance(op_type, bytes) else str(op_type)
+        if not name.startswith(("__inference_", "__forward_", "__backward_")) or self.session_cm is None:
+            return
+        self.calls[name] = calls = self.calls.get(name, 0) + 1
+        if calls > self.warmup + self.steps and not self.finishing:  # after the call that closes the last step
+            self.finishing = True
+            self.finish()
+
     def _close(self) -> None:
         if self.session_cm is not None:
             cm, self.session_cm = self.session_cm, None
@@ -95,6 +115,9 @@ class Timing:
         try:
             found = profiler.read(self.session, warmup=self.warmup, steps=self.steps,
                                   sizes=graph_sizes(self.tf, self.graphs))
+        except KeyboardInterrupt:  # Ctrl-C after the program ended: no times, and no traceback of placement's
+            self.error = "interrupted while the profile was read"
+            return
         except Exception as exc:  # noqa: BLE001 - the program's outcome matters more than its times
             self.error = f"{type(exc).__name__}: {exc}"
             return

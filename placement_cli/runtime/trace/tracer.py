@@ -38,6 +38,7 @@ from placement_cli.model.facts import Facts
 from placement_cli.runtime.capture.fds import new_pipe, write_all
 from placement_cli.runtime.capture.splitter import Channel, Splitter
 from placement_cli.runtime.capture.wakeup import Wakeup
+from placement_cli.runtime.profiler import new_folder
 from placement_cli.runtime.trace.child import BOOT, ENV, NO_CAPTURE, PROFILE_ENV, frames
 from placement_cli.runtime.trace.timed import timed_cost
 from placement_cli.tfrules import compiled_calls
@@ -194,7 +195,7 @@ class _Supervisor:
         env = {**os.environ, ENV: f"{','.join(map(str, theirs))}:{os.getpid()}:{flags}",
                "PYTHONPATH": BOOT + (os.pathsep + pythonpath if pythonpath else "")}
         if self.timed is not None:  # the profiler's files: a folder of placement's, gone however the script ends
-            self.profile_dir = tempfile.mkdtemp(prefix="placement-profile-")
+            self.profile_dir = new_folder()
             env[PROFILE_ENV] = self.profile_dir
         self.tty = _foreground_terminal()
         self._install_signals()  # before the child exists: a Ctrl-C while it starts is the script's too
