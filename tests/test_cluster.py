@@ -408,7 +408,11 @@ def test_a_stopped_task_is_named_at_once(api: str, released: str) -> None:
     assert took < 60, err  # named within a few polls, not after a timeout of TensorFlow's or placement's
     data = json.loads(out)
     assert data["complete"] is False and data["error"].startswith("worker/0 (pid")
-    assert all(w["steps"] is None for w in data["workers"])  # the run did not finish: not known
+    # the run did not finish: what the stopped worker ran is not known; an async worker beside it may have
+    # run all its 1000 steps before the stop was seen (a fast machine), and then says so
+    by_task = {w["task"]: w for w in data["workers"]}
+    assert by_task[0]["steps"] is None
+    assert all(w["steps"] in (None, 1000) for w in data["workers"]), data["workers"]
     assert _gone(list(pids.values())) == []  # SIGKILL ends a stopped process too
 
 
