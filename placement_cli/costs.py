@@ -38,6 +38,7 @@ from placement_cli.model.cost import (
     Spread,
     TimelineEvent,
 )
+from placement_cli.model.fields import known_total
 from placement_cli.model.ops import PLUMBING_OPS, onednn_base
 
 TOP_COSTLY = 10
@@ -315,7 +316,6 @@ def _costly(ops: list[OpCost], copies: list[CopyCost], busy: Mapping[DeviceName,
         o = own.get(key)
         p = blamed.get(key)
         group = charged.get(key, [])
-        sizes = [c.step_bytes for c in group]
         total = busy.get(device, 0.0) if device is not None else 0.0
         time = o.time.mean if o is not None else 0.0
         found.append(CostlyPlacement(
@@ -323,7 +323,7 @@ def _costly(ops: list[OpCost], copies: list[CopyCost], busy: Mapping[DeviceName,
             status=o.status if o is not None else (p.status if p is not None else None),
             reason=o.reason if o is not None else (p.reason if p is not None else None), time=time,
             share=min(1.0, time / total) if total > 0 else 0.0, copies=sum(c.calls for c in group),
-            copy_bytes=None if None in sizes else sum(b or 0 for b in sizes),
+            copy_bytes=known_total(c.step_bytes for c in group),
             copy_time=sum(c.time.mean * c.calls for c in group), function=_identity(graph)))
     found.sort(key=lambda c: (-c.total, -(c.copy_bytes or 0), c.node))
     return tuple(found[:TOP_COSTLY])

@@ -21,6 +21,7 @@ from placement_cli.lessons.mirrored import MirroredSpec, mirrored
 from placement_cli.lessons.train import TrainSpec, train
 from placement_cli.messages import duration, quoted
 from placement_cli.model import SOFT_FALLBACK, ClusterEvent, DemoOutcome, DemoStep, DemoSteps, StepTitle
+from placement_cli.model.fields import known_total
 from placement_cli.runtime import inventory, startup
 from placement_cli.runtime.capture.fdcapture import capture_fds
 from placement_cli.runtime.gpu_policy import grow_here
@@ -245,8 +246,8 @@ def _cost(machine: Machine) -> DemoOutcome:
     busy_after = {d.device.short: d.busy.mean for d in together.cost.devices}
 
     def moved(cost: Any) -> str:
-        sizes = [t.bytes for t in cost.links]
-        return "?" if None in sizes else f"{sum(b or 0 for b in sizes):,} B"
+        total = known_total(t.bytes for t in cost.links)
+        return "?" if total is None else f"{total:,} B"
 
     return _taught(apart, N_("Without colocate_gradients_with_ops both towers' gradients ran on {device}: "
                              "{before} crossed devices per step and {device} was busy {busy}. Colocated with "

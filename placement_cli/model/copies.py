@@ -8,7 +8,7 @@ from typing import Any
 
 from placement_cli.devices import DeviceName
 from placement_cli.i18n import Wording, english
-from placement_cli.model.fields import count, dimension, optional_int, optional_text, text
+from placement_cli.model.fields import count, dimension, known_total, optional_int, optional_text, text
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,6 @@ def link_totals(copies: tuple[Copy, ...]) -> tuple[LinkTotal, ...]:
         found.setdefault((c.source, c.target), []).append(c)
     totals = []
     for (source, target), group in found.items():
-        sizes = [c.bytes for c in group]
-        total = None if any(b is None for b in sizes) else sum(b for b in sizes if b is not None)
-        totals.append(LinkTotal(source, target, len(group), total, any(c.computed for c in group)))
+        totals.append(LinkTotal(source, target, len(group), known_total(c.bytes for c in group),
+                                any(c.computed for c in group)))
     return tuple(totals)

@@ -16,7 +16,7 @@ from typing import Any
 
 from placement_cli.devices import DeviceName
 from placement_cli.i18n import Wording, english
-from placement_cli.model.fields import count, number, optional_int, optional_text, text
+from placement_cli.model.fields import count, known_total, number, optional_int, optional_text, text
 
 # TensorFlow stops tracing a kernel it has measured as cheap after about a hundred runs (its cost estimate:
 # such a kernel then runs untraced, and the profile holds only the expensive ones): the steps measured
@@ -339,8 +339,7 @@ class Cost:
             found.setdefault((c.source, c.target), []).append(c)
         links = []
         for (source, target), group in found.items():
-            sizes = [c.step_bytes for c in group]
-            total = None if None in sizes else sum(b or 0 for b in sizes)
+            total = known_total(c.step_bytes for c in group)
             physical = {c.physical for c in group}
             links.append(LinkCost(source, target, sum(c.calls for c in group), total,
                                   sum(c.time.mean * c.calls for c in group),

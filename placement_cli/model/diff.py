@@ -11,7 +11,7 @@ from typing import Any, NamedTuple, overload
 from placement_cli.i18n import Wording, english
 from placement_cli.model.copies import LinkTotal
 from placement_cli.model.cost import StepTimes
-from placement_cli.model.fields import count, optional_text, text
+from placement_cli.model.fields import count, known_total, optional_text, text
 from placement_cli.model.report import STATUSES
 
 
@@ -387,5 +387,4 @@ class PlacementDiff:
 
 
 def _bytes(totals: tuple[LinkTotal, ...] | None) -> int | None:
-    sizes = [t.bytes for t in totals or ()]
-    return None if None in sizes else sum(b or 0 for b in sizes)
+    return known_total(t.bytes for t in totals or ())

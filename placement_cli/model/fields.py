@@ -4,6 +4,7 @@ error (TypeError, ValueError) that the reader turns into "not as placement write
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
 
@@ -40,3 +41,9 @@ def number(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"expected a number, found {value!r}")
     return float(value)
+
+
+def known_total(values: Iterable[int | None]) -> int | None:
+    """The sum of sizes, or None where any of them is unknown (a total that would hide a gap)."""
+    found = list(values)
+    return None if None in found else sum(v or 0 for v in found)

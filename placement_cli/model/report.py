@@ -13,7 +13,7 @@ from placement_cli.devices import DeviceName, DeviceSpec, device_name, try_parse
 from placement_cli.i18n import N_, Message, Wording, english
 from placement_cli.model.cause import Cause, first_line
 from placement_cli.model.copies import Copy, Edge, link_totals
-from placement_cli.model.fields import count, optional_int, optional_text, text
+from placement_cli.model.fields import count, known_total, optional_int, optional_text, text
 from placement_cli.model.kinds import FailureKind, PlacementKind
 from placement_cli.model.ops import PLUMBING_OPS
 
@@ -377,9 +377,8 @@ class Report:
             data["copies"] = None if self.copies is None else [c.to_dict() for c in self.copies]
             if self.copies is not None:
                 totals = link_totals(self.copies)
-                sizes = [t.bytes for t in totals]
                 data["copy_totals"] = {"links": [t.to_dict() for t in totals],
-                                       "per_step_bytes": None if None in sizes else sum(b or 0 for b in sizes)}
+                                       "per_step_bytes": known_total(t.bytes for t in totals)}
             if self.executed is not None:
                 data["executed_ops"] = dict(self.executed)
             if self.compiled is not None:

@@ -15,6 +15,7 @@ from placement_cli import messages
 from placement_cli.devices import short_name
 from placement_cli.i18n import Wording, _, shown
 from placement_cli.model import Copy, GradientCheck, Placement, Report, Training, link_totals
+from placement_cli.model.fields import known_total
 from placement_cli.render.cost import timed_renderables
 from placement_cli.render.digest import digest_renderables
 from placement_cli.render.parts import (
@@ -219,8 +220,7 @@ def copies_renderables(report: Report, view: View) -> list[RenderableType]:
         links.add_row(clean(t.source.short), clean(t.target.short), str(t.copies),
                       size(t.bytes) + (_(" (partly computed)") if t.computed else ""))
     parts.append(links)
-    known = [c.bytes for c in copies]
-    total = None if None in known else sum(b or 0 for b in known)
+    total = known_total(c.bytes for c in copies)
     computed = sum(1 for c in copies if c.computed)
     seen = len(copies) - computed
     per_step = _("per step: {size} in 1 copy") if seen == 1 else _("per step: {size} in {count} copies")
