@@ -23,7 +23,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from placement_cli.devices import DeviceName
@@ -142,12 +142,20 @@ def read(found: Profiling, *, warmup: int = 0, steps: int = MAX_STEPS, plain_wal
                    tuple(marked), steps)
 
 
+def collect(found: Profiling, **read_as: Any) -> tuple[Profile | None, str | None]:
+    """A stopped session's profile (``read``'s arguments), or why there is none."""
+    if found.error is not None:
+        return None, found.error
+    profile = read(found, **read_as)
+    return (profile, None) if profile is not None else (None, "TensorFlow's profiler wrote no profile")
+
+
 def _sized(event: ProfiledEvent, runs: list[ProfiledRun], sizes: Callable[[str | None, str, str], int | None]) -> ProfiledEvent:
     if event.kind != COPY or event.bytes is not None or not event.producer or not event.consumer:
         return event
     graph = runs[event.run].graph if event.run is not None and runs[event.run].kind != EAGER else None
     size = sizes(graph, event.producer, event.consumer)
-    return event if size is None else ProfiledEvent(**{**event.__dict__, "bytes": size})
+    return event if size is None else replace(event, bytes=size)
 
 
 @dataclass

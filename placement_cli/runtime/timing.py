@@ -30,11 +30,9 @@ def timed_steps(tf: Any, step: Callable[[], Any], *, steps: int, warmup: int,
             for i in range(steps):
                 with tf.profiler.experimental.Trace(profiler.STEP_MARK, step_num=i, _r=1):
                     step()
-    if found.error is not None:
-        return None, found.error
-    profile = profiler.read(found, warmup=warmup, sizes=sizes)  # read at once: its files gone before more runs
+    profile, error = profiler.collect(found, warmup=warmup, sizes=sizes)  # at once: its files gone before more runs
     if profile is None:
-        return None, "TensorFlow's profiler wrote no profile"
+        return None, error
     plain = []
     for _ in range(steps):
         began = time.perf_counter()
@@ -114,9 +112,4 @@ class StepTimer:
         if self.session is None:
             return
         self._stop()
-        if self.found.error is not None:
-            self.error = self.found.error
-            return
-        self.profile = profiler.read(self.found, warmup=self.warmup, steps=self.steps, sizes=self.sizes)
-        if self.profile is None:
-            self.error = "TensorFlow's profiler wrote no profile"
+        self.profile, self.error = profiler.collect(self.found, warmup=self.warmup, steps=self.steps, sizes=self.sizes)

@@ -109,22 +109,13 @@ class Timing:
         if self.session_cm is None or self.session is None:
             return
         self._close()
-        if self.session.error is not None:
-            self.error = self.session.error
-            return
         try:
-            found = profiler.read(self.session, warmup=self.warmup, steps=self.steps,
-                                  sizes=graph_sizes(self.tf, self.graphs))
+            self.found, self.error = profiler.collect(self.session, warmup=self.warmup, steps=self.steps,
+                                                      sizes=graph_sizes(self.tf, self.graphs))
         except KeyboardInterrupt:  # Ctrl-C after the program ended: no times, and no traceback of placement's
             self.error = "interrupted while the profile was read"
-            return
         except Exception as exc:  # noqa: BLE001 - the program's outcome matters more than its times
             self.error = f"{type(exc).__name__}: {exc}"
-            return
-        if found is None:
-            self.error = "TensorFlow's profiler wrote no profile"
-            return
-        self.found = found
 
     def report(self, report: Report, notes: list[str]) -> Report:
         """capture(time=True): the block's profile joined with its placements, or why there are no times."""
