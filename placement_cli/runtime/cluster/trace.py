@@ -46,7 +46,7 @@ from placement_cli.runtime.cluster.launch import how_it_ended, process_state
 from placement_cli.runtime.cluster.trace_output import Screens, TaskLines, TracedTask, quote_lines
 from placement_cli.runtime.cluster.trace_report import ClusterTraceResult, copy_sizes, merge
 from placement_cli.runtime.trace.child import BOOT, ENV, NO_CAPTURE, frames
-from placement_cli.runtime.trace.tracer import GRACE_IDLE, GRACE_MAX, READ, facts_of_child, min_log_level
+from placement_cli.runtime.trace.tracer import GRACE_IDLE, GRACE_MAX, READ, child_data, facts_of_child, min_log_level
 
 CHIEF_GRACE = 60.0  # seconds a task neither serving nor done may run on after the chief finished (--chief-grace)
 INTERRUPT_GRACE = 2.0  # seconds the tasks get to end on a signal placement forwarded, before they are killed
@@ -437,7 +437,8 @@ class _Run:
         code = self._exit_code()
         parts = []
         for task in self.tasks:
-            parts.append((task.job, task.index, task.parsed, (*facts_of_child(task.facts_raw), copy_sizes(task.facts_raw))))
+            data = child_data(task.facts_raw)  # read once: its facts and its copies' sizes
+            parts.append((task.job, task.index, task.parsed, (*facts_of_child(data), copy_sizes(data))))
         report, graph = merge(parts)
         title = Message(TRACE, script=one_line(self.script), code=code)
         report, graph = replace(report, title=title), replace(graph, title=title)

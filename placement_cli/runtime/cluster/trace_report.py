@@ -8,7 +8,6 @@ there. The device as TensorFlow printed it stays in ``device``.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -89,11 +88,7 @@ class ClusterTraceResult:
     signalled: int | None = None  # the signal placement received (Ctrl-C...) and passed to every task
 
 
-def copy_sizes(raw: bytes | None) -> dict[str, Any] | None:
+def copy_sizes(data: dict[str, Any] | None) -> dict[str, Any] | None:
     """The sizes of the task's Session copies, as its recorder found them in the graph."""
-    try:
-        data = json.loads(raw) if raw else None
-    except ValueError:
-        return None
-    sizes = data.get("copy_sizes") if isinstance(data, dict) else None
+    sizes = data.get("copy_sizes") if data is not None else None
     return sizes if isinstance(sizes, dict) else None

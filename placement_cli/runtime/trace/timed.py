@@ -9,7 +9,6 @@ so), then starts the program's; ``stop`` without a program's session raises what
 
 from __future__ import annotations
 
-import json
 import numbers
 import sys
 from dataclasses import replace
@@ -130,13 +129,9 @@ class Timing:
                 "own_profiler": self.own_profiler}
 
 
-def timed_cost(raw: bytes | None, placements: tuple[Placement, ...]) -> tuple[Cost | None, str | None]:
-    """--time: the child's profile joined with the placements, or why there are no times."""
-    try:
-        data = json.loads(raw) if raw else None
-    except ValueError:
-        data = None
-    if not isinstance(data, dict):
+def timed_cost(data: dict[str, Any] | None, placements: tuple[Placement, ...]) -> tuple[Cost | None, str | None]:
+    """--time: the child's profile (its facts document) joined with the placements, or why there are no times."""
+    if data is None:
         return None, _("the script sent no profile (it never imported TensorFlow, or it was killed)")
     error = data.get("timing_error")
     found = data.get("profile")

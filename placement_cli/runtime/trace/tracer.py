@@ -409,7 +409,8 @@ class _Supervisor:
         code = self.status if self.status is not None else 1
         if code < 0:
             code = 128 - code  # killed by a signal: the shell's convention
-        facts, copied, edges, switched = facts_of_child(self.facts_raw)
+        data = child_data(self.facts_raw)
+        facts, copied, edges, switched = facts_of_child(data)
         self.notes.extend(_("requests and reasons that need it are unknown: {missing}").format(missing=missing)
                           for missing in facts.missing)
         if switched == "kept":
@@ -421,7 +422,7 @@ class _Supervisor:
                                 "what it placed after that may be missing from the report").format(script=one_line(self.script)))
         placements = explain(parsed.placements, facts)
         compiled = compiled_calls(placements, facts.compiled, xla_lines(parsed.placements, facts))
-        cost, timing_error = (None, None) if self.timed is None else timed_cost(self.facts_raw, placements)
+        cost, timing_error = (None, None) if self.timed is None else timed_cost(data, placements)
         report = replace(parsed, placements=placements, log=text, compiled=compiled,
                          title=Message(TRACE, script=one_line(self.script), code=code), copies=copied, edges=edges,
                          origin=Origin.RUN, cost=cost, timing_error=timing_error)
@@ -459,16 +460,21 @@ def run_traced(script: str, args: list[str], *, stdout_fd: int = 1, echo_log: bo
     return supervisor.result()
 
 
-def facts_of_child(raw: bytes | None) -> tuple[Any, tuple[Copy, ...] | None, tuple[Edge, ...] | None, str | None]:
-    """What the child recorded beside the log (copies: None when no Session ran; edges: None when
-    none were sent; whether the program switched placement logging off, "kept" when TensorFlow
-    logged on); no facts if it could not send them (killed, or it never imported TensorFlow)."""
-
+def child_data(raw: bytes | None) -> dict[str, Any] | None:
+    """The child's facts document, read once (None: it sent none, or not whole: killed, or it never
+    imported TensorFlow)."""
     try:
         data = json.loads(raw) if raw else None
     except ValueError:
-        data = None
-    if not isinstance(data, dict):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def facts_of_child(data: dict[str, Any] | None) -> tuple[Any, tuple[Copy, ...] | None, tuple[Edge, ...] | None, str | None]:
+    """What the child recorded beside the log (copies: None when no Session ran; edges: None when
+    none were sent; whether the program switched placement logging off, "kept" when TensorFlow
+    logged on); no facts if it could not send them (killed, or it never imported TensorFlow)."""
+    if data is None:
         return Facts(), None, None, None
     facts = facts_from_dict(data)
     copies = data.get("copies") if facts.graphs_known else None
