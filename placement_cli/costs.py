@@ -17,7 +17,7 @@ import bisect
 import itertools
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
@@ -63,7 +63,7 @@ def build(profile: Profile, placements: Iterable[Placement], copies: Iterable[Co
     """The Cost of ``profile``: per step over its steps (its marked steps: a lesson's; else its most
     called function's calls after the warm-up)."""
     placed = _Placed(placements)
-    plan = _steps(profile, profile.marked)
+    plan = _steps(profile)
     windows, step = plan.windows, plan.step
     sized = _copy_sizes(copies or ())
     per_step_ops: list[dict[_OpKey, float]] = [defaultdict(float) for _ in windows]
@@ -128,7 +128,7 @@ def build(profile: Profile, placements: Iterable[Placement], copies: Iterable[Co
                                    Spread.of(step.get(ckey, 0.0) for step in per_step_copies), calls[ckey] / n,
                                    _physical(source, target, virtual_gpus)))
     copy_costs.sort(key=lambda c: (-(c.step_bytes or 0), -c.time.mean, c.producer or ""))
-    costly = tuple(replace(c, function=function(c.graph)) for c in _costly(ops, copy_costs, share_of, placed))
+    costly = _costly(ops, copy_costs, share_of, placed, function)
     timeline, timeline_wall = _timeline(in_step, windows, walls)
     plain = Spread.of(profile.plain_walls) if profile.plain_walls else None
     return Cost(source="profiler", steps=n, warmup=profile.warmup, step=step, wall=wall, plain=plain,
@@ -216,12 +216,12 @@ class _Plan(NamedTuple):
     overlapped: bool = False  # calls of it ran at once (several threads): their times add up
 
 
-def _steps(profile: Profile, marked: tuple[tuple[float, float], ...]) -> _Plan:
+def _steps(profile: Profile) -> _Plan:
     """The measured steps' windows, what a step is (None: a lesson's marked step) and how often the step's
     function ran (None: marked). A step lasts from one call to the next (the first ``profile.steps``
     after the warm-up); one call left after the warm-up is measured alone (its own duration); none: no step."""
-    if marked:
-        return _Plan([_Window(start, start + duration) for start, duration in marked], None, None)
+    if profile.marked:
+        return _Plan([_Window(start, start + duration) for start, duration in profile.marked], None, None)
     counted: dict[tuple[str, str | None], list[ProfiledRun]] = defaultdict(list)
     for run in profile.runs:
         if run.kind != EAGER:
@@ -288,8 +288,8 @@ def blame(producer: Placement | None, consumer: Placement | None) -> Placement |
     return consumer if consumer is not None else producer
 
 
-def _costly(ops: list[OpCost], copies: list[CopyCost], busy: Mapping[DeviceName, float],
-            placed: _Placed) -> tuple[CostlyPlacement, ...]:
+def _costly(ops: list[OpCost], copies: list[CopyCost], busy: Mapping[DeviceName, float], placed: _Placed,
+            function: Callable[[str | None], str | None]) -> tuple[CostlyPlacement, ...]:
     own = {(o.graph, o.node, o.device): o for o in ops}
     charged: dict[_OpKey, list[CopyCost]] = defaultdict(list)
     blamed: dict[_OpKey, Placement] = {}
@@ -324,7 +324,7 @@ def _costly(ops: list[OpCost], copies: list[CopyCost], busy: Mapping[DeviceName,
             reason=o.reason if o is not None else (p.reason if p is not None else None), time=time,
             share=min(1.0, time / total) if total > 0 else 0.0, copies=sum(c.calls for c in group),
             copy_bytes=known_total(c.step_bytes for c in group),
-            copy_time=sum(c.time.mean * c.calls for c in group), function=_identity(graph)))
+            copy_time=sum(c.time.mean * c.calls for c in group), function=function(graph)))
     found.sort(key=lambda c: (-c.total, -(c.copy_bytes or 0), c.node))
     return tuple(found[:TOP_COSTLY])
 
