@@ -24,6 +24,7 @@ from placement_cli.cli.options import (
     OpFilterOpt,
     SvgOpt,
     TimelineOpt,
+    TimeStepsOpt,
     TopOpt,
     implies_time,
     named,
@@ -36,7 +37,7 @@ from placement_cli.exceptions import UsageProblem
 from placement_cli.filters import apply
 from placement_cli.i18n import _
 from placement_cli.messages import one_line
-from placement_cli.model.cost import MAX_STEPS, MAX_WARMUP
+from placement_cli.model.cost import MAX_WARMUP
 from placement_cli.model.filtered import Filters
 from placement_cli.outputs import check_distinct, open_save_log
 from placement_cli.render.json import traced_dict
@@ -95,7 +96,7 @@ def trace(
     graph_svg: GraphSvgOpt = None,
     time: Annotated[bool, typer.Option("--time", help="Time the script with TensorFlow's profiler, on from its import: per call of its most called tf.function (its step), busy time per device, the ops that take most, each copy's bytes and time, and the placements that cost most.")] = False,
     warmup: Annotated[int, typer.Option("--warmup", min=0, max=MAX_WARMUP, metavar="N", callback=implies_time, help=f"The step's first N calls are left out of the times (the first traces and places the function; at most {MAX_WARMUP}); implies --time.")] = 2,
-    time_steps: Annotated[int, typer.Option("--time-steps", min=1, max=MAX_STEPS, metavar="N", callback=implies_time, help=f"At most N steps are measured after the warm-up (at most {MAX_STEPS}: TensorFlow stops tracing kernels it measured as cheap after about a hundred runs); implies --time.")] = 10,
+    time_steps: TimeStepsOpt = 10,
     timeline: TimelineOpt = None,
     chrome_trace: ChromeTraceOpt = None,
     cluster: Annotated[str | None, typer.Option("--cluster", metavar="JOB=N,...", help="Run SCRIPT once per task of a cluster on this machine (worker=N[,ps=M][,chief=1]), each with its TF_CONFIG, and report the placements per task.")] = None,
