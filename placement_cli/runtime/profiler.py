@@ -265,9 +265,9 @@ def read_space(space: Any) -> tuple[list[ProfiledRun], list[ProfiledEvent], list
     return runs, found, [((m.start - origin) / 1e6, (m.end - m.start) / 1e6) for m in marks]
 
 
-def _inside(windows: list[_Raw], r: _Raw, starts: list[int] | None = None) -> _Raw | None:
-    """The innermost of ``windows`` (one thread's, by start) that holds ``r``."""
-    last = bisect.bisect_right(starts if starts is not None else [w.start for w in windows], r.start) - 1
+def _inside(windows: list[_Raw], r: _Raw, starts: list[int]) -> _Raw | None:
+    """The innermost of ``windows`` (one thread's, by start; ``starts`` theirs) that holds ``r``."""
+    last = bisect.bisect_right(starts, r.start) - 1
     for i in range(last, max(-1, last - 64), -1):  # windows nest a few deep, never thousands
         w = windows[i]
         if w.end >= r.end and w is not r:

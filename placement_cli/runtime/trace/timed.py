@@ -87,8 +87,10 @@ class Timing:
         """An eager op ran (the recorder's op callback): a tf.function's call counts; once a function ran
         as often as the times need (the warm-up, the steps, and the call that closes the last), the
         profiler stops and is read, so a long program's profile never grows past what is measured."""
+        if self.session_cm is None:  # read already (or never started): every later op passes at once
+            return
         name = op_type.decode("utf-8", "replace") if isinstance(op_type, bytes) else str(op_type)
-        if not name.startswith(("__inference_", "__forward_", "__backward_")) or self.session_cm is None:
+        if not name.startswith(("__inference_", "__forward_", "__backward_")):
             return
         self.calls[name] = calls = self.calls.get(name, 0) + 1
         if calls > self.warmup + self.steps and not self.finishing:  # after the call that closes the last step
