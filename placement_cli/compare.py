@@ -24,7 +24,6 @@ from placement_cli.logparse.functions import function_key, trace_counters
 from placement_cli.logparse.records import Records, Repeats, escaped_name, name_text, paired_repeats
 from placement_cli.logparse.saved import Tallied, record_fields
 from placement_cli.model import LOGGED, Change, DiffSide, PlacementDiff, PlacementKind, link_totals
-from placement_cli.model.cost import step_times
 from placement_cli.model.filtered import Filters
 from placement_cli.pairing import (
     Fields,
@@ -257,4 +256,4 @@ def _side(tallied: Tallied, by_device: Counter[str], counts_only: bool) -> DiffS
     copies, cost = tallied.report.copies, tallied.report.cost
     return DiffSide(tallied.name, tallied.saved, sum(by_device.values()),
                     None if copies is None else link_totals(copies), counts_only,
-                    None if cost is None else step_times(cost))
+                    None if cost is None else cost.times())

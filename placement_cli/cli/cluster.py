@@ -31,7 +31,7 @@ from placement_cli.i18n import _
 from placement_cli.i18n import shown as shown_message
 from placement_cli.lessons import cluster as lesson
 from placement_cli.lessons.cluster import build
-from placement_cli.model.cost import MAX_WARMUP
+from placement_cli.model.caps import MAX_WARMUP
 from placement_cli.render.cluster import cluster_group, progress_line
 from placement_cli.render.inspect import render_inspection, silent_summary
 from placement_cli.runtime.cluster import inspect as inspection

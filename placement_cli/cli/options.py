@@ -20,7 +20,7 @@ from placement_cli.devices import names_xla
 from placement_cli.exceptions import UsageProblem
 from placement_cli.i18n import _, characters, from_locale, use
 from placement_cli.lessons.caps import MAX_CPUS, MAX_TOWERS, MAX_VIRTUAL_GPUS
-from placement_cli.model.cost import MAX_STEPS, MAX_WARMUP
+from placement_cli.model.caps import MAX_STEPS, MAX_WARMUP
 from placement_cli.outputs import check_distinct, check_file, check_folder, same_as_stdout
 
 

@@ -37,7 +37,7 @@ from placement_cli.exceptions import UsageProblem
 from placement_cli.filters import apply
 from placement_cli.i18n import _
 from placement_cli.messages import one_line
-from placement_cli.model.cost import MAX_WARMUP
+from placement_cli.model.caps import MAX_WARMUP
 from placement_cli.model.filtered import Filters
 from placement_cli.outputs import check_distinct, open_save_log
 from placement_cli.render.json import traced_dict

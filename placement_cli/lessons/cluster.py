@@ -7,17 +7,18 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from placement_cli import costs
 from placement_cli.devices import try_parse
 from placement_cli.exceptions import UsageProblem
 from placement_cli.logparse import parse_text
 from placement_cli.model import ClusterEvent, ClusterReport, ClusterRun, Edge, Origin, Placement, Report, WorkerSteps
-from placement_cli.model.cost import Cost
 from placement_cli.model.kinds import PlacementKind
 from placement_cli.runtime import gpu_policy
 from placement_cli.runtime.cluster import launch as cluster_launch
+
+if TYPE_CHECKING:
+    from placement_cli.model.cost import Cost
 
 # The supervisor's process: the entry module that hands it the work each task runs.
 ENTRY = "placement_cli.lessons.cluster_tasks"
@@ -83,6 +84,8 @@ def build(run: ClusterRun, *, sync: bool, steps: int, copies: bool, api: str = "
     timed_costs: tuple[tuple[str, Cost], ...] | None = None
     timing_errors: list[tuple[str, str]] = []
     if timed:  # each worker's own steps, joined with its own placements
+        from placement_cli import costs  # noqa: PLC0415 - start-up: only a timed run needs it
+
         found = []
         for name, training in sorted(run.results, key=lambda item: item[0]):
             if training.profile is not None:

@@ -4,14 +4,16 @@ made of it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from placement_cli.i18n import Wording, english
 from placement_cli.model.cause import Cause
 from placement_cli.model.copies import Copy
-from placement_cli.model.cost import Cost, Profile
 from placement_cli.model.fields import count, number, optional_int, optional_text, text
 from placement_cli.model.report import Report
+
+if TYPE_CHECKING:
+    from placement_cli.model.cost import Cost, Profile
 
 _TASK_FIELDS = ("job", "task", "target", "pid", "exit_code", "ended_by_placement", "private_kib", "steps_reported",
                 "cuda_visible_devices", "tf_force_gpu_allow_growth", "gpu_options")
@@ -255,9 +257,13 @@ class ClusterReport:
                          seconds=None if data.get("seconds") is None else number(data["seconds"]),
                          cause=None if cause is None else Cause.from_dict(cause),
                          gpu_memory=GpuMemory.from_dict(data.get("gpu_memory")))
+        costs = None
+        if data.get("costs") is not None:  # a timed cluster's
+            from placement_cli.model.cost import Cost  # noqa: PLC0415 - start-up: only a timed report needs it
+
+            costs = tuple((text(k), Cost.from_dict(v)) for k, v in data["costs"].items())
         return cls(run=run, report=Report.from_dict(data), sync=data.get("mode") == "sync",
                    steps=count(data["steps_asked"]), api=api, workers=workers,
                    sync_ops=tuple((text(k), count(v)) for k, v in (data.get("sync_ops") or {}).items()),
-                   costs=None if data.get("costs") is None else
-                   tuple((text(k), Cost.from_dict(v)) for k, v in data["costs"].items()),
+                   costs=costs,
                    timing_errors=tuple((text(k), text(v)) for k, v in (data.get("timing_errors") or {}).items()))

@@ -16,13 +16,8 @@ from typing import Any
 
 from placement_cli.devices import DeviceName
 from placement_cli.i18n import Wording, english
+from placement_cli.model.caps import MAX_STEPS
 from placement_cli.model.fields import count, known_total, number, optional_int, optional_text, text
-
-# TensorFlow stops tracing a kernel it has measured as cheap after about a hundred runs (its cost estimate:
-# such a kernel then runs untraced, and the profile holds only the expensive ones): the steps measured
-# come before that, as far as placement chooses them.
-MAX_STEPS = 50
-MAX_WARMUP = 40
 
 # what a ProfiledRun is: one Session.run, one call of a tf.function, one eager op
 SESSION, FUNCTION, EAGER = "session", "function", "eager"
@@ -327,6 +322,10 @@ class Cost:
     calls: int | None = None  # a traced script's: how often its step's function ran (warm-up included)
     overlapped: bool = False  # calls of the step's function ran at once (several threads): their times add up
 
+    def times(self) -> StepTimes:
+        """In brief, as `diff` compares two timed reports."""
+        return StepTimes(self.wall.mean, tuple((d.device, d.busy.mean) for d in self.devices), self.links)
+
     @property
     def overhead(self) -> float | None:
         """Microseconds the profiler added to a step (profiled wall - plain wall); None: not measured."""
@@ -386,10 +385,6 @@ class StepTimes:
     def from_dict(cls, t: Any) -> StepTimes:
         return cls(_time(t["wall_us"]), tuple((DeviceName(text(d)), _time(b)) for d, b in t["busy_us"].items()),
                    tuple(map(LinkCost.from_dict, t["links"])))
-
-
-def step_times(cost: Cost) -> StepTimes:
-    return StepTimes(cost.wall.mean, tuple((d.device, d.busy.mean) for d in cost.devices), cost.links)
 
 
 def _us(value: float) -> float | None:

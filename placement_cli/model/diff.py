@@ -6,13 +6,15 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import repeat
 from operator import itemgetter
-from typing import Any, NamedTuple, overload
+from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
 from placement_cli.i18n import Wording, english
 from placement_cli.model.copies import LinkTotal
-from placement_cli.model.cost import StepTimes
 from placement_cli.model.fields import count, known_total, optional_text, text
 from placement_cli.model.report import STATUSES
+
+if TYPE_CHECKING:
+    from placement_cli.model.cost import StepTimes
 
 
 class Change(NamedTuple):
@@ -377,6 +379,8 @@ class PlacementDiff:
                         for s, name in ((old, "old"), (new, "new")))
         times = summary.get("time")
         if times is not None:
+            from placement_cli.model.cost import StepTimes  # noqa: PLC0415 - start-up: only timed reports need it
+
             old, new = (replace(s, times=StepTimes.from_dict(times[name])) for s, name in ((old, "old"), (new, "new")))
         return cls(old, new, moved=tuple(map(Change.from_moved_dict, data["moved"])),
                    added=tuple(Change.from_side_dict(c, "new") for c in data["added"]),

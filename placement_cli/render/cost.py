@@ -3,6 +3,8 @@ the placements that cost most with TensorFlow's reason for each."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import RenderableType
 from rich.text import Text
 
@@ -10,10 +12,12 @@ from placement_cli.devices import DeviceName
 from placement_cli.i18n import Wording, _, shown
 from placement_cli.messages import duration
 from placement_cli.model import Report
-from placement_cli.model.cost import Cost, Spread
 from placement_cli.render.rows import Column, RowTable
 from placement_cli.render.text import clean
 from placement_cli.render.view import View
+
+if TYPE_CHECKING:
+    from placement_cli.model.cost import Cost, Spread
 
 TOP_OPS = 10
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from rich.console import Group, RenderableType
 from rich.text import Text
@@ -19,14 +20,15 @@ from placement_cli.model import (
     LinkTotal,
     PlacementDiff,
 )
-from placement_cli.model.cost import LinkCost, StepTimes
 from placement_cli.model.diff import total
 from placement_cli.model.report import STATUSES
 from placement_cli.render.digest import MAX_KEYS, CrossTab, scope_counts
-from placement_cli.render.graph import device_order
 from placement_cli.render.rows import MIDDLE, Column, RowTable
 from placement_cli.render.text import KeptTail, clean
 from placement_cli.render.view import View
+
+if TYPE_CHECKING:
+    from placement_cli.model.cost import LinkCost, StepTimes
 
 _EXAMPLES = 3  # names a digest row gives as examples
 
@@ -176,7 +178,7 @@ def times_table(old: StepTimes, new: StepTimes, fit: bool) -> RowTable:
 
     table.add_row(_("step (wall)"), cell(old.wall), cell(new.wall), change(old.wall, new.wall))
     olds, news = dict(old.devices), dict(new.devices)
-    for i, device in enumerate(sorted(set(olds) | set(news), key=lambda d: device_order(str(d)))):
+    for i, device in enumerate(sorted(set(olds) | set(news), key=lambda d: (d.spec is None, d.spec.order if d.spec else (), d))):
         a, b = olds.get(device), news.get(device)
         table.add_row(_("{device} busy").format(device=_device(device)), cell(a), cell(b), change(a, b),
                       new_section=i == 0)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from placement_cli import messages
 from placement_cli.devices import DeviceSpec
@@ -13,7 +14,9 @@ from placement_cli.exceptions import RuleError
 from placement_cli.i18n import Message, _
 from placement_cli.messages import quoted
 from placement_cli.model import Report, RuleFailure
-from placement_cli.model.cost import Cost
+
+if TYPE_CHECKING:
+    from placement_cli.model.cost import Cost
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(us|\u00b5s|\u03bcs|ms|s)\s*$", re.IGNORECASE | re.ASCII)
 _UNITS = {"us": 1.0, "\u00b5s": 1.0, "\u03bcs": 1.0, "ms": 1000.0, "s": 1_000_000.0}  # micro sign, Greek mu

@@ -27,7 +27,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from placement_cli.devices import DeviceName
-from placement_cli.model.cost import COPY, EAGER, FUNCTION, MAX_STEPS, SESSION, Profile, ProfiledEvent, ProfiledRun
+from placement_cli.model.caps import MAX_STEPS
+from placement_cli.model.cost import COPY, EAGER, FUNCTION, SESSION, Profile, ProfiledEvent, ProfiledRun
 
 STEP_MARK = "placement_step"  # the name a lesson's measured steps run under (a profiler TraceMe)
 _EAGER_COPY = re.compile(r"^_Send input (\d+) from (\S+) to (\S+)$")

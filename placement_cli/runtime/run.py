@@ -8,15 +8,13 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from placement_cli import costs
 from placement_cli.devices import DeviceName, device_name
 from placement_cli.i18n import Wording
 from placement_cli.logparse import glog, parse_text
 from placement_cli.logparse.causes import cause, essential, headline
 from placement_cli.model import Copy, Origin, PlacementFailure, Report
-from placement_cli.model.cost import Profile
 from placement_cli.model.facts import Facts, Span
 from placement_cli.model.kinds import FailureKind
 from placement_cli.runtime import private, startup
@@ -26,8 +24,10 @@ from placement_cli.runtime.events import write_events
 from placement_cli.runtime.facts import GraphRecorder, kernel_checks, kernel_map
 from placement_cli.runtime.startup import RunOptions, available_devices
 from placement_cli.runtime.stepstats import metadata_run, traced_run
-from placement_cli.runtime.timing import graph_sizes, timed_steps
 from placement_cli.why import explain
+
+if TYPE_CHECKING:
+    from placement_cli.model.cost import Profile
 
 # Written into the captured stream around eager code, then taken out of the log: the lines between
 # two marks are what that code made TensorFlow write. Random, so no log line can look like one.
@@ -136,6 +136,8 @@ def run_traced_step(tf: Any, sess: Any, fetch: Any, feed: Any, options: RunOptio
 
 def time_steps(tf: Any, step: Any, options: RunOptions, trial: Trial, graphs: Any) -> None:
     """--time: ``step`` run again, measured (the first run logged the placements)."""
+    from placement_cli.runtime.timing import graph_sizes, timed_steps  # noqa: PLC0415 - start-up: a timed run's
+
     trial.timing = True
     try:
         trial.profile, trial.timing_error = timed_steps(tf, step, steps=options.time_steps, warmup=options.warmup,
@@ -167,8 +169,11 @@ def run_captured(build: Any, options: RunOptions, title: Wording) -> Report:
     report = parse_text(log + ("\n" + trial.error if trial.error else ""))
     placements = explain(report.placements, facts_of(recorder, trial, spans_of(trial, marks)))
     copies = None if trial.copies is None else tuple(trial.copies)
-    cost = None if trial.profile is None else costs.build(trial.profile, placements, copies,
-                                                          virtual_gpus=bool(options.virtual_gpus))
+    cost = None
+    if trial.profile is not None:
+        from placement_cli import costs  # noqa: PLC0415 - start-up: only a timed run needs it
+
+        cost = costs.build(trial.profile, placements, copies, virtual_gpus=bool(options.virtual_gpus))
     errors, run_error = outcome(report.errors, trial, log)
     # a graph that never ran carries only the devices it asked for: no event file draws them as placements
     if options.tensorboard and trial.graph is not None and trial.result is not None:

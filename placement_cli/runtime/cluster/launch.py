@@ -26,7 +26,6 @@ from placement_cli.clusterspec import Cluster
 from placement_cli.exceptions import Terminated, UsageProblem
 from placement_cli.i18n import N_, Message
 from placement_cli.model import Cause, ClusterEvent, ClusterRun, ClusterTask, Copy, GpuMemory, TaskTraining
-from placement_cli.model.cost import Profile
 
 OVERALL_LIMIT = 600.0  # seconds the supervisor may take in all before it is killed
 
@@ -46,10 +45,15 @@ def training_of(data: dict[str, Any]) -> TaskTraining:
     """A training task's result as the supervisor passed it on."""
     copies = tuple(Copy(**{**c, "shape": None if c.get("shape") is None else tuple(c["shape"])})
                    for c in data.get("copies") or ())
+    profile = None
+    if isinstance(data.get("profile"), dict):  # --time: the worker's measured steps
+        from placement_cli.model.cost import Profile  # noqa: PLC0415 - start-up: only a timed run needs it
+
+        profile = Profile.from_dict(data["profile"])
     return TaskTraining(losses=tuple(data.get("losses") or ()), global_steps=tuple(data.get("global_steps") or ()),
                         variables=tuple((data.get("variables") or {}).items()), copies=copies,
                         edges=tuple((source, target, bool(control)) for source, target, control in data.get("edges") or ()),
-                        profile=None if not isinstance(data.get("profile"), dict) else Profile.from_dict(data["profile"]),
+                        profile=profile,
                         timing_error=data.get("timing_error"))
 
 

@@ -17,7 +17,8 @@ from typing import Any
 from placement_cli import costs
 from placement_cli.i18n import _
 from placement_cli.model import Placement, Report
-from placement_cli.model.cost import MAX_STEPS, MAX_WARMUP, Cost, Profile
+from placement_cli.model.caps import MAX_STEPS, MAX_WARMUP
+from placement_cli.model.cost import Cost, Profile
 from placement_cli.runtime import profiler
 from placement_cli.runtime.timing import graph_sizes
 

@@ -38,9 +38,7 @@ from placement_cli.model.facts import Facts
 from placement_cli.runtime.capture.fds import new_pipe, write_all
 from placement_cli.runtime.capture.splitter import Channel, Splitter
 from placement_cli.runtime.capture.wakeup import Wakeup
-from placement_cli.runtime.profiler import new_folder
 from placement_cli.runtime.trace.child import BOOT, ENV, NO_CAPTURE, PROFILE_ENV, frames
-from placement_cli.runtime.trace.timed import timed_cost
 from placement_cli.tfrules import compiled_calls
 from placement_cli.why import explain, facts_from_dict, xla_lines
 
@@ -195,6 +193,8 @@ class _Supervisor:
         env = {**os.environ, ENV: f"{','.join(map(str, theirs))}:{os.getpid()}:{flags}",
                "PYTHONPATH": BOOT + (os.pathsep + pythonpath if pythonpath else "")}
         if self.timed is not None:  # the profiler's files: a folder of placement's, gone however the script ends
+            from placement_cli.runtime.profiler import new_folder  # noqa: PLC0415 - start-up: a timed run's
+
             self.profile_dir = new_folder()
             env[PROFILE_ENV] = self.profile_dir
         self.tty = _foreground_terminal()
@@ -422,7 +422,11 @@ class _Supervisor:
                                 "what it placed after that may be missing from the report").format(script=one_line(self.script)))
         placements = explain(parsed.placements, facts)
         compiled = compiled_calls(placements, facts.compiled, xla_lines(parsed.placements, facts))
-        cost, timing_error = (None, None) if self.timed is None else timed_cost(data, placements)
+        cost, timing_error = None, None
+        if self.timed is not None:
+            from placement_cli.runtime.trace.timed import timed_cost  # noqa: PLC0415 - start-up: a timed run's
+
+            cost, timing_error = timed_cost(data, placements)
         report = replace(parsed, placements=placements, log=text, compiled=compiled,
                          title=Message(TRACE, script=one_line(self.script), code=code), copies=copied, edges=edges,
                          origin=Origin.RUN, cost=cost, timing_error=timing_error)
