@@ -314,8 +314,8 @@ def render_graph_svg(report: Report) -> str:
         y += LANE_HEAD + lane_rows[d] * (NODE_H + ROW_GAP) + LANE_PAD
     columns = max((n.depth for n in pic.nodes), default=0) + 1
     # as wide as its nodes, and as its title, notes and lane names (a short graph must not cut them)
-    texts = [_text_width(clean(pic.title), TITLE_SIZE, bold=True), *(_text_width(n, FONT_SIZE) for n in notes),
-             *(_text_width(pic.short(d), FONT_SIZE, bold=True) for d in pic.devices)]
+    texts = [text_width(clean(pic.title), TITLE_SIZE, bold=True), *(text_width(n, FONT_SIZE) for n in notes),
+             *(text_width(pic.short(d), FONT_SIZE, bold=True) for d in pic.devices)]
     width = max(LEFT * 2 + columns * (NODE_W + COL_GAP), LEFT * 2 + max(texts, default=0))
     height = y + 10
     device_of = {n.name: n.device for n in pic.nodes}
@@ -365,22 +365,22 @@ def render_graph_svg(report: Report) -> str:
                        'marker-end="url(#arrow)"/>')
     for n in pic.nodes:
         x, y = box(n.name)
-        short = _cut(clean(n.name.rsplit("/", 1)[-1]), 22)  # the whole name is the node's title (hover)
+        short = cut_cells(clean(n.name.rsplit("/", 1)[-1]), 22)  # the whole name is the node's title (hover)
         out.append(f'<g class="node" data-device="{e(n.device)}"><title>{e(clean(n.name))} ({e(clean(n.op))})</title>'
                    f'<rect x="{x}" y="{y}" width="{NODE_W}" height="{NODE_H}" rx="5" fill="{pic.colour(n.device)}" '
                    'stroke="#333"/>'
                    f'<text x="{x + 5}" y="{y + 12}">{e(short)}</text>'
-                   f'<text x="{x + 5}" y="{y + 25}" fill="#444" font-size="9">{e(_cut(clean(n.op), 28))}</text></g>')
+                   f'<text x="{x + 5}" y="{y + 25}" fill="#444" font-size="9">{e(cut_cells(clean(n.op), 28))}</text></g>')
     out.append("</svg>")
     return "\n".join(out) + "\n"
 
 
-def _text_width(text: str, size: int, *, bold: bool = False) -> int:
+def text_width(text: str, size: int, *, bold: bool = False) -> int:
     """Pixels ``text`` may take at ``size`` px: an upper bound by its cells, so nothing is cut."""
     return round(cell_len(text) * size * (EM_PER_CELL_BOLD if bold else EM_PER_CELL)) + 1
 
 
-def _cut(text: str, cells: int) -> str:
+def cut_cells(text: str, cells: int) -> str:
     """``text`` in at most ``cells`` cells (a Chinese character or an emoji takes two), cut with an ellipsis."""
     if cell_len(text) <= cells:
         return text

@@ -13,7 +13,16 @@ from placement_cli.i18n import _, english, shown
 from placement_cli.messages import duration
 from placement_cli.model import Report
 from placement_cli.model.cost import COPY, Cost, TimelineEvent
-from placement_cli.render.graph import CROSSING, FONT_SIZE, LEFT, TITLE_SIZE, _cut, _text_width, colour_of, device_order
+from placement_cli.render.graph import (
+    CROSSING,
+    FONT_SIZE,
+    LEFT,
+    TITLE_SIZE,
+    colour_of,
+    cut_cells,
+    device_order,
+    text_width,
+)
 from placement_cli.render.text import clean
 
 UNKNOWN = "?"  # the lane of events whose device nothing says
@@ -70,7 +79,7 @@ def render_timeline_svg(report: Report) -> str:
     known = tuple(d for d in lanes if d != UNKNOWN)
     wall = _wall(cost) or 1.0
     title = _title(report, cost)
-    width = max(LEFT * 2 + LABEL_W + PLOT_W + AXIS_PAD, LEFT * 2 + _text_width(title, TITLE_SIZE, bold=True))
+    width = max(LEFT * 2 + LABEL_W + PLOT_W + AXIS_PAD, LEFT * 2 + text_width(title, TITLE_SIZE, bold=True))
     height = HEAD + LANE_H * len(lanes) + 30
     top = {d: HEAD + i * LANE_H for i, d in enumerate(lanes)}
 
@@ -95,7 +104,7 @@ def render_timeline_svg(report: Report) -> str:
         out.append(f'<line x1="{x(at)}" y1="{HEAD - 8}" x2="{x(at)}" y2="{height - 24}" stroke="#ddd"/>'
                    f'<text x="{x(at)}" y="{height - 10}" text-anchor="middle" fill="#555">{e(duration(at))}</text>')
     for d in lanes:
-        name = _cut(clean(DeviceName(d).short if d != UNKNOWN else _("unknown device")), 18)
+        name = cut_cells(clean(DeviceName(d).short if d != UNKNOWN else _("unknown device")), 18)
         out.append(f'<g class="lane" data-device="{e(d)}"><rect x="2" y="{top[d]}" width="{width - 4}" '
                    f'height="{LANE_H - 4}" fill="{colour(d)}" fill-opacity="0.18" stroke="#999"/>'
                    f'<text x="{LEFT}" y="{top[d] + 20}" font-weight="bold">{e(name)}</text><title>{e(d)}</title></g>')
@@ -105,7 +114,7 @@ def render_timeline_svg(report: Report) -> str:
         d = _lane(ev.device)
         x1, x2 = x(ev.start), x(ev.start + ev.duration)
         bar = max(x2 - x1, 1.0)
-        label = _cut(clean(ev.node.rsplit("/", 1)[-1]), max(0, int(bar / (FONT_SIZE * 0.62)) - 1)) if bar > 30 else ""
+        label = cut_cells(clean(ev.node.rsplit("/", 1)[-1]), max(0, int(bar / (FONT_SIZE * 0.62)) - 1)) if bar > 30 else ""
         out.append(f'<g class="op" data-device="{e(d)}" data-node="{e(clean(ev.node))}"><title>{e(_hover(ev))}</title>'
                    f'<rect x="{x1}" y="{top[d] + 6}" width="{bar:.2f}" height="{BAR_H}" fill="{colour(d)}" '
                    'stroke="#333" stroke-width="0.5"/>'
